@@ -1,0 +1,1 @@
+//! spdl-core: the pipeline engine.

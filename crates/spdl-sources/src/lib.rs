@@ -1,0 +1,1 @@
+//! spdl-sources
