@@ -1,0 +1,101 @@
+//! Failure accounting shared by every stage: per-stage and pipeline-wide budgets, the last
+//! errors (for the final report), and the error that stopped the pipeline, if any.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use crate::error::{Error, ErrorKind};
+use crate::stage::FailureBudget;
+use crate::stats::StageMeter;
+
+/// How many recent errors are kept for the report and the final error.
+const LAST_ERRORS: usize = 5;
+
+pub(crate) struct Failures {
+    budget: Option<FailureBudget>,
+    total: AtomicU64,
+    /// Source items emitted, the denominator of a pipeline-wide rate.
+    pub(crate) emitted: AtomicU64,
+    last: Mutex<VecDeque<String>>,
+    abort: Mutex<Option<Error>>,
+}
+
+impl Failures {
+    pub(crate) fn new(budget: Option<FailureBudget>) -> Self {
+        Failures {
+            budget,
+            total: AtomicU64::new(0),
+            emitted: AtomicU64::new(0),
+            last: Mutex::new(VecDeque::new()),
+            abort: Mutex::new(None),
+        }
+    }
+
+    /// Records one failure in `stage`, logs it, and returns `true` if a budget is now exceeded
+    /// (the stage must then stop taking input).
+    pub(crate) fn record(
+        &self,
+        stage: &StageMeter,
+        stage_budget: Option<FailureBudget>,
+        err: &Error,
+    ) -> bool {
+        tracing::warn!(stage = stage.name(), position = err.position(), "{err}");
+        let total = self.total.fetch_add(1, Ordering::Relaxed) + 1;
+        {
+            let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+            if last.len() == LAST_ERRORS {
+                last.pop_front();
+            }
+            last.push_back(err.to_string());
+        }
+        let (stage_failures, stage_processed) = stage.failures_and_processed();
+        if let Some(b) = stage_budget {
+            if b.exceeded(stage_failures, stage_processed) {
+                self.abort(stage.name(), b, stage_failures);
+                return true;
+            }
+        }
+        if let Some(b) = self.budget {
+            if b.exceeded(total, self.emitted.load(Ordering::Relaxed)) {
+                self.abort(stage.name(), b, total);
+                return true;
+            }
+        }
+        false
+    }
+
+    fn abort(&self, stage: &str, budget: FailureBudget, count: u64) {
+        let mut slot = self.abort.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_some() {
+            return;
+        }
+        let last = self.last_errors().join("\n  ");
+        let limit = match budget {
+            FailureBudget::Count(n) => format!("max_failures={n}"),
+            FailureBudget::Rate(r) => format!("max_failure_rate={r}"),
+        };
+        *slot = Some(
+            Error::new(
+                ErrorKind::TooManyFailures,
+                format!("{count} failures exceed {limit}; last errors:\n  {last}"),
+            )
+            .with_stage(stage),
+        );
+    }
+
+    /// The error that stopped the pipeline, if a budget was exceeded.
+    pub(crate) fn take_abort(&self) -> Option<Error> {
+        self.abort.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    /// Whether a budget was exceeded.
+    pub(crate) fn aborted(&self) -> bool {
+        self.abort.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+    }
+
+    /// The most recent errors, oldest first.
+    pub(crate) fn last_errors(&self) -> Vec<String> {
+        self.last.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect()
+    }
+}

@@ -1,0 +1,201 @@
+//! Bounded queues between stages, instrumented for the stats.
+//!
+//! A thin wrapper over `tokio::sync::mpsc::channel`: the bound is the backpressure (a full
+//! queue makes its producer wait), and every put and get records how long it waited and
+//! whether the queue held data (SPDL's "data readiness": the share of time the queue was
+//! non-empty; near 0 at the sink means the consumer waits for data).
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+
+use crate::stats::QueueStats;
+
+/// Shared counters of one queue.
+pub(crate) struct QueueMeter {
+    name: String,
+    capacity: usize,
+    inner: Mutex<MeterInner>,
+}
+
+struct MeterInner {
+    len: usize,
+    items: u64,
+    nonempty_since: Option<Instant>,
+    nonempty_total: Duration,
+    put_wait: Duration,
+    get_wait: Duration,
+    started: Instant,
+}
+
+impl QueueMeter {
+    fn new(name: String, capacity: usize) -> Self {
+        QueueMeter {
+            name,
+            capacity,
+            inner: Mutex::new(MeterInner {
+                len: 0,
+                items: 0,
+                nonempty_since: None,
+                nonempty_total: Duration::ZERO,
+                put_wait: Duration::ZERO,
+                get_wait: Duration::ZERO,
+                started: Instant::now(),
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, MeterInner> {
+        // A poisoned meter only means a panic elsewhere; the counters are still usable.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn on_put(&self, waited: Duration) {
+        let mut m = self.lock();
+        m.put_wait += waited;
+        if m.len == 0 {
+            m.nonempty_since = Some(Instant::now());
+        }
+        m.len += 1;
+    }
+
+    fn on_get(&self, waited: Duration) {
+        let mut m = self.lock();
+        m.get_wait += waited;
+        m.items += 1;
+        m.len = m.len.saturating_sub(1);
+        if m.len == 0 {
+            if let Some(t) = m.nonempty_since.take() {
+                m.nonempty_total += t.elapsed();
+            }
+        }
+    }
+
+    /// A snapshot for [`crate::stats::PipelineStats`].
+    pub(crate) fn snapshot(&self) -> QueueStats {
+        let m = self.lock();
+        let elapsed = m.started.elapsed();
+        let nonempty = m.nonempty_total + m.nonempty_since.map_or(Duration::ZERO, |t| t.elapsed());
+        let per_item = |d: Duration| if m.items == 0 { Duration::ZERO } else { d / m.items as u32 };
+        QueueStats {
+            name: self.name.clone(),
+            capacity: self.capacity,
+            items: m.items,
+            occupancy_rate: if elapsed.is_zero() {
+                0.0
+            } else {
+                nonempty.as_secs_f64() / elapsed.as_secs_f64()
+            },
+            mean_put_wait: per_item(m.put_wait),
+            mean_get_wait: per_item(m.get_wait),
+        }
+    }
+}
+
+/// Creates a bounded queue of `capacity` items named `name`.
+pub(crate) fn queue<T>(name: String, capacity: usize) -> (QueueTx<T>, QueueRx<T>, Arc<QueueMeter>) {
+    let (tx, rx) = mpsc::channel(capacity.max(1));
+    let meter = Arc::new(QueueMeter::new(name, capacity.max(1)));
+    (QueueTx { tx, meter: meter.clone() }, QueueRx { rx, meter: meter.clone() }, meter)
+}
+
+/// The sending half; a failed send means the receiver is gone (shutdown).
+pub(crate) struct QueueTx<T> {
+    tx: mpsc::Sender<T>,
+    meter: Arc<QueueMeter>,
+}
+
+/// The receiver is gone: the pipeline is shutting down.
+#[derive(Debug)]
+pub(crate) struct Closed;
+
+impl<T> QueueTx<T> {
+    /// Puts `item`, waiting while the queue is full.
+    pub(crate) async fn send(&self, item: T) -> Result<(), Closed> {
+        match self.tx.try_send(item) {
+            Ok(()) => {
+                self.meter.on_put(Duration::ZERO);
+                Ok(())
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(Closed),
+            Err(mpsc::error::TrySendError::Full(item)) => {
+                let t = Instant::now();
+                self.tx.send(item).await.map_err(|_| Closed)?;
+                self.meter.on_put(t.elapsed());
+                Ok(())
+            }
+        }
+    }
+
+    /// Puts `item` from a thread outside the runtime, blocking while the queue is full.
+    pub(crate) fn blocking_send(&self, item: T) -> Result<(), Closed> {
+        match self.tx.try_send(item) {
+            Ok(()) => {
+                self.meter.on_put(Duration::ZERO);
+                Ok(())
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(Closed),
+            Err(mpsc::error::TrySendError::Full(item)) => {
+                let t = Instant::now();
+                self.tx.blocking_send(item).map_err(|_| Closed)?;
+                self.meter.on_put(t.elapsed());
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The receiving half.
+pub(crate) struct QueueRx<T> {
+    rx: mpsc::Receiver<T>,
+    meter: Arc<QueueMeter>,
+}
+
+impl<T> QueueRx<T> {
+    /// Takes the next item; `None` once every sender is gone and the queue is empty.
+    pub(crate) async fn recv(&mut self) -> Option<T> {
+        match self.rx.try_recv() {
+            Ok(item) => {
+                self.meter.on_get(Duration::ZERO);
+                Some(item)
+            }
+            Err(mpsc::error::TryRecvError::Disconnected) => None,
+            Err(mpsc::error::TryRecvError::Empty) => {
+                let t = Instant::now();
+                let item = self.rx.recv().await?;
+                self.meter.on_get(t.elapsed());
+                Some(item)
+            }
+        }
+    }
+
+    /// Polls for the next item (for `Stream` implementations).
+    pub(crate) fn poll_recv(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<T>> {
+        let r = self.rx.poll_recv(cx);
+        if let std::task::Poll::Ready(Some(_)) = &r {
+            self.meter.on_get(Duration::ZERO);
+        }
+        r
+    }
+
+    /// Takes the next item from a thread outside the runtime, blocking until one arrives.
+    pub(crate) fn blocking_recv(&mut self) -> Option<T> {
+        if let Ok(item) = self.rx.try_recv() {
+            self.meter.on_get(Duration::ZERO);
+            return Some(item);
+        }
+        let t = Instant::now();
+        let item = self.rx.blocking_recv()?;
+        self.meter.on_get(t.elapsed());
+        Some(item)
+    }
+
+    /// Closes the queue: senders fail from now on; items already queued can still be taken.
+    pub(crate) fn close(&mut self) {
+        self.rx.close();
+    }
+}

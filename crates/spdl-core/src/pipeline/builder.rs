@@ -1,0 +1,305 @@
+//! The builder: a typed chain of stage constructors, source first, materialized by
+//! [`PipelineBuilder::build`] from the sink backwards (each stage creates its input queue and
+//! hands the sending half to the stage before it).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use futures_core::Stream;
+
+use super::handle::{Pipeline, Runtime};
+use crate::error::{BoxError, Error, ErrorKind, Result};
+use crate::exec::block_on::BlockingStream;
+use crate::exec::failures::Failures;
+use crate::exec::pool::{Submitter, WorkerPool};
+use crate::exec::queue::{queue, QueueMeter, QueueRx, QueueTx};
+use crate::stage::aggregate::{run_aggregate, run_disaggregate, Aggregator, Batcher};
+use crate::stage::map::MapStage;
+use crate::stage::source::{run_source, BoxIter, SourceFn, StartEpoch};
+use crate::stage::stream::{run_stream, BoxStream};
+use crate::stage::{FailureBudget, Msg, Op, StageConfig};
+use crate::stats::StageMeter;
+
+type Task = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
+/// What the chain of stage constructors writes into while a pipeline is built.
+pub(crate) struct BuildCtx {
+    submitter: Submitter,
+    failures: Arc<Failures>,
+    /// Stages and queues, collected sink-first and reversed at the end.
+    stages: Vec<Arc<StageMeter>>,
+    queues: Vec<Arc<QueueMeter>>,
+    tasks: Vec<Task>,
+    source_thread: Option<JoinHandle<()>>,
+    commands: Option<crossbeam_channel::Sender<StartEpoch>>,
+    error: Option<Error>,
+}
+
+type Chain<T> = Box<dyn FnOnce(&mut BuildCtx, QueueTx<Msg<T>>) + Send + 'static>;
+
+/// Builds a pipeline: a source, then stages, then a sink, as SPDL's `PipelineBuilder`.
+///
+/// Nothing runs until [`build`](PipelineBuilder::build), and no item is produced until the
+/// first epoch is started by iterating the [`Pipeline`].
+///
+/// ```
+/// use spdl_core::{Op, PipelineBuilder, StageConfig};
+///
+/// let mut pipeline = PipelineBuilder::source(|_epoch| 0..10u32)
+///     .pipe(
+///         Op::blocking(|x: u32| Ok((x % 2 == 0).then_some(x * 10))),
+///         StageConfig::named("even").concurrency(2),
+///     )
+///     .aggregate(2, false)
+///     .build(2)
+///     .unwrap();
+/// let mut all: Vec<u32> = pipeline.iter().map(|batch| batch.unwrap()).flatten().collect();
+/// all.sort();
+/// assert_eq!(all, vec![0, 20, 40, 60, 80]);
+/// ```
+pub struct PipelineBuilder<T> {
+    chain: Chain<T>,
+    stage_count: usize,
+    /// Name of the last stage, to name the queue after it.
+    last: String,
+    sink_size: usize,
+    max_failures: Option<FailureBudget>,
+    report_interval: Option<Duration>,
+}
+
+impl<T: Send + 'static> PipelineBuilder<T> {
+    /// Starts a pipeline from a function called once per epoch with the epoch number (0, 1,
+    /// ...), returning that epoch's items; it runs on a thread of its own, so a slow iterator
+    /// never blocks the stages. Use the epoch to reshuffle.
+    pub fn source<F, I>(mut f: F) -> Self
+    where
+        F: FnMut(u64) -> I + Send + 'static,
+        I: IntoIterator<Item = T>,
+        I::IntoIter: Send + 'static,
+    {
+        Self::from_source_fn(Box::new(move |epoch| Box::new(f(epoch).into_iter()) as BoxIter<T>))
+    }
+
+    /// Starts a pipeline from one iterator: the first epoch yields its items, later ones none.
+    pub fn source_iter<I>(iter: I) -> Self
+    where
+        I: IntoIterator<Item = T>,
+        I::IntoIter: Send + 'static,
+    {
+        let mut once = Some(iter.into_iter());
+        Self::from_source_fn(Box::new(move |_| match once.take() {
+            Some(it) => Box::new(it) as BoxIter<T>,
+            None => Box::new(std::iter::empty()),
+        }))
+    }
+
+    /// Starts a pipeline from an async stream made for each epoch. The stream is polled on the
+    /// source's own thread, so it may be slow without stalling the stages.
+    pub fn source_stream<F, S>(mut f: F) -> Self
+    where
+        F: FnMut(u64) -> S + Send + 'static,
+        S: Stream<Item = T> + Send + 'static,
+    {
+        Self::from_source_fn(Box::new(move |epoch| {
+            Box::new(BlockingStream::new(Box::pin(f(epoch)))) as BoxIter<T>
+        }))
+    }
+
+    fn from_source_fn(f: SourceFn<T>) -> Self {
+        PipelineBuilder {
+            chain: Box::new(move |ctx, output| {
+                let meter = Arc::new(StageMeter::new("source".into(), 1));
+                ctx.stages.push(meter.clone());
+                let (cmd_tx, cmd_rx) = crossbeam_channel::unbounded();
+                let failures = ctx.failures.clone();
+                match std::thread::Builder::new()
+                    .name("spdl-source".into())
+                    .spawn(move || run_source(f, cmd_rx, output, meter, failures))
+                {
+                    Ok(h) => {
+                        ctx.source_thread = Some(h);
+                        ctx.commands = Some(cmd_tx);
+                    }
+                    Err(e) => {
+                        ctx.error = Some(Error::new(
+                            ErrorKind::Stopped,
+                            format!("cannot start the source thread: {e}"),
+                        ))
+                    }
+                }
+            }),
+            stage_count: 1,
+            last: "source".into(),
+            sink_size: 3,
+            max_failures: None,
+            report_interval: None,
+        }
+    }
+
+    /// Appends a stage: `make` builds its task from its input queue and output sender.
+    fn then<U: Send + 'static>(
+        self,
+        kind: &str,
+        name: Option<String>,
+        concurrency: usize,
+        make: impl FnOnce(&BuildCtx, Arc<StageMeter>, QueueRx<Msg<T>>, QueueTx<Msg<U>>) -> Task
+            + Send
+            + 'static,
+    ) -> PipelineBuilder<U> {
+        let name = name.unwrap_or_else(|| format!("{kind}_{}", self.stage_count));
+        let prev = self.chain;
+        let queue_name = format!("{}->{}", self.last, name);
+        let stage_name = name.clone();
+        PipelineBuilder {
+            chain: Box::new(move |ctx, output| {
+                let meter = Arc::new(StageMeter::new(stage_name, concurrency));
+                ctx.stages.push(meter.clone());
+                let (tx, rx, qm) = queue(queue_name, concurrency);
+                ctx.queues.push(qm);
+                let task = make(ctx, meter, rx, output);
+                ctx.tasks.push(task);
+                prev(ctx, tx);
+            }),
+            stage_count: self.stage_count + 1,
+            last: name,
+            sink_size: self.sink_size,
+            max_failures: self.max_failures,
+            report_interval: self.report_interval,
+        }
+    }
+
+    /// Adds a per-item stage running `op` with `config`'s concurrency, order, name and failure
+    /// budget. Its input queue holds `concurrency` items.
+    pub fn pipe<U: Send + 'static>(self, op: Op<T, U>, config: StageConfig) -> PipelineBuilder<U> {
+        let StageConfig { name, concurrency, order, max_failures } = config;
+        self.then("pipe", name, concurrency, move |ctx, meter, input, output| {
+            let stage = MapStage::new(
+                op,
+                concurrency,
+                order,
+                max_failures,
+                meter,
+                ctx.failures.clone(),
+                ctx.submitter.clone(),
+            );
+            Box::pin(stage.run(input, output))
+        })
+    }
+
+    /// Adds a stream-to-stream stage: `f` is called once per epoch with that epoch's items and
+    /// returns the outputs; it owns its concurrency (e.g. with `buffer_unordered`). An `Err`
+    /// output counts as a failure of this stage.
+    pub fn pipe_stream<U, F>(self, name: impl Into<String>, f: F) -> PipelineBuilder<U>
+    where
+        U: Send + 'static,
+        F: FnMut(BoxStream<T>) -> BoxStream<std::result::Result<U, BoxError>> + Send + 'static,
+    {
+        self.then("stream", Some(name.into()), 1, move |ctx, meter, input, output| {
+            Box::pin(run_stream(Box::new(f), meter, ctx.failures.clone(), input, output))
+        })
+    }
+
+    /// Groups items into `Vec`s of `size` (SPDL's `aggregate`); the last batch of an epoch may be
+    /// shorter, or is dropped (its items counted as skipped) with `drop_last`.
+    pub fn aggregate(self, size: usize, drop_last: bool) -> PipelineBuilder<Vec<T>> {
+        self.aggregate_with(Batcher::new(size, drop_last))
+    }
+
+    /// Groups items with a custom [`Aggregator`].
+    pub fn aggregate_with<A: Aggregator<T>>(self, agg: A) -> PipelineBuilder<A::Output> {
+        self.then("aggregate", None, 1, move |_ctx, meter, input, output| {
+            Box::pin(run_aggregate(agg, meter, input, output))
+        })
+    }
+
+    /// Sets the sink's buffer size: items ready for the consumer (SPDL's `add_sink`, default 3).
+    pub fn sink(mut self, buffer_size: usize) -> Self {
+        self.sink_size = buffer_size.max(1);
+        self
+    }
+
+    /// Stops the pipeline once more than `n` items failed in total (default: no limit).
+    pub fn max_failures(mut self, n: u64) -> Self {
+        self.max_failures = Some(FailureBudget::Count(n));
+        self
+    }
+
+    /// Stops the pipeline once more than `rate` of the source's items failed (after 100 items).
+    pub fn max_failure_rate(mut self, rate: f64) -> Self {
+        self.max_failures = Some(FailureBudget::Rate(rate));
+        self
+    }
+
+    /// Logs the stats table through `tracing` (INFO) every `interval`.
+    pub fn report_stats_interval(mut self, interval: Duration) -> Self {
+        self.report_interval = Some(interval);
+        self
+    }
+
+    /// Starts the threads: `num_threads` workers for blocking ops (at least 1), the scheduler
+    /// thread and the source thread. No item is produced until the first epoch is iterated.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Stopped`] if a thread or the runtime cannot be started.
+    pub fn build(self, num_threads: usize) -> Result<Pipeline<T>> {
+        let pool = WorkerPool::new("spdl-worker", num_threads.max(1))?;
+        let mut ctx = BuildCtx {
+            submitter: pool.submitter(),
+            failures: Arc::new(Failures::new(self.max_failures)),
+            stages: Vec::new(),
+            queues: Vec::new(),
+            tasks: Vec::new(),
+            source_thread: None,
+            commands: None,
+            error: None,
+        };
+        let (sink_tx, sink_rx, sink_meter) = queue(format!("{}->sink", self.last), self.sink_size);
+        ctx.queues.push(sink_meter);
+        (self.chain)(&mut ctx, sink_tx);
+        ctx.stages.reverse();
+        ctx.queues.reverse();
+        let runtime = match ctx.error.take() {
+            Some(e) => Err(e),
+            None => Runtime::start(
+                std::mem::take(&mut ctx.tasks),
+                pool,
+                ctx.stages.clone(),
+                ctx.queues.clone(),
+                self.report_interval,
+            ),
+        };
+        let runtime = match runtime {
+            Ok(rt) => rt,
+            Err(e) => {
+                // Let the source thread see its command channel close, then reap it.
+                ctx.commands = None;
+                drop(sink_rx);
+                if let Some(t) = ctx.source_thread.take() {
+                    let _ = t.join();
+                }
+                return Err(e);
+            }
+        };
+        Ok(Pipeline::new(
+            sink_rx,
+            runtime,
+            ctx.commands,
+            ctx.source_thread,
+            ctx.stages,
+            ctx.queues,
+            ctx.failures,
+        ))
+    }
+}
+
+impl<T: Send + 'static> PipelineBuilder<Vec<T>> {
+    /// Splits each `Vec` back into items (SPDL's `disaggregate`).
+    pub fn disaggregate(self) -> PipelineBuilder<T> {
+        self.then("disaggregate", None, 1, move |_ctx, meter, input, output| {
+            Box::pin(run_disaggregate(meter, input, output))
+        })
+    }
+}

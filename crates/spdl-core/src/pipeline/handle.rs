@@ -1,0 +1,375 @@
+//! A built pipeline: the consumer's handle, the scheduler thread, epochs, state and shutdown.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use futures_core::Stream;
+
+use super::progress::Progress;
+use crate::error::{Error, ErrorKind, Result};
+use crate::exec::failures::Failures;
+use crate::exec::pool::WorkerPool;
+use crate::exec::queue::{QueueMeter, QueueRx};
+use crate::exec::spawned::SpawnedTask;
+use crate::stage::source::StartEpoch;
+use crate::stage::{Ids, Msg};
+use crate::stats::{PipelineStats, StageMeter};
+
+type Task = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
+/// The scheduler thread: owns a current-thread tokio runtime that runs every stage task, and
+/// the worker pool. Stopping it aborts the tasks, then joins the workers.
+pub(crate) struct Runtime {
+    handle: tokio::runtime::Handle,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Runtime {
+    pub(crate) fn start(
+        tasks: Vec<Task>,
+        pool: WorkerPool,
+        stages: Vec<Arc<StageMeter>>,
+        queues: Vec<Arc<QueueMeter>>,
+        report_interval: Option<Duration>,
+    ) -> Result<Self> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Error::new(ErrorKind::Stopped, format!("cannot start the runtime: {e}")))?;
+        let handle = rt.handle().clone();
+        let (shutdown_tx, shutdown_rx) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("spdl-scheduler".into())
+            .spawn(move || {
+                rt.block_on(async move {
+                    let mut running: Vec<SpawnedTask<()>> =
+                        tasks.into_iter().map(SpawnedTask::spawn).collect();
+                    if let Some(every) = report_interval {
+                        running.push(SpawnedTask::spawn(report_stats(every, stages, queues)));
+                    }
+                    // Stages run until the pipeline is stopped or dropped; then every task is
+                    // aborted by dropping its handle.
+                    let _ = shutdown_rx.await;
+                    drop(running);
+                });
+                drop(rt);
+                // Workers finish the op they are running (ops cannot be interrupted) and exit.
+                drop(pool);
+            })
+            .map_err(|e| Error::new(ErrorKind::Stopped, format!("cannot start the scheduler: {e}")))?;
+        Ok(Runtime { handle, shutdown: Some(shutdown_tx), thread: Some(thread) })
+    }
+
+    fn stop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+async fn report_stats(every: Duration, stages: Vec<Arc<StageMeter>>, queues: Vec<Arc<QueueMeter>>) {
+    let mut tick = tokio::time::interval(every);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let stats = PipelineStats {
+            stages: stages.iter().map(|s| s.snapshot()).collect(),
+            queues: queues.iter().map(|q| q.snapshot()).collect(),
+        };
+        tracing::info!("pipeline stats:\n{stats}");
+    }
+}
+
+/// Where the consumer is in the epoch cycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// No epoch running; the next call starts epoch `Pipeline::epoch`.
+    Idle,
+    /// An epoch is running.
+    Running,
+    /// The pipeline stopped (failure budget exceeded, `stop()`): no more items.
+    Stopped,
+}
+
+/// A running pipeline: iterate it epoch by epoch from the training loop's thread
+/// ([`Pipeline::iter`]), or as a `Stream` from async code ([`Pipeline::stream`]).
+///
+/// Dropping it (or calling [`Pipeline::stop`]) aborts every stage, lets each worker finish
+/// the op it is running, and joins every thread.
+pub struct Pipeline<T> {
+    sink: QueueRx<Msg<T>>,
+    runtime: Runtime,
+    commands: Option<crossbeam_channel::Sender<StartEpoch>>,
+    source_thread: Option<JoinHandle<()>>,
+    stages: Vec<Arc<StageMeter>>,
+    queues: Vec<Arc<QueueMeter>>,
+    failures: Arc<Failures>,
+    phase: Phase,
+    epoch: u64,
+    progress: Progress,
+    /// Positions to skip in the next epoch started (from `load_state_dict`).
+    resume: Option<Progress>,
+}
+
+/// What the consumer has received so far: enough to resume the epoch in a fresh process with
+/// no repeat and no skip (mirrors torchdata's `StatefulDataLoader.state_dict()`).
+///
+/// Its size does not grow with the epoch: a watermark plus the positions done out of order
+/// above it (at most about the number of items in flight).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PipelineState {
+    /// The epoch in progress (or the next one, if the last epoch was finished).
+    pub epoch: u64,
+    /// Every source position below this one is done.
+    pub done_below: u64,
+    /// Done positions above `done_below`, ascending.
+    pub done_above: Vec<u64>,
+}
+
+impl<T: Send + 'static> Pipeline<T> {
+    pub(crate) fn new(
+        sink: QueueRx<Msg<T>>,
+        runtime: Runtime,
+        commands: Option<crossbeam_channel::Sender<StartEpoch>>,
+        source_thread: Option<JoinHandle<()>>,
+        stages: Vec<Arc<StageMeter>>,
+        queues: Vec<Arc<QueueMeter>>,
+        failures: Arc<Failures>,
+    ) -> Self {
+        Pipeline {
+            sink,
+            runtime,
+            commands,
+            source_thread,
+            stages,
+            queues,
+            failures,
+            phase: Phase::Idle,
+            epoch: 0,
+            progress: Progress::new(),
+            resume: None,
+        }
+    }
+
+    /// An iterator over the items of the current epoch, starting the next epoch if none is
+    /// running. It ends (`None`) at the end of the epoch. Dropping it mid-epoch does not stop
+    /// the pipeline: the next `iter()` goes on with the same epoch.
+    ///
+    /// After a failure budget is exceeded, the items already produced come first, then one
+    /// `Err` ([`ErrorKind::TooManyFailures`], naming the stage, the count and the last
+    /// errors), then the iterator ends for good.
+    pub fn iter(&mut self) -> EpochIter<'_, T> {
+        EpochIter { pipeline: self }
+    }
+
+    /// The current epoch's items as a `Stream`, for async consumers (same rules as
+    /// [`Pipeline::iter`]).
+    pub fn stream(&mut self) -> EpochStream<'_, T> {
+        EpochStream { pipeline: self }
+    }
+
+    /// Starts the next epoch now, if none is running (iterating does it too). Lets the source
+    /// and stages fill the queues before the first item is asked for.
+    pub fn start(&mut self) {
+        if self.phase != Phase::Idle {
+            return;
+        }
+        let done = self.resume.take().unwrap_or_default();
+        self.progress = done.clone();
+        let started = self
+            .commands
+            .as_ref()
+            .is_some_and(|c| c.send(StartEpoch { epoch: self.epoch, done }).is_ok());
+        self.phase = if started { Phase::Running } else { Phase::Stopped };
+    }
+
+    /// Takes the next item of the current epoch (starting one if idle), waiting at most
+    /// `timeout` (forever if `None`). `Ok(None)` marks the end of the epoch.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Timeout`] if no item came in time (the pipeline goes on; call again);
+    /// [`ErrorKind::TooManyFailures`] once, after the last item, if a budget was exceeded;
+    /// [`ErrorKind::Stopped`] if the pipeline was stopped.
+    pub fn next_item(&mut self, timeout: Option<Duration>) -> Result<Option<T>> {
+        self.start();
+        loop {
+            if self.phase == Phase::Stopped {
+                return Err(Error::new(ErrorKind::Stopped, "the pipeline is stopped"));
+            }
+            let msg = match timeout {
+                None => self.sink.blocking_recv(),
+                Some(d) => {
+                    let sink = &mut self.sink;
+                    match self.runtime.handle.block_on(tokio::time::timeout(d, sink.recv())) {
+                        Ok(m) => m,
+                        Err(_) => {
+                            return Err(Error::new(
+                                ErrorKind::Timeout,
+                                format!("no item within {:.3} s", d.as_secs_f64()),
+                            ))
+                        }
+                    }
+                }
+            };
+            match self.on_msg(msg) {
+                Some(r) => return r,
+                None => continue,
+            }
+        }
+    }
+
+    /// Handles one message from the sink: `Some` to return to the consumer, `None` to go on.
+    fn on_msg(&mut self, msg: Option<Msg<T>>) -> Option<Result<Option<T>>> {
+        match msg {
+            Some(Msg::Item(ids, item)) => {
+                self.mark(&ids);
+                Some(Ok(Some(item)))
+            }
+            Some(Msg::Skip(ids)) => {
+                self.mark(&ids);
+                None
+            }
+            Some(Msg::EndOfEpoch) => {
+                self.phase = Phase::Idle;
+                self.epoch += 1;
+                self.progress = Progress::new();
+                Some(Ok(None))
+            }
+            None => {
+                self.phase = Phase::Stopped;
+                Some(Err(self.failures.take_abort().unwrap_or_else(|| {
+                    Error::new(ErrorKind::Stopped, "the pipeline stopped")
+                })))
+            }
+        }
+    }
+
+    fn mark(&mut self, ids: &Ids) {
+        ids.for_each(|p| self.progress.mark(p));
+    }
+
+    /// The epoch in progress, or the next one if none is running.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// What the consumer has received so far (see [`PipelineState`]).
+    pub fn state_dict(&self) -> PipelineState {
+        PipelineState {
+            epoch: self.epoch,
+            done_below: self.progress.watermark(),
+            done_above: self.progress.done_above(),
+        }
+    }
+
+    /// Resumes from a [`PipelineState`]: the next epoch started is `state.epoch`, and the source
+    /// skips the positions already done, before any stage sees them (nothing is decoded again).
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidArgument`] if an epoch is already running.
+    pub fn load_state_dict(&mut self, state: &PipelineState) -> Result<()> {
+        if self.phase != Phase::Idle {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "load_state_dict must be called before the epoch starts",
+            ));
+        }
+        self.epoch = state.epoch;
+        self.resume = Some(Progress::from_parts(state.done_below, state.done_above.iter().copied()));
+        Ok(())
+    }
+
+    /// A snapshot of every stage's and queue's statistics.
+    pub fn stats(&self) -> PipelineStats {
+        PipelineStats {
+            stages: self.stages.iter().map(|s| s.snapshot()).collect(),
+            queues: self.queues.iter().map(|q| q.snapshot()).collect(),
+        }
+    }
+
+    /// The most recent failures (up to 5), oldest first, each naming its stage and position.
+    pub fn last_errors(&self) -> Vec<String> {
+        self.failures.last_errors()
+    }
+
+    /// Stops every stage and joins every thread. Idempotent; dropping the pipeline does it too.
+    pub fn stop(&mut self) {
+        self.phase = Phase::Stopped;
+        self.commands = None;
+        self.sink.close();
+        self.runtime.stop();
+        if let Some(t) = self.source_thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl<T> Drop for Pipeline<T> {
+    fn drop(&mut self) {
+        self.commands = None;
+        self.sink.close();
+        self.runtime.stop();
+        if let Some(t) = self.source_thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Iterator over one epoch; see [`Pipeline::iter`].
+pub struct EpochIter<'a, T> {
+    pipeline: &'a mut Pipeline<T>,
+}
+
+impl<T: Send + 'static> Iterator for EpochIter<'_, T> {
+    type Item = Result<T>;
+
+    fn next(&mut self) -> Option<Result<T>> {
+        if self.pipeline.phase == Phase::Stopped {
+            return None;
+        }
+        self.pipeline.next_item(None).transpose()
+    }
+}
+
+impl<'a, T: Send + 'static> IntoIterator for &'a mut Pipeline<T> {
+    type Item = Result<T>;
+    type IntoIter = EpochIter<'a, T>;
+
+    fn into_iter(self) -> EpochIter<'a, T> {
+        self.iter()
+    }
+}
+
+/// Stream over one epoch; see [`Pipeline::stream`].
+pub struct EpochStream<'a, T> {
+    pipeline: &'a mut Pipeline<T>,
+}
+
+impl<T: Send + 'static> Stream for EpochStream<'_, T> {
+    type Item = Result<T>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<T>>> {
+        let p = &mut *self.pipeline;
+        if p.phase == Phase::Stopped {
+            return Poll::Ready(None);
+        }
+        p.start();
+        loop {
+            let msg = match p.sink.poll_recv(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(m) => m,
+            };
+            if let Some(r) = p.on_msg(msg) {
+                return Poll::Ready(r.transpose());
+            }
+        }
+    }
+}

@@ -1,0 +1,9 @@
+//! Building and running a pipeline: [`PipelineBuilder`] -> [`Pipeline`].
+
+pub(crate) mod builder;
+pub(crate) mod handle;
+pub(crate) mod progress;
+
+pub use builder::PipelineBuilder;
+pub use handle::{EpochIter, EpochStream, Pipeline, PipelineState};
+pub use progress::Progress;

@@ -1,0 +1,330 @@
+//! The per-item stage: takes items from its input queue, runs the op with bounded concurrency,
+//! restores input order if asked, and passes outputs (and skips) on.
+//!
+//! Blocking ops run in "lanes" on the worker pool: a lane is one pool job that keeps taking
+//! this stage's queued items until none is left, so a busy stage costs one channel hand-off
+//! per item rather than one job submission. At most `concurrency` lanes run at once, and the
+//! stage admits up to `2 x concurrency` items, so a lane finds the next item already waiting.
+//! Async ops are polled inside the stage's own task, `concurrency` at a time.
+
+use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::FutureExt;
+use tokio::sync::mpsc;
+
+use super::{FailureBudget, Ids, Msg, Op, OpKind, Order, Outputs};
+use crate::error::{BoxError, Error, ErrorKind};
+use crate::exec::failures::Failures;
+use crate::exec::pool::Submitter;
+use crate::exec::queue::{QueueRx, QueueTx};
+use crate::stats::{StageMeter, TaskOutcome};
+
+/// One finished task: its ticket (input sequence in this stage), positions, outcome, duration.
+struct Done<U> {
+    ticket: u64,
+    ids: Ids,
+    outcome: Result<Outputs<U>, Error>,
+    took: Duration,
+}
+
+fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic with a non-string payload".to_string()
+    }
+}
+
+fn op_error(e: BoxError) -> Error {
+    Error::from_op(ErrorKind::OpFailed, e)
+}
+
+struct LaneShared<T, U> {
+    jobs: crossbeam_channel::Receiver<(u64, Ids, T)>,
+    active: AtomicUsize,
+    max: usize,
+    op: Arc<super::BlockingFn<T, U>>,
+    results: mpsc::UnboundedSender<Done<U>>,
+}
+
+impl<T: Send + 'static, U: Send + 'static> LaneShared<T, U> {
+    fn try_acquire(&self) -> bool {
+        self.active
+            .fetch_update(AtomicOrdering::AcqRel, AtomicOrdering::Acquire, |a| {
+                (a < self.max).then_some(a + 1)
+            })
+            .is_ok()
+    }
+
+    /// Body of one lane: run queued items until none is left, then release the lane slot.
+    fn run_lane(self: Arc<Self>) {
+        loop {
+            while let Ok((ticket, ids, item)) = self.jobs.try_recv() {
+                if self.results.is_closed() {
+                    break; // the pipeline is shutting down
+                }
+                let start = Instant::now();
+                let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| (self.op)(item))) {
+                    Ok(r) => r.map_err(op_error),
+                    Err(p) => Err(Error::new(ErrorKind::OpPanicked, panic_message(p))),
+                };
+                let done = Done { ticket, ids, outcome, took: start.elapsed() };
+                if self.results.send(done).is_err() {
+                    break;
+                }
+            }
+            self.active.fetch_sub(1, AtomicOrdering::AcqRel);
+            // An item queued between our last look and the release would otherwise wait for
+            // the next submission: look again.
+            if self.jobs.is_empty() || self.results.is_closed() || !self.try_acquire() {
+                return;
+            }
+        }
+    }
+}
+
+enum Exec<T, U> {
+    Blocking {
+        jobs: crossbeam_channel::Sender<(u64, Ids, T)>,
+        shared: Arc<LaneShared<T, U>>,
+        submitter: Submitter,
+        results: mpsc::UnboundedReceiver<Done<U>>,
+    },
+    Async {
+        op: Arc<super::AsyncFn<T, U>>,
+        running: FuturesUnordered<super::BoxFuture<Done<U>>>,
+    },
+}
+
+impl<T: Send + 'static, U: Send + 'static> Exec<T, U> {
+    fn new(op: Op<T, U>, concurrency: usize, submitter: Submitter) -> Self {
+        match op.kind {
+            OpKind::Blocking(op) => {
+                let (jobs_tx, jobs_rx) = crossbeam_channel::unbounded();
+                let (res_tx, res_rx) = mpsc::unbounded_channel();
+                Exec::Blocking {
+                    jobs: jobs_tx,
+                    shared: Arc::new(LaneShared {
+                        jobs: jobs_rx,
+                        active: AtomicUsize::new(0),
+                        max: concurrency,
+                        op,
+                        results: res_tx,
+                    }),
+                    submitter,
+                    results: res_rx,
+                }
+            }
+            OpKind::Async(op) => Exec::Async { op, running: FuturesUnordered::new() },
+        }
+    }
+
+    /// Items the stage may hold (running, queued for a lane, or waiting to be passed on).
+    fn admit_limit(&self, concurrency: usize) -> usize {
+        match self {
+            Exec::Blocking { .. } => 2 * concurrency,
+            Exec::Async { .. } => concurrency,
+        }
+    }
+
+    fn submit(&mut self, ticket: u64, ids: Ids, item: T) -> bool {
+        match self {
+            Exec::Blocking { jobs, shared, submitter, .. } => {
+                if jobs.send((ticket, ids, item)).is_err() {
+                    return false;
+                }
+                if shared.try_acquire() {
+                    let shared = shared.clone();
+                    return submitter.submit(move || shared.run_lane());
+                }
+                true
+            }
+            Exec::Async { op, running } => {
+                let fut = op(item);
+                running.push(Box::pin(async move {
+                    let start = Instant::now();
+                    let outcome = match AssertUnwindSafe(fut).catch_unwind().await {
+                        Ok(r) => r.map_err(op_error),
+                        Err(p) => Err(Error::new(ErrorKind::OpPanicked, panic_message(p))),
+                    };
+                    Done { ticket, ids, outcome, took: start.elapsed() }
+                }));
+                true
+            }
+        }
+    }
+
+    async fn next_done(&mut self) -> Option<Done<U>> {
+        match self {
+            Exec::Blocking { results, .. } => results.recv().await,
+            Exec::Async { running, .. } => running.next().await,
+        }
+    }
+}
+
+/// Messages produced by one finished task (several for a flat-map).
+enum Settled<U> {
+    One(Msg<U>),
+    Many(Vec<Msg<U>>),
+}
+
+/// A per-item stage, ready to run.
+pub(crate) struct MapStage<T, U> {
+    exec: Exec<T, U>,
+    concurrency: usize,
+    order: Order,
+    budget: Option<FailureBudget>,
+    meter: Arc<StageMeter>,
+    failures: Arc<Failures>,
+}
+
+impl<T: Send + 'static, U: Send + 'static> MapStage<T, U> {
+    pub(crate) fn new(
+        op: Op<T, U>,
+        concurrency: usize,
+        order: Order,
+        budget: Option<FailureBudget>,
+        meter: Arc<StageMeter>,
+        failures: Arc<Failures>,
+        submitter: Submitter,
+    ) -> Self {
+        let exec = Exec::new(op, concurrency, submitter);
+        MapStage { exec, concurrency, order, budget, meter, failures }
+    }
+
+    /// Turns a finished task into the messages to pass on, recording stats and failures.
+    /// Returns them and whether a failure budget is now exceeded.
+    fn settle(&self, done: Done<U>) -> (Settled<U>, bool) {
+        match done.outcome {
+            Ok(Outputs::One(u)) => {
+                self.meter.on_task(done.took, TaskOutcome::Produced(1));
+                (Settled::One(Msg::Item(done.ids, u)), false)
+            }
+            Ok(Outputs::Many(v)) if !v.is_empty() => {
+                self.meter.on_task(done.took, TaskOutcome::Produced(v.len()));
+                // Only the last output carries the positions: the source item counts as
+                // delivered once all its outputs are.
+                let n = v.len();
+                let mut ids = Some(done.ids);
+                let msgs = v
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, u)| {
+                        let ids = if i + 1 == n { ids.take().unwrap_or_default() } else { Ids::None };
+                        Msg::Item(ids, u)
+                    })
+                    .collect();
+                (Settled::Many(msgs), false)
+            }
+            Ok(_) => {
+                self.meter.on_task(done.took, TaskOutcome::Filtered);
+                (Settled::One(Msg::Skip(done.ids)), false)
+            }
+            Err(e) => {
+                self.meter.on_task(done.took, TaskOutcome::Failed);
+                let mut e = e.with_stage(self.meter.name());
+                if let Some(p) = done.ids.first() {
+                    e = e.with_position(p);
+                }
+                let exceeded = self.failures.record(&self.meter, self.budget, &e);
+                (Settled::One(Msg::Skip(done.ids)), exceeded)
+            }
+        }
+    }
+
+    /// Runs until the input closes (or a budget is exceeded) and everything admitted has been
+    /// passed on, or until the output closes (shutdown).
+    pub(crate) async fn run(mut self, mut input: QueueRx<Msg<T>>, output: QueueTx<Msg<U>>) {
+        let limit = self.exec.admit_limit(self.concurrency);
+        let ordered = self.order == Order::Input;
+        // Tickets number the stage's input (items and skips) so input order can be restored.
+        let mut next_ticket: u64 = 0;
+        let mut next_out: u64 = 0;
+        let mut ready: BTreeMap<u64, Settled<U>> = BTreeMap::new();
+        let mut running = 0usize;
+        let mut input_open = true;
+        let mut epoch_ending = false;
+        loop {
+            let held = running + ready.len();
+            if epoch_ending && held == 0 {
+                if output.send(Msg::EndOfEpoch).await.is_err() {
+                    return;
+                }
+                epoch_ending = false;
+                continue;
+            }
+            let can_take = input_open && !epoch_ending && held < limit;
+            tokio::select! {
+                biased;
+                done = self.exec.next_done(), if running > 0 => {
+                    let Some(done) = done else { return };
+                    running -= 1;
+                    let ticket = done.ticket;
+                    let (settled, exceeded) = self.settle(done);
+                    if exceeded {
+                        // Upstream stops; what was admitted still drains downstream.
+                        input.close();
+                        input_open = false;
+                    }
+                    if ordered {
+                        ready.insert(ticket, settled);
+                    } else if send_settled(&output, settled).await.is_err() {
+                        return;
+                    }
+                }
+                msg = input.recv(), if can_take => match msg {
+                    Some(Msg::Item(ids, item)) => {
+                        self.meter.on_input();
+                        if !self.exec.submit(next_ticket, ids, item) {
+                            return;
+                        }
+                        next_ticket += 1;
+                        running += 1;
+                    }
+                    Some(Msg::Skip(ids)) => {
+                        if ordered {
+                            ready.insert(next_ticket, Settled::One(Msg::Skip(ids)));
+                            next_ticket += 1;
+                        } else if output.send(Msg::Skip(ids)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Some(Msg::EndOfEpoch) => epoch_ending = true,
+                    None => input_open = false,
+                },
+                else => return,
+            }
+            // Pass on whatever is next in input order.
+            while let Some(settled) = ready.remove(&next_out) {
+                next_out += 1;
+                if send_settled(&output, settled).await.is_err() {
+                    return;
+                }
+            }
+            if self.failures.aborted() && input_open {
+                // Another stage exceeded the pipeline budget: stop taking input here too.
+                input.close();
+                input_open = false;
+            }
+        }
+    }
+}
+
+async fn send_settled<U>(output: &QueueTx<Msg<U>>, settled: Settled<U>) -> Result<(), ()> {
+    match settled {
+        Settled::One(m) => output.send(m).await.map_err(|_| ()),
+        Settled::Many(ms) => {
+            for m in ms {
+                output.send(m).await.map_err(|_| ())?;
+            }
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,54 @@
+//! The source: runs the user's iterator on its own thread, so a slow iterator (listing a
+//! bucket, reading a manifest) never blocks the scheduler.
+//!
+//! The thread waits for an epoch to be started, iterates `source(epoch)`, numbers each item
+//! with its position in the epoch, skips positions already done (resumed state), and sends
+//! an end-of-epoch marker.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::{Ids, Msg};
+use crate::exec::failures::Failures;
+use crate::exec::queue::QueueTx;
+use crate::pipeline::progress::Progress;
+use crate::stats::StageMeter;
+
+/// A boxed iterator, as a source returns for each epoch.
+pub type BoxIter<T> = Box<dyn Iterator<Item = T> + Send + 'static>;
+
+/// A source: called once per epoch with the epoch number (0, 1, ...).
+pub(crate) type SourceFn<T> = Box<dyn FnMut(u64) -> BoxIter<T> + Send + 'static>;
+
+/// A request to the source thread.
+pub(crate) struct StartEpoch {
+    pub(crate) epoch: u64,
+    /// Positions already done in an earlier process (resume); skipped without being produced.
+    pub(crate) done: Progress,
+}
+
+/// The source thread's body.
+pub(crate) fn run_source<T: Send + 'static>(
+    mut source: SourceFn<T>,
+    commands: crossbeam_channel::Receiver<StartEpoch>,
+    output: QueueTx<Msg<T>>,
+    meter: Arc<StageMeter>,
+    failures: Arc<Failures>,
+) {
+    for StartEpoch { epoch, done } in commands {
+        for (position, item) in source(epoch).enumerate() {
+            let position = position as u64;
+            if done.contains(position) {
+                continue;
+            }
+            meter.on_output(1);
+            failures.emitted.fetch_add(1, Ordering::Relaxed);
+            if output.blocking_send(Msg::Item(Ids::One(position), item)).is_err() {
+                return; // shutdown, or a stage stopped on failures
+            }
+        }
+        if output.blocking_send(Msg::EndOfEpoch).is_err() {
+            return;
+        }
+    }
+}
