@@ -1,1 +1,62 @@
-//! spdl-io
+//! Image decoding, transforms and batch collation for spdl-rs (CPU).
+//!
+//! The data flow is decode -> transform -> batch:
+//!
+//! - [`decode`]: a [`Registry`] picks a [`Decoder`] by magic bytes (never by
+//!   file extension). Decoders probe the header first ([`ImageInfo`]), check
+//!   [`Limits`] before allocating, then decode into a caller buffer as
+//!   `[H, W, C]`. Built-ins: libjpeg-turbo (feature `decode-turbojpeg`) and
+//!   image-rs (feature `decode-image`: PNG, JPEG, GIF, WebP, BMP, TIFF).
+//! - [`transform`]: resize, ImageNet-eval resize + center crop, seeded random
+//!   resized crop + flip, normalization to `f32` `[C, H, W]`.
+//! - [`ImageLoader`]: what a pipeline stage calls per sample; plans the crop
+//!   from the header and decodes only that region when the decoder can.
+//! - [`batch`]: [`collate`] into one `[N, H, W, C]` u8 buffer or
+//!   [`collate_normalized`] into `[N, C, H, W]` f32.
+//!
+//! Every error is an [`Error`] naming the sample and the reason, e.g.
+//! `"photos/a.jpg: truncated: premature end of JPEG file (no EOI marker)"`;
+//! nothing panics on bad input.
+//!
+//! ```
+//! use spdl_io::{collate, ImageLoader, SampleContext, Transform};
+//!
+//! # fn main() -> Result<(), spdl_io::Error> {
+//! // A 4x2 RGB PNG (red | green halves), inline so the example is self-contained.
+//! let png: &[u8] = &[
+//!     0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
+//!     0x00, 0x00, 0x00, 0x04, 0x00, 0x00, 0x00, 0x02, 0x08, 0x02, 0x00, 0x00, 0x00, 0xf0, 0xca, 0xea,
+//!     0x34, 0x00, 0x00, 0x00, 0x13, 0x49, 0x44, 0x41, 0x54, 0x78, 0xda, 0x63, 0xf8, 0xcf, 0xc0, 0x00,
+//!     0x44, 0x0c, 0xff, 0x91, 0x10, 0x84, 0x02, 0x00, 0x6b, 0xae, 0x07, 0xf9, 0xed, 0xdc, 0x39, 0x16,
+//!     0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
+//! ];
+//! let loader = ImageLoader::new(Transform::Resize { width: 2, height: 2, filter: Default::default() });
+//! let ctx = SampleContext { key: "tiny.png", index: 0, epoch: 0 };
+//! let img = loader.load(png, &ctx)?;
+//! assert_eq!(img.shape(), [2, 2, 3]);
+//!
+//! let batch = collate(vec![img.clone(), img])?;
+//! assert_eq!(batch.shape, [2, 2, 2, 3]);
+//!
+//! let err = loader.load(b"<html>503</html>", &ctx).unwrap_err();
+//! assert_eq!(err.kind(), spdl_io::ErrorKind::UnknownFormat);
+//! assert!(err.to_string().starts_with("tiny.png: unknown format"));
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod batch;
+pub mod decode;
+mod error;
+mod image;
+mod loader;
+pub mod transform;
+
+pub use batch::{collate, collate_normalized, BatchData, BatchItem, ImageBatch};
+pub use decode::{
+    crop, sniff, ColorMode, DecodeOptions, Decoder, ImageFormat, Limits, Orientation, OutputShape, Region, Registry,
+};
+pub use error::{Error, ErrorKind, Result};
+pub use image::{Image, ImageInfo, PixelData};
+pub use loader::{key_from_path, ImageLoader};
+pub use transform::{Filter, Normalize, RandomResizedCrop, SampleContext, Transform};

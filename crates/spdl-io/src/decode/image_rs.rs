@@ -1,0 +1,195 @@
+//! Pure-Rust backend on the `image` crate (feature `decode-image`): PNG
+//! (1..16-bit, palette + tRNS, gray + alpha), JPEG (zune-jpeg), GIF (first
+//! frame), WebP, BMP, TIFF.
+
+use std::io::Cursor;
+
+use image::{ColorType, ImageDecoder, ImageReader};
+
+use super::jpeg_markers;
+use super::{check_out_len, color, DecodeOptions, Decoder, ImageFormat, Orientation};
+use crate::error::{Error, ErrorKind, Result};
+use crate::image::{Image, ImageInfo, PixelData};
+
+/// Decoder over image-rs 0.25 for every format it was built with.
+///
+/// JPEG goes through zune-jpeg, which lacks arithmetic coding (reported as
+/// [`ErrorKind::Unsupported`]) and, unlike libjpeg-turbo, may not notice a cut
+/// file; so in strict mode the EOI marker is required here too.
+/// Palette PNGs expand to RGB, or RGBA when they carry tRNS; alpha is dropped
+/// for [`ColorMode::Rgb`] without compositing (Pillow's `convert("RGB")`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ImageRsDecoder {
+    _private: (),
+}
+
+impl ImageRsDecoder {
+    /// A decoder (stateless; share it freely).
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+fn image_format(f: ImageFormat) -> Option<image::ImageFormat> {
+    Some(match f {
+        ImageFormat::Jpeg => image::ImageFormat::Jpeg,
+        ImageFormat::Png => image::ImageFormat::Png,
+        ImageFormat::Gif => image::ImageFormat::Gif,
+        ImageFormat::WebP => image::ImageFormat::WebP,
+        ImageFormat::Bmp => image::ImageFormat::Bmp,
+        ImageFormat::Tiff => image::ImageFormat::Tiff,
+        ImageFormat::Unknown => return None,
+    })
+}
+
+/// Maps an image-rs error to ours; short reads become [`ErrorKind::Truncated`].
+fn map_err(e: image::ImageError) -> Error {
+    let msg = e.to_string();
+    let lower = msg.to_ascii_lowercase();
+    let kind = match &e {
+        image::ImageError::Limits(_) => ErrorKind::LimitExceeded,
+        image::ImageError::Unsupported(_) => ErrorKind::Unsupported,
+        image::ImageError::IoError(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => ErrorKind::Truncated,
+        _ if lower.contains("eof") || lower.contains("end of") || lower.contains("truncat") => ErrorKind::Truncated,
+        _ => ErrorKind::Corrupt,
+    };
+    Error::new(kind, msg).with_source(e)
+}
+
+fn channels_and_depth(c: ColorType) -> (usize, u8) {
+    let bits = (c.bytes_per_pixel() / c.channel_count().max(1)) * 8;
+    (usize::from(c.channel_count()), bits.min(16))
+}
+
+/// A header-only decoder (nothing decoded yet) plus what we learned.
+fn open<'a>(bytes: &'a [u8], opts: Option<&DecodeOptions>) -> Result<(Box<dyn ImageDecoder + 'a>, ImageInfo)> {
+    // Our own Limits are checked by the caller on the returned header, so
+    // image-rs must not reject the header first with a vaguer message.
+    let format = super::sniff(bytes);
+    let Some(fmt) = image_format(format) else {
+        return Err(Error::new(ErrorKind::UnknownFormat, super::describe_unknown(bytes)));
+    };
+    let mut orientation_from_markers = None;
+    if format == ImageFormat::Jpeg {
+        let h = jpeg_markers::parse_header(bytes)?;
+        if h.arithmetic {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                "arithmetic-coded JPEG is not supported by the pure-Rust decoder (enable `decode-turbojpeg`)",
+            ));
+        }
+        if opts.is_some_and(|o| !o.lenient) {
+            jpeg_markers::check_complete(bytes, h.first_scan)?;
+        }
+        orientation_from_markers = Some(h.orientation);
+    }
+    let mut reader = ImageReader::with_format(Cursor::new(bytes), fmt);
+    reader.no_limits();
+    let mut dec = reader.into_decoder().map_err(map_err)?;
+    let (w, h) = dec.dimensions();
+    let (channels, bit_depth) = channels_and_depth(dec.color_type());
+    let orientation = match orientation_from_markers {
+        Some(o) => o,
+        None => dec
+            .orientation()
+            .ok()
+            .and_then(|o| Orientation::from_exif(u16::from(o.to_exif())))
+            .unwrap_or_default(),
+    };
+    let info = ImageInfo {
+        format,
+        width: w as usize,
+        height: h as usize,
+        channels,
+        bit_depth,
+        orientation,
+    };
+    Ok((Box::new(dec), info))
+}
+
+impl ImageRsDecoder {
+    fn decode_image(bytes: &[u8], opts: &DecodeOptions) -> Result<(Image, ImageInfo)> {
+        let (mut dec, info) = open(bytes, Some(opts))?;
+        let shape = opts.output_shape(&info)?;
+        // Header passed our limits; still bound image-rs's internal allocations.
+        let mut limits = image::Limits::default();
+        limits.max_alloc = Some(opts.limits.max_bytes.saturating_mul(2));
+        dec.set_limits(limits).map_err(map_err)?;
+        let color_type = dec.color_type();
+        let total = usize::try_from(dec.total_bytes())
+            .map_err(|_| Error::new(ErrorKind::LimitExceeded, "decoded size overflows usize"))?;
+        let mut native = vec![0u8; total];
+        dec.read_image_boxed(&mut native).map_err(map_err)?;
+        let (c, n) = (info.channels, info.width * info.height);
+        let data = match color_type {
+            ColorType::L8 | ColorType::La8 | ColorType::Rgb8 | ColorType::Rgba8 => {
+                let mut out = vec![0u8; n * shape.channels];
+                color::convert_u8(&native, c, &mut out, shape.channels);
+                PixelData::U8(out)
+            }
+            ColorType::L16 | ColorType::La16 | ColorType::Rgb16 | ColorType::Rgba16 => {
+                let wide: Vec<u16> = native.chunks_exact(2).map(|b| u16::from_ne_bytes([b[0], b[1]])).collect();
+                if shape.bytes_per_sample == 2 {
+                    PixelData::U16(wide)
+                } else {
+                    let narrow: Vec<u8> = wide.iter().map(|&v| color::u16_to_u8(v)).collect();
+                    let mut out = vec![0u8; n * shape.channels];
+                    color::convert_u8(&narrow, c, &mut out, shape.channels);
+                    PixelData::U8(out)
+                }
+            }
+            other => {
+                return Err(Error::new(ErrorKind::Unsupported, format!("{other:?} pixels")));
+            }
+        };
+        let mut img = Image {
+            data,
+            width: info.width,
+            height: info.height,
+            channels: shape.channels,
+            orientation: info.orientation,
+        };
+        if img.data.len() != n * shape.channels {
+            return Err(Error::new(ErrorKind::Corrupt, "decoded size mismatch"));
+        }
+        if !opts.keep_orientation {
+            img = super::orient(img);
+        }
+        Ok((img, info))
+    }
+}
+
+impl Decoder for ImageRsDecoder {
+    fn name(&self) -> &str {
+        "image-rs"
+    }
+
+    fn matches(&self, bytes: &[u8]) -> bool {
+        image_format(super::sniff(bytes)).is_some()
+    }
+
+    fn probe(&self, bytes: &[u8]) -> Result<ImageInfo> {
+        open(bytes, None).map(|(_, info)| info)
+    }
+
+    fn decode_into(&self, bytes: &[u8], opts: &DecodeOptions, out: &mut [u8]) -> Result<ImageInfo> {
+        let info = self.probe(bytes)?;
+        let shape = opts.output_shape(&info)?;
+        check_out_len(out, &shape)?;
+        let (img, info) = Self::decode_image(bytes, opts)?;
+        match &img.data {
+            PixelData::U8(v) => out[..v.len()].copy_from_slice(v.as_slice()),
+            PixelData::U16(v) => {
+                for (d, s) in out.chunks_exact_mut(2).zip(v) {
+                    d.copy_from_slice(&s.to_ne_bytes());
+                }
+            }
+        }
+        Ok(info)
+    }
+
+    fn decode(&self, bytes: &[u8], opts: &DecodeOptions) -> Result<Image> {
+        Self::decode_image(bytes, opts).map(|(img, _)| img)
+    }
+}
+

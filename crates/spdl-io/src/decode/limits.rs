@@ -1,0 +1,86 @@
+//! Decompression-bomb guards, checked on the probed header before allocating.
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// Upper bounds a decoder enforces on the *claimed* image size, before it
+/// allocates the pixel buffer (mirrors image-rs `Limits` and Pillow's
+/// `MAX_IMAGE_PIXELS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Most pixels (`width * height`) accepted. Default
+    /// [`Limits::DEFAULT_MAX_PIXELS`] = 178,956,970 (about 179 Mpx, the size at
+    /// which Pillow raises `DecompressionBombError`: twice its warning level).
+    pub max_pixels: u64,
+    /// Most bytes of decoded output (`width * height * channels * bytes per
+    /// sample`). Default [`Limits::DEFAULT_MAX_BYTES`] = 1 GiB.
+    pub max_bytes: u64,
+}
+
+impl Limits {
+    /// Default for [`Limits::max_pixels`]: 178,956,970 pixels.
+    pub const DEFAULT_MAX_PIXELS: u64 = 178_956_970;
+    /// Default for [`Limits::max_bytes`]: 1 GiB.
+    pub const DEFAULT_MAX_BYTES: u64 = 1 << 30;
+
+    /// No limits at all (trusted data only).
+    pub fn none() -> Self {
+        Limits {
+            max_pixels: u64::MAX,
+            max_bytes: u64::MAX,
+        }
+    }
+
+    /// Checks a claimed `width x height` image with `channels` samples of
+    /// `bytes_per_sample` bytes each.
+    ///
+    /// # Errors
+    /// [`ErrorKind::LimitExceeded`] naming the claimed dimensions, e.g.
+    /// `"image is 30000x30000 (900000000 pixels), exceeds the limit of 178956970 pixels"`.
+    pub fn check(&self, width: usize, height: usize, channels: usize, bytes_per_sample: usize) -> Result<()> {
+        let pixels = (width as u64).saturating_mul(height as u64);
+        if pixels > self.max_pixels {
+            return Err(Error::new(
+                ErrorKind::LimitExceeded,
+                format!(
+                    "image is {width}x{height} ({pixels} pixels), exceeds the limit of {} pixels \
+                     (possible decompression bomb)",
+                    self.max_pixels
+                ),
+            ));
+        }
+        let bytes = pixels.saturating_mul(channels as u64).saturating_mul(bytes_per_sample as u64);
+        if bytes > self.max_bytes {
+            return Err(Error::new(
+                ErrorKind::LimitExceeded,
+                format!(
+                    "image is {width}x{height}x{channels}, {bytes} bytes decoded, exceeds the limit of {} bytes",
+                    self.max_bytes
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_pixels: Self::DEFAULT_MAX_PIXELS,
+            max_bytes: Self::DEFAULT_MAX_BYTES,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_claimed_size() {
+        let err = Limits::default().check(30000, 30000, 3, 1).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::LimitExceeded);
+        assert!(err.message().contains("30000x30000"), "{err}");
+        assert!(Limits::default().check(4000, 3000, 3, 1).is_ok());
+        assert!(Limits::none().check(65535, 65535, 4, 2).is_ok());
+    }
+}

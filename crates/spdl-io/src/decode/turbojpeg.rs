@@ -1,0 +1,297 @@
+//! libjpeg-turbo backend (feature `decode-turbojpeg`): baseline, progressive,
+//! restart markers, arithmetic coding, grayscale, CMYK/YCCK, DCT-domain
+//! cropping. Talks to the TurboJPEG 3 API through `turbojpeg::raw` because
+//! the safe wrapper exposes neither stop-on-warning nor cropping regions.
+
+use std::ffi::CStr;
+
+use turbojpeg::raw;
+
+use super::jpeg_markers::{self, JpegHeader};
+use super::{check_out_len, color, ColorMode, DecodeOptions, Decoder, ImageFormat, Region};
+use crate::error::{Error, ErrorKind, Result};
+use crate::image::{Image, ImageInfo};
+
+/// JPEG decoder on libjpeg-turbo 3 (vendored, statically linked).
+///
+/// Strict by default: libjpeg-turbo only *warns* about a truncated file and
+/// fills the rest with gray, so this decoder sets `TJPARAM_STOPONWARNING`
+/// and also requires the EOI marker; a file missing only its EOI is therefore
+/// rejected as [`ErrorKind::Truncated`] unless [`DecodeOptions::lenient`] is
+/// set, which accepts whatever libjpeg-turbo recovers (like djpeg without
+/// `-strict`).
+///
+/// CMYK/YCCK files are decoded to CMYK by libjpeg-turbo, un-inverted when an
+/// Adobe APP14 marker says they were stored inverted, then converted as
+/// Pillow does: `R = 255 - min(255, C + K)` (no ICC profile).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TurboJpegDecoder {
+    _private: (),
+}
+
+impl TurboJpegDecoder {
+    /// A decoder; each call creates its own libjpeg-turbo handle, so one
+    /// value can be shared across threads.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+/// An owned `tjhandle`.
+struct Handle(raw::tjhandle);
+
+impl Handle {
+    fn new() -> Result<Self> {
+        // SAFETY: tj3Init has no preconditions; null is checked below.
+        let ptr = unsafe { raw::tj3Init(raw::TJINIT_TJINIT_DECOMPRESS as CInt) };
+        if ptr.is_null() {
+            return Err(Error::new(ErrorKind::Corrupt, "libjpeg-turbo: cannot create a decompressor"));
+        }
+        Ok(Handle(ptr))
+    }
+
+    fn set(&self, param: raw::TJPARAM, value: CInt) -> Result<()> {
+        // SAFETY: self.0 is a live handle.
+        if unsafe { raw::tj3Set(self.0, param as CInt, value) } != 0 {
+            return Err(self.error());
+        }
+        Ok(())
+    }
+
+    fn get(&self, param: raw::TJPARAM) -> CInt {
+        // SAFETY: self.0 is a live handle.
+        unsafe { raw::tj3Get(self.0, param as CInt) }
+    }
+
+    fn is_warning(&self) -> bool {
+        // SAFETY: self.0 is a live handle.
+        unsafe { raw::tj3GetErrorCode(self.0) == raw::TJERR_TJERR_WARNING as CInt }
+    }
+
+    /// The last libjpeg-turbo message as an [`Error`]: "premature end" messages
+    /// are [`ErrorKind::Truncated`], the rest [`ErrorKind::Corrupt`].
+    fn error(&self) -> Error {
+        // SAFETY: tj3GetErrorStr returns a NUL-terminated static or per-handle buffer.
+        let msg = unsafe { CStr::from_ptr(raw::tj3GetErrorStr(self.0)) }.to_string_lossy().into_owned();
+        let lower = msg.to_ascii_lowercase();
+        let kind = if lower.contains("premature end") {
+            ErrorKind::Truncated
+        } else if lower.contains("unsupported") || lower.contains("not supported") {
+            ErrorKind::Unsupported
+        } else {
+            ErrorKind::Corrupt
+        };
+        Error::new(kind, format!("libjpeg-turbo: {msg}"))
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        // SAFETY: self.0 came from tj3Init and is destroyed once.
+        unsafe { raw::tj3Destroy(self.0) }
+    }
+}
+
+type CInt = std::os::raw::c_int;
+
+/// The TurboJPEG pixel format to ask for, and its channel count.
+fn pixel_format(components: usize, mode: ColorMode) -> (raw::TJPF, usize) {
+    match (components, mode) {
+        (4, _) => (raw::TJPF_TJPF_CMYK, 4),
+        (_, ColorMode::Gray) | (1, ColorMode::Unchanged) => (raw::TJPF_TJPF_GRAY, 1),
+        (_, ColorMode::Rgba) => (raw::TJPF_TJPF_RGBA, 4),
+        _ => (raw::TJPF_TJPF_RGB, 3),
+    }
+}
+
+/// Pillow's CMYK -> RGB: `R = 255 - min(255, C + K)`, on un-inverted ink values.
+fn cmyk_to(src: &[u8], adobe_inverted: bool, mode: ColorMode, dst: &mut [u8]) {
+    let ink = |v: u8| if adobe_inverted { 255 - v } else { v };
+    let out_c = color::out_channels(mode, 4);
+    for (s, d) in src.chunks_exact(4).zip(dst.chunks_exact_mut(out_c)) {
+        let [c, m, y, k] = [ink(s[0]), ink(s[1]), ink(s[2]), ink(s[3])];
+        let ch = |x: u8| 255 - (u16::from(x) + u16::from(k)).min(255) as u8;
+        let rgb = [ch(c), ch(m), ch(y)];
+        match d {
+            [l] => {
+                let mut tmp = [0u8; 1];
+                color::convert_u8(&rgb, 3, &mut tmp, 1);
+                *l = tmp[0];
+            }
+            [r, g, b] => [*r, *g, *b] = rgb,
+            [r, g, b, a] if mode == ColorMode::Rgba => [*r, *g, *b, *a] = [rgb[0], rgb[1], rgb[2], 255],
+            [dc, dm, dy, dk] => [*dc, *dm, *dy, *dk] = [c, m, y, k],
+            _ => {}
+        }
+    }
+}
+
+impl TurboJpegDecoder {
+    fn header(bytes: &[u8]) -> Result<(JpegHeader, ImageInfo)> {
+        let h = jpeg_markers::parse_header(bytes)?;
+        if h.precision != 8 {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!("{}-bit JPEG samples (only 8-bit is decoded)", h.precision),
+            ));
+        }
+        if !matches!(h.components, 1 | 3 | 4) {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!("JPEG with {} components", h.components),
+            ));
+        }
+        let info = ImageInfo {
+            format: ImageFormat::Jpeg,
+            width: h.width,
+            height: h.height,
+            channels: h.components,
+            bit_depth: 8,
+            orientation: h.orientation,
+        };
+        Ok((h, info))
+    }
+
+    /// Decompresses the stored (un-oriented) image, or the stored-coordinate
+    /// `crop`, into `dst` with pixel format `pf` (`channels` per pixel).
+    /// Returns the decoded `(x offset to trim, width written)`.
+    fn decompress(
+        bytes: &[u8],
+        header: &JpegHeader,
+        opts: &DecodeOptions,
+        pf: raw::TJPF,
+        channels: usize,
+        crop: Option<Region>,
+        dst: &mut Vec<u8>,
+    ) -> Result<(usize, usize)> {
+        if !opts.lenient {
+            jpeg_markers::check_complete(bytes, header.first_scan)?;
+        }
+        let handle = Handle::new()?;
+        handle.set(raw::TJPARAM_TJPARAM_STOPONWARNING, CInt::from(!opts.lenient))?;
+        // SAFETY: bytes is a live slice of the given length.
+        if unsafe { raw::tj3DecompressHeader(handle.0, bytes.as_ptr(), bytes.len() as raw::size_t) } != 0 {
+            return Err(handle.error());
+        }
+        let (w, h) = (handle.get(raw::TJPARAM_TJPARAM_JPEGWIDTH), handle.get(raw::TJPARAM_TJPARAM_JPEGHEIGHT));
+        if (usize::try_from(w), usize::try_from(h)) != (Ok(header.width), Ok(header.height)) {
+            return Err(Error::new(ErrorKind::Corrupt, "libjpeg-turbo disagrees about the image size"));
+        }
+        let (mut trim, mut out_w, mut out_h) = (0, header.width, header.height);
+        if let Some(r) = crop {
+            // The left edge must sit on an iMCU boundary: widen, then trim after.
+            let subsamp = handle.get(raw::TJPARAM_TJPARAM_SUBSAMP);
+            let mcu = match subsamp {
+                0 | 3 | 4 | 6 => 8, // 4:4:4, gray, 4:4:0, 4:4:1
+                1 | 2 => 16,        // 4:2:2, 4:2:0
+                5 => 32,            // 4:1:1
+                _ => 0,             // unknown subsampling: no cropping
+            };
+            if mcu > 0 {
+                let x0 = r.x / mcu * mcu;
+                trim = r.x - x0;
+                out_w = r.width + trim;
+                out_h = r.height;
+                let region = raw::tjregion {
+                    x: x0 as CInt,
+                    y: r.y as CInt,
+                    w: out_w as CInt,
+                    h: r.height as CInt,
+                };
+                // SAFETY: live handle; libjpeg-turbo validates the region.
+                if unsafe { raw::tj3SetCroppingRegion(handle.0, region) } != 0 {
+                    return Err(handle.error());
+                }
+            } else {
+                trim = r.x;
+            }
+        }
+        let len = out_w * out_h * channels;
+        dst.clear();
+        dst.resize(len, 0);
+        // SAFETY: dst holds out_w * out_h * channels bytes, which is what
+        // libjpeg-turbo writes for this pixel format and region (pitch 0 = packed).
+        let rc = unsafe { raw::tj3Decompress8(handle.0, bytes.as_ptr(), bytes.len() as raw::size_t, dst.as_mut_ptr(), 0, pf) };
+        if rc != 0 && !(opts.lenient && handle.is_warning()) {
+            return Err(handle.error());
+        }
+        Ok((trim, out_w))
+    }
+
+    /// Decodes `region` (stored coordinates; whole image when `None`) and
+    /// converts/orients into a fresh image.
+    fn decode_stored(bytes: &[u8], opts: &DecodeOptions, region: Option<Region>) -> Result<Image> {
+        let (header, info) = Self::header(bytes)?;
+        let shape = opts.output_shape(&info)?;
+        let (pf, pf_c) = pixel_format(header.components, opts.color);
+        let mut raw_buf = Vec::new();
+        let (trim, dec_w) = Self::decompress(bytes, &header, opts, pf, pf_c, region, &mut raw_buf)?;
+        let (w, h) = region.map_or((info.width, info.height), |r| (r.width, r.height));
+        // Trim the iMCU-alignment columns.
+        if trim > 0 || dec_w != w {
+            let row = dec_w * pf_c;
+            let keep = w * pf_c;
+            let mut trimmed = Vec::with_capacity(w * h * pf_c);
+            for r in raw_buf.chunks_exact(row).take(h) {
+                trimmed.extend_from_slice(r.get(trim * pf_c..trim * pf_c + keep).unwrap_or_default());
+            }
+            raw_buf = trimmed;
+        }
+        let mut pixels = vec![0u8; w * h * shape.channels];
+        if header.components == 4 {
+            cmyk_to(&raw_buf, header.adobe, opts.color, &mut pixels);
+        } else {
+            color::convert_u8(&raw_buf, pf_c, &mut pixels, shape.channels);
+        }
+        let mut img = Image::from_u8(pixels, w, h, shape.channels)
+            .ok_or_else(|| Error::new(ErrorKind::Corrupt, "decoded size mismatch"))?;
+        img.orientation = info.orientation;
+        if !opts.keep_orientation {
+            img = super::orient(img);
+        }
+        Ok(img)
+    }
+}
+
+impl Decoder for TurboJpegDecoder {
+    fn name(&self) -> &str {
+        "turbojpeg"
+    }
+
+    fn matches(&self, bytes: &[u8]) -> bool {
+        super::sniff(bytes) == ImageFormat::Jpeg
+    }
+
+    fn probe(&self, bytes: &[u8]) -> Result<ImageInfo> {
+        Self::header(bytes).map(|(_, info)| info)
+    }
+
+    fn decode_into(&self, bytes: &[u8], opts: &DecodeOptions, out: &mut [u8]) -> Result<ImageInfo> {
+        let (_, info) = Self::header(bytes)?;
+        let shape = opts.output_shape(&info)?;
+        check_out_len(out, &shape)?;
+        let img = Self::decode_stored(bytes, opts, None)?;
+        let src = img.as_u8().unwrap_or_default();
+        out[..src.len()].copy_from_slice(src);
+        Ok(info)
+    }
+
+    fn supports_region(&self) -> bool {
+        true
+    }
+
+    fn decode_region(&self, bytes: &[u8], opts: &DecodeOptions, region: Region) -> Result<Image> {
+        let info = self.probe(bytes)?;
+        if !opts.keep_orientation && info.orientation != super::Orientation::Normal {
+            // Region is in displayed coordinates; keep it simple and crop after.
+            let full = self.decode(bytes, opts)?;
+            return super::crop(&full, region);
+        }
+        region.check_within(info.width, info.height)?;
+        Self::decode_stored(bytes, opts, Some(region))
+    }
+
+    fn decode(&self, bytes: &[u8], opts: &DecodeOptions) -> Result<Image> {
+        Self::decode_stored(bytes, opts, None)
+    }
+}

@@ -1,0 +1,104 @@
+//! The per-sample entry point a pipeline stage calls: probe, plan, decode
+//! (only the needed region when the decoder can), transform.
+
+use std::sync::Arc;
+
+use crate::decode::{DecodeOptions, Region, Registry};
+use crate::error::Result;
+use crate::image::Image;
+use crate::transform::{apply_plan, CropBox, SampleContext, Transform};
+
+/// Decodes and transforms one encoded image per call. Cheap to clone and
+/// safe to share across worker threads.
+#[derive(Debug, Clone)]
+pub struct ImageLoader {
+    /// Decoders to choose from (by magic bytes).
+    pub registry: Arc<Registry>,
+    /// Decode options (color mode, orientation, strictness, limits).
+    pub options: DecodeOptions,
+    /// Transform applied after decoding.
+    pub transform: Transform,
+    /// Decode only the transform's source box when the decoder supports it
+    /// (libjpeg-turbo cropping; default `true`).
+    pub region_decode: bool,
+}
+
+impl Default for ImageLoader {
+    fn default() -> Self {
+        ImageLoader::new(Transform::Identity)
+    }
+}
+
+impl ImageLoader {
+    /// Default decoders and options with `transform`.
+    pub fn new(transform: Transform) -> Self {
+        ImageLoader {
+            registry: Arc::new(Registry::with_defaults()),
+            options: DecodeOptions::default(),
+            transform,
+            region_decode: true,
+        }
+    }
+
+    /// Decodes `bytes` and applies the transform; output `[H, W, C]`.
+    /// The same `(seed, ctx.epoch, ctx.index)` always gives the same result.
+    ///
+    /// # Errors
+    /// Any decode or transform error, naming `ctx.key`.
+    pub fn load(&self, bytes: &[u8], ctx: &SampleContext<'_>) -> Result<Image> {
+        self.load_inner(bytes, ctx).map_err(|e| e.with_key(ctx.key))
+    }
+
+    fn load_inner(&self, bytes: &[u8], ctx: &SampleContext<'_>) -> Result<Image> {
+        let decoder = self.registry.decoder_for(ctx.key, bytes)?;
+        let info = decoder.probe(bytes)?;
+        let (w, h) = if self.options.keep_orientation {
+            (info.width, info.height)
+        } else {
+            info.display_size()
+        };
+        let Some(mut plan) = self.transform.plan(w, h, ctx)? else {
+            return decoder.decode(bytes, &self.options);
+        };
+        let region = covering_region(&plan.src, w, h);
+        let img = if self.region_decode && decoder.supports_region() && (region.width, region.height) != (w, h) {
+            plan.src.left -= region.x as f64;
+            plan.src.top -= region.y as f64;
+            decoder.decode_region(bytes, &self.options, region)?
+        } else {
+            decoder.decode(bytes, &self.options)?
+        };
+        apply_plan(&img, &plan, self.transform.filter())
+    }
+}
+
+/// The integer pixel rectangle that covers `b` plus a margin for the
+/// resampling filter's support at the box edges.
+fn covering_region(b: &CropBox, width: usize, height: usize) -> Region {
+    const MARGIN: f64 = 3.0;
+    let x0 = (b.left - MARGIN).floor().max(0.0) as usize;
+    let y0 = (b.top - MARGIN).floor().max(0.0) as usize;
+    let x1 = ((b.left + b.width + MARGIN).ceil() as usize).min(width);
+    let y1 = ((b.top + b.height + MARGIN).ceil() as usize).min(height);
+    Region {
+        x: x0.min(x1.saturating_sub(1)),
+        y: y0.min(y1.saturating_sub(1)),
+        width: x1.saturating_sub(x0).max(1),
+        height: y1.saturating_sub(y0).max(1),
+    }
+}
+
+/// A printable sample key for a path: valid UTF-8 as is, other bytes escaped
+/// as `\xNN` (e.g. `caf\xe9_latin1.png`), never a lossy replacement.
+pub fn key_from_path(path: &std::path::Path) -> String {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        String::from_utf8(path.as_os_str().as_bytes().to_vec())
+            .unwrap_or_else(|e| e.as_bytes().escape_ascii().to_string())
+    }
+    #[cfg(not(unix))]
+    {
+        path.to_string_lossy().into_owned()
+    }
+}
