@@ -1,0 +1,248 @@
+//! The one error type of this crate: a kind, the path it concerns, a reason.
+//!
+//! Modelled on Apache OpenDAL's `Error` (a kind that callers match on, context, a source), kept
+//! smaller: local sources and the sampler only need the path (and, for list files, the line).
+
+use std::fmt::Write as _;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Result alias used by every fallible function of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What went wrong, for callers that react differently (skip a sample, retry, abort).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// A file or directory does not exist (`ENOENT`), or a symbolic link points nowhere.
+    NotFound,
+    /// The process may not read a file or list a directory (`EACCES`, `EPERM`).
+    PermissionDenied,
+    /// A file was expected and the path names a directory (`EISDIR`).
+    IsADirectory,
+    /// A directory was expected and the path names something else.
+    NotADirectory,
+    /// Following symbolic links leads back to an ancestor directory.
+    SymlinkLoop,
+    /// Any other I/O failure; see [`Error::is_temporary`] for whether a retry may help.
+    Io,
+    /// A line of a list file cannot be used; the error carries the line number.
+    InvalidListLine,
+    /// An ImageFolder root holds no class sub-folder.
+    NoClasses,
+    /// An ImageFolder class sub-folder holds no file with an accepted extension.
+    EmptyClass,
+    /// `RANK`, `WORLD_SIZE` or `LOCAL_RANK` is missing where needed, malformed or inconsistent.
+    InvalidDistEnv,
+    /// An argument is out of range (a rank not below the world size, a position not in this rank's
+    /// share, an index past the end of a list).
+    InvalidArgument,
+    /// A sampler state does not fit the sampler or the other states it is merged with.
+    InvalidState,
+}
+
+impl ErrorKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::NotFound => "not found",
+            Self::PermissionDenied => "permission denied",
+            Self::IsADirectory => "is a directory",
+            Self::NotADirectory => "not a directory",
+            Self::SymlinkLoop => "symbolic link loop",
+            Self::Io => "I/O error",
+            Self::InvalidListLine => "invalid list line",
+            Self::NoClasses => "no class folder",
+            Self::EmptyClass => "empty class folder",
+            Self::InvalidDistEnv => "invalid distributed environment",
+            Self::InvalidArgument => "invalid argument",
+            Self::InvalidState => "invalid sampler state",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The error of every fallible function in this crate.
+///
+/// The message reads `KIND: PATH[:LINE]: REASON`, for example
+/// `not found: data/cat/001.jpg: no such file`. Paths are shown byte-exact: bytes that are not
+/// UTF-8 are escaped as `\xNN` (a Latin-1 name shows as `caf\xe9.png`), never replaced.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", self.message())]
+pub struct Error {
+    kind: ErrorKind,
+    path: Option<PathBuf>,
+    line: Option<u64>,
+    reason: String,
+    #[source]
+    source: Option<io::Error>,
+}
+
+impl Error {
+    /// An error of `kind` with a reason and no path.
+    pub(crate) fn new(kind: ErrorKind, reason: impl Into<String>) -> Self {
+        Self {
+            kind,
+            path: None,
+            line: None,
+            reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// Attaches the path the error concerns.
+    pub(crate) fn with_path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.path = Some(path.into());
+        self
+    }
+
+    /// Attaches a 1-based line number (list files).
+    pub(crate) fn with_line(mut self, line: u64) -> Self {
+        self.line = Some(line);
+        self
+    }
+
+    /// Replaces the reason, keeping kind, path and source.
+    pub(crate) fn with_reason(mut self, reason: impl Into<String>) -> Self {
+        self.reason = reason.into();
+        self
+    }
+
+    /// Maps an I/O error on `path` to a kind and a short reason, keeping it as the source.
+    pub(crate) fn io(err: io::Error, path: &Path) -> Self {
+        let (kind, reason) = match err.kind() {
+            io::ErrorKind::NotFound => (ErrorKind::NotFound, "no such file or directory".into()),
+            io::ErrorKind::PermissionDenied => {
+                (ErrorKind::PermissionDenied, "permission denied".into())
+            }
+            io::ErrorKind::IsADirectory => (
+                ErrorKind::IsADirectory,
+                "is a directory, expected a file".into(),
+            ),
+            io::ErrorKind::NotADirectory => (
+                ErrorKind::NotADirectory,
+                "a path component is not a directory".into(),
+            ),
+            _ => (ErrorKind::Io, err.to_string()),
+        };
+        Self {
+            kind,
+            path: Some(path.to_path_buf()),
+            line: None,
+            reason,
+            source: Some(err),
+        }
+    }
+
+    /// What went wrong.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The file, directory or list file the error concerns, when there is one.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// The 1-based line of a list file the error concerns, when there is one.
+    pub fn line(&self) -> Option<u64> {
+        self.line
+    }
+
+    /// The reason alone, without kind or path.
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+
+    /// Whether retrying the same operation may succeed (an interrupted or timed-out read).
+    ///
+    /// Everything else is permanent: a missing file stays missing, a malformed line stays
+    /// malformed. Retry logic reads this, as with OpenDAL's temporary/permanent status.
+    pub fn is_temporary(&self) -> bool {
+        self.source.as_ref().is_some_and(|e| {
+            matches!(
+                e.kind(),
+                io::ErrorKind::Interrupted | io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
+            )
+        })
+    }
+
+    fn message(&self) -> String {
+        let mut out = format!("{}: ", self.kind);
+        if let Some(path) = &self.path {
+            out.push_str(&escape_path(path));
+            if let Some(line) = self.line {
+                let _ = write!(out, ":{line}");
+            }
+            out.push_str(": ");
+        }
+        out.push_str(&self.reason);
+        out
+    }
+}
+
+/// Renders a path byte-exact: UTF-8 runs as they are, every other byte as `\xNN`.
+///
+/// `Path::display` replaces invalid bytes with U+FFFD, which loses the name a user needs to
+/// find the file; this keeps it.
+pub(crate) fn escape_path(path: &Path) -> String {
+    escape_bytes(path.as_os_str().as_encoded_bytes())
+}
+
+/// Renders bytes as UTF-8 where they are, `\xNN` elsewhere.
+pub(crate) fn escape_bytes(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        out.push_str(chunk.valid());
+        for b in chunk.invalid() {
+            let _ = write!(out, "\\x{b:02x}");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_names_kind_path_line_and_reason() {
+        let e = Error::new(ErrorKind::InvalidListLine, "label \"x\" is not an integer")
+            .with_path("lists/train.txt")
+            .with_line(7);
+        assert_eq!(
+            e.to_string(),
+            "invalid list line: lists/train.txt:7: label \"x\" is not an integer"
+        );
+        assert_eq!(e.line(), Some(7));
+    }
+
+    #[test]
+    fn io_kinds_are_mapped() {
+        let p = Path::new("a.jpg");
+        let cases = [
+            (io::ErrorKind::NotFound, ErrorKind::NotFound),
+            (io::ErrorKind::PermissionDenied, ErrorKind::PermissionDenied),
+            (io::ErrorKind::IsADirectory, ErrorKind::IsADirectory),
+            (io::ErrorKind::UnexpectedEof, ErrorKind::Io),
+        ];
+        for (io_kind, kind) in cases {
+            let e = Error::io(io::Error::from(io_kind), p);
+            assert_eq!(e.kind(), kind);
+            assert_eq!(e.path(), Some(p));
+            assert!(e.to_string().contains("a.jpg"), "{e}");
+            assert!(!e.is_temporary());
+        }
+        assert!(Error::io(io::Error::from(io::ErrorKind::Interrupted), p).is_temporary());
+    }
+
+    #[test]
+    fn invalid_bytes_are_escaped_not_replaced() {
+        assert_eq!(escape_bytes(b"caf\xe9_latin1.png"), "caf\\xe9_latin1.png");
+        assert_eq!(escape_bytes("café 🙂.png".as_bytes()), "café 🙂.png");
+    }
+}
