@@ -78,8 +78,10 @@ fn open<'a>(bytes: &'a [u8], opts: Option<&DecodeOptions>) -> Result<(Box<dyn Im
                 "arithmetic-coded JPEG is not supported by the pure-Rust decoder (enable `decode-turbojpeg`)",
             ));
         }
-        if opts.is_some_and(|o| !o.lenient) {
-            jpeg_markers::check_complete(bytes, h.first_scan)?;
+        if let Some(o) = opts {
+            if !o.lenient {
+                jpeg_markers::check_complete(bytes, h.first_scan)?;
+            }
         }
         orientation_from_markers = Some(h.orientation);
     }
@@ -107,6 +109,45 @@ fn open<'a>(bytes: &'a [u8], opts: Option<&DecodeOptions>) -> Result<(Box<dyn Im
     Ok((Box::new(dec), info))
 }
 
+/// Rejects a PNG whose IDAT data could not inflate to the claimed size
+/// (deflate expands at most 1032:1), before allocating for it.
+///
+/// # Errors
+/// [`ErrorKind::Truncated`] naming the claimed size.
+fn check_png_plausible(bytes: &[u8], info: &ImageInfo) -> Result<()> {
+    let (Some(&depth), Some(&color)) = (bytes.get(24), bytes.get(25)) else {
+        return Err(Error::new(ErrorKind::Truncated, "PNG header is cut short"));
+    };
+    let samples: u64 = match color {
+        0 | 3 => 1,
+        4 => 2,
+        2 => 3,
+        _ => 4,
+    };
+    let row_bytes = (info.width as u64 * samples * u64::from(depth)).div_ceil(8) + 1;
+    let raw = row_bytes.saturating_mul(info.height as u64);
+    // Walk the chunks, summing IDAT lengths.
+    let (mut pos, mut idat) = (8usize, 0u64);
+    while let Some(len) = bytes.get(pos..pos + 4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])) {
+        if bytes.get(pos + 4..pos + 8) == Some(b"IDAT") {
+            idat += u64::from(len);
+        }
+        pos = pos.saturating_add(12).saturating_add(len as usize);
+    }
+    if raw > idat.saturating_mul(1032).saturating_add(1024) {
+        return Err(Error::new(
+            ErrorKind::Truncated,
+            format!(
+                "header claims {}x{} but only {idat} bytes of image data follow (inflating to at most {} of the {raw} bytes needed)",
+                info.width,
+                info.height,
+                idat.saturating_mul(1032)
+            ),
+        ));
+    }
+    Ok(())
+}
+
 impl ImageRsDecoder {
     fn decode_image(bytes: &[u8], opts: &DecodeOptions) -> Result<(Image, ImageInfo)> {
         let (mut dec, info) = open(bytes, Some(opts))?;
@@ -115,6 +156,11 @@ impl ImageRsDecoder {
         let mut limits = image::Limits::default();
         limits.max_alloc = Some(opts.limits.max_bytes.saturating_mul(2));
         dec.set_limits(limits).map_err(map_err)?;
+        match info.format {
+            ImageFormat::Png => check_png_plausible(bytes, &info)?,
+            ImageFormat::Jpeg => jpeg_markers::check_plausible_size(bytes, &jpeg_markers::parse_header(bytes)?)?,
+            _ => {}
+        }
         let color_type = dec.color_type();
         let total = usize::try_from(dec.total_bytes())
             .map_err(|_| Error::new(ErrorKind::LimitExceeded, "decoded size overflows usize"))?;

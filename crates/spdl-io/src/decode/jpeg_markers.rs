@@ -13,6 +13,7 @@ pub(crate) struct JpegHeader {
     pub(crate) components: usize,
     pub(crate) precision: u8,
     pub(crate) arithmetic: bool,
+    pub(crate) progressive: bool,
     /// Adobe APP14 present (its CMYK is stored inverted, as Photoshop writes it).
     pub(crate) adobe: bool,
     pub(crate) orientation: Orientation,
@@ -43,7 +44,7 @@ pub(crate) fn parse_header(bytes: &[u8]) -> Result<JpegHeader> {
     if !bytes.starts_with(&[0xFF, 0xD8]) {
         return Err(Error::new(ErrorKind::Corrupt, "not a JPEG (no SOI marker)"));
     }
-    let mut frame: Option<(usize, usize, usize, u8, bool)> = None;
+    let mut frame: Option<(usize, usize, usize, u8, u8)> = None;
     let mut adobe = false;
     let mut orientation = None;
     let mut pos = 2;
@@ -83,8 +84,7 @@ pub(crate) fn parse_header(bytes: &[u8]) -> Result<JpegHeader> {
                 else {
                     return Err(Error::new(ErrorKind::Corrupt, "short frame header (SOF)"));
                 };
-                let arithmetic = marker >= 0xC9;
-                frame = Some((w, h, usize::from(n), precision, arithmetic));
+                frame = Some((w, h, usize::from(n), precision, marker));
             }
             0xE1 if orientation.is_none() => {
                 if let Some(tiff) = payload.strip_prefix(b"Exif\0\0") {
@@ -93,7 +93,7 @@ pub(crate) fn parse_header(bytes: &[u8]) -> Result<JpegHeader> {
             }
             0xEE if payload.starts_with(b"Adobe") => adobe = true,
             0xDA => {
-                let Some((width, height, components, precision, arithmetic)) = frame else {
+                let Some((width, height, components, precision, sof)) = frame else {
                     return Err(Error::new(ErrorKind::Corrupt, "scan (SOS) before frame header (SOF)"));
                 };
                 if width == 0 || height == 0 {
@@ -107,7 +107,8 @@ pub(crate) fn parse_header(bytes: &[u8]) -> Result<JpegHeader> {
                     height,
                     components,
                     precision,
-                    arithmetic,
+                    arithmetic: sof >= 0xC9,
+                    progressive: matches!(sof, 0xC2 | 0xC6 | 0xCA | 0xCE),
                     adobe,
                     orientation: orientation.unwrap_or_default(),
                     first_scan: pos,
@@ -117,6 +118,30 @@ pub(crate) fn parse_header(bytes: &[u8]) -> Result<JpegHeader> {
         }
         pos = end;
     }
+}
+
+/// Rejects a header that claims far more pixels than the data can hold: a
+/// baseline Huffman scan spends at least 2 bits (DC code + EOB) on every
+/// 8x8 luma block. Guards the allocation when [`crate::Limits`] are raised.
+/// (Progressive and arithmetic scans can be smaller; they are not checked.)
+///
+/// # Errors
+/// [`ErrorKind::Truncated`] naming the claimed size.
+pub(crate) fn check_plausible_size(bytes: &[u8], h: &JpegHeader) -> Result<()> {
+    if h.progressive || h.arithmetic {
+        return Ok(());
+    }
+    let blocks = (h.width as u64).div_ceil(8) * (h.height as u64).div_ceil(8);
+    let scan_bytes = bytes.len().saturating_sub(h.first_scan) as u64;
+    if scan_bytes.saturating_mul(4) < blocks {
+        return Err(truncated(&format!(
+            "header claims {}x{} but only {scan_bytes} bytes of scan data follow (at least {} needed)",
+            h.width,
+            h.height,
+            blocks.div_ceil(4)
+        )));
+    }
+    Ok(())
 }
 
 /// Checks that the entropy-coded data after `first_scan` reaches an EOI

@@ -207,8 +207,9 @@ impl TurboJpegDecoder {
             }
         }
         let len = out_w * out_h * channels;
-        dst.clear();
-        dst.resize(len, 0);
+        // vec! of zeros maps fresh pages lazily (calloc), so memory is only
+        // touched as libjpeg-turbo writes rows.
+        *dst = vec![0u8; len];
         // SAFETY: dst holds out_w * out_h * channels bytes, which is what
         // libjpeg-turbo writes for this pixel format and region (pitch 0 = packed).
         let rc = unsafe { raw::tj3Decompress8(handle.0, bytes.as_ptr(), bytes.len() as raw::size_t, dst.as_mut_ptr(), 0, pf) };
@@ -224,6 +225,7 @@ impl TurboJpegDecoder {
         let (header, info) = Self::header(bytes)?;
         let shape = opts.output_shape(&info)?;
         let (pf, pf_c) = pixel_format(header.components, opts.color);
+        jpeg_markers::check_plausible_size(bytes, &header)?;
         let mut raw_buf = Vec::new();
         let (trim, dec_w) = Self::decompress(bytes, &header, opts, pf, pf_c, region, &mut raw_buf)?;
         let (w, h) = region.map_or((info.width, info.height), |r| (r.width, r.height));
