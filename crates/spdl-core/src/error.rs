@@ -75,7 +75,10 @@ impl Error {
     /// Wraps an error from user code, keeping it as the source.
     pub fn from_op(kind: ErrorKind, source: BoxError) -> Self {
         let message = source.to_string();
-        Error { source: Some(source), ..Error::new(kind, message) }
+        Error {
+            source: Some(source),
+            ..Error::new(kind, message)
+        }
     }
 
     /// Sets the stage name this error happened in.
@@ -154,6 +157,8 @@ impl fmt::Debug for Error {
 
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static))
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
     }
 }

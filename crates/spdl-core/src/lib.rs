@@ -33,7 +33,8 @@
 //! ## Backpressure
 //! With a consumer that stops taking items, the number of items alive in the pipeline is
 //! bounded: 1 held by the source thread, plus each queue's capacity (a stage's input queue
-//! holds `concurrency` items, the sink `sink(n)` items), plus each per-item stage's admitted
+//! holds `queue_size` items, by default its `concurrency`; aggregation stages 1; the sink
+//! `sink(n)` items), plus each per-item stage's admitted
 //! items (`2 x concurrency` for blocking ops, `concurrency` for async ops), plus, for an
 //! aggregation of size `n`, `n - 1` items being grouped and one group being passed on.
 

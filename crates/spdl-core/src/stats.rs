@@ -22,7 +22,11 @@ pub(crate) struct Histogram {
 
 impl Histogram {
     fn new() -> Self {
-        Histogram { counts: vec![0; BUCKETS], total: 0, sum_ns: 0 }
+        Histogram {
+            counts: vec![0; BUCKETS],
+            total: 0,
+            sum_ns: 0,
+        }
     }
 
     fn bucket(ns: u64) -> usize {
@@ -31,7 +35,11 @@ impl Histogram {
         }
         let log2 = 63 - ns.leading_zeros() as usize;
         // The two bits after the leading one pick the quarter-octave.
-        let frac = if log2 >= 2 { ((ns >> (log2 - 2)) & 3) as usize } else { 0 };
+        let frac = if log2 >= 2 {
+            ((ns >> (log2 - 2)) & 3) as usize
+        } else {
+            0
+        };
         (log2 * BUCKETS_PER_OCTAVE + frac).min(BUCKETS - 1)
     }
 
@@ -174,7 +182,11 @@ impl StageMeter {
             filtered: s.filtered,
             failures: s.failures,
             task_time: s.task_time.summary(),
-            busy_fraction: if capacity > 0.0 { s.busy.as_secs_f64() / capacity } else { 0.0 },
+            busy_fraction: if capacity > 0.0 {
+                s.busy.as_secs_f64() / capacity
+            } else {
+                0.0
+            },
         }
     }
 }
@@ -251,7 +263,17 @@ impl fmt::Display for PipelineStats {
         writeln!(
             f,
             "{:<20} {:>4} {:>9} {:>9} {:>7} {:>7} {:>9} {:>9} {:>9} {:>9} {:>5}",
-            "stage", "conc", "in", "out", "filter", "fail", "mean ms", "p50 ms", "p90 ms", "p99 ms", "busy"
+            "stage",
+            "conc",
+            "in",
+            "out",
+            "filter",
+            "fail",
+            "mean ms",
+            "p50 ms",
+            "p90 ms",
+            "p99 ms",
+            "busy"
         )?;
         for s in &self.stages {
             writeln!(

@@ -24,7 +24,10 @@ pub(crate) struct BlockingStream<T> {
 
 impl<T> BlockingStream<T> {
     pub(crate) fn new(stream: Pin<Box<dyn Stream<Item = T> + Send>>) -> Self {
-        BlockingStream { stream, waker: None }
+        BlockingStream {
+            stream,
+            waker: None,
+        }
     }
 }
 

@@ -91,11 +91,19 @@ impl Failures {
 
     /// Whether a budget was exceeded.
     pub(crate) fn aborted(&self) -> bool {
-        self.abort.lock().unwrap_or_else(|e| e.into_inner()).is_some()
+        self.abort
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
     }
 
     /// The most recent errors, oldest first.
     pub(crate) fn last_errors(&self) -> Vec<String> {
-        self.last.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect()
+        self.last
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .cloned()
+            .collect()
     }
 }

@@ -36,12 +36,17 @@ impl WorkerPool {
                 .map_err(|e| Error::new(ErrorKind::Stopped, format!("cannot start worker: {e}")))?;
             threads.push(handle);
         }
-        Ok(WorkerPool { jobs: Some(tx), threads })
+        Ok(WorkerPool {
+            jobs: Some(tx),
+            threads,
+        })
     }
 
     /// A handle that submits jobs to this pool.
     pub(crate) fn submitter(&self) -> Submitter {
-        Submitter { jobs: self.jobs.clone().expect("pool is running") }
+        Submitter {
+            jobs: self.jobs.clone().expect("pool is running"),
+        }
     }
 }
 

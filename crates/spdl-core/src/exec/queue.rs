@@ -77,7 +77,13 @@ impl QueueMeter {
         let m = self.lock();
         let elapsed = m.started.elapsed();
         let nonempty = m.nonempty_total + m.nonempty_since.map_or(Duration::ZERO, |t| t.elapsed());
-        let per_item = |d: Duration| if m.items == 0 { Duration::ZERO } else { d / m.items as u32 };
+        let per_item = |d: Duration| {
+            if m.items == 0 {
+                Duration::ZERO
+            } else {
+                d / m.items as u32
+            }
+        };
         QueueStats {
             name: self.name.clone(),
             capacity: self.capacity,
@@ -97,7 +103,17 @@ impl QueueMeter {
 pub(crate) fn queue<T>(name: String, capacity: usize) -> (QueueTx<T>, QueueRx<T>, Arc<QueueMeter>) {
     let (tx, rx) = mpsc::channel(capacity.max(1));
     let meter = Arc::new(QueueMeter::new(name, capacity.max(1)));
-    (QueueTx { tx, meter: meter.clone() }, QueueRx { rx, meter: meter.clone() }, meter)
+    (
+        QueueTx {
+            tx,
+            meter: meter.clone(),
+        },
+        QueueRx {
+            rx,
+            meter: meter.clone(),
+        },
+        meter,
+    )
 }
 
 /// The sending half; a failed send means the receiver is gone (shutdown).
@@ -128,6 +144,18 @@ impl<T> QueueTx<T> {
         }
     }
 
+    /// Waits for room, then puts the item `make` returns. Cancel-safe: if the wait is dropped,
+    /// nothing was taken (used in `select!` so a stage keeps working while its output is full).
+    pub(crate) async fn reserve(&self) -> Result<Permit<'_, T>, Closed> {
+        let t = Instant::now();
+        let permit = self.tx.reserve().await.map_err(|_| Closed)?;
+        Ok(Permit {
+            permit,
+            meter: &self.meter,
+            waited: t.elapsed(),
+        })
+    }
+
     /// Puts `item` from a thread outside the runtime, blocking while the queue is full.
     pub(crate) fn blocking_send(&self, item: T) -> Result<(), Closed> {
         match self.tx.try_send(item) {
@@ -143,6 +171,21 @@ impl<T> QueueTx<T> {
                 Ok(())
             }
         }
+    }
+}
+
+/// Room for one item in a queue; see [`QueueTx::reserve`].
+pub(crate) struct Permit<'a, T> {
+    permit: mpsc::Permit<'a, T>,
+    meter: &'a QueueMeter,
+    waited: Duration,
+}
+
+impl<T> Permit<'_, T> {
+    /// Puts `item` into the reserved slot.
+    pub(crate) fn send(self, item: T) {
+        self.permit.send(item);
+        self.meter.on_put(self.waited);
     }
 }
 

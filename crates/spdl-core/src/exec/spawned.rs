@@ -21,7 +21,9 @@ impl<T: Send + 'static> SpawnedTask<T> {
     where
         F: Future<Output = T> + Send + 'static,
     {
-        SpawnedTask { handle: tokio::spawn(fut) }
+        SpawnedTask {
+            handle: tokio::spawn(fut),
+        }
     }
 }
 

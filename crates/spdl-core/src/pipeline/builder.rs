@@ -80,7 +80,9 @@ impl<T: Send + 'static> PipelineBuilder<T> {
         I: IntoIterator<Item = T>,
         I::IntoIter: Send + 'static,
     {
-        Self::from_source_fn(Box::new(move |epoch| Box::new(f(epoch).into_iter()) as BoxIter<T>))
+        Self::from_source_fn(Box::new(move |epoch| {
+            Box::new(f(epoch).into_iter()) as BoxIter<T>
+        }))
     }
 
     /// Starts a pipeline from one iterator: the first epoch yields its items, later ones none.
@@ -145,6 +147,7 @@ impl<T: Send + 'static> PipelineBuilder<T> {
         kind: &str,
         name: Option<String>,
         concurrency: usize,
+        queue_size: usize,
         make: impl FnOnce(&BuildCtx, Arc<StageMeter>, QueueRx<Msg<T>>, QueueTx<Msg<U>>) -> Task
             + Send
             + 'static,
@@ -157,7 +160,7 @@ impl<T: Send + 'static> PipelineBuilder<T> {
             chain: Box::new(move |ctx, output| {
                 let meter = Arc::new(StageMeter::new(stage_name, concurrency));
                 ctx.stages.push(meter.clone());
-                let (tx, rx, qm) = queue(queue_name, concurrency);
+                let (tx, rx, qm) = queue(queue_name, queue_size);
                 ctx.queues.push(qm);
                 let task = make(ctx, meter, rx, output);
                 ctx.tasks.push(task);
@@ -172,21 +175,34 @@ impl<T: Send + 'static> PipelineBuilder<T> {
     }
 
     /// Adds a per-item stage running `op` with `config`'s concurrency, order, name and failure
-    /// budget. Its input queue holds `concurrency` items.
+    /// budget. Its input queue holds `queue_size` items (default: `concurrency`).
     pub fn pipe<U: Send + 'static>(self, op: Op<T, U>, config: StageConfig) -> PipelineBuilder<U> {
-        let StageConfig { name, concurrency, order, max_failures } = config;
-        self.then("pipe", name, concurrency, move |ctx, meter, input, output| {
-            let stage = MapStage::new(
-                op,
-                concurrency,
-                order,
-                max_failures,
-                meter,
-                ctx.failures.clone(),
-                ctx.submitter.clone(),
-            );
-            Box::pin(stage.run(input, output))
-        })
+        let StageConfig {
+            name,
+            concurrency,
+            order,
+            max_failures,
+            queue_size,
+        } = config;
+        let queue_size = queue_size.unwrap_or(concurrency);
+        self.then(
+            "pipe",
+            name,
+            concurrency,
+            queue_size,
+            move |ctx, meter, input, output| {
+                let stage = MapStage::new(
+                    op,
+                    concurrency,
+                    order,
+                    max_failures,
+                    meter,
+                    ctx.failures.clone(),
+                    ctx.submitter.clone(),
+                );
+                Box::pin(stage.run(input, output))
+            },
+        )
     }
 
     /// Adds a stream-to-stream stage: `f` is called once per epoch with that epoch's items and
@@ -197,9 +213,21 @@ impl<T: Send + 'static> PipelineBuilder<T> {
         U: Send + 'static,
         F: FnMut(BoxStream<T>) -> BoxStream<std::result::Result<U, BoxError>> + Send + 'static,
     {
-        self.then("stream", Some(name.into()), 1, move |ctx, meter, input, output| {
-            Box::pin(run_stream(Box::new(f), meter, ctx.failures.clone(), input, output))
-        })
+        self.then(
+            "stream",
+            Some(name.into()),
+            1,
+            1,
+            move |ctx, meter, input, output| {
+                Box::pin(run_stream(
+                    Box::new(f),
+                    meter,
+                    ctx.failures.clone(),
+                    input,
+                    output,
+                ))
+            },
+        )
     }
 
     /// Groups items into `Vec`s of `size` (SPDL's `aggregate`); the last batch of an epoch may be
@@ -210,9 +238,13 @@ impl<T: Send + 'static> PipelineBuilder<T> {
 
     /// Groups items with a custom [`Aggregator`].
     pub fn aggregate_with<A: Aggregator<T>>(self, agg: A) -> PipelineBuilder<A::Output> {
-        self.then("aggregate", None, 1, move |_ctx, meter, input, output| {
-            Box::pin(run_aggregate(agg, meter, input, output))
-        })
+        self.then(
+            "aggregate",
+            None,
+            1,
+            1,
+            move |_ctx, meter, input, output| Box::pin(run_aggregate(agg, meter, input, output)),
+        )
     }
 
     /// Sets the sink's buffer size: items ready for the consumer (SPDL's `add_sink`, default 3).
@@ -298,8 +330,12 @@ impl<T: Send + 'static> PipelineBuilder<T> {
 impl<T: Send + 'static> PipelineBuilder<Vec<T>> {
     /// Splits each `Vec` back into items (SPDL's `disaggregate`).
     pub fn disaggregate(self) -> PipelineBuilder<T> {
-        self.then("disaggregate", None, 1, move |_ctx, meter, input, output| {
-            Box::pin(run_disaggregate(meter, input, output))
-        })
+        self.then(
+            "disaggregate",
+            None,
+            1,
+            1,
+            move |_ctx, meter, input, output| Box::pin(run_disaggregate(meter, input, output)),
+        )
     }
 }

@@ -40,7 +40,9 @@ impl Runtime {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| Error::new(ErrorKind::Stopped, format!("cannot start the runtime: {e}")))?;
+            .map_err(|e| {
+                Error::new(ErrorKind::Stopped, format!("cannot start the runtime: {e}"))
+            })?;
         let handle = rt.handle().clone();
         let (shutdown_tx, shutdown_rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::Builder::new()
@@ -61,8 +63,17 @@ impl Runtime {
                 // Workers finish the op they are running (ops cannot be interrupted) and exit.
                 drop(pool);
             })
-            .map_err(|e| Error::new(ErrorKind::Stopped, format!("cannot start the scheduler: {e}")))?;
-        Ok(Runtime { handle, shutdown: Some(shutdown_tx), thread: Some(thread) })
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::Stopped,
+                    format!("cannot start the scheduler: {e}"),
+                )
+            })?;
+        Ok(Runtime {
+            handle,
+            shutdown: Some(shutdown_tx),
+            thread: Some(thread),
+        })
     }
 
     fn stop(&mut self) {
@@ -184,11 +195,18 @@ impl<T: Send + 'static> Pipeline<T> {
         }
         let done = self.resume.take().unwrap_or_default();
         self.progress = done.clone();
-        let started = self
-            .commands
-            .as_ref()
-            .is_some_and(|c| c.send(StartEpoch { epoch: self.epoch, done }).is_ok());
-        self.phase = if started { Phase::Running } else { Phase::Stopped };
+        let started = self.commands.as_ref().is_some_and(|c| {
+            c.send(StartEpoch {
+                epoch: self.epoch,
+                done,
+            })
+            .is_ok()
+        });
+        self.phase = if started {
+            Phase::Running
+        } else {
+            Phase::Stopped
+        };
     }
 
     /// Takes the next item of the current epoch (starting one if idle), waiting at most
@@ -208,7 +226,9 @@ impl<T: Send + 'static> Pipeline<T> {
                 None => self.sink.blocking_recv(),
                 Some(d) => {
                     let sink = &mut self.sink;
-                    match self.runtime.handle.block_on(tokio::time::timeout(d, sink.recv())) {
+                    // The timer must be created inside the runtime's context.
+                    let wait = async move { tokio::time::timeout(d, sink.recv()).await };
+                    match self.runtime.handle.block_on(wait) {
                         Ok(m) => m,
                         Err(_) => {
                             return Err(Error::new(
@@ -283,7 +303,10 @@ impl<T: Send + 'static> Pipeline<T> {
             ));
         }
         self.epoch = state.epoch;
-        self.resume = Some(Progress::from_parts(state.done_below, state.done_above.iter().copied()));
+        self.resume = Some(Progress::from_parts(
+            state.done_below,
+            state.done_above.iter().copied(),
+        ));
         Ok(())
     }
 

@@ -20,7 +20,10 @@ impl Progress {
 
     /// Builds a progress from its parts (see [`Progress::watermark`], [`Progress::done_above`]).
     pub fn from_parts(watermark: u64, done_above: impl IntoIterator<Item = u64>) -> Self {
-        let mut p = Progress { below: watermark, above: BTreeSet::new() };
+        let mut p = Progress {
+            below: watermark,
+            above: BTreeSet::new(),
+        };
         for x in done_above {
             p.mark(x);
         }

@@ -39,7 +39,11 @@ impl<T> Batcher<T> {
     /// Batches of `size` items (at least 1); with `drop_last`, a short last batch is dropped.
     pub fn new(size: usize, drop_last: bool) -> Self {
         let size = size.max(1);
-        Batcher { size, drop_last, buf: Vec::with_capacity(size) }
+        Batcher {
+            size,
+            drop_last,
+            buf: Vec::with_capacity(size),
+        }
     }
 }
 
@@ -83,7 +87,8 @@ pub(crate) async fn run_aggregate<T, A>(
             Some(Msg::Item(i, item)) => {
                 meter.on_input();
                 i.extend_into(&mut ids);
-                agg.push(item).map(|out| Msg::Item(Ids::from_vec(std::mem::take(&mut ids)), out))
+                agg.push(item)
+                    .map(|out| Msg::Item(Ids::from_vec(std::mem::take(&mut ids)), out))
             }
             Some(Msg::Skip(i)) => Some(Msg::Skip(i)),
             Some(Msg::EndOfEpoch) => {
@@ -109,7 +114,11 @@ pub(crate) async fn run_aggregate<T, A>(
     }
 }
 
-async fn send_counted<U>(output: &QueueTx<Msg<U>>, meter: &StageMeter, m: Msg<U>) -> Result<(), ()> {
+async fn send_counted<U>(
+    output: &QueueTx<Msg<U>>,
+    meter: &StageMeter,
+    m: Msg<U>,
+) -> Result<(), ()> {
     if matches!(m, Msg::Item(..)) {
         meter.on_output(1);
     }

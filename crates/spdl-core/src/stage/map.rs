@@ -7,7 +7,7 @@
 //! stage admits up to `2 x concurrency` items, so a lane finds the next item already waiting.
 //! Async ops are polled inside the stage's own task, `concurrency` at a time.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::Arc;
@@ -75,7 +75,12 @@ impl<T: Send + 'static, U: Send + 'static> LaneShared<T, U> {
                     Ok(r) => r.map_err(op_error),
                     Err(p) => Err(Error::new(ErrorKind::OpPanicked, panic_message(p))),
                 };
-                let done = Done { ticket, ids, outcome, took: start.elapsed() };
+                let done = Done {
+                    ticket,
+                    ids,
+                    outcome,
+                    took: start.elapsed(),
+                };
                 if self.results.send(done).is_err() {
                     break;
                 }
@@ -122,7 +127,10 @@ impl<T: Send + 'static, U: Send + 'static> Exec<T, U> {
                     results: res_rx,
                 }
             }
-            OpKind::Async(op) => Exec::Async { op, running: FuturesUnordered::new() },
+            OpKind::Async(op) => Exec::Async {
+                op,
+                running: FuturesUnordered::new(),
+            },
         }
     }
 
@@ -136,7 +144,12 @@ impl<T: Send + 'static, U: Send + 'static> Exec<T, U> {
 
     fn submit(&mut self, ticket: u64, ids: Ids, item: T) -> bool {
         match self {
-            Exec::Blocking { jobs, shared, submitter, .. } => {
+            Exec::Blocking {
+                jobs,
+                shared,
+                submitter,
+                ..
+            } => {
                 if jobs.send((ticket, ids, item)).is_err() {
                     return false;
                 }
@@ -154,7 +167,12 @@ impl<T: Send + 'static, U: Send + 'static> Exec<T, U> {
                         Ok(r) => r.map_err(op_error),
                         Err(p) => Err(Error::new(ErrorKind::OpPanicked, panic_message(p))),
                     };
-                    Done { ticket, ids, outcome, took: start.elapsed() }
+                    Done {
+                        ticket,
+                        ids,
+                        outcome,
+                        took: start.elapsed(),
+                    }
                 }));
                 true
             }
@@ -196,7 +214,14 @@ impl<T: Send + 'static, U: Send + 'static> MapStage<T, U> {
         submitter: Submitter,
     ) -> Self {
         let exec = Exec::new(op, concurrency, submitter);
-        MapStage { exec, concurrency, order, budget, meter, failures }
+        MapStage {
+            exec,
+            concurrency,
+            order,
+            budget,
+            meter,
+            failures,
+        }
     }
 
     /// Turns a finished task into the messages to pass on, recording stats and failures.
@@ -208,7 +233,8 @@ impl<T: Send + 'static, U: Send + 'static> MapStage<T, U> {
                 (Settled::One(Msg::Item(done.ids, u)), false)
             }
             Ok(Outputs::Many(v)) if !v.is_empty() => {
-                self.meter.on_task(done.took, TaskOutcome::Produced(v.len()));
+                self.meter
+                    .on_task(done.took, TaskOutcome::Produced(v.len()));
                 // Only the last output carries the positions: the source item counts as
                 // delivered once all its outputs are.
                 let n = v.len();
@@ -217,7 +243,11 @@ impl<T: Send + 'static, U: Send + 'static> MapStage<T, U> {
                     .into_iter()
                     .enumerate()
                     .map(|(i, u)| {
-                        let ids = if i + 1 == n { ids.take().unwrap_or_default() } else { Ids::None };
+                        let ids = if i + 1 == n {
+                            ids.take().unwrap_or_default()
+                        } else {
+                            Ids::None
+                        };
                         Msg::Item(ids, u)
                     })
                     .collect();
@@ -241,6 +271,10 @@ impl<T: Send + 'static, U: Send + 'static> MapStage<T, U> {
 
     /// Runs until the input closes (or a budget is exceeded) and everything admitted has been
     /// passed on, or until the output closes (shutdown).
+    ///
+    /// Outputs wait in an outbox while the output queue is full, and the stage keeps taking
+    /// input and running ops meanwhile, up to its admission limit: a full queue downstream
+    /// stops a stage only once it holds `limit` items.
     pub(crate) async fn run(mut self, mut input: QueueRx<Msg<T>>, output: QueueTx<Msg<U>>) {
         let limit = self.exec.admit_limit(self.concurrency);
         let ordered = self.order == Order::Input;
@@ -248,21 +282,25 @@ impl<T: Send + 'static, U: Send + 'static> MapStage<T, U> {
         let mut next_ticket: u64 = 0;
         let mut next_out: u64 = 0;
         let mut ready: BTreeMap<u64, Settled<U>> = BTreeMap::new();
+        let mut outbox: VecDeque<Msg<U>> = VecDeque::new();
         let mut running = 0usize;
         let mut input_open = true;
         let mut epoch_ending = false;
         loop {
-            let held = running + ready.len();
-            if epoch_ending && held == 0 {
-                if output.send(Msg::EndOfEpoch).await.is_err() {
-                    return;
-                }
+            if epoch_ending && running == 0 && ready.is_empty() {
+                outbox.push_back(Msg::EndOfEpoch);
                 epoch_ending = false;
-                continue;
             }
+            let held = running + ready.len() + outbox.len();
             let can_take = input_open && !epoch_ending && held < limit;
             tokio::select! {
                 biased;
+                permit = output.reserve(), if !outbox.is_empty() => {
+                    let Ok(permit) = permit else { return };
+                    if let Some(m) = outbox.pop_front() {
+                        permit.send(m);
+                    }
+                }
                 done = self.exec.next_done(), if running > 0 => {
                     let Some(done) = done else { return };
                     running -= 1;
@@ -275,8 +313,8 @@ impl<T: Send + 'static, U: Send + 'static> MapStage<T, U> {
                     }
                     if ordered {
                         ready.insert(ticket, settled);
-                    } else if send_settled(&output, settled).await.is_err() {
-                        return;
+                    } else {
+                        settled.push_to(&mut outbox);
                     }
                 }
                 msg = input.recv(), if can_take => match msg {
@@ -292,8 +330,8 @@ impl<T: Send + 'static, U: Send + 'static> MapStage<T, U> {
                         if ordered {
                             ready.insert(next_ticket, Settled::One(Msg::Skip(ids)));
                             next_ticket += 1;
-                        } else if output.send(Msg::Skip(ids)).await.is_err() {
-                            return;
+                        } else {
+                            outbox.push_back(Msg::Skip(ids));
                         }
                     }
                     Some(Msg::EndOfEpoch) => epoch_ending = true,
@@ -301,14 +339,12 @@ impl<T: Send + 'static, U: Send + 'static> MapStage<T, U> {
                 },
                 else => return,
             }
-            // Pass on whatever is next in input order.
+            // Move whatever is next in input order to the outbox.
             while let Some(settled) = ready.remove(&next_out) {
                 next_out += 1;
-                if send_settled(&output, settled).await.is_err() {
-                    return;
-                }
+                settled.push_to(&mut outbox);
             }
-            if self.failures.aborted() && input_open {
+            if input_open && self.failures.aborted() {
                 // Another stage exceeded the pipeline budget: stop taking input here too.
                 input.close();
                 input_open = false;
@@ -317,14 +353,11 @@ impl<T: Send + 'static, U: Send + 'static> MapStage<T, U> {
     }
 }
 
-async fn send_settled<U>(output: &QueueTx<Msg<U>>, settled: Settled<U>) -> Result<(), ()> {
-    match settled {
-        Settled::One(m) => output.send(m).await.map_err(|_| ()),
-        Settled::Many(ms) => {
-            for m in ms {
-                output.send(m).await.map_err(|_| ())?;
-            }
-            Ok(())
+impl<U> Settled<U> {
+    fn push_to(self, outbox: &mut VecDeque<Msg<U>>) {
+        match self {
+            Settled::One(m) => outbox.push_back(m),
+            Settled::Many(ms) => outbox.extend(ms),
         }
     }
 }

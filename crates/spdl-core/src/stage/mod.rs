@@ -139,18 +139,28 @@ pub struct StageConfig {
     pub(crate) concurrency: usize,
     pub(crate) order: Order,
     pub(crate) max_failures: Option<FailureBudget>,
+    pub(crate) queue_size: Option<usize>,
 }
 
 impl Default for StageConfig {
     fn default() -> Self {
-        StageConfig { name: None, concurrency: 1, order: Order::Completion, max_failures: None }
+        StageConfig {
+            name: None,
+            concurrency: 1,
+            order: Order::Completion,
+            max_failures: None,
+            queue_size: None,
+        }
     }
 }
 
 impl StageConfig {
     /// Defaults with a name (used in stats, logs and errors).
     pub fn named(name: impl Into<String>) -> Self {
-        StageConfig { name: Some(name.into()), ..Default::default() }
+        StageConfig {
+            name: Some(name.into()),
+            ..Default::default()
+        }
     }
 
     /// Sets the name.
@@ -162,6 +172,12 @@ impl StageConfig {
     /// Tasks in flight at most (default 1). Values below 1 are treated as 1.
     pub fn concurrency(mut self, n: usize) -> Self {
         self.concurrency = n.max(1);
+        self
+    }
+
+    /// Capacity of the stage's input queue in items (default: its concurrency).
+    pub fn queue_size(mut self, n: usize) -> Self {
+        self.queue_size = Some(n.max(1));
         self
     }
 
@@ -239,7 +255,9 @@ impl<T: Send + 'static, U: Send + 'static> Op<T, U> {
     where
         F: Fn(T) -> Result<Vec<U>, BoxError> + Send + Sync + 'static,
     {
-        Op { kind: OpKind::Blocking(Arc::new(move |t| Ok(Outputs::Many(f(t)?)))) }
+        Op {
+            kind: OpKind::Blocking(Arc::new(move |t| Ok(Outputs::Many(f(t)?)))),
+        }
     }
 
     /// An async function, polled on the scheduler's runtime (tokio, current-thread). Use it for

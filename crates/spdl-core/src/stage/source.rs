@@ -43,7 +43,10 @@ pub(crate) fn run_source<T: Send + 'static>(
             }
             meter.on_output(1);
             failures.emitted.fetch_add(1, Ordering::Relaxed);
-            if output.blocking_send(Msg::Item(Ids::One(position), item)).is_err() {
+            if output
+                .blocking_send(Msg::Item(Ids::One(position), item))
+                .is_err()
+            {
                 return; // shutdown, or a stage stopped on failures
             }
         }

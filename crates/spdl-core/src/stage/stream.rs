@@ -40,8 +40,12 @@ pub(crate) async fn run_stream<T: Send + 'static, U: Send + 'static>(
     input: QueueRx<Msg<T>>,
     output: QueueTx<Msg<U>>,
 ) {
-    let shared =
-        Arc::new(Mutex::new(EpochInput { rx: input, ids: Vec::new(), ended: false, closed: false }));
+    let shared = Arc::new(Mutex::new(EpochInput {
+        rx: input,
+        ids: Vec::new(),
+        ended: false,
+        closed: false,
+    }));
     loop {
         {
             let mut s = shared.lock().unwrap_or_else(|e| e.into_inner());
