@@ -154,7 +154,7 @@ impl TurboJpegDecoder {
 
     /// Decompresses the stored (un-oriented) image, or the stored-coordinate
     /// `crop`, into `dst` with pixel format `pf` (`channels` per pixel).
-    /// Returns the decoded `(x offset to trim, width written)`.
+    /// Returns the `(columns, rows)` to trim from the left/top and the width written.
     fn decompress(
         bytes: &[u8],
         header: &JpegHeader,
@@ -163,7 +163,7 @@ impl TurboJpegDecoder {
         channels: usize,
         crop: Option<Region>,
         dst: &mut Vec<u8>,
-    ) -> Result<(usize, usize)> {
+    ) -> Result<((usize, usize), usize)> {
         if !opts.lenient {
             jpeg_markers::check_complete(bytes, header.first_scan)?;
         }
@@ -177,33 +177,38 @@ impl TurboJpegDecoder {
         if (usize::try_from(w), usize::try_from(h)) != (Ok(header.width), Ok(header.height)) {
             return Err(Error::new(ErrorKind::Corrupt, "libjpeg-turbo disagrees about the image size"));
         }
-        let (mut trim, mut out_w, mut out_h) = (0, header.width, header.height);
+        let (mut trim, mut out_w, mut out_h) = ((0, 0), header.width, header.height);
         if let Some(r) = crop {
-            // The left edge must sit on an iMCU boundary: widen, then trim after.
-            let subsamp = handle.get(raw::TJPARAM_TJPARAM_SUBSAMP);
-            let mcu = match subsamp {
-                0 | 3 | 4 | 6 => 8, // 4:4:4, gray, 4:4:0, 4:4:1
-                1 | 2 => 16,        // 4:2:2, 4:2:0
-                5 => 32,            // 4:1:1
-                _ => 0,             // unknown subsampling: no cropping
+            // The left edge must sit on an iMCU boundary. Every edge also
+            // gets one iMCU of margin, because smooth chroma upsampling treats
+            // the region's border as the image border; the margin is trimmed.
+            let (mcu_w, mcu_h) = match handle.get(raw::TJPARAM_TJPARAM_SUBSAMP) {
+                0 | 3 => (8, 8), // 4:4:4, gray
+                1 => (16, 8),    // 4:2:2
+                2 => (16, 16),   // 4:2:0
+                4 => (8, 16),    // 4:4:0
+                5 => (32, 8),    // 4:1:1
+                6 => (8, 32),    // 4:4:1
+                _ => (0, 0),     // unknown subsampling: decode all, crop after
             };
-            if mcu > 0 {
-                let x0 = r.x / mcu * mcu;
-                trim = r.x - x0;
-                out_w = r.width + trim;
-                out_h = r.height;
+            if mcu_w > 0 {
+                let x0 = (r.x / mcu_w * mcu_w).saturating_sub(mcu_w);
+                let y0 = (r.y / mcu_h * mcu_h).saturating_sub(mcu_h);
+                trim = (r.x - x0, r.y - y0);
+                out_w = (r.x + r.width + mcu_w).min(header.width) - x0;
+                out_h = (r.y + r.height + mcu_h).min(header.height) - y0;
                 let region = raw::tjregion {
                     x: x0 as CInt,
-                    y: r.y as CInt,
+                    y: y0 as CInt,
                     w: out_w as CInt,
-                    h: r.height as CInt,
+                    h: out_h as CInt,
                 };
                 // SAFETY: live handle; libjpeg-turbo validates the region.
                 if unsafe { raw::tj3SetCroppingRegion(handle.0, region) } != 0 {
                     return Err(handle.error());
                 }
             } else {
-                trim = r.x;
+                trim = (r.x, r.y);
             }
         }
         let len = out_w * out_h * channels;
@@ -229,13 +234,13 @@ impl TurboJpegDecoder {
         let mut raw_buf = Vec::new();
         let (trim, dec_w) = Self::decompress(bytes, &header, opts, pf, pf_c, region, &mut raw_buf)?;
         let (w, h) = region.map_or((info.width, info.height), |r| (r.width, r.height));
-        // Trim the iMCU-alignment columns.
-        if trim > 0 || dec_w != w {
+        // Trim the iMCU-alignment margins.
+        if trim != (0, 0) || dec_w != w {
             let row = dec_w * pf_c;
-            let keep = w * pf_c;
+            let keep = trim.0 * pf_c..(trim.0 + w) * pf_c;
             let mut trimmed = Vec::with_capacity(w * h * pf_c);
-            for r in raw_buf.chunks_exact(row).take(h) {
-                trimmed.extend_from_slice(r.get(trim * pf_c..trim * pf_c + keep).unwrap_or_default());
+            for r in raw_buf.chunks_exact(row).skip(trim.1).take(h) {
+                trimmed.extend_from_slice(r.get(keep.clone()).unwrap_or_default());
             }
             raw_buf = trimmed;
         }
