@@ -94,24 +94,28 @@ impl Error {
         }
     }
 
+    #[cfg_attr(not(feature = "source-local"), allow(dead_code))]
     /// Attaches the path the error concerns.
     pub(crate) fn with_path(mut self, path: impl Into<PathBuf>) -> Self {
         self.path = Some(path.into());
         self
     }
 
+    #[cfg_attr(not(feature = "source-local"), allow(dead_code))]
     /// Attaches a 1-based line number (list files).
     pub(crate) fn with_line(mut self, line: u64) -> Self {
         self.line = Some(line);
         self
     }
 
+    #[cfg_attr(not(feature = "source-local"), allow(dead_code))]
     /// Replaces the reason, keeping kind, path and source.
     pub(crate) fn with_reason(mut self, reason: impl Into<String>) -> Self {
         self.reason = reason.into();
         self
     }
 
+    #[cfg_attr(not(feature = "source-local"), allow(dead_code))]
     /// Maps an I/O error on `path` to a kind and a short reason, keeping it as the source.
     pub(crate) fn io(err: io::Error, path: &Path) -> Self {
         let (kind, reason) = match err.kind() {

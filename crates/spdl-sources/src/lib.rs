@@ -44,8 +44,8 @@ mod dist;
 mod error;
 mod list;
 #[cfg(feature = "source-local")]
-mod local;
-mod sampler;
+pub mod local;
+pub mod sampler;
 
 pub use dist::DistInfo;
 pub use error::{Error, ErrorKind, Result};

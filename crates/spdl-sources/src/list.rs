@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{escape_path, Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, Result};
 
 /// One sample of a dataset: where its bytes are, and its class label if the listing gave one.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -46,9 +46,10 @@ impl SampleList {
         }
     }
 
+    #[cfg_attr(not(feature = "source-local"), allow(dead_code))]
     /// A list named after `path` (escaped byte-exact, see [`Error`]).
     pub(crate) fn named_after(path: &Path, samples: Vec<Sample>) -> Self {
-        Self::new(escape_path(path), samples)
+        Self::new(crate::error::escape_path(path), samples)
     }
 
     /// The name errors use for this list.

@@ -441,3 +441,37 @@ fn set_epoch_restarts_and_changes_the_order() {
     s.set_epoch(0);
     assert_eq!(s.iter().map(|i| i.index).collect::<Vec<_>>(), e0);
 }
+
+/// The state does not grow with the dataset: ImageNet-1k scale, 8 ranks, a window of 64 items
+/// in flight. Figures: `cargo test -p spdl-sources --test sampler imagenet -- --nocapture`
+/// (release figures: `cargo run --release -p spdl-sources --example sampler_scale`).
+#[test]
+fn imagenet_scale_state_is_small_and_resumes() {
+    const LEN: u64 = 1_281_167;
+    let options = SamplerOptions {
+        shuffle: true,
+        seed: 1,
+        remainder: Remainder::Pad,
+    };
+    let mut s = Sampler::new(LEN, DistInfo::new(3, 8).unwrap(), options).unwrap();
+    let items: Vec<SampledIndex> = s.iter().collect();
+    assert_eq!(items.len(), 160_146);
+    for item in &items[..100_000] {
+        s.mark_delivered(item.position).unwrap();
+    }
+    for item in items[100_001..100_064].iter().step_by(2) {
+        s.mark_delivered(item.position).unwrap();
+    }
+    let json = serde_json::to_string(&s.state()).unwrap();
+    let start = std::time::Instant::now();
+    let resumed = Sampler::from_state(&serde_json::from_str(&json).unwrap()).unwrap();
+    let left: Vec<SampledIndex> = resumed.iter().collect();
+    let elapsed = start.elapsed();
+    println!(
+        "{LEN} samples, rank 3 of 8: state {} bytes of JSON; resume + full iteration {elapsed:.2?}",
+        json.len()
+    );
+    assert!(json.len() < 512, "{json}");
+    assert_eq!(left.len(), 160_146 - 100_000 - 32);
+    assert_eq!(left[0], items[100_000]);
+}

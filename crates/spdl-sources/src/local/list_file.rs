@@ -1,31 +1,31 @@
 //! List files: one sample per line, read as raw bytes.
-//!
-//! # Format
-//! ```text
-//! # comment lines start with '#'; blank lines are skipped
-//! train/cat/001.jpg
-//! /abs/path/with space.png
-//! train/dog/002.jpg<TAB>1
-//! ```
-//! - A line is a path, optionally followed by a TAB and an integer label (`i64`, decimal,
-//!   surrounding spaces allowed). A path may therefore hold anything but TAB, LF and NUL.
-//! - Relative paths are resolved against the folder that holds the list file; absolute paths are
-//!   kept.
-//! - The path is taken byte-exact: no trimming of spaces, no Unicode normalisation, no
-//!   percent-decoding. Only the line ending (`\n` or `\r\n`) and a UTF-8 byte-order mark at the
-//!   start of the file are removed.
-//! - A line whose first byte is `#` is a comment (write `./#name.jpg` for a file whose name
-//!   starts with `#`); a `#` later in the line is part of the path. A line of only spaces and
-//!   tabs is blank.
-//! - On Unix the bytes need not be UTF-8 (`caf\xe9.png` survives); elsewhere a path must be UTF-8.
 
 use std::path::{Path, PathBuf};
 
 use crate::error::{escape_bytes, Error, ErrorKind, Result};
 use crate::list::{Sample, SampleList};
 
-/// Reads the list file at `path` (see the [module docs](self) for the format); the resulting list
+/// Reads the list file at `path` (format below); the resulting list
 /// is named after `path`.
+///
+/// # Format
+/// ```text
+/// # comment lines start with '#'; blank lines are skipped
+/// train/cat/001.jpg
+/// /abs/path/with space.png
+/// train/dog/002.jpg<TAB>1
+/// ```
+/// - A line is a path, optionally followed by a TAB and an integer label (`i64`, decimal,
+///   surrounding spaces allowed). A path may therefore hold anything but TAB, LF and NUL.
+/// - Relative paths are resolved against the folder that holds the list file; absolute paths are
+///   kept.
+/// - The path is taken byte-exact: no trimming of spaces, no Unicode normalisation, no
+///   percent-decoding. Only the line ending (`\n` or `\r\n`) and a UTF-8 byte-order mark at the
+///   start of the file are removed.
+/// - A line whose first byte is `#` is a comment (write `./#name.jpg` for a file whose name
+///   starts with `#`); a `#` later in the line is part of the path. A line of only spaces and
+///   tabs is blank.
+/// - On Unix the bytes need not be UTF-8 (`caf\xe9.png` survives); elsewhere a path must be UTF-8.
 ///
 /// # Errors
 /// [`ErrorKind::NotFound`], [`ErrorKind::PermissionDenied`], [`ErrorKind::IsADirectory`] or

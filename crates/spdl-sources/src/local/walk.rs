@@ -1,18 +1,4 @@
 //! Recursive directory listing with an extension filter and a machine-independent order.
-//!
-//! # Order
-//! Files are sorted by the raw bytes of their path relative to the root, components joined with
-//! `/` (on Unix the OS bytes themselves; on Windows the WTF-8 bytes, equal to UTF-8 for valid
-//! names). No locale, no Unicode normalisation, no case folding: the same tree lists in the same
-//! order on every machine, so the sampler's index `i` names the same file everywhere.
-//! For valid UTF-8 names this is code point order, the order of Python's `sorted()`.
-//!
-//! # Symbolic links
-//! Links are followed, to files and to folders, as torchvision's `make_dataset` does
-//! (`os.walk(followlinks=True)`): a dataset assembled from links lists like the real one. A link
-//! that leads back to one of its ancestors is an [`ErrorKind::SymlinkLoop`] error, and a broken
-//! link is an [`ErrorKind::NotFound`] error naming it, rather than a sample that fails later.
-//! Sockets, FIFOs and device files are skipped.
 
 use std::path::{Component, Path};
 
@@ -89,11 +75,25 @@ impl Default for Extensions {
 }
 
 /// Lists every file under `root` (recursively) whose extension `extensions` accepts, sorted by
-/// the raw bytes of the relative path (see the [module docs](self)). Samples have no label; the
+/// the raw bytes of the relative path (see *Order* below). Samples have no label; the
 /// list is named after `root`.
 ///
 /// Each sample's path is `root` joined with the relative path, byte-exact (non-UTF-8 names
 /// included). Mirrors torchvision's `make_dataset` for one folder, without classes.
+///
+/// # Order
+/// Files are sorted by the raw bytes of their path relative to the root, components joined with
+/// `/` (on Unix the OS bytes themselves; on Windows the WTF-8 bytes, equal to UTF-8 for valid
+/// names). No locale, no Unicode normalisation, no case folding: the same tree lists in the same
+/// order on every machine, so the sampler's index `i` names the same file everywhere.
+/// For valid UTF-8 names this is code point order, the order of Python's `sorted()`.
+///
+/// # Symbolic links
+/// Links are followed, to files and to folders, as torchvision's `make_dataset` does
+/// (`os.walk(followlinks=True)`): a dataset assembled from links lists like the real one. A link
+/// that leads back to one of its ancestors is an [`ErrorKind::SymlinkLoop`] error, and a broken
+/// link is an [`ErrorKind::NotFound`] error naming it, rather than a sample that fails later.
+/// Sockets, FIFOs and device files are skipped.
 ///
 /// # Errors
 /// [`ErrorKind::NotFound`] when `root` does not exist, [`ErrorKind::NotADirectory`] when it is

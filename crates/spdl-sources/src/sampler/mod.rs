@@ -149,7 +149,7 @@ pub struct SampledIndex {
 ///
 /// Use one per rank. Hand [`Sampler::iter`] to the source of the pipeline; keep the sampler with
 /// the training loop, call [`Sampler::mark_delivered`] as samples arrive and store
-/// [`Sampler::state`] in checkpoints. See the [module docs](self) for the guarantees.
+/// [`Sampler::state`] in checkpoints. See the [module docs](crate::sampler) for the guarantees.
 #[derive(Debug, Clone)]
 pub struct Sampler {
     len: u64,
