@@ -47,10 +47,10 @@ fn turbojpeg_and_image_rs_agree_on_photos() {
         let max = sa.iter().zip(&sb).map(|(x, y)| x.abs_diff(*y)).max().unwrap();
         let mean = sa.iter().zip(&sb).map(|(x, y)| f64::from(x.abs_diff(*y))).sum::<f64>() / sa.len() as f64;
         eprintln!("{name}: {:?} max diff {max}, mean {mean:.3}", a.shape());
-        // Both are IDCT + upsampling implementations of the same standard;
-        // chroma upsampling differs slightly at edges.
-        assert!(mean < 1.0, "{name}: mean diff {mean}");
-        assert!(max <= 40, "{name}: max diff {max}");
+        // Both implement the same IDCT + smooth upsampling; measured here:
+        // max 3, mean <= 0.2 (4:2:0 files), max 2 / mean 0.01 otherwise.
+        assert!(mean < 0.3, "{name}: mean diff {mean}");
+        assert!(max <= 4, "{name}: max diff {max}");
     }
 }
 
