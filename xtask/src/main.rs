@@ -1,1 +1,54 @@
-fn main() {}
+//! `cargo xtask`: every chore of spdl-rs as one Rust program (the alias is in
+//! `.cargo/config.toml`). One module per command; `cmd.rs` runs and echoes processes.
+//!
+//! xtask itself only depends on pure-Rust crates, so it builds on a machine where
+//! `cargo xtask setup` has not run yet. Work that needs native libraries (the corpus
+//! generator, which links libjpeg-turbo) lives in its own crate and is started with
+//! `cargo run` after setup.
+
+mod bench;
+mod cmd;
+mod corpus;
+mod demo;
+mod features;
+mod setup;
+mod test;
+mod wheel;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "Chores for spdl-rs")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Install what this machine lacks: apt packages, rustfmt/clippy, the test venv.
+    Setup(setup::Args),
+    /// Setup, then `spdl load` on the bundled sample photos (extra args are passed on).
+    Demo(demo::Args),
+    /// Setup, then fmt, clippy, tests, docs and the Python tests; prints `N passed, N failed`.
+    Test(test::Args),
+    /// Build the deterministic ImageNet-like JPEG corpus (run `cargo xtask corpus --help`).
+    #[command(disable_help_flag = true)]
+    Corpus(corpus::Args),
+    /// Build the Python wheel into `target/wheels`.
+    Wheel,
+    /// Benchmarks: `overhead` runs; `decode`, `images`, `video` are placeholders.
+    Bench(bench::Args),
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Setup(args) => setup::run(&args),
+        Command::Demo(args) => demo::run(&args),
+        Command::Test(args) => test::run(&args),
+        Command::Corpus(args) => corpus::run(&args),
+        Command::Wheel => wheel::run(),
+        Command::Bench(args) => bench::run(&args),
+    }
+}

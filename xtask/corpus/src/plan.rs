@@ -1,0 +1,168 @@
+//! What each image of the corpus will be, drawn from one seeded RNG before any pixel is read,
+//! so the plan (and so the corpus) does not depend on threads or on the order of work.
+
+/// SplitMix64: tiny, and its sequence is fixed by its definition, unlike `rand`'s `StdRng`,
+/// which may change between versions. Same seed, same corpus, forever.
+pub(crate) struct Rng(u64);
+
+impl Rng {
+    pub(crate) fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Uniform in [0, n).
+    fn below(&mut self, n: usize) -> usize {
+        ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
+    }
+
+    /// Uniform in [lo, hi].
+    fn between(&mut self, lo: u32, hi: u32) -> u32 {
+        lo + self.below((hi - lo + 1) as usize) as u32
+    }
+
+    /// True with probability `p`.
+    fn chance(&mut self, p: f64) -> bool {
+        self.unit() < p
+    }
+}
+
+/// Chroma subsampling of an output JPEG.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Sampling {
+    S420,
+    S422,
+    S444,
+    Gray,
+}
+
+impl Sampling {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Sampling::S420 => "4:2:0",
+            Sampling::S422 => "4:2:2",
+            Sampling::S444 => "4:4:4",
+            Sampling::Gray => "gray",
+        }
+    }
+}
+
+/// One output image: where it comes from and how it is encoded.
+#[derive(Clone, Debug)]
+pub(crate) struct Spec {
+    /// Relative path in the ImageFolder layout: `class_03/img_000123.JPEG`.
+    pub(crate) path: String,
+    /// Index into the sorted list of source photos.
+    pub(crate) photo: usize,
+    pub(crate) width: u32,
+    pub(crate) height: u32,
+    /// Linear size of the crop relative to the largest crop of this aspect (0.35..1).
+    pub(crate) crop_scale: f64,
+    /// Where the crop sits in the free room, 0..1 on each axis.
+    pub(crate) crop_x: f64,
+    pub(crate) crop_y: f64,
+    pub(crate) mirror: bool,
+    pub(crate) quality: i32,
+    pub(crate) sampling: Sampling,
+    pub(crate) progressive: bool,
+}
+
+/// The plan for `count` images over `classes` classes from `photos` photos.
+///
+/// Image `i` is in class `i % classes` and is cut from one of the class's photos (photo `p`
+/// belongs to class `p % classes`), so classes are balanced and a class looks like its photos.
+/// Sizes follow ImageNet: mostly 500 px on the long side, 4:3 most often (500x375), then
+/// 3:4, 1:1 and 16:9. Encoding: quality 75..=95; 3% grayscale, otherwise 4:2:0 (75%),
+/// 4:4:4 (15%) or 4:2:2 (10%); 10% progressive.
+pub(crate) fn plan(seed: u64, count: usize, classes: usize, photos: usize) -> Vec<Spec> {
+    let mut rng = Rng::new(seed);
+    (0..count)
+        .map(|i| {
+            let class = i % classes;
+            let own: Vec<usize> = (0..photos).filter(|p| p % classes == class).collect();
+            let photo = if own.is_empty() {
+                class % photos
+            } else {
+                own[rng.below(own.len())]
+            };
+            let long = if rng.chance(0.8) {
+                500
+            } else {
+                rng.between(333, 640)
+            };
+            let short = |num: u32, den: u32| (long * num + den / 2) / den;
+            let (width, height) = match rng.below(20) {
+                0..=11 => (long, short(3, 4)),  // 4:3, 60%
+                12..=15 => (short(3, 4), long), // 3:4, 20%
+                16..=17 => (long, long),        // 1:1, 10%
+                _ => (long, short(9, 16)),      // 16:9, 10%
+            };
+            let sampling = if rng.chance(0.03) {
+                Sampling::Gray
+            } else {
+                match rng.below(20) {
+                    0..=14 => Sampling::S420,
+                    15..=17 => Sampling::S444,
+                    _ => Sampling::S422,
+                }
+            };
+            Spec {
+                path: format!("class_{class:02}/img_{i:06}.JPEG"),
+                photo,
+                width,
+                height,
+                crop_scale: 0.35 + 0.65 * rng.unit(),
+                crop_x: rng.unit(),
+                crop_y: rng.unit(),
+                mirror: rng.chance(0.5),
+                quality: rng.between(75, 95) as i32,
+                sampling,
+                progressive: rng.chance(0.1),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_seed_same_plan() {
+        let a = plan(7, 500, 10, 39);
+        let b = plan(7, 500, 10, 39);
+        assert!(a
+            .iter()
+            .zip(&b)
+            .all(|(x, y)| format!("{x:?}") == format!("{y:?}")));
+    }
+
+    #[test]
+    fn plan_has_the_advertised_mix() {
+        let p = plan(0, 2000, 10, 39);
+        let share = |f: &dyn Fn(&Spec) -> bool| p.iter().filter(|s| f(s)).count() as f64 / 2000.0;
+        assert!((0.07..0.13).contains(&share(&|s| s.progressive)));
+        assert!((0.015..0.05).contains(&share(&|s| s.sampling == Sampling::Gray)));
+        assert!(share(&|s| s.sampling == Sampling::S444) > 0.1);
+        assert!(share(&|s| s.sampling == Sampling::S422) > 0.05);
+        assert!(share(&|s| s.width == 500 && s.height == 375) > 0.4);
+        assert!(p.iter().all(|s| (75..=95).contains(&s.quality)));
+        // Every class is used equally and only from its own photos.
+        for s in &p {
+            let class: usize = s.path[6..8].parse().unwrap();
+            assert_eq!(s.photo % 10, class);
+        }
+    }
+}

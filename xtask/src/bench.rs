@@ -1,0 +1,62 @@
+//! `cargo xtask bench <what>`: the benchmarks, one variant each.
+//!
+//! `overhead` runs the `spdl-benches` crate (criterion, then a Markdown table). `decode`,
+//! `images` and `video` are the places for the decode, image-pipeline and video benchmarks:
+//! fill in their arms below as they come.
+
+use anyhow::{bail, Result};
+use clap::Subcommand;
+
+use crate::cmd::cargo;
+
+/// Arguments of `cargo xtask bench`.
+#[derive(clap::Args)]
+pub(crate) struct Args {
+    #[command(subcommand)]
+    what: What,
+}
+
+#[derive(Subcommand)]
+enum What {
+    /// Per-item overhead of spdl-core stages against a hand-written channel chain.
+    Overhead {
+        /// Only print the Markdown table (skip criterion).
+        #[arg(long)]
+        table_only: bool,
+    },
+    /// JPEG decode throughput (not yet implemented).
+    Decode,
+    /// The whole image pipeline on the corpus (not yet implemented).
+    Images,
+    /// Video decoding (not yet implemented).
+    Video,
+}
+
+pub(crate) fn run(args: &Args) -> Result<()> {
+    match &args.what {
+        What::Overhead { table_only } => {
+            if !table_only {
+                cargo()
+                    .args(["bench", "-p", "spdl-benches", "--bench", "overhead"])
+                    .run()?;
+            }
+            cargo()
+                .args([
+                    "run",
+                    "--release",
+                    "-p",
+                    "spdl-benches",
+                    "--example",
+                    "overhead_table",
+                ])
+                .run()
+        }
+        What::Decode => not_yet("decode"),
+        What::Images => not_yet("images"),
+        What::Video => not_yet("video"),
+    }
+}
+
+fn not_yet(what: &str) -> Result<()> {
+    bail!("`cargo xtask bench {what}` is not yet implemented")
+}

@@ -1,0 +1,139 @@
+//! Running processes: every command is echoed before it runs, so a log shows what to rerun.
+
+use std::ffi::OsStr;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{bail, Context, Result};
+
+/// The repository root (the workspace holding `xtask/`).
+pub(crate) fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask/ lives in the repository root")
+        .to_path_buf()
+}
+
+/// The `cargo` that runs us (`$CARGO`), else the one on `PATH`.
+pub(crate) fn cargo() -> Cmd {
+    Cmd::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}
+
+/// A process to run from the repository root, echoed as `$ program args`.
+pub(crate) struct Cmd {
+    inner: Command,
+}
+
+impl Cmd {
+    pub(crate) fn new(program: impl AsRef<OsStr>) -> Self {
+        let mut inner = Command::new(program);
+        inner.current_dir(repo_root());
+        Cmd { inner }
+    }
+
+    pub(crate) fn arg(mut self, arg: impl AsRef<OsStr>) -> Self {
+        self.inner.arg(arg);
+        self
+    }
+
+    pub(crate) fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.inner.args(args);
+        self
+    }
+
+    pub(crate) fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Self {
+        self.inner.env(key, value);
+        self
+    }
+
+    /// The command line, for logs and error messages.
+    pub(crate) fn display(&self) -> String {
+        let mut s = String::new();
+        for (k, v) in self.inner.get_envs() {
+            if let Some(v) = v {
+                let _ = write!(s, "{}={} ", k.to_string_lossy(), v.to_string_lossy());
+            }
+        }
+        s.push_str(&self.inner.get_program().to_string_lossy());
+        for a in self.inner.get_args() {
+            let a = a.to_string_lossy();
+            if a.is_empty() || a.contains(' ') {
+                let _ = write!(s, " '{a}'");
+            } else {
+                let _ = write!(s, " {a}");
+            }
+        }
+        s
+    }
+
+    /// Runs with inherited stdio; fails if it cannot start or exits non-zero.
+    pub(crate) fn run(mut self) -> Result<()> {
+        let line = self.display();
+        eprintln!("$ {line}");
+        let status = self
+            .inner
+            .status()
+            .with_context(|| format!("cannot start `{line}`"))?;
+        if !status.success() {
+            bail!("`{line}` failed ({status})");
+        }
+        Ok(())
+    }
+
+    /// Runs quietly and tells whether it exited 0 (false if it cannot start).
+    pub(crate) fn succeeds(mut self) -> bool {
+        self.inner
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
+    /// Runs quietly and returns its stdout, whatever the exit status (None if it cannot start).
+    pub(crate) fn stdout(mut self) -> Option<String> {
+        let out = self
+            .inner
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        Some(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+}
+
+/// Whether `name` is a program on `PATH`.
+pub(crate) fn have_program(name: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths).any(|dir| {
+            let p = dir.join(name);
+            p.is_file() && is_executable(&p)
+        })
+    })
+}
+
+#[cfg(unix)]
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    p.metadata()
+        .is_ok_and(|m| m.permissions().mode() & 0o111 != 0)
+}
+
+#[cfg(not(unix))]
+fn is_executable(_: &Path) -> bool {
+    true
+}
+
+/// `PATH` with `dir` in front, for child processes.
+pub(crate) fn path_with(dir: &Path) -> std::ffi::OsString {
+    let mut dirs = vec![dir.to_path_buf()];
+    if let Some(p) = std::env::var_os("PATH") {
+        dirs.extend(std::env::split_paths(&p));
+    }
+    std::env::join_paths(dirs).unwrap_or_default()
+}
