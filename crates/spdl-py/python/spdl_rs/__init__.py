@@ -1,0 +1,18 @@
+"""spdl-rs: SPDL-compatible data loading with a Rust engine.
+
+Submodules:
+
+- :mod:`spdl_rs.pipeline`: ``PipelineBuilder`` / ``Pipeline`` with SPDL 0.8's names and semantics.
+- :mod:`spdl_rs.ops`: native pipeline stages (``read_file``, ``decode_image``, ``load_image``,
+  ``collate``) that run on Rust threads without the GIL.
+- :mod:`spdl_rs.io`: ``load_image``, ``decode_image``, ``load_image_batch`` (GIL released) and
+  the zero-copy ``CPUBuffer``.
+- :mod:`spdl_rs.sources`: native file listings (``list_files``, ``image_folder``).
+"""
+
+from . import io, ops, pipeline, sources
+from ._native import init_logging
+
+__version__ = "0.1.0"
+
+__all__ = ["io", "ops", "pipeline", "sources", "init_logging", "__version__"]

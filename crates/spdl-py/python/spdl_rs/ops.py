@@ -1,0 +1,86 @@
+"""Native pipeline stages: give them to :py:meth:`spdl_rs.pipeline.PipelineBuilder.pipe`.
+
+They run entirely in Rust on the pipeline's worker threads. Items that are already native
+(``str`` paths from the source, samples of :mod:`spdl_rs.sources` listings, the bytes of
+``read_file()``, the images of ``decode_image()``, the lists of ``aggregate()``) are processed
+without taking the GIL; a Python object as input (``pathlib.Path``, ``bytes`` made in Python)
+is read with the GIL once. Outputs become Python objects only when a Python op or the consumer
+takes them (images and batches as zero-copy :class:`spdl_rs.io.CPUBuffer`).
+
+Typical chain::
+
+    PipelineBuilder()
+        .add_source(spdl_rs.sources.list_files("data/samples"))
+        .pipe(ops.read_file(), concurrency=4)
+        .pipe(ops.decode_image(224, 224), concurrency=4)
+        .aggregate(8)
+        .pipe(ops.collate())
+        .add_sink(4)
+        .build(num_threads=4)
+"""
+
+from __future__ import annotations
+
+from ._native import NativeOp
+from ._native import op_collate as _collate
+from ._native import op_decode_image as _decode_image
+from ._native import op_load_image as _load_image
+from ._native import op_read_file as _read_file
+
+__all__ = ["NativeOp", "read_file", "decode_image", "load_image", "collate"]
+
+
+def read_file() -> NativeOp:
+    """A stage reading each path (``str``, ``os.PathLike`` or a listed sample) into its bytes.
+
+    Output: the file's bytes (native; ``bytes`` if a Python op or the consumer takes them).
+    Failure (counted against ``max_failures``): the message names the path, e.g.
+    ``"data/x.jpg: not found"``.
+    """
+    return _read_file()
+
+
+def decode_image(
+    width: int | None = None,
+    height: int | None = None,
+    *,
+    color: str = "rgb",
+    filter: str = "bilinear",
+    lenient: bool = False,
+) -> NativeOp:
+    """A stage decoding encoded image bytes (from :func:`read_file`) into an image.
+
+    Output: ``[H, W, C]`` ``uint8`` (``[height, width, C]`` when both are given; ``C`` = 3 for
+    ``color="rgb"``, 1 for ``"gray"``, 4 for ``"rgba"``). ``filter``: ``"nearest"``,
+    ``"bilinear"``, ``"bicubic"``, ``"lanczos"``. ``lenient=True`` accepts truncated JPEGs.
+    Failure: the message names the file and the reason (``truncated``, ``unknown format``...).
+    Raises ``ValueError`` now for bad arguments. Mirrors SPDL's ``spdl.io.decode_image`` as a stage.
+    """
+    return _decode_image(width, height, color=color, filter=filter, lenient=lenient)
+
+
+def load_image(
+    width: int | None = None,
+    height: int | None = None,
+    *,
+    color: str = "rgb",
+    filter: str = "bilinear",
+    lenient: bool = False,
+) -> NativeOp:
+    """A stage reading and decoding each path in one step (``read_file`` + ``decode_image``).
+
+    Output and arguments as :func:`decode_image`. Mirrors SPDL's ``spdl.io.load_image``.
+    """
+    return _load_image(width, height, color=color, filter=filter, lenient=lenient)
+
+
+def collate(*, normalize: bool = False) -> NativeOp:
+    """A stage stacking a list of decoded images (``aggregate(n)`` after ``decode_image``) into
+    one :class:`spdl_rs.io.CPUBuffer`.
+
+    Output: ``[N, H, W, C]`` ``uint8``, or ``[N, C, H, W]`` ``float32`` normalized with the
+    ImageNet mean/std when ``normalize=True``; ``keys`` and ``labels`` in batch order.
+    Failure: images of different shapes (the message names the first odd one), or an input
+    that is not a list of decoded images.
+    """
+    return _collate(normalize=normalize)

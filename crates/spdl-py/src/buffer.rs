@@ -1,0 +1,440 @@
+//! `CPUBuffer`: decoded pixels owned by Rust, shared with NumPy and PyTorch without a copy
+//! (buffer protocol, `__array_interface__`, DLPack). The memory is an `Arc` that every view
+//! holds: the Python object for the buffer protocol and `__array_interface__`, the DLPack
+//! capsule's deleter for DLPack, so it lives as long as any view of it.
+
+use std::ffi::{c_int, c_void, CStr};
+use std::sync::Arc;
+
+use pyo3::exceptions::PyBufferError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+
+/// Element type of a buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DType {
+    U8,
+    U16,
+    F32,
+}
+
+impl DType {
+    fn itemsize(self) -> usize {
+        match self {
+            DType::U8 => 1,
+            DType::U16 => 2,
+            DType::F32 => 4,
+        }
+    }
+
+    /// `struct` module format for the buffer protocol.
+    fn format(self) -> &'static CStr {
+        match self {
+            DType::U8 => c"B",
+            DType::U16 => c"H",
+            DType::F32 => c"f",
+        }
+    }
+
+    /// NumPy `__array_interface__` type string (little-endian; native on every supported target).
+    fn typestr(self) -> &'static str {
+        match self {
+            DType::U8 => "|u1",
+            DType::U16 => "<u2",
+            DType::F32 => "<f4",
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            DType::U8 => "uint8",
+            DType::U16 => "uint16",
+            DType::F32 => "float32",
+        }
+    }
+
+    /// DLPack `(code, bits)`: kDLUInt = 1, kDLFloat = 2.
+    fn dlpack(self) -> (u8, u8) {
+        match self {
+            DType::U8 => (1, 8),
+            DType::U16 => (1, 16),
+            DType::F32 => (2, 32),
+        }
+    }
+}
+
+/// The owned samples. Never read or resized by Rust after construction: views write through
+/// the raw pointer taken once in [`Storage::ptr`].
+enum Storage {
+    U8(Box<[u8]>),
+    U16(Box<[u16]>),
+    F32(Box<[f32]>),
+}
+
+struct Memory {
+    storage: Storage,
+    ptr: *mut c_void,
+}
+
+// SAFETY: the boxed slice is owned here and never moved or reallocated; the raw pointer is only
+// handed to Python/DLPack consumers, which synchronize their own access.
+unsafe impl Send for Memory {}
+// SAFETY: as above; Rust never reads or writes the memory after construction.
+unsafe impl Sync for Memory {}
+
+impl Memory {
+    fn new(mut storage: Storage) -> Self {
+        let ptr = match &mut storage {
+            Storage::U8(b) => b.as_mut_ptr().cast(),
+            Storage::U16(b) => b.as_mut_ptr().cast(),
+            Storage::F32(b) => b.as_mut_ptr().cast(),
+        };
+        Memory { storage, ptr }
+    }
+
+    fn dtype(&self) -> DType {
+        match self.storage {
+            Storage::U8(_) => DType::U8,
+            Storage::U16(_) => DType::U16,
+            Storage::F32(_) => DType::F32,
+        }
+    }
+}
+
+/// A contiguous, row-major array in CPU memory: one decoded image `[H, W, C]` or a batch
+/// `[N, H, W, C]` (`uint8`, or `uint16` for 16-bit images) or a normalized batch
+/// `[N, C, H, W]` (`float32`).
+///
+/// Zero-copy: `numpy.asarray(buf)` (buffer protocol / `__array_interface__`),
+/// `numpy.from_dlpack(buf)` and `torch.from_dlpack(buf)` all share this memory, which stays
+/// alive as long as any of those views does. The views are writable.
+///
+/// Mirrors SPDL's `spdl.io.CPUBuffer`.
+#[pyclass(frozen, module = "spdl_rs.io", name = "CPUBuffer")]
+pub(crate) struct CpuBuffer {
+    mem: Arc<Memory>,
+    dtype: DType,
+    shape: Vec<isize>,
+    strides: Vec<isize>,
+    keys: Vec<String>,
+    labels: Vec<Option<i64>>,
+}
+
+fn c_strides(shape: &[isize], itemsize: usize) -> Vec<isize> {
+    let mut strides = vec![0isize; shape.len()];
+    let mut acc = itemsize as isize;
+    for (s, d) in strides.iter_mut().zip(shape).rev() {
+        *s = acc;
+        acc *= *d;
+    }
+    strides
+}
+
+impl CpuBuffer {
+    fn new(
+        storage: Storage,
+        shape: Vec<usize>,
+        keys: Vec<String>,
+        labels: Vec<Option<i64>>,
+    ) -> Self {
+        let mem = Memory::new(storage);
+        let dtype = mem.dtype();
+        let shape: Vec<isize> = shape.into_iter().map(|d| d as isize).collect();
+        let strides = c_strides(&shape, dtype.itemsize());
+        CpuBuffer {
+            mem: Arc::new(mem),
+            dtype,
+            shape,
+            strides,
+            keys,
+            labels,
+        }
+    }
+
+    /// One image, `[H, W, C]`; the pixel vector is moved, not copied.
+    pub(crate) fn from_image(image: spdl_io::Image, key: String, label: Option<i64>) -> Self {
+        let shape = image.shape().to_vec();
+        let storage = match image.data {
+            spdl_io::PixelData::U8(v) => Storage::U8(v.into_boxed_slice()),
+            spdl_io::PixelData::U16(v) => Storage::U16(v.into_boxed_slice()),
+        };
+        CpuBuffer::new(storage, shape, vec![key], vec![label])
+    }
+
+    /// A collated batch; the data vector is moved, not copied.
+    pub(crate) fn from_batch(b: spdl_io::ImageBatch) -> Self {
+        let storage = match b.data {
+            spdl_io::BatchData::U8(v) => Storage::U8(v.into_boxed_slice()),
+            spdl_io::BatchData::U16(v) => Storage::U16(v.into_boxed_slice()),
+            spdl_io::BatchData::F32(v) => Storage::F32(v.into_boxed_slice()),
+        };
+        CpuBuffer::new(storage, b.shape.to_vec(), b.keys, b.labels)
+    }
+
+    fn nbytes(&self) -> usize {
+        self.shape.iter().product::<isize>() as usize * self.dtype.itemsize()
+    }
+}
+
+#[pymethods]
+impl CpuBuffer {
+    /// The shape, e.g. `(N, H, W, C)` for a `uint8` batch or `(N, C, H, W)` for `float32`.
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, &self.shape)
+    }
+
+    /// The element type name: `"uint8"`, `"uint16"` or `"float32"`.
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        self.dtype.name()
+    }
+
+    /// Address of the first element (to check that views share memory).
+    #[getter]
+    fn data_ptr(&self) -> usize {
+        self.mem.ptr as usize
+    }
+
+    /// Size in bytes.
+    #[getter(nbytes)]
+    fn get_nbytes(&self) -> usize {
+        self.nbytes()
+    }
+
+    /// Sample keys (file paths) in batch order; one key for a single image.
+    #[getter]
+    fn keys(&self) -> Vec<String> {
+        self.keys.clone()
+    }
+
+    /// Class labels in batch order (`None` where the source had none).
+    #[getter]
+    fn labels(&self) -> Vec<Option<i64>> {
+        self.labels.clone()
+    }
+
+    fn __len__(&self) -> usize {
+        self.shape.first().copied().unwrap_or(0) as usize
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "CPUBuffer(shape={:?}, dtype={})",
+            self.shape,
+            self.dtype.name()
+        )
+    }
+
+    /// NumPy's array interface (version 3): the data pointer is shared, not copied.
+    #[getter]
+    fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("shape", PyTuple::new(py, &self.shape)?)?;
+        d.set_item("typestr", self.dtype.typestr())?;
+        d.set_item("data", (self.mem.ptr as usize, false))?;
+        d.set_item("strides", py.None())?;
+        d.set_item("version", 3)?;
+        Ok(d)
+    }
+
+    /// DLPack device: `(1, 0)`, i.e. `kDLCPU`, device 0.
+    fn __dlpack_device__(&self) -> (i32, i32) {
+        (1, 0)
+    }
+
+    /// A DLPack capsule (`"dltensor"`) sharing this memory; the memory is released when the
+    /// consumer calls the deleter (or the unused capsule is collected).
+    ///
+    /// Raises `BufferError` when a copy or another device is demanded.
+    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
+    fn __dlpack__(
+        &self,
+        py: Python<'_>,
+        stream: Option<Py<PyAny>>,
+        max_version: Option<Py<PyAny>>,
+        dl_device: Option<(i32, i32)>,
+        copy: Option<bool>,
+    ) -> PyResult<Py<PyAny>> {
+        let _ = (stream, max_version);
+        if copy == Some(true) {
+            return Err(PyBufferError::new_err(
+                "CPUBuffer exports without copying only (copy=True is not supported)",
+            ));
+        }
+        if let Some(dev) = dl_device {
+            if dev != (1, 0) {
+                return Err(PyBufferError::new_err(format!(
+                    "CPUBuffer lives on the CPU, cannot export to device {dev:?}"
+                )));
+            }
+        }
+        dlpack::capsule(py, self)
+    }
+
+    /// Buffer protocol: a writable, C-contiguous view of the memory.
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut ffi::Py_buffer,
+        flags: c_int,
+    ) -> PyResult<()> {
+        if view.is_null() {
+            return Err(PyBufferError::new_err("view is null"));
+        }
+        let this = slf.get();
+        if (flags & ffi::PyBUF_F_CONTIGUOUS) == ffi::PyBUF_F_CONTIGUOUS
+            && this.shape.iter().filter(|&&d| d > 1).count() > 1
+        {
+            return Err(PyBufferError::new_err(
+                "CPUBuffer is C-contiguous, not Fortran-contiguous",
+            ));
+        }
+        // SAFETY: `view` is a valid Py_buffer provided by the interpreter; every pointer stored
+        // in it points into `this`, which `obj` keeps alive (and immutable: the class is frozen)
+        // until `PyBuffer_Release`.
+        unsafe {
+            (*view).obj = slf.clone().into_any().into_ptr();
+            (*view).buf = this.mem.ptr;
+            (*view).len = this.nbytes() as isize;
+            (*view).readonly = 0;
+            (*view).itemsize = this.dtype.itemsize() as isize;
+            (*view).format = if (flags & ffi::PyBUF_FORMAT) == ffi::PyBUF_FORMAT {
+                this.dtype.format().as_ptr().cast_mut()
+            } else {
+                std::ptr::null_mut()
+            };
+            (*view).ndim = this.shape.len() as c_int;
+            (*view).shape = if (flags & ffi::PyBUF_ND) == ffi::PyBUF_ND {
+                this.shape.as_ptr().cast_mut()
+            } else {
+                std::ptr::null_mut()
+            };
+            (*view).strides = if (flags & ffi::PyBUF_STRIDES) == ffi::PyBUF_STRIDES {
+                this.strides.as_ptr().cast_mut()
+            } else {
+                std::ptr::null_mut()
+            };
+            (*view).suboffsets = std::ptr::null_mut();
+            (*view).internal = std::ptr::null_mut();
+        }
+        Ok(())
+    }
+
+    unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {}
+}
+
+/// The DLPack (v0.8 ABI, unversioned `"dltensor"` capsule) export.
+mod dlpack {
+    use super::*;
+
+    #[repr(C)]
+    struct DLDevice {
+        device_type: i32,
+        device_id: i32,
+    }
+
+    #[repr(C)]
+    struct DLDataType {
+        code: u8,
+        bits: u8,
+        lanes: u16,
+    }
+
+    #[repr(C)]
+    struct DLTensor {
+        data: *mut c_void,
+        device: DLDevice,
+        ndim: i32,
+        dtype: DLDataType,
+        shape: *mut i64,
+        strides: *mut i64,
+        byte_offset: u64,
+    }
+
+    #[repr(C)]
+    struct DLManagedTensor {
+        dl_tensor: DLTensor,
+        manager_ctx: *mut c_void,
+        deleter: Option<unsafe extern "C" fn(*mut DLManagedTensor)>,
+    }
+
+    /// The managed tensor and what it points to, freed together by [`deleter`].
+    #[repr(C)]
+    struct Ctx {
+        managed: DLManagedTensor,
+        shape: Vec<i64>,
+        strides: Vec<i64>,
+        _mem: Arc<Memory>,
+    }
+
+    const NAME: &CStr = c"dltensor";
+
+    unsafe extern "C" fn deleter(m: *mut DLManagedTensor) {
+        if !m.is_null() {
+            // SAFETY: `m` is the first field of a `Ctx` leaked by `capsule`, freed only here.
+            drop(unsafe { Box::from_raw(m.cast::<Ctx>()) });
+        }
+    }
+
+    /// Frees the tensor if no consumer took it (a consumer renames the capsule to
+    /// `"used_dltensor"` and calls the deleter itself).
+    unsafe extern "C" fn capsule_destructor(capsule: *mut ffi::PyObject) {
+        // SAFETY: called by the interpreter with a live capsule; `PyCapsule_IsValid` sets no
+        // exception.
+        unsafe {
+            if ffi::PyCapsule_IsValid(capsule, NAME.as_ptr()) == 1 {
+                let m = ffi::PyCapsule_GetPointer(capsule, NAME.as_ptr()).cast::<DLManagedTensor>();
+                if let Some(d) = (*m).deleter {
+                    d(m);
+                }
+            }
+        }
+    }
+
+    pub(super) fn capsule(py: Python<'_>, buf: &CpuBuffer) -> PyResult<Py<PyAny>> {
+        let (code, bits) = buf.dtype.dlpack();
+        let mut ctx = Box::new(Ctx {
+            managed: DLManagedTensor {
+                dl_tensor: DLTensor {
+                    data: buf.mem.ptr,
+                    device: DLDevice {
+                        device_type: 1,
+                        device_id: 0,
+                    },
+                    ndim: buf.shape.len() as i32,
+                    dtype: DLDataType {
+                        code,
+                        bits,
+                        lanes: 1,
+                    },
+                    shape: std::ptr::null_mut(),
+                    strides: std::ptr::null_mut(),
+                    byte_offset: 0,
+                },
+                manager_ctx: std::ptr::null_mut(),
+                deleter: Some(deleter),
+            },
+            shape: buf.shape.iter().map(|&d| d as i64).collect(),
+            strides: buf
+                .strides
+                .iter()
+                .map(|&s| (s / buf.dtype.itemsize() as isize) as i64)
+                .collect(),
+            _mem: buf.mem.clone(),
+        });
+        ctx.managed.dl_tensor.shape = ctx.shape.as_mut_ptr();
+        ctx.managed.dl_tensor.strides = ctx.strides.as_mut_ptr();
+        let raw = Box::into_raw(ctx);
+        // SAFETY: `raw` is a valid, leaked Ctx; its first field is the managed tensor.
+        unsafe {
+            (*raw).managed.manager_ctx = raw.cast();
+            let cap = ffi::PyCapsule_New(raw.cast(), NAME.as_ptr(), Some(capsule_destructor));
+            if cap.is_null() {
+                deleter(raw.cast());
+                return Err(PyErr::fetch(py));
+            }
+            Ok(Bound::from_owned_ptr(py, cap).unbind())
+        }
+    }
+}

@@ -1,0 +1,26 @@
+//! Rust errors as Python exceptions, keeping the Rust message (which names the sample).
+
+use pyo3::exceptions::{
+    PyFileNotFoundError, PyIsADirectoryError, PyNotADirectoryError, PyOSError, PyPermissionError,
+    PyValueError,
+};
+use pyo3::PyErr;
+
+/// A decode / collate error: `ValueError("path.jpg: truncated: ...")`.
+pub(crate) fn io_err(e: spdl_io::Error) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
+/// A listing or read error: the matching `OSError` subclass, or `ValueError` for bad input.
+pub(crate) fn sources_err(e: spdl_sources::Error) -> PyErr {
+    use spdl_sources::ErrorKind as K;
+    let msg = e.to_string();
+    match e.kind() {
+        K::NotFound => PyFileNotFoundError::new_err(msg),
+        K::PermissionDenied => PyPermissionError::new_err(msg),
+        K::IsADirectory => PyIsADirectoryError::new_err(msg),
+        K::NotADirectory => PyNotADirectoryError::new_err(msg),
+        K::Io | K::SymlinkLoop => PyOSError::new_err(msg),
+        _ => PyValueError::new_err(msg),
+    }
+}

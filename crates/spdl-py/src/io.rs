@@ -1,0 +1,229 @@
+//! `spdl_rs.io`: image loading functions. Every one releases the GIL for all its work
+//! (reading, decoding, resizing, collating) and returns a zero-copy [`CpuBuffer`].
+
+use std::sync::Arc;
+
+use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::prelude::*;
+
+use crate::buffer::CpuBuffer;
+use crate::error::{io_err, sources_err};
+
+/// How images are decoded and resized; built from the keyword arguments shared by the `io`
+/// functions and the `ops` stages.
+pub(crate) fn make_loader(
+    width: Option<usize>,
+    height: Option<usize>,
+    color: &str,
+    filter: &str,
+    lenient: bool,
+) -> PyResult<spdl_io::ImageLoader> {
+    let filter = match filter {
+        "nearest" => spdl_io::Filter::Nearest,
+        "bilinear" => spdl_io::Filter::Bilinear,
+        "bicubic" => spdl_io::Filter::Bicubic,
+        "lanczos" | "lanczos3" => spdl_io::Filter::Lanczos3,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "filter must be one of 'nearest', 'bilinear', 'bicubic', 'lanczos', got {other:?}"
+            )))
+        }
+    };
+    let transform = match (width, height) {
+        (None, None) => spdl_io::Transform::Identity,
+        (Some(w), Some(h)) if w > 0 && h > 0 => spdl_io::Transform::Resize {
+            width: w,
+            height: h,
+            filter,
+        },
+        (w, h) => {
+            return Err(PyValueError::new_err(format!(
+                "width and height must both be given (and positive) or both be None, got width={w:?}, height={h:?}"
+            )))
+        }
+    };
+    let color = match color {
+        "rgb" => spdl_io::ColorMode::Rgb,
+        "gray" | "grey" | "l" => spdl_io::ColorMode::Gray,
+        "rgba" => spdl_io::ColorMode::Rgba,
+        "unchanged" => spdl_io::ColorMode::Unchanged,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "color must be one of 'rgb', 'gray', 'rgba', 'unchanged', got {other:?}"
+            )))
+        }
+    };
+    let mut loader = spdl_io::ImageLoader::new(transform);
+    loader.options.color = color;
+    loader.options.lenient = lenient;
+    Ok(loader)
+}
+
+pub(crate) fn decode(
+    loader: &spdl_io::ImageLoader,
+    key: &str,
+    index: u64,
+    data: &[u8],
+) -> Result<spdl_io::Image, spdl_io::Error> {
+    let ctx = spdl_io::SampleContext {
+        key,
+        index,
+        epoch: 0,
+    };
+    loader.load(data, &ctx)
+}
+
+/// Reads and decodes the image file at `path`.
+///
+/// Returns a `CPUBuffer` of shape `[H, W, C]`, dtype `uint8` (`C` = 3 for `color="rgb"`, 1 for
+/// `"gray"`, 4 for `"rgba"`; `"unchanged"` keeps the file's channels and depth, `uint16` for
+/// 16-bit PNG/TIFF). With `width` and `height`, the image is resized to exactly that size with
+/// `filter` (`"nearest"`, `"bilinear"`, `"bicubic"`, `"lanczos"`). EXIF orientation is applied.
+/// `lenient=True` accepts truncated JPEGs (the rest is gray, like Pillow's
+/// `LOAD_TRUNCATED_IMAGES`). The GIL is released for all the work.
+///
+/// Raises `OSError` if the file cannot be read, `ValueError` (message naming the path and the
+/// reason, e.g. "truncated", "unknown format") if it cannot be decoded.
+///
+/// Mirrors SPDL's `spdl.io.load_image` (synchronous, returns pixels).
+#[pyfunction]
+#[pyo3(signature = (path, width=None, height=None, *, color="rgb", filter="bilinear", lenient=false))]
+pub(crate) fn load_image(
+    py: Python<'_>,
+    path: std::path::PathBuf,
+    width: Option<usize>,
+    height: Option<usize>,
+    color: &str,
+    filter: &str,
+    lenient: bool,
+) -> PyResult<CpuBuffer> {
+    let loader = make_loader(width, height, color, filter, lenient)?;
+    let key = spdl_io::key_from_path(&path);
+    let img = py.detach(|| {
+        let data = spdl_sources::read_file(&path).map_err(sources_err)?;
+        decode(&loader, &key, 0, &data).map_err(io_err)
+    })?;
+    Ok(CpuBuffer::from_image(img, key, None))
+}
+
+/// Decodes an encoded image (JPEG, PNG, GIF, WebP, BMP, TIFF; detected by magic bytes) given
+/// as `bytes`.
+///
+/// Returns a `CPUBuffer` `[H, W, C]` `uint8`; the keyword arguments are those of
+/// `load_image`. `key` names the sample in error messages. The GIL is released while
+/// decoding.
+///
+/// Raises `ValueError` naming `key` and the reason when the data cannot be decoded.
+///
+/// Mirrors SPDL's `spdl.io.decode_image` on bytes.
+#[pyfunction]
+#[pyo3(signature = (data, width=None, height=None, *, color="rgb", filter="bilinear", lenient=false, key="<bytes>"))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn decode_image(
+    py: Python<'_>,
+    data: &[u8],
+    width: Option<usize>,
+    height: Option<usize>,
+    color: &str,
+    filter: &str,
+    lenient: bool,
+    key: &str,
+) -> PyResult<CpuBuffer> {
+    let loader = make_loader(width, height, color, filter, lenient)?;
+    let img = py.detach(|| decode(&loader, key, 0, data).map_err(io_err))?;
+    Ok(CpuBuffer::from_image(img, key.to_owned(), None))
+}
+
+/// Reads, decodes, resizes and stacks many images into one batch, in parallel on
+/// `num_threads` native threads (default: the number of CPUs, at most 8), without the GIL.
+///
+/// Returns a `CPUBuffer` of shape `[N, height, width, C]` `uint8`, or, with
+/// `normalize=True`, `[N, C, height, width]` `float32` normalized with the ImageNet mean and
+/// standard deviation. `keys` are the paths in order.
+///
+/// Raises `OSError` / `ValueError` naming the first sample that failed (all-or-nothing), and
+/// `ValueError` for an empty `paths`.
+///
+/// Mirrors SPDL's `spdl.io.load_image_batch`.
+#[pyfunction]
+#[pyo3(signature = (paths, width, height, *, color="rgb", filter="bilinear", lenient=false, normalize=false, num_threads=None))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn load_image_batch(
+    py: Python<'_>,
+    paths: Vec<std::path::PathBuf>,
+    width: usize,
+    height: usize,
+    color: &str,
+    filter: &str,
+    lenient: bool,
+    normalize: bool,
+    num_threads: Option<usize>,
+) -> PyResult<CpuBuffer> {
+    if paths.is_empty() {
+        return Err(PyValueError::new_err("load_image_batch: paths is empty"));
+    }
+    let loader = Arc::new(make_loader(
+        Some(width),
+        Some(height),
+        color,
+        filter,
+        lenient,
+    )?);
+    let threads = num_threads
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(8)
+        })
+        .clamp(1, paths.len());
+    let batch = py.detach(|| -> PyResult<spdl_io::ImageBatch> {
+        let keys: Vec<String> = paths.iter().map(|p| spdl_io::key_from_path(p)).collect();
+        let mut slots: Vec<Option<PyResult<spdl_io::Image>>> =
+            (0..paths.len()).map(|_| None).collect();
+        let chunk = paths.len().div_ceil(threads);
+        std::thread::scope(|s| {
+            for (ci, out) in slots.chunks_mut(chunk).enumerate() {
+                let (paths, keys, loader) = (&paths, &keys, &loader);
+                s.spawn(move || {
+                    for (j, slot) in out.iter_mut().enumerate() {
+                        let i = ci * chunk + j;
+                        *slot = Some(
+                            spdl_sources::read_file(&paths[i])
+                                .map_err(sources_err)
+                                .and_then(|d| {
+                                    decode(loader, &keys[i], i as u64, &d).map_err(io_err)
+                                }),
+                        );
+                    }
+                });
+            }
+        });
+        let mut items = Vec::with_capacity(paths.len());
+        for (slot, key) in slots.into_iter().zip(keys) {
+            let image = slot.ok_or_else(|| PyOSError::new_err(format!("{key}: not loaded")))??;
+            items.push(spdl_io::BatchItem {
+                key,
+                label: None,
+                image,
+            });
+        }
+        if normalize {
+            spdl_io::collate_normalized(items, &spdl_io::Normalize::imagenet()).map_err(io_err)
+        } else {
+            spdl_io::collate(items).map_err(io_err)
+        }
+    })?;
+    Ok(CpuBuffer::from_batch(batch))
+}
+
+/// Stacks images into one batch: `[N, H, W, C]` (or normalized `[N, C, H, W]` `float32`).
+pub(crate) fn collate_items(
+    items: Vec<spdl_io::BatchItem>,
+    normalize: bool,
+) -> Result<spdl_io::ImageBatch, spdl_io::Error> {
+    if normalize {
+        spdl_io::collate_normalized(items, &spdl_io::Normalize::imagenet())
+    } else {
+        spdl_io::collate(items)
+    }
+}

@@ -1,0 +1,94 @@
+//! What flows through a Python-built pipeline: Python objects, or native values (paths, file
+//! bytes, decoded images, batches) that native stages process without the GIL. A native value
+//! becomes a Python object only when a Python op takes it or the consumer receives it.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+
+use crate::buffer::CpuBuffer;
+
+/// One item in the pipeline.
+pub(crate) enum Item {
+    /// Any Python object (what Python ops and sources give, unless it has a native form).
+    Py(Py<PyAny>),
+    /// A Python `str` (a path or key), kept as Rust so native ops read it without the GIL.
+    Str(String),
+    /// A sample of a native listing: a path and an optional class label.
+    Sample {
+        path: std::path::PathBuf,
+        label: Option<i64>,
+    },
+    /// File contents (from `ops.read_file`).
+    Bytes {
+        key: String,
+        label: Option<i64>,
+        data: Vec<u8>,
+    },
+    /// A decoded image `[H, W, C]` (from `ops.decode_image` / `ops.load_image`).
+    Image {
+        key: String,
+        label: Option<i64>,
+        image: spdl_io::Image,
+    },
+    /// A collated batch (from `ops.collate`).
+    Batch(spdl_io::ImageBatch),
+    /// A group of items (from `aggregate`).
+    List(Vec<Item>),
+}
+
+impl Item {
+    /// Wraps a Python object; an exact `str` is kept as Rust so native ops need no GIL.
+    pub(crate) fn from_py(obj: Bound<'_, PyAny>) -> Item {
+        if obj.is_exact_instance_of::<PyString>() {
+            if let Ok(s) = obj.cast::<PyString>() {
+                if let Ok(s) = s.to_str() {
+                    return Item::Str(s.to_owned());
+                }
+            }
+        }
+        Item::Py(obj.unbind())
+    }
+
+    /// The Python object for this item. Images and batches become [`CpuBuffer`]s without a
+    /// copy; file contents become `bytes`; a group becomes a `list`.
+    pub(crate) fn into_py(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(match self {
+            Item::Py(o) => o,
+            Item::Str(s) => PyString::new(py, &s).into_any().unbind(),
+            Item::Sample { path, label } => {
+                let key = PyString::new(py, &spdl_io::key_from_path(&path)).into_any();
+                match label {
+                    None => key.unbind(),
+                    Some(l) => PyTuple::new(py, [key, l.into_pyobject(py)?.into_any()])?
+                        .into_any()
+                        .unbind(),
+                }
+            }
+            Item::Bytes { data, .. } => PyBytes::new(py, &data).into_any().unbind(),
+            Item::Image { key, label, image } => {
+                Py::new(py, CpuBuffer::from_image(image, key, label))?.into_any()
+            }
+            Item::Batch(b) => Py::new(py, CpuBuffer::from_batch(b))?.into_any(),
+            Item::List(items) => {
+                let objs = items
+                    .into_iter()
+                    .map(|i| i.into_py(py))
+                    .collect::<PyResult<Vec<_>>>()?;
+                PyList::new(py, objs)?.into_any().unbind()
+            }
+        })
+    }
+
+    /// A short description for error messages.
+    pub(crate) fn describe(&self) -> &'static str {
+        match self {
+            Item::Py(_) => "a Python object",
+            Item::Str(_) => "a str",
+            Item::Sample { .. } => "a listed sample",
+            Item::Bytes { .. } => "file bytes",
+            Item::Image { .. } => "a decoded image",
+            Item::Batch(_) => "a batch",
+            Item::List(_) => "a list",
+        }
+    }
+}

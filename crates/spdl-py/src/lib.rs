@@ -1,0 +1,97 @@
+//! Python bindings of spdl-rs: the extension module `spdl_rs._native`, wrapped by the pure
+//! Python package `spdl_rs` (`python/spdl_rs`). Thin glue: the engine is `spdl-core`, the
+//! decoders `spdl-io`, the listings `spdl-sources`.
+//!
+//! Architecture invariants:
+//! - Rust work runs with the GIL released (`py.detach`); pipeline threads take the GIL only to
+//!   run Python code (a Python source, op or async op) or to read a Python input of a native op.
+//! - The module is declared free-threading-safe (`gil_used = false`): every class is `Sync`.
+//! - After `fork()`, a pipeline built in the parent is unusable in the child and is never
+//!   joined or locked there (`pthread_atfork` bumps a generation counter).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Once;
+
+use pyo3::prelude::*;
+
+mod buffer;
+mod error;
+mod io;
+mod item;
+mod ops;
+mod pipeline;
+mod sources;
+mod stats;
+
+/// Times a pipeline thread took the GIL (for tests: native stages must not).
+static GIL_ACQUIRED: AtomicU64 = AtomicU64::new(0);
+
+/// Incremented in the child after every `fork()`.
+static FORK_GENERATION: AtomicU64 = AtomicU64::new(0);
+
+pub(crate) fn fork_generation() -> u64 {
+    FORK_GENERATION.load(Ordering::Acquire)
+}
+
+extern "C" fn after_fork_in_child() {
+    // Async-signal-safe: one atomic add.
+    FORK_GENERATION.fetch_add(1, Ordering::AcqRel);
+}
+
+/// Runs `f` with the GIL, counting the acquisition.
+pub(crate) fn with_gil<T>(f: impl for<'py> FnOnce(Python<'py>) -> T) -> T {
+    GIL_ACQUIRED.fetch_add(1, Ordering::Relaxed);
+    Python::attach(f)
+}
+
+/// How many times pipeline threads have taken the GIL since the module was loaded (to check
+/// that native stages never do).
+#[pyfunction]
+fn _gil_acquisitions() -> u64 {
+    GIL_ACQUIRED.load(Ordering::Relaxed)
+}
+
+/// Sends the engine's log (stage failures, `report_stats_interval` tables) to stderr at
+/// `level` (`"error"`, `"warn"`, `"info"`, `"debug"`, or a `tracing` filter such as
+/// `"spdl_core=info"`). Only the first call has an effect.
+#[pyfunction]
+#[pyo3(signature = (level="info"))]
+fn init_logging(level: &str) {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(level))
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+#[pymodule(gil_used = false)]
+#[pyo3(name = "_native")]
+fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    static AT_FORK: Once = Once::new();
+    AT_FORK.call_once(|| {
+        // SAFETY: registers a handler that only does an atomic add.
+        unsafe {
+            libc::pthread_atfork(None, None, Some(after_fork_in_child));
+        }
+    });
+    m.add_class::<buffer::CpuBuffer>()?;
+    m.add_class::<ops::NativeOp>()?;
+    m.add_class::<sources::SampleList>()?;
+    m.add_class::<pipeline::PyPipeline>()?;
+    m.add_class::<stats::PipelineStats>()?;
+    m.add_class::<stats::StageStats>()?;
+    m.add_class::<stats::QueueStats>()?;
+    m.add_class::<stats::TimeSummary>()?;
+    m.add_function(wrap_pyfunction!(io::load_image, m)?)?;
+    m.add_function(wrap_pyfunction!(io::decode_image, m)?)?;
+    m.add_function(wrap_pyfunction!(io::load_image_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::read_file, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::load_image, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::decode_image, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::collate, m)?)?;
+    m.add_function(wrap_pyfunction!(sources::list_files, m)?)?;
+    m.add_function(wrap_pyfunction!(sources::image_folder, m)?)?;
+    m.add_function(wrap_pyfunction!(pipeline::build_pipeline, m)?)?;
+    m.add_function(wrap_pyfunction!(_gil_acquisitions, m)?)?;
+    m.add_function(wrap_pyfunction!(init_logging, m)?)?;
+    Ok(())
+}

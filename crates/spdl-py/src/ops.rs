@@ -1,0 +1,220 @@
+//! `spdl_rs.ops`: native stages. Given to `PipelineBuilder.pipe`, they run entirely in Rust on
+//! the worker threads: items that are already native (`str` paths, listed samples, file bytes,
+//! images, aggregated lists) are processed without taking the GIL.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+use crate::io::{collate_items, decode, make_loader};
+use crate::item::Item;
+use crate::with_gil;
+
+/// What a native stage does.
+pub(crate) enum NativeKind {
+    ReadFile,
+    Decode(Arc<spdl_io::ImageLoader>),
+    Load(Arc<spdl_io::ImageLoader>),
+    Collate { normalize: bool },
+}
+
+/// A native pipeline stage (made by `spdl_rs.ops.read_file()`, `decode_image()`,
+/// `load_image()` or `collate()`). Pass it to `PipelineBuilder.pipe`; it runs on the Rust
+/// worker threads without the GIL. Calling it (`op(x)`) runs it once, with the GIL released.
+#[pyclass(frozen, module = "spdl_rs.ops", name = "NativeOp")]
+pub(crate) struct NativeOp {
+    pub(crate) kind: NativeKind,
+    pub(crate) name: &'static str,
+}
+
+type OpError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The path an item designates, and its label.
+fn path_of(item: Item, op: &str) -> Result<(PathBuf, String, Option<i64>), OpError> {
+    match item {
+        Item::Str(s) => Ok((PathBuf::from(&s), s, None)),
+        Item::Sample { path, label } => {
+            let key = spdl_io::key_from_path(&path);
+            Ok((path, key, label))
+        }
+        Item::Py(obj) => with_gil(|py| {
+            let p: PathBuf = obj.bind(py).extract().map_err(|_| {
+                format!(
+                    "{op} expects a path (str or os.PathLike), got {}",
+                    type_name(obj.bind(py))
+                )
+            })?;
+            let key = spdl_io::key_from_path(&p);
+            Ok((p, key, None))
+        }),
+        other => Err(format!(
+            "{op} expects a path (str or os.PathLike), got {}",
+            other.describe()
+        )
+        .into()),
+    }
+}
+
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".into())
+}
+
+fn read(path: &PathBuf) -> Result<Vec<u8>, OpError> {
+    spdl_sources::read_file(path).map_err(|e| e.to_string().into())
+}
+
+impl NativeOp {
+    /// Runs the op on one item. Takes the GIL only for an input that is a Python object.
+    pub(crate) fn apply(&self, item: Item) -> Result<Option<Item>, OpError> {
+        match &self.kind {
+            NativeKind::ReadFile => {
+                let (path, key, label) = path_of(item, "read_file")?;
+                let data = read(&path)?;
+                Ok(Some(Item::Bytes { key, label, data }))
+            }
+            NativeKind::Load(loader) => {
+                let (path, key, label) = path_of(item, "load_image")?;
+                let data = read(&path)?;
+                let image = decode(loader, &key, 0, &data)?;
+                Ok(Some(Item::Image { key, label, image }))
+            }
+            NativeKind::Decode(loader) => {
+                let (key, label, data) = match item {
+                    Item::Bytes { key, label, data } => (key, label, data),
+                    Item::Py(obj) => with_gil(|py| -> Result<_, OpError> {
+                        let data: Vec<u8> = obj.bind(py).extract().map_err(|_| {
+                            format!(
+                                "decode_image expects bytes, got {}",
+                                type_name(obj.bind(py))
+                            )
+                        })?;
+                        Ok(("<bytes>".to_owned(), None, data))
+                    })?,
+                    other => {
+                        return Err(format!(
+                            "decode_image expects bytes (e.g. from ops.read_file()), got {}",
+                            other.describe()
+                        )
+                        .into())
+                    }
+                };
+                let image = decode(loader, &key, 0, &data)?;
+                Ok(Some(Item::Image { key, label, image }))
+            }
+            NativeKind::Collate { normalize } => {
+                let Item::List(items) = item else {
+                    return Err(format!("collate expects a list of decoded images (aggregate() after decode_image()), got {}", item.describe()).into());
+                };
+                let mut batch = Vec::with_capacity(items.len());
+                for (i, it) in items.into_iter().enumerate() {
+                    match it {
+                        Item::Image { key, label, image } => {
+                            batch.push(spdl_io::BatchItem { key, label, image })
+                        }
+                        other => {
+                            return Err(format!(
+                                "collate: element {i} is {}, not a decoded image",
+                                other.describe()
+                            )
+                            .into())
+                        }
+                    }
+                }
+                Ok(Some(Item::Batch(collate_items(batch, *normalize)?)))
+            }
+        }
+    }
+}
+
+#[pymethods]
+impl NativeOp {
+    /// Runs the op on one value, with the GIL released (except to read a Python input).
+    fn __call__(&self, py: Python<'_>, item: Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let item = Item::from_py(item);
+        let out = py
+            .detach(|| self.apply(item))
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        match out {
+            Some(i) => i.into_py(py),
+            None => Ok(py.None()),
+        }
+    }
+
+    /// The default stage name.
+    #[getter]
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn __repr__(&self) -> String {
+        format!("spdl_rs.ops.{}()", self.name)
+    }
+}
+
+/// A stage that reads each path (a `str`, `os.PathLike` or a listed sample) into `bytes`
+/// (kept native until a Python op or the consumer needs it). Fails with a message naming the
+/// path (`not found`, `permission denied`, ...).
+#[pyfunction]
+#[pyo3(name = "op_read_file")]
+pub(crate) fn read_file() -> NativeOp {
+    NativeOp {
+        kind: NativeKind::ReadFile,
+        name: "read_file",
+    }
+}
+
+/// A stage that decodes encoded image bytes (from `read_file()`) into an image `[H, W, C]`
+/// `uint8`, resized to `width x height` if given. Keyword arguments as `spdl_rs.io.load_image`.
+/// Fails with a message naming the file and the reason.
+#[pyfunction]
+#[pyo3(name = "op_decode_image", signature = (width=None, height=None, *, color="rgb", filter="bilinear", lenient=false))]
+pub(crate) fn decode_image(
+    width: Option<usize>,
+    height: Option<usize>,
+    color: &str,
+    filter: &str,
+    lenient: bool,
+) -> PyResult<NativeOp> {
+    Ok(NativeOp {
+        kind: NativeKind::Decode(Arc::new(make_loader(
+            width, height, color, filter, lenient,
+        )?)),
+        name: "decode_image",
+    })
+}
+
+/// A stage that reads and decodes each path in one step (`read_file()` + `decode_image()`).
+#[pyfunction]
+#[pyo3(name = "op_load_image", signature = (width=None, height=None, *, color="rgb", filter="bilinear", lenient=false))]
+pub(crate) fn load_image(
+    width: Option<usize>,
+    height: Option<usize>,
+    color: &str,
+    filter: &str,
+    lenient: bool,
+) -> PyResult<NativeOp> {
+    Ok(NativeOp {
+        kind: NativeKind::Load(Arc::new(make_loader(
+            width, height, color, filter, lenient,
+        )?)),
+        name: "load_image",
+    })
+}
+
+/// A stage that stacks a list of decoded images (the output of `aggregate(n)` after
+/// `decode_image()`) into one `CPUBuffer` `[N, H, W, C]` `uint8`, or `[N, C, H, W]` `float32`
+/// normalized with the ImageNet mean/std when `normalize=True`. Keys and labels follow.
+/// Fails naming the first image whose shape differs.
+#[pyfunction]
+#[pyo3(name = "op_collate", signature = (*, normalize=false))]
+pub(crate) fn collate(normalize: bool) -> NativeOp {
+    NativeOp {
+        kind: NativeKind::Collate { normalize },
+        name: "collate",
+    }
+}

@@ -1,0 +1,604 @@
+//! The native half of `spdl_rs.pipeline`: turns the stage list the Python `PipelineBuilder`
+//! collected into a `spdl_core::Pipeline<Item>`, and serves items to the consumer with the GIL
+//! released while it waits.
+//!
+//! Where Python code runs:
+//! - the source's `__iter__`/`__next__`: on the source thread, GIL held per call;
+//! - a function or generator op: on a Rust worker thread, GIL held for the call only;
+//! - an async op: its coroutine runs on the pipeline's asyncio loop thread; the Rust stage
+//!   submits it (`run_coroutine_threadsafe`) and awaits a done-callback on the scheduler's
+//!   runtime, so no thread blocks on it;
+//! - a native op (`spdl_rs.ops`): never, for native items.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use pyo3::exceptions::{PyEOFError, PyRuntimeError, PyTimeoutError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+use spdl_core::{
+    Aggregator, Batcher, ErrorKind, Op, Order, Pipeline, PipelineBuilder, StageConfig,
+};
+
+use crate::item::Item;
+use crate::ops::NativeOp;
+use crate::sources::SampleList;
+use crate::stats::PipelineStats;
+use crate::{fork_generation, with_gil};
+
+type OpError = Box<dyn std::error::Error + Send + Sync>;
+
+/// How many recent failures are kept to build `PipelineFailure`'s exception group.
+const KEEP_FAILURES: usize = 16;
+
+enum Failure {
+    Py(Py<PyAny>),
+    Native(String),
+}
+
+/// State shared by the stages of one pipeline and its handle.
+#[derive(Default)]
+struct Shared {
+    failures: Mutex<VecDeque<Failure>>,
+    source_error: Mutex<Option<Py<PyAny>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Shared {
+    fn push(&self, f: Failure) {
+        let mut q = lock(&self.failures);
+        if q.len() == KEEP_FAILURES {
+            q.pop_front();
+        }
+        q.push_back(f);
+    }
+
+    /// Keeps a Python exception for the failure report; returns the error for the engine,
+    /// `"TypeName: message"`.
+    fn record_py(&self, py: Python<'_>, e: PyErr) -> OpError {
+        let msg = describe_exc(py, &e);
+        self.push(Failure::Py(e.into_value(py).into_any()));
+        msg.into()
+    }
+
+    fn record_native(&self, e: OpError) -> OpError {
+        self.push(Failure::Native(e.to_string()));
+        e
+    }
+
+    fn take_failures(&self, py: Python<'_>) -> Vec<Py<PyAny>> {
+        let q = std::mem::take(&mut *lock(&self.failures));
+        q.into_iter()
+            .filter_map(|f| match f {
+                Failure::Py(e) if e.bind(py).is_instance_of::<pyo3::exceptions::PyException>() => {
+                    Some(e)
+                }
+                Failure::Py(e) => Some(
+                    PyRuntimeError::new_err(
+                        e.bind(py).repr().map(|r| r.to_string()).unwrap_or_default(),
+                    )
+                    .into_value(py)
+                    .into_any(),
+                ),
+                Failure::Native(m) => Some(PyRuntimeError::new_err(m).into_value(py).into_any()),
+            })
+            .collect()
+    }
+}
+
+fn describe_exc(py: Python<'_>, e: &PyErr) -> String {
+    let ty = e
+        .get_type(py)
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "Exception".into());
+    format!("{ty}: {}", e.value(py))
+}
+
+/// `spdl_rs._errors.PipelineFailure(message, exceptions, stage)` as a `PyErr`.
+fn pipeline_failure(
+    py: Python<'_>,
+    message: String,
+    mut exceptions: Vec<Py<PyAny>>,
+    stage: Option<&str>,
+) -> PyErr {
+    if exceptions.is_empty() {
+        exceptions.push(
+            PyRuntimeError::new_err(message.clone())
+                .into_value(py)
+                .into_any(),
+        );
+    }
+    let made = (|| -> PyResult<PyErr> {
+        let cls = py.import("spdl_rs._errors")?.getattr("PipelineFailure")?;
+        let inst = cls.call1((message.clone(), PyList::new(py, exceptions)?, stage))?;
+        Ok(PyErr::from_value(inst))
+    })();
+    made.unwrap_or_else(|e| e)
+}
+
+/// Groups items into `Item::List`s (SPDL's `aggregate`), natively.
+struct ListBatcher(Batcher<Item>);
+
+impl Aggregator<Item> for ListBatcher {
+    type Output = Item;
+
+    fn push(&mut self, item: Item) -> Option<Item> {
+        self.0.push(item).map(Item::List)
+    }
+
+    fn flush(&mut self) -> Option<Item> {
+        self.0.flush().map(Item::List)
+    }
+}
+
+/// One epoch of a Python iterable, iterated on the source thread with the GIL per item.
+struct PySource {
+    iterable: Arc<Py<PyAny>>,
+    iter: Option<Py<PyAny>>,
+    shared: Arc<Shared>,
+    done: bool,
+}
+
+impl Iterator for PySource {
+    type Item = Item;
+
+    fn next(&mut self) -> Option<Item> {
+        if self.done {
+            return None;
+        }
+        let out = with_gil(|py| {
+            if self.iter.is_none() {
+                match self.iterable.bind(py).try_iter() {
+                    Ok(it) => self.iter = Some(it.into_any().unbind()),
+                    Err(e) => return Err(e),
+                }
+            }
+            let it = self.iter.as_ref().map(|i| i.bind(py).clone());
+            let Some(it) = it else { return Ok(None) };
+            match it.call_method0("__next__") {
+                Ok(v) => Ok(Some(Item::from_py(v))),
+                Err(e) if e.is_instance_of::<pyo3::exceptions::PyStopIteration>(py) => Ok(None),
+                Err(e) => Err(e),
+            }
+        });
+        match out {
+            Ok(Some(item)) => Some(item),
+            Ok(None) => {
+                self.done = true;
+                self.iter = None;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                with_gil(|py| {
+                    tracing::error!("the source failed: {}", describe_exc(py, &e));
+                    *lock(&self.shared.source_error) = Some(e.into_value(py).into_any());
+                    self.iter = None;
+                });
+                None
+            }
+        }
+    }
+}
+
+/// Sets a done-flag when the `concurrent.futures.Future` of an async op completes.
+#[pyclass(frozen)]
+struct DoneCallback {
+    tx: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
+}
+
+#[pymethods]
+impl DoneCallback {
+    fn __call__(&self, _future: Bound<'_, PyAny>) {
+        if let Some(tx) = lock(&self.tx).take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// Cancels the coroutine if the Rust side stops waiting for it (pipeline stopped).
+struct CancelOnDrop(Option<Py<PyAny>>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(fut) = self.0.take() {
+            with_gil(|py| {
+                let _ = fut.bind(py).call_method0("cancel");
+            });
+        }
+    }
+}
+
+fn output_of(out: Bound<'_, PyAny>) -> Option<Item> {
+    if out.is_none() {
+        None
+    } else {
+        Some(Item::from_py(out))
+    }
+}
+
+/// Collects what a generator yields.
+fn drain(it: &Bound<'_, PyAny>) -> PyResult<Vec<Item>> {
+    it.try_iter()?.map(|v| v.map(Item::from_py)).collect()
+}
+
+fn py_op(kind: &str, f: Py<PyAny>, shared: Arc<Shared>) -> PyResult<Op<Item, Item>> {
+    let f = Arc::new(f);
+    Ok(match kind {
+        "func" => Op::blocking(move |item: Item| {
+            with_gil(|py| {
+                let arg = item.into_py(py).map_err(|e| shared.record_py(py, e))?;
+                match f.bind(py).call1((arg,)) {
+                    Ok(out) => Ok(output_of(out)),
+                    Err(e) => Err(shared.record_py(py, e)),
+                }
+            })
+        }),
+        "gen" => Op::flat_map(move |item: Item| {
+            with_gil(|py| {
+                let arg = item.into_py(py).map_err(|e| shared.record_py(py, e))?;
+                f.bind(py)
+                    .call1((arg,))
+                    .and_then(|g| drain(&g))
+                    .map_err(|e| shared.record_py(py, e))
+            })
+        }),
+        // `f(item)` submits the coroutine to the loop thread and returns a
+        // `concurrent.futures.Future` (see `spdl_rs.pipeline`); an async generator's outputs come
+        // back as a list, split by the following flatten stage.
+        "async" | "asyncgen" => {
+            let many = kind == "asyncgen";
+            Op::future(move |item: Item| {
+                let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+                let shared = shared.clone();
+                let submitted = with_gil(|py| -> Result<Py<PyAny>, OpError> {
+                    let arg = item.into_py(py).map_err(|e| shared.record_py(py, e))?;
+                    let fut = f
+                        .bind(py)
+                        .call1((arg,))
+                        .map_err(|e| shared.record_py(py, e))?;
+                    let cb = Bound::new(
+                        py,
+                        DoneCallback {
+                            tx: Mutex::new(Some(tx)),
+                        },
+                    )
+                    .map_err(|e| shared.record_py(py, e))?;
+                    fut.call_method1("add_done_callback", (cb,))
+                        .map_err(|e| shared.record_py(py, e))?;
+                    Ok(fut.unbind())
+                });
+                async move {
+                    let mut guard = CancelOnDrop(Some(submitted?));
+                    let _ = rx.await;
+                    let fut = guard.0.take().ok_or("async op lost its future")?;
+                    with_gil(|py| match fut.bind(py).call_method0("result") {
+                        Ok(out) if many => Ok(Some(Item::List(
+                            drain(&out).map_err(|e| shared.record_py(py, e))?,
+                        ))),
+                        Ok(out) => Ok(output_of(out)),
+                        Err(e) => Err(shared.record_py(py, e)),
+                    })
+                }
+            })
+        }
+        other => return Err(PyValueError::new_err(format!("unknown op kind {other:?}"))),
+    })
+}
+
+/// Splits lists (SPDL's `disaggregate`): native lists without the GIL, Python iterables with it.
+fn flatten_op(shared: Arc<Shared>, what: &'static str) -> Op<Item, Item> {
+    Op::flat_map(move |item: Item| match item {
+        Item::List(v) => Ok(v),
+        Item::Py(obj) => with_gil(|py| drain(obj.bind(py)).map_err(|e| shared.record_py(py, e))),
+        other => {
+            Err(shared
+                .record_native(format!("{what} expects a list, got {}", other.describe()).into()))
+        }
+    })
+}
+
+/// One stage as the Python builder describes it:
+/// `(kind, op, name, concurrency, output_order, max_failures, size, drop_last)`.
+type StageSpec = (
+    String,
+    Py<PyAny>,
+    String,
+    usize,
+    String,
+    Option<u64>,
+    usize,
+    bool,
+);
+
+/// Builds the native pipeline (internal; use `spdl_rs.pipeline.PipelineBuilder`).
+#[pyfunction]
+#[pyo3(signature = (source, stages, *, sink_size, num_threads, max_failures, report_stats_interval))]
+pub(crate) fn build_pipeline(
+    py: Python<'_>,
+    source: Bound<'_, PyAny>,
+    stages: Vec<StageSpec>,
+    sink_size: usize,
+    num_threads: usize,
+    max_failures: i64,
+    report_stats_interval: f64,
+) -> PyResult<PyPipeline> {
+    let shared = Arc::new(Shared::default());
+    let mut b: PipelineBuilder<Item> = if let Ok(list) = source.cast::<SampleList>() {
+        let samples = list.get().samples.clone();
+        PipelineBuilder::source(move |_epoch| SampleList::items(&samples))
+    } else {
+        let iterable = Arc::new(source.unbind());
+        let shared = shared.clone();
+        PipelineBuilder::source(move |_epoch| PySource {
+            iterable: iterable.clone(),
+            iter: None,
+            shared: shared.clone(),
+            done: false,
+        })
+    };
+    for (kind, op, name, concurrency, order, stage_failures, size, drop_last) in stages {
+        let order = match order.as_str() {
+            "completion" => Order::Completion,
+            "input" => Order::Input,
+            o => {
+                return Err(PyValueError::new_err(format!(
+                    "output_order must be 'completion' or 'input', got {o:?}"
+                )))
+            }
+        };
+        let mut cfg = StageConfig::named(name.clone())
+            .concurrency(concurrency.max(1))
+            .order(order);
+        if let Some(n) = stage_failures {
+            cfg = cfg.max_failures(n);
+        }
+        b = match kind.as_str() {
+            "aggregate" => b.aggregate_with(ListBatcher(Batcher::new(size.max(1), drop_last))),
+            "disaggregate" => b.pipe(
+                flatten_op(shared.clone(), "disaggregate"),
+                StageConfig::named(name),
+            ),
+            "native" => {
+                let native: Py<NativeOp> = op.bind(py).cast::<NativeOp>()?.clone().unbind();
+                let shared = shared.clone();
+                b.pipe(
+                    Op::blocking(move |item: Item| {
+                        native
+                            .get()
+                            .apply(item)
+                            .map_err(|e| shared.record_native(e))
+                    }),
+                    cfg,
+                )
+            }
+            "asyncgen" => b.pipe(py_op("asyncgen", op, shared.clone())?, cfg).pipe(
+                flatten_op(shared.clone(), "an async generator op"),
+                StageConfig::named(format!("{name}:flatten")),
+            ),
+            k => b.pipe(py_op(k, op, shared.clone())?, cfg),
+        };
+    }
+    b = b.sink(sink_size.max(1));
+    if max_failures >= 0 {
+        b = b.max_failures(max_failures as u64);
+    }
+    if report_stats_interval > 0.0 {
+        b = b.report_stats_interval(Duration::from_secs_f64(report_stats_interval));
+    }
+    let pipeline = py
+        .detach(|| b.build(num_threads.max(1)))
+        .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    Ok(PyPipeline {
+        inner: Mutex::new(Some(pipeline)),
+        stopping: AtomicBool::new(false),
+        generation: fork_generation(),
+        shared,
+    })
+}
+
+/// What one wait on the sink gave.
+enum Step {
+    Item(Item),
+    EndOfEpoch,
+    Timeout,
+    /// Nothing yet; check for signals (Ctrl-C) and wait again.
+    Pending,
+    Stopped,
+    Failed(spdl_core::Error),
+}
+
+/// The native pipeline (internal; use `spdl_rs.pipeline.Pipeline`).
+#[pyclass(module = "spdl_rs._native", name = "_Pipeline")]
+pub(crate) struct PyPipeline {
+    inner: Mutex<Option<Pipeline<Item>>>,
+    stopping: AtomicBool,
+    /// The fork generation this pipeline was built in: after `fork()`, the child must not touch
+    /// the parent's threads, locks or runtime.
+    generation: u64,
+    shared: Arc<Shared>,
+}
+
+impl PyPipeline {
+    fn forked(&self) -> bool {
+        self.generation != fork_generation()
+    }
+
+    fn check_fork(&self) -> PyResult<()> {
+        if self.forked() {
+            return Err(PyRuntimeError::new_err(
+                "this pipeline was built in a parent process before fork(); its threads do not exist in the child. Build a new pipeline in the child.",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Waits for the next message for at most ~200 ms (then `Pending`), or until `deadline`.
+    fn step(&self, deadline: Option<Instant>) -> Step {
+        let until = Instant::now() + Duration::from_millis(200);
+        loop {
+            if self.stopping.load(Ordering::Acquire) {
+                return Step::Stopped;
+            }
+            let mut g = lock(&self.inner);
+            let Some(p) = g.as_mut() else {
+                return Step::Stopped;
+            };
+            let limit = deadline.map_or(until, |d| d.min(until));
+            let slice = limit
+                .saturating_duration_since(Instant::now())
+                .min(Duration::from_millis(50));
+            match p.next_item(Some(slice)) {
+                Ok(Some(item)) => return Step::Item(item),
+                Ok(None) => return Step::EndOfEpoch,
+                Err(e) if e.kind() == ErrorKind::Timeout => {
+                    drop(g);
+                    let now = Instant::now();
+                    if deadline.is_some_and(|d| now >= d) {
+                        return Step::Timeout;
+                    }
+                    if now >= until {
+                        return Step::Pending;
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::Stopped => return Step::Stopped,
+                Err(e) => return Step::Failed(e),
+            }
+        }
+    }
+}
+
+#[pymethods]
+impl PyPipeline {
+    /// Starts the first epoch's source and stages (prefetching into the sink).
+    fn start(&self, py: Python<'_>) -> PyResult<()> {
+        self.check_fork()?;
+        py.detach(|| {
+            if let Some(p) = lock(&self.inner).as_mut() {
+                p.start();
+            }
+        });
+        Ok(())
+    }
+
+    /// The next item. Raises `EOFError` at the end of an epoch or after `stop()`,
+    /// `TimeoutError` when nothing came within `timeout` seconds, `PipelineFailure` when a
+    /// failure budget was exceeded (after the items already produced) or the source failed.
+    #[pyo3(signature = (timeout=None))]
+    fn next(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Py<PyAny>> {
+        self.check_fork()?;
+        let started = Instant::now();
+        let deadline = match timeout {
+            Some(t) if t.is_finite() => Some(started + Duration::from_secs_f64(t.max(0.0))),
+            _ => None,
+        };
+        loop {
+            match py.detach(|| self.step(deadline)) {
+                Step::Item(item) => return item.into_py(py),
+                Step::Pending => py.check_signals()?,
+                Step::Timeout => {
+                    return Err(PyTimeoutError::new_err(format!(
+                        "The next item is not available after {:.1} sec.",
+                        started.elapsed().as_secs_f64()
+                    )))
+                }
+                Step::EndOfEpoch => {
+                    if let Some(e) = lock(&self.shared.source_error).take() {
+                        let msg = format!("The source failed: {}", e.bind(py));
+                        return Err(pipeline_failure(py, msg, vec![e], Some("source")));
+                    }
+                    return Err(PyEOFError::new_err("Reached the end of the pipeline."));
+                }
+                Step::Stopped => return Err(PyEOFError::new_err("The pipeline is stopped.")),
+                Step::Failed(e) => {
+                    let stage = e.stage().map(str::to_owned);
+                    let msg = e.to_string();
+                    return Err(pipeline_failure(
+                        py,
+                        msg,
+                        self.shared.take_failures(py),
+                        stage.as_deref(),
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Stops every stage and joins every thread, with the GIL released. Idempotent.
+    fn stop(&self, py: Python<'_>) {
+        self.stopping.store(true, Ordering::Release);
+        if self.forked() {
+            // Never join or lock what belongs to the parent's threads.
+            if let Ok(mut g) = self.inner.try_lock() {
+                std::mem::forget(g.take());
+            }
+            return;
+        }
+        py.detach(|| {
+            let p = lock(&self.inner).take();
+            drop(p);
+        });
+    }
+
+    /// Whether `stop()` was called.
+    #[getter]
+    fn stopped(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
+    }
+
+    /// The current epoch (the next one if none is running).
+    #[getter]
+    fn epoch(&self, py: Python<'_>) -> PyResult<u64> {
+        self.check_fork()?;
+        Ok(py.detach(|| lock(&self.inner).as_ref().map_or(0, |p| p.epoch())))
+    }
+
+    /// A snapshot of every stage's and queue's statistics.
+    fn stats(&self, py: Python<'_>) -> PyResult<PipelineStats> {
+        self.check_fork()?;
+        let s = py.detach(|| lock(&self.inner).as_ref().map(|p| p.stats()));
+        s.map(PipelineStats::from)
+            .ok_or_else(|| PyRuntimeError::new_err("the pipeline is stopped"))
+    }
+
+    /// The most recent failures (up to 5), each naming its stage and sample position.
+    fn last_errors(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        self.check_fork()?;
+        Ok(py.detach(|| {
+            lock(&self.inner)
+                .as_ref()
+                .map(|p| p.last_errors())
+                .unwrap_or_default()
+        }))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "_Pipeline(stopped={})",
+            self.stopping.load(Ordering::Acquire)
+        )
+    }
+}
+
+impl Drop for PyPipeline {
+    fn drop(&mut self) {
+        let inner = self
+            .inner
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let Some(p) = inner else { return };
+        if self.forked() {
+            std::mem::forget(p);
+            return;
+        }
+        // Dropping joins the threads; a worker may be waiting for the GIL, so release it.
+        Python::attach(|py| py.detach(|| drop(p)));
+    }
+}
