@@ -40,14 +40,22 @@ fn main() -> anyhow::Result<()> {
     let mut files: Vec<String> = std::env::args().skip(1).collect();
     if files.is_empty() {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data/photos/");
-        files = ["opencv_fruits.jpg", "skimage_rocket.jpg", "plasma_Kite_2560x1600.jpg", "plasma_Volna_5120x2880.jpg"]
-            .iter()
-            .map(|f| format!("{dir}{f}"))
-            .collect();
+        files = [
+            "opencv_fruits.jpg",
+            "skimage_rocket.jpg",
+            "plasma_Kite_2560x1600.jpg",
+            "plasma_Volna_5120x2880.jpg",
+        ]
+        .iter()
+        .map(|f| format!("{dir}{f}"))
+        .collect();
     }
     let opts = DecodeOptions::default();
     let tj = TurboJpegDecoder::new();
-    println!("{:<28} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9}", "file", "size", "full", "7/8", "6/8", "1/2", "1/4", "ctr87%", "rrc25%", "image-rs");
+    println!(
+        "{:<28} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9}",
+        "file", "size", "full", "7/8", "6/8", "1/2", "1/4", "ctr87%", "rrc25%", "image-rs"
+    );
     for path in files {
         let bytes = std::fs::read(&path)?;
         let info = tj.probe(&bytes)?;
@@ -61,12 +69,32 @@ fn main() -> anyhow::Result<()> {
         // ImageNet eval source box (224/256 of the shorter side) and a
         // typical random-resized-crop box (25% of the area).
         let side = w.min(h) * 7 / 8;
-        let center = Region { x: (w - side) / 2, y: (h - side) / 2, width: side, height: side };
-        let quarter = Region { x: w / 4, y: h / 4, width: w / 2, height: h / 2 };
-        let ctr = median_ms(runs, || drop(tj.decode_region(&bytes, &opts, center).unwrap()));
-        let rrc = median_ms(runs, || drop(tj.decode_region(&bytes, &opts, quarter).unwrap()));
-        let irs = median_ms(runs, || drop(ImageRsDecoder::new().decode(&bytes, &opts).unwrap()));
-        let name = std::path::Path::new(&path).file_name().unwrap().to_string_lossy().into_owned();
+        let center = Region {
+            x: (w - side) / 2,
+            y: (h - side) / 2,
+            width: side,
+            height: side,
+        };
+        let quarter = Region {
+            x: w / 4,
+            y: h / 4,
+            width: w / 2,
+            height: h / 2,
+        };
+        let ctr = median_ms(runs, || {
+            drop(tj.decode_region(&bytes, &opts, center).unwrap())
+        });
+        let rrc = median_ms(runs, || {
+            drop(tj.decode_region(&bytes, &opts, quarter).unwrap())
+        });
+        let irs = median_ms(runs, || {
+            drop(ImageRsDecoder::new().decode(&bytes, &opts).unwrap())
+        });
+        let name = std::path::Path::new(&path)
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
         println!(
             "{:<28} {:>10} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>9.2} {:>9.2} {:>9.2}",
             name,

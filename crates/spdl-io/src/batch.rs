@@ -73,7 +73,10 @@ fn sample_name(item: &BatchItem, i: usize) -> String {
 /// Checks that all items share the first one's shape and sample type.
 fn check_shapes(items: &[BatchItem]) -> Result<[usize; 3]> {
     let Some(first) = items.first() else {
-        return Err(Error::new(ErrorKind::Empty, "cannot collate an empty batch"));
+        return Err(Error::new(
+            ErrorKind::Empty,
+            "cannot collate an empty batch",
+        ));
     };
     let (shape, depth) = (first.image.shape(), first.image.data.bytes_per_sample());
     for (i, it) in items.iter().enumerate() {
@@ -92,8 +95,11 @@ fn check_shapes(items: &[BatchItem]) -> Result<[usize; 3]> {
             .with_key(&sample_name(it, i)));
         }
         if it.image.data.len() != s.iter().product::<usize>() {
-            return Err(Error::new(ErrorKind::InvalidArgument, "image data length does not match its shape")
-                .with_key(&sample_name(it, i)));
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "image data length does not match its shape",
+            )
+            .with_key(&sample_name(it, i)));
         }
     }
     Ok(shape)
@@ -136,13 +142,17 @@ pub fn collate<T: Into<BatchItem>>(items: Vec<T>) -> Result<ImageBatch> {
 /// # Errors
 /// As [`collate`], plus [`ErrorKind::InvalidArgument`] when `norm` does not
 /// have one mean/std per channel.
-pub fn collate_normalized<T: Into<BatchItem>>(items: Vec<T>, norm: &Normalize) -> Result<ImageBatch> {
+pub fn collate_normalized<T: Into<BatchItem>>(
+    items: Vec<T>,
+    norm: &Normalize,
+) -> Result<ImageBatch> {
     let items: Vec<BatchItem> = items.into_iter().map(Into::into).collect();
     let [h, w, c] = check_shapes(&items)?;
     let per = c * h * w;
     let mut data = vec![0f32; per * items.len()];
     for (it, out) in items.iter().zip(data.chunks_exact_mut(per.max(1))) {
-        norm.write_chw(&it.image, out).map_err(|e| e.with_key(&it.key))?;
+        norm.write_chw(&it.image, out)
+            .map_err(|e| e.with_key(&it.key))?;
     }
     Ok(ImageBatch {
         data: BatchData::F32(data),

@@ -115,8 +115,12 @@ mod tests {
 
     #[test]
     fn display_names_key_kind_and_reason() {
-        let e = Error::new(ErrorKind::Truncated, "premature end of JPEG file").with_key("photos/a.jpg");
-        assert_eq!(e.to_string(), "photos/a.jpg: truncated: premature end of JPEG file");
+        let e =
+            Error::new(ErrorKind::Truncated, "premature end of JPEG file").with_key("photos/a.jpg");
+        assert_eq!(
+            e.to_string(),
+            "photos/a.jpg: truncated: premature end of JPEG file"
+        );
         // The first key wins: inner layers know best.
         assert_eq!(e.with_key("other").key(), "photos/a.jpg");
         assert_eq!(Error::new(ErrorKind::Empty, "x").to_string(), "empty: x");

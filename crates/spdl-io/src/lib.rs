@@ -54,7 +54,8 @@ pub mod transform;
 
 pub use batch::{collate, collate_normalized, BatchData, BatchItem, ImageBatch};
 pub use decode::{
-    crop, sniff, ColorMode, DecodeOptions, Decoder, ImageFormat, Limits, Orientation, OutputShape, Region, Registry,
+    crop, sniff, ColorMode, DecodeOptions, Decoder, ImageFormat, Limits, Orientation, OutputShape,
+    Region, Registry,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use image::{Image, ImageInfo, PixelData};

@@ -61,7 +61,10 @@ impl ImageLoader {
             return decoder.decode(bytes, &self.options);
         };
         let region = covering_region(&plan.src, w, h);
-        let img = if self.region_decode && decoder.supports_region() && (region.width, region.height) != (w, h) {
+        let img = if self.region_decode
+            && decoder.supports_region()
+            && (region.width, region.height) != (w, h)
+        {
             plan.src.left -= region.x as f64;
             plan.src.top -= region.y as f64;
             decoder.decode_region(bytes, &self.options, region)?

@@ -1,5 +1,7 @@
 //! Decoding real photos, resizing, seeded random crops, region decoding and
 //! batching, checked against simple references.
+// These compare against libjpeg-turbo references: they need both backends.
+#![cfg(all(feature = "decode-turbojpeg", feature = "decode-image"))]
 
 mod common;
 
@@ -8,8 +10,8 @@ use std::path::PathBuf;
 use common::*;
 use spdl_io::decode::{ImageRsDecoder, TurboJpegDecoder};
 use spdl_io::{
-    collate, collate_normalized, crop, BatchData, BatchItem, DecodeOptions, Decoder, Filter, Image, ImageLoader,
-    Normalize, RandomResizedCrop, Region, SampleContext, Transform,
+    collate, collate_normalized, crop, BatchData, BatchItem, DecodeOptions, Decoder, Filter, Image,
+    ImageLoader, Normalize, RandomResizedCrop, Region, SampleContext, Transform,
 };
 
 /// `shared/data/photos`: `$SPDL_SHARED/data/photos`, else the `shared/` beside the checkout.
@@ -44,8 +46,18 @@ fn turbojpeg_and_image_rs_agree_on_photos() {
         let b = ImageRsDecoder::new().decode(&bytes, &opts).unwrap();
         assert_eq!(a.shape(), b.shape(), "{name}");
         let (sa, sb) = (samples(&a), samples(&b));
-        let max = sa.iter().zip(&sb).map(|(x, y)| x.abs_diff(*y)).max().unwrap();
-        let mean = sa.iter().zip(&sb).map(|(x, y)| f64::from(x.abs_diff(*y))).sum::<f64>() / sa.len() as f64;
+        let max = sa
+            .iter()
+            .zip(&sb)
+            .map(|(x, y)| x.abs_diff(*y))
+            .max()
+            .unwrap();
+        let mean = sa
+            .iter()
+            .zip(&sb)
+            .map(|(x, y)| f64::from(x.abs_diff(*y)))
+            .sum::<f64>()
+            / sa.len() as f64;
         eprintln!("{name}: {:?} max diff {max}, mean {mean:.3}", a.shape());
         // Both implement the same IDCT + smooth upsampling; measured here:
         // max 3, mean <= 0.2 (4:2:0 files), max 2 / mean 0.01 otherwise.
@@ -63,14 +75,34 @@ fn region_decode_matches_full_decode_then_crop() {
         let bytes = read(&dir.join(name));
         let full = dec.decode(&bytes, &opts).unwrap();
         for region in [
-            Region { x: 37, y: 21, width: 101, height: 77 },
-            Region { x: 0, y: 0, width: full.width, height: full.height },
-            Region { x: full.width - 17, y: full.height - 9, width: 17, height: 9 },
+            Region {
+                x: 37,
+                y: 21,
+                width: 101,
+                height: 77,
+            },
+            Region {
+                x: 0,
+                y: 0,
+                width: full.width,
+                height: full.height,
+            },
+            Region {
+                x: full.width - 17,
+                y: full.height - 9,
+                width: 17,
+                height: 9,
+            },
         ] {
             let part = dec.decode_region(&bytes, &opts, region).unwrap();
             let want = crop(&full, region).unwrap();
             assert_eq!(part.shape(), want.shape());
-            let max = samples(&part).iter().zip(samples(&want)).map(|(a, b)| a.abs_diff(b)).max().unwrap();
+            let max = samples(&part)
+                .iter()
+                .zip(samples(&want))
+                .map(|(a, b)| a.abs_diff(b))
+                .max()
+                .unwrap();
             assert!(max <= 2, "{name} {region:?}: max diff {max}");
         }
     }
@@ -80,13 +112,24 @@ fn region_decode_matches_full_decode_then_crop() {
 fn region_outside_image_is_an_error() {
     let bytes = read(&hard("02-truncated-jpeg-png", "good.jpg"));
     let err = TurboJpegDecoder::new()
-        .decode_region(&bytes, &DecodeOptions::default(), Region { x: 60, y: 0, width: 10, height: 10 })
+        .decode_region(
+            &bytes,
+            &DecodeOptions::default(),
+            Region {
+                x: 60,
+                y: 0,
+                width: 10,
+                height: 10,
+            },
+        )
         .unwrap_err();
     assert_eq!(err.kind(), spdl_io::ErrorKind::InvalidArgument);
 }
 
 fn gradient(w: usize, h: usize) -> Image {
-    let data = (0..h).flat_map(|y| (0..w).map(move |x| ((x * 7 + y * 13) % 256) as u8)).collect();
+    let data = (0..h)
+        .flat_map(|y| (0..w).map(move |x| ((x * 7 + y * 13) % 256) as u8))
+        .collect();
     Image::from_u8(data, w, h, 1).unwrap()
 }
 
@@ -125,14 +168,26 @@ fn bilinear_downscale_matches_triangle_filter_reference() {
     let img = gradient(64, 48);
     let out = spdl_io::transform::resize(&img, 32, 24, Filter::Bilinear).unwrap();
     let want = reference_half(&img);
-    let max = out.as_u8().unwrap().iter().zip(&want).map(|(a, b)| a.abs_diff(*b)).max().unwrap();
+    let max = out
+        .as_u8()
+        .unwrap()
+        .iter()
+        .zip(&want)
+        .map(|(a, b)| a.abs_diff(*b))
+        .max()
+        .unwrap();
     assert!(max <= 1, "max diff {max}");
 }
 
 #[test]
 fn resize_keeps_constant_images_constant_for_every_filter() {
     let img = Image::from_u8(vec![77; 50 * 30 * 3], 50, 30, 3).unwrap();
-    for f in [Filter::Nearest, Filter::Bilinear, Filter::Bicubic, Filter::Lanczos3] {
+    for f in [
+        Filter::Nearest,
+        Filter::Bilinear,
+        Filter::Bicubic,
+        Filter::Lanczos3,
+    ] {
         for (w, h) in [(17, 11), (224, 224)] {
             let out = spdl_io::transform::resize(&img, w, h, f).unwrap();
             assert_eq!(out.shape(), [h, w, 3]);
@@ -142,7 +197,11 @@ fn resize_keeps_constant_images_constant_for_every_filter() {
 }
 
 fn ctx(index: u64, epoch: u64) -> SampleContext<'static> {
-    SampleContext { key: "sample", index, epoch }
+    SampleContext {
+        key: "sample",
+        index,
+        epoch,
+    }
 }
 
 #[test]
@@ -157,30 +216,50 @@ fn random_resized_crop_is_deterministic_per_seed_epoch_index() {
             differs += 1;
         }
         let s = a.src;
-        assert!(s.left >= 0.0 && s.top >= 0.0 && s.left + s.width <= w as f64 && s.top + s.height <= h as f64);
+        assert!(
+            s.left >= 0.0
+                && s.top >= 0.0
+                && s.left + s.width <= w as f64
+                && s.top + s.height <= h as f64
+        );
         let frac = s.width * s.height / (w * h) as f64;
         assert!((0.07..=1.0).contains(&frac), "area fraction {frac}");
         let ratio = s.width / s.height;
         assert!((0.7..=1.4).contains(&ratio), "ratio {ratio}");
         assert_eq!((a.width, a.height), (224, 224));
     }
-    assert!(differs >= 49, "epochs should reshuffle crops ({differs}/50 differ)");
-    let flips = (0..200).filter(|&i| rrc.plan(w, h, &ctx(i, 0)).hflip).count();
+    assert!(
+        differs >= 49,
+        "epochs should reshuffle crops ({differs}/50 differ)"
+    );
+    let flips = (0..200)
+        .filter(|&i| rrc.plan(w, h, &ctx(i, 0)).hflip)
+        .count();
     assert!((60..140).contains(&flips), "flip rate {flips}/200");
     // A different seed gives different crops.
-    assert_ne!(RandomResizedCrop::new(224, 43).plan(w, h, &ctx(0, 0)), rrc.plan(w, h, &ctx(0, 0)));
+    assert_ne!(
+        RandomResizedCrop::new(224, 43).plan(w, h, &ctx(0, 0)),
+        rrc.plan(w, h, &ctx(0, 0))
+    );
 }
 
 #[test]
 fn loader_output_does_not_depend_on_threads() {
     let bytes = read(&hard("12-progressive-jpeg", "baseline.jpg"));
     let loader = ImageLoader::new(Transform::RandomResizedCrop(RandomResizedCrop::new(16, 7)));
-    let sequential: Vec<Image> = (0..8).map(|i| loader.load(&bytes, &ctx(i, 1)).unwrap()).collect();
+    let sequential: Vec<Image> = (0..8)
+        .map(|i| loader.load(&bytes, &ctx(i, 1)).unwrap())
+        .collect();
     let parallel: Vec<Image> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..8).rev().map(|i| s.spawn({
-            let (loader, bytes) = (&loader, &bytes);
-            move || (i, loader.load(bytes, &ctx(i, 1)).unwrap())
-        })).collect();
+        let handles: Vec<_> = (0..8)
+            .rev()
+            .map(|i| {
+                s.spawn({
+                    let (loader, bytes) = (&loader, &bytes);
+                    move || (i, loader.load(bytes, &ctx(i, 1)).unwrap())
+                })
+            })
+            .collect();
         let mut out: Vec<(u64, Image)> = handles.into_iter().map(|h| h.join().unwrap()).collect();
         out.sort_by_key(|(i, _)| *i);
         out.into_iter().map(|(_, img)| img).collect()
@@ -193,13 +272,27 @@ fn loader_output_does_not_depend_on_threads() {
 fn region_and_full_decode_loaders_agree() {
     let Some(dir) = photos() else { return };
     let bytes = read(&dir.join("opencv_fruits.jpg"));
-    for transform in [Transform::imagenet_eval(), Transform::RandomResizedCrop(RandomResizedCrop::new(224, 1))] {
+    for transform in [
+        Transform::imagenet_eval(),
+        Transform::RandomResizedCrop(RandomResizedCrop::new(224, 1)),
+    ] {
         let region = ImageLoader::new(transform);
-        let full = ImageLoader { region_decode: false, ..region.clone() };
+        let full = ImageLoader {
+            region_decode: false,
+            ..region.clone()
+        };
         for i in 0..4 {
-            let (a, b) = (region.load(&bytes, &ctx(i, 0)).unwrap(), full.load(&bytes, &ctx(i, 0)).unwrap());
+            let (a, b) = (
+                region.load(&bytes, &ctx(i, 0)).unwrap(),
+                full.load(&bytes, &ctx(i, 0)).unwrap(),
+            );
             assert_eq!(a.shape(), [224, 224, 3]);
-            let max = samples(&a).iter().zip(samples(&b)).map(|(x, y)| x.abs_diff(y)).max().unwrap();
+            let max = samples(&a)
+                .iter()
+                .zip(samples(&b))
+                .map(|(x, y)| x.abs_diff(y))
+                .max()
+                .unwrap();
             assert!(max <= 3, "{transform:?} sample {i}: max diff {max}");
         }
     }
@@ -219,21 +312,36 @@ fn collate_shapes_labels_and_normalization() {
     let b = Image::from_u8(vec![255; 4 * 5 * 3], 5, 4, 3).unwrap();
     let items = |labels: [Option<i64>; 2]| {
         vec![
-            BatchItem { key: "a".into(), label: labels[0], image: a.clone() },
-            BatchItem { key: "b".into(), label: labels[1], image: b.clone() },
+            BatchItem {
+                key: "a".into(),
+                label: labels[0],
+                image: a.clone(),
+            },
+            BatchItem {
+                key: "b".into(),
+                label: labels[1],
+                image: b.clone(),
+            },
         ]
     };
     let batch = collate(items([Some(3), None])).unwrap();
     assert_eq!(batch.shape, [2, 4, 5, 3]);
-    assert_eq!((batch.keys.clone(), batch.labels.clone()), (vec!["a".to_string(), "b".into()], vec![Some(3), None]));
-    let BatchData::U8(data) = &batch.data else { panic!("u8 expected") };
+    assert_eq!(
+        (batch.keys.clone(), batch.labels.clone()),
+        (vec!["a".to_string(), "b".into()], vec![Some(3), None])
+    );
+    let BatchData::U8(data) = &batch.data else {
+        panic!("u8 expected")
+    };
     assert_eq!(data.len(), 2 * 4 * 5 * 3);
     assert_eq!((data[0], data[60]), (0, 255));
 
     let norm = Normalize::imagenet();
     let batch = collate_normalized(items([Some(1), Some(2)]), &norm).unwrap();
     assert_eq!(batch.shape, [2, 3, 4, 5]);
-    let BatchData::F32(data) = &batch.data else { panic!("f32 expected") };
+    let BatchData::F32(data) = &batch.data else {
+        panic!("f32 expected")
+    };
     let plane = 20;
     for c in 0..3 {
         let first = data[c * plane];
@@ -241,7 +349,10 @@ fn collate_shapes_labels_and_normalization() {
         let second = data[60 + c * plane + 7];
         assert!((second - (1.0 - norm.mean[c]) / norm.std[c]).abs() < 1e-6);
     }
-    assert_eq!(collate(Vec::<Image>::new()).unwrap_err().kind(), spdl_io::ErrorKind::Empty);
+    assert_eq!(
+        collate(Vec::<Image>::new()).unwrap_err().kind(),
+        spdl_io::ErrorKind::Empty
+    );
     let gray = Image::from_u8(vec![0; 20], 5, 4, 1).unwrap();
     let err = collate_normalized(vec![gray], &norm).unwrap_err();
     assert_eq!(err.kind(), spdl_io::ErrorKind::InvalidArgument);
@@ -249,7 +360,10 @@ fn collate_shapes_labels_and_normalization() {
 
 #[test]
 fn collate_u16_and_normalize_as_v_over_65535() {
-    let opts = DecodeOptions { color: spdl_io::ColorMode::Unchanged, ..Default::default() };
+    let opts = DecodeOptions {
+        color: spdl_io::ColorMode::Unchanged,
+        ..Default::default()
+    };
     let img = decode("05-png-16bit", "gray16.png", &opts).unwrap();
     let batch = collate(vec![img.clone()]).unwrap();
     assert!(matches!(batch.data, BatchData::U16(_)));

@@ -1,6 +1,8 @@
 //! The awkward inputs of `shared/data/hard` (copied to `tests/fixtures/hard`),
 //! each checked against its EXPECTED.md: reference pixels, shapes, error kinds
 //! and messages that name the file.
+// These compare against libjpeg-turbo references: they need both backends.
+#![cfg(all(feature = "decode-turbojpeg", feature = "decode-image"))]
 
 mod common;
 
@@ -27,7 +29,13 @@ fn cmyk_jpeg_decodes_to_pillow_rgb() {
     assert_eq!(img.shape(), [19, 83, 3]);
     assert!(max_diff(&img, &npy(&hard(case, "ref/cmyk_pillow_rgb.npy"))) <= 6);
     // cyan, magenta, yellow, black, white: not inverted.
-    let want = [[0, 255, 255], [255, 0, 255], [255, 255, 0], [0, 0, 0], [255, 255, 255]];
+    let want = [
+        [0, 255, 255],
+        [255, 0, 255],
+        [255, 255, 0],
+        [0, 0, 0],
+        [255, 255, 255],
+    ];
     for (x, w) in [8, 24, 40, 56, 72].into_iter().zip(want) {
         assert_close(&px(&img, x, 8), &w, 6, &format!("block at x={x}"));
     }
@@ -64,7 +72,11 @@ fn good_jpeg_and_png_decode() {
 #[test]
 fn truncated_files_are_named_errors() {
     let case = "02-truncated-jpeg-png";
-    for file in ["truncated_60pct.jpg", "truncated_half.png", "truncated_no_eoi.jpg"] {
+    for file in [
+        "truncated_60pct.jpg",
+        "truncated_half.png",
+        "truncated_no_eoi.jpg",
+    ] {
         let err = decode(case, file, &rgb()).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Truncated, "{err}");
         let msg = err.to_string();
@@ -84,7 +96,10 @@ fn lenient_accepts_missing_eoi() {
         ..Default::default()
     };
     let img = decode(case, "truncated_no_eoi.jpg", &lenient).unwrap();
-    assert_eq!(max_diff(&img, &npy(&hard(case, "ref/truncated_no_eoi_rgb.npy"))), 0);
+    assert_eq!(
+        max_diff(&img, &npy(&hard(case, "ref/truncated_no_eoi_rgb.npy"))),
+        0
+    );
     let good = decode(case, "good.jpg", &rgb()).unwrap();
     assert_eq!(img, good);
 }
@@ -92,7 +107,13 @@ fn lenient_accepts_missing_eoi() {
 #[test]
 fn folder_run_counts_failures() {
     let case = "02-truncated-jpeg-png";
-    let files = ["good.jpg", "truncated_60pct.jpg", "truncated_no_eoi.jpg", "good.png", "truncated_half.png"];
+    let files = [
+        "good.jpg",
+        "truncated_60pct.jpg",
+        "truncated_no_eoi.jpg",
+        "good.png",
+        "truncated_half.png",
+    ];
     let results: Vec<_> = files.iter().map(|f| decode(case, f, &rgb())).collect();
     let delivered = results.iter().filter(|r| r.is_ok()).count();
     assert_eq!((delivered, files.len() - delivered), (2, 3));
@@ -133,7 +154,9 @@ fn raw_mode_keeps_stored_orientation_and_reports_it() {
         let img = decode(case, &file, &keep).unwrap();
         assert!(max_diff(&img, &raw) <= 8, "{file}");
         assert_eq!(img.orientation.exif_value(), n);
-        let info = Registry::with_defaults().probe(&file, &read(&hard(case, &file))).unwrap();
+        let info = Registry::with_defaults()
+            .probe(&file, &read(&hard(case, &file)))
+            .unwrap();
         assert_eq!(info.orientation.exif_value(), n);
     }
 }
@@ -153,7 +176,9 @@ fn bombs_are_rejected_before_allocating() {
         let msg = err.to_string();
         assert!(msg.starts_with(file) && msg.contains(dims), "{msg}");
         // The header alone is readable: probing reports the claimed size.
-        let info = Registry::with_defaults().probe(file, &read(&hard(case, file))).unwrap();
+        let info = Registry::with_defaults()
+            .probe(file, &read(&hard(case, file)))
+            .unwrap();
         assert!(info.width >= 30000 && info.height >= 30000);
     }
 }
@@ -165,9 +190,15 @@ fn liars_fail_cleanly_with_limits_disabled() {
         limits: Limits::none(),
         ..Default::default()
     };
-    for file in ["header_lie_65535x65535_rgba.png", "jpeg_sof_65500x65500.jpg"] {
+    for file in [
+        "header_lie_65535x65535_rgba.png",
+        "jpeg_sof_65500x65500.jpg",
+    ] {
         let err = decode(case, file, &opts).unwrap_err();
-        assert!(matches!(err.kind(), ErrorKind::Truncated | ErrorKind::Corrupt), "{err}");
+        assert!(
+            matches!(err.kind(), ErrorKind::Truncated | ErrorKind::Corrupt),
+            "{err}"
+        );
         assert!(err.to_string().starts_with(file), "{err}");
     }
 }
@@ -210,7 +241,11 @@ fn png16_to_u8_rounds_v_over_257() {
     let case = "05-png-16bit";
     let gray = decode(case, "gray16.png", &with_color(ColorMode::Gray)).unwrap();
     let reference = npy(&hard(case, "ref/gray16.npy"));
-    let want: Vec<u16> = reference.data.iter().map(|&v| ((f64::from(v) / 257.0).round()) as u16).collect();
+    let want: Vec<u16> = reference
+        .data
+        .iter()
+        .map(|&v| ((f64::from(v) / 257.0).round()) as u16)
+        .collect();
     assert_eq!(samples(&gray), want);
     assert_eq!(px(&gray, 16, 10), [255]);
     assert_eq!(px(&gray, 1, 0), [1]);
@@ -228,7 +263,11 @@ fn gray_jpeg_batches_with_rgb_in_rgb_mode() {
     let color = decode(case, "rgb.jpg", &rgb()).unwrap();
     assert_eq!(gray.shape(), [30, 40, 3]);
     assert!(max_diff(&gray, &npy(&hard(case, "ref/gray_as_rgb.npy"))) <= 2);
-    assert!(gray.as_u8().unwrap().chunks(3).all(|p| p[0] == p[1] && p[1] == p[2]));
+    assert!(gray
+        .as_u8()
+        .unwrap()
+        .chunks(3)
+        .all(|p| p[0] == p[1] && p[1] == p[2]));
     assert_close(&px(&gray, 10, 5), &[70, 70, 70], 2, "gray (10,5)");
     assert_close(&px(&color, 39, 29), &[255, 254, 255], 3, "rgb (39,29)");
     assert!(max_diff(&color, &npy(&hard(case, "ref/rgb.npy"))) <= 2);
@@ -259,7 +298,10 @@ fn gray_jpeg_unchanged_gives_named_shape_mismatch() {
     assert_eq!(err.kind(), ErrorKind::ShapeMismatch);
     let msg = err.to_string();
     assert!(msg.starts_with("gray.jpg: shape mismatch"), "{msg}");
-    assert!(msg.contains("[30, 40, 1]") && msg.contains("[30, 40, 3]") && msg.contains("rgb.jpg"), "{msg}");
+    assert!(
+        msg.contains("[30, 40, 1]") && msg.contains("[30, 40, 3]") && msg.contains("rgb.jpg"),
+        "{msg}"
+    );
 }
 
 // ---- 07 palette / alpha PNG -----------------------------------------------
@@ -267,13 +309,26 @@ fn gray_jpeg_unchanged_gives_named_shape_mismatch() {
 #[test]
 fn palette_and_alpha_pngs_are_exact() {
     let case = "07-png-palette-alpha";
-    for stem in ["palette_trns", "palette_opaque_4bit", "gray_alpha_LA", "rgba"] {
+    for stem in [
+        "palette_trns",
+        "palette_opaque_4bit",
+        "gray_alpha_LA",
+        "rgba",
+    ] {
         let file = format!("{stem}.png");
         let rgba = decode(case, &file, &with_color(ColorMode::Rgba)).unwrap();
         assert_eq!(rgba.shape(), [12, 20, 4]);
-        assert_eq!(max_diff(&rgba, &npy(&hard(case, &format!("ref/{stem}_rgba.npy")))), 0, "{file} rgba");
+        assert_eq!(
+            max_diff(&rgba, &npy(&hard(case, &format!("ref/{stem}_rgba.npy")))),
+            0,
+            "{file} rgba"
+        );
         let rgb = decode(case, &file, &rgb()).unwrap();
-        assert_eq!(max_diff(&rgb, &npy(&hard(case, &format!("ref/{stem}_rgb.npy")))), 0, "{file} rgb");
+        assert_eq!(
+            max_diff(&rgb, &npy(&hard(case, &format!("ref/{stem}_rgb.npy")))),
+            0,
+            "{file} rgb"
+        );
     }
     let trns = decode(case, "palette_trns.png", &with_color(ColorMode::Rgba)).unwrap();
     let alphas: Vec<u16> = [2, 7, 12, 17].iter().map(|&x| px(&trns, x, 2)[3]).collect();
@@ -296,7 +351,10 @@ fn format_is_sniffed_not_taken_from_extension() {
     ] {
         let img = decode(case, file, &rgb()).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(img.shape(), [16, 16, 3]);
-        assert!(max_diff(&img, &npy(&hard(case, &format!("ref/{reference}.npy")))) <= tol, "{file}");
+        assert!(
+            max_diff(&img, &npy(&hard(case, &format!("ref/{reference}.npy")))) <= tol,
+            "{file}"
+        );
     }
 }
 
@@ -306,9 +364,15 @@ fn unsupported_format_names_real_content() {
     let mut registry = Registry::new();
     registry.register(std::sync::Arc::new(spdl_io::decode::TurboJpegDecoder::new()));
     let bytes = read(&hard("08-mislabeled-extension", "webp_content.jpg"));
-    let err = registry.decode("webp_content.jpg", &bytes, &rgb()).unwrap_err();
+    let err = registry
+        .decode("webp_content.jpg", &bytes, &rgb())
+        .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Unsupported);
-    assert!(err.to_string().starts_with("webp_content.jpg: unsupported: content is WebP, not JPEG"), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("webp_content.jpg: unsupported: content is WebP, not JPEG"),
+        "{err}"
+    );
 }
 
 // ---- 09 empty and non-image -----------------------------------------------
@@ -318,8 +382,16 @@ fn empty_and_non_image_files_are_named_errors() {
     let case = "09-empty-and-non-image";
     let expect = [
         ("empty.jpg", ErrorKind::Empty, "empty file (0 bytes)"),
-        ("html_error_page.jpg", ErrorKind::UnknownFormat, "not a recognised image format"),
-        ("text.png", ErrorKind::UnknownFormat, "not a recognised image format"),
+        (
+            "html_error_page.jpg",
+            ErrorKind::UnknownFormat,
+            "not a recognised image format",
+        ),
+        (
+            "text.png",
+            ErrorKind::UnknownFormat,
+            "not a recognised image format",
+        ),
         ("soi_only.jpg", ErrorKind::Truncated, ""),
         ("header_only.jpg", ErrorKind::Truncated, "no scan data"),
     ];
@@ -353,7 +425,9 @@ fn arithmetic_jpegs_decode_with_libjpeg_turbo() {
 fn arithmetic_jpeg_is_named_unsupported_on_pure_rust_path() {
     use spdl_io::Decoder;
     let bytes = read(&hard("10-arithmetic-jpeg", "arith.jpg"));
-    let err = spdl_io::decode::ImageRsDecoder::new().decode(&bytes, &rgb()).unwrap_err();
+    let err = spdl_io::decode::ImageRsDecoder::new()
+        .decode(&bytes, &rgb())
+        .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Unsupported);
     assert!(err.message().contains("arithmetic"), "{err}");
 }
@@ -367,7 +441,10 @@ fn progressive_and_restart_jpegs_decode() {
     for stem in ["progressive", "progressive_restart", "baseline"] {
         let img = decode(case, &format!("{stem}.jpg"), &rgb()).unwrap();
         assert_eq!(img.shape(), [23, 37, 3]);
-        assert!(max_diff(&img, &npy(&hard(case, &format!("ref/{stem}.npy")))) <= 2, "{stem}");
+        assert!(
+            max_diff(&img, &npy(&hard(case, &format!("ref/{stem}.npy")))) <= 2,
+            "{stem}"
+        );
         assert_close(&px(&img, 10, 10), &[255, 30, 29], 2, stem);
         assert_close(&px(&img, 36, 22), &[254, 255, 250], 2, stem);
         decoded.push(img);
@@ -389,7 +466,9 @@ fn unusual_file_names_decode_from_their_paths() {
             continue;
         }
         let key = spdl_io::key_from_path(path.file_name().unwrap().as_ref());
-        let img = Registry::with_defaults().decode(&key, &read(&path), &rgb()).unwrap();
+        let img = Registry::with_defaults()
+            .decode(&key, &read(&path), &rgb())
+            .unwrap();
         assert_eq!(max_diff(&img, &reference), 0, "{key}");
         n += 1;
     }

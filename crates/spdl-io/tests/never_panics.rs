@@ -1,4 +1,5 @@
 //! Property tests: no input, however broken, makes decoding panic.
+#![cfg(feature = "decode-image")]
 
 mod common;
 
@@ -27,15 +28,28 @@ fn decode_all(bytes: &[u8]) {
     let registry = Registry::with_defaults();
     for color in [ColorMode::Rgb, ColorMode::Unchanged] {
         for lenient in [false, true] {
-            let opts = DecodeOptions { color, lenient, ..Default::default() };
+            let opts = DecodeOptions {
+                color,
+                lenient,
+                ..Default::default()
+            };
             if let Ok(img) = registry.decode("fuzz", bytes, &opts) {
                 assert_eq!(img.data.len(), img.width * img.height * img.channels);
             }
             let _ = spdl_io::decode::ImageRsDecoder::new().decode(bytes, &opts);
         }
     }
-    let loader = ImageLoader::new(Transform::RandomResizedCrop(spdl_io::RandomResizedCrop::new(8, 1)));
-    let _ = loader.load(bytes, &SampleContext { key: "fuzz", index: 0, epoch: 0 });
+    let loader = ImageLoader::new(Transform::RandomResizedCrop(
+        spdl_io::RandomResizedCrop::new(8, 1),
+    ));
+    let _ = loader.load(
+        bytes,
+        &SampleContext {
+            key: "fuzz",
+            index: 0,
+            epoch: 0,
+        },
+    );
 }
 
 proptest! {

@@ -44,7 +44,13 @@ pub(crate) fn convert_u8(src: &[u8], src_c: usize, dst: &mut [u8], dst_c: usize)
             [] => return,
         };
         match d {
-            [l] => *l = if src_c <= 2 { rgb[0] } else { luma(rgb[0], rgb[1], rgb[2]) },
+            [l] => {
+                *l = if src_c <= 2 {
+                    rgb[0]
+                } else {
+                    luma(rgb[0], rgb[1], rgb[2])
+                }
+            }
             [r, g, b] => [*r, *g, *b] = rgb,
             [r, g, b, a] => [*r, *g, *b, *a] = [rgb[0], rgb[1], rgb[2], alpha],
             _ => return,

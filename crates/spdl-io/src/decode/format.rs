@@ -81,16 +81,25 @@ pub fn sniff(bytes: &[u8]) -> ImageFormat {
 /// `"looks like HTML/XML text"`, `"looks like text"` or the first bytes in hex.
 pub(crate) fn describe_unknown(bytes: &[u8]) -> String {
     let head = &bytes[..bytes.len().min(8)];
-    let trimmed = bytes.iter().position(|b| !b.is_ascii_whitespace()).map(|i| &bytes[i..]);
+    let trimmed = bytes
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .map(|i| &bytes[i..]);
     if trimmed.is_some_and(|t| t.starts_with(b"<")) {
         return "not a recognised image format (looks like HTML/XML text)".into();
     }
     let sample = &bytes[..bytes.len().min(64)];
-    if sample.iter().all(|b| b.is_ascii_graphic() || b.is_ascii_whitespace()) {
+    if sample
+        .iter()
+        .all(|b| b.is_ascii_graphic() || b.is_ascii_whitespace())
+    {
         return "not a recognised image format (looks like plain text)".into();
     }
     let hex: Vec<String> = head.iter().map(|b| format!("{b:02x}")).collect();
-    format!("not a recognised image format (first bytes: {})", hex.join(" "))
+    format!(
+        "not a recognised image format (first bytes: {})",
+        hex.join(" ")
+    )
 }
 
 #[cfg(test)]

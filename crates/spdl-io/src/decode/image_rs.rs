@@ -17,7 +17,7 @@ use crate::image::{Image, ImageInfo, PixelData};
 /// [`ErrorKind::Unsupported`]) and, unlike libjpeg-turbo, may not notice a cut
 /// file; so in strict mode the EOI marker is required here too.
 /// Palette PNGs expand to RGB, or RGBA when they carry tRNS; alpha is dropped
-/// for [`ColorMode::Rgb`] without compositing (Pillow's `convert("RGB")`).
+/// for [`crate::ColorMode::Rgb`] without compositing (Pillow's `convert("RGB")`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ImageRsDecoder {
     _private: (),
@@ -49,8 +49,12 @@ fn map_err(e: image::ImageError) -> Error {
     let kind = match &e {
         image::ImageError::Limits(_) => ErrorKind::LimitExceeded,
         image::ImageError::Unsupported(_) => ErrorKind::Unsupported,
-        image::ImageError::IoError(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => ErrorKind::Truncated,
-        _ if lower.contains("eof") || lower.contains("end of") || lower.contains("truncat") => ErrorKind::Truncated,
+        image::ImageError::IoError(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+            ErrorKind::Truncated
+        }
+        _ if lower.contains("eof") || lower.contains("end of") || lower.contains("truncat") => {
+            ErrorKind::Truncated
+        }
         _ => ErrorKind::Corrupt,
     };
     Error::new(kind, msg).with_source(e)
@@ -62,12 +66,18 @@ fn channels_and_depth(c: ColorType) -> (usize, u8) {
 }
 
 /// A header-only decoder (nothing decoded yet) plus what we learned.
-fn open<'a>(bytes: &'a [u8], opts: Option<&DecodeOptions>) -> Result<(Box<dyn ImageDecoder + 'a>, ImageInfo)> {
+fn open<'a>(
+    bytes: &'a [u8],
+    opts: Option<&DecodeOptions>,
+) -> Result<(Box<dyn ImageDecoder + 'a>, ImageInfo)> {
     // Our own Limits are checked by the caller on the returned header, so
     // image-rs must not reject the header first with a vaguer message.
     let format = super::sniff(bytes);
     let Some(fmt) = image_format(format) else {
-        return Err(Error::new(ErrorKind::UnknownFormat, super::describe_unknown(bytes)));
+        return Err(Error::new(
+            ErrorKind::UnknownFormat,
+            super::describe_unknown(bytes),
+        ));
     };
     let mut orientation_from_markers = None;
     if format == ImageFormat::Jpeg {
@@ -128,7 +138,10 @@ fn check_png_plausible(bytes: &[u8], info: &ImageInfo) -> Result<()> {
     let raw = row_bytes.saturating_mul(info.height as u64);
     // Walk the chunks, summing IDAT lengths.
     let (mut pos, mut idat) = (8usize, 0u64);
-    while let Some(len) = bytes.get(pos..pos + 4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])) {
+    while let Some(len) = bytes
+        .get(pos..pos + 4)
+        .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    {
         if bytes.get(pos + 4..pos + 8) == Some(b"IDAT") {
             idat += u64::from(len);
         }
@@ -158,7 +171,9 @@ impl ImageRsDecoder {
         dec.set_limits(limits).map_err(map_err)?;
         match info.format {
             ImageFormat::Png => check_png_plausible(bytes, &info)?,
-            ImageFormat::Jpeg => jpeg_markers::check_plausible_size(bytes, &jpeg_markers::parse_header(bytes)?)?,
+            ImageFormat::Jpeg => {
+                jpeg_markers::check_plausible_size(bytes, &jpeg_markers::parse_header(bytes)?)?
+            }
             _ => {}
         }
         let color_type = dec.color_type();
@@ -174,7 +189,10 @@ impl ImageRsDecoder {
                 PixelData::U8(out)
             }
             ColorType::L16 | ColorType::La16 | ColorType::Rgb16 | ColorType::Rgba16 => {
-                let wide: Vec<u16> = native.chunks_exact(2).map(|b| u16::from_ne_bytes([b[0], b[1]])).collect();
+                let wide: Vec<u16> = native
+                    .chunks_exact(2)
+                    .map(|b| u16::from_ne_bytes([b[0], b[1]]))
+                    .collect();
                 if shape.bytes_per_sample == 2 {
                     PixelData::U16(wide)
                 } else {
@@ -185,7 +203,10 @@ impl ImageRsDecoder {
                 }
             }
             other => {
-                return Err(Error::new(ErrorKind::Unsupported, format!("{other:?} pixels")));
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    format!("{other:?} pixels"),
+                ));
             }
         };
         let mut img = Image {
@@ -238,4 +259,3 @@ impl Decoder for ImageRsDecoder {
         Self::decode_image(bytes, opts).map(|(img, _)| img)
     }
 }
-

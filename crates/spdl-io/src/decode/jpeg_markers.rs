@@ -57,7 +57,10 @@ pub(crate) fn parse_header(bytes: &[u8]) -> Result<JpegHeader> {
             return Err(match (bytes.get(pos), frame) {
                 (None, None) => truncated("data ends before the frame header (no SOF)"),
                 (None, Some(_)) => truncated("no scan data (file ends before SOS)"),
-                _ => Error::new(ErrorKind::Corrupt, format!("expected a marker at byte {pos}")),
+                _ => Error::new(
+                    ErrorKind::Corrupt,
+                    format!("expected a marker at byte {pos}"),
+                ),
             });
         };
         if standalone(marker) {
@@ -79,9 +82,12 @@ pub(crate) fn parse_header(bytes: &[u8]) -> Result<JpegHeader> {
         match marker {
             // SOF0..15 except DHT (C4), JPG (C8) and DAC (CC).
             0xC0..=0xCF if !matches!(marker, 0xC4 | 0xC8 | 0xCC) => {
-                let (Some(&precision), Some(h), Some(w), Some(&n)) =
-                    (payload.first(), be16(payload, 1), be16(payload, 3), payload.get(5))
-                else {
+                let (Some(&precision), Some(h), Some(w), Some(&n)) = (
+                    payload.first(),
+                    be16(payload, 1),
+                    be16(payload, 3),
+                    payload.get(5),
+                ) else {
                     return Err(Error::new(ErrorKind::Corrupt, "short frame header (SOF)"));
                 };
                 frame = Some((w, h, usize::from(n), precision, marker));
@@ -94,7 +100,10 @@ pub(crate) fn parse_header(bytes: &[u8]) -> Result<JpegHeader> {
             0xEE if payload.starts_with(b"Adobe") => adobe = true,
             0xDA => {
                 let Some((width, height, components, precision, sof)) = frame else {
-                    return Err(Error::new(ErrorKind::Corrupt, "scan (SOS) before frame header (SOF)"));
+                    return Err(Error::new(
+                        ErrorKind::Corrupt,
+                        "scan (SOS) before frame header (SOF)",
+                    ));
                 };
                 if width == 0 || height == 0 {
                     return Err(Error::new(
@@ -171,7 +180,10 @@ pub(crate) fn check_complete(bytes: &[u8], first_scan: usize) -> Result<()> {
                     // Entropy-coded data: skip to the next 0xFF that is not
                     // a stuffed 0x00 or a restart marker.
                     loop {
-                        let Some(off) = bytes.get(pos..).and_then(|s| s.iter().position(|&b| b == 0xFF)) else {
+                        let Some(off) = bytes
+                            .get(pos..)
+                            .and_then(|s| s.iter().position(|&b| b == 0xFF))
+                        else {
                             return Err(premature());
                         };
                         pos += off;
@@ -185,7 +197,10 @@ pub(crate) fn check_complete(bytes: &[u8], first_scan: usize) -> Result<()> {
             }
         }
         if bytes.get(pos) != Some(&0xFF) {
-            return Err(Error::new(ErrorKind::Corrupt, format!("expected a marker at byte {pos}")));
+            return Err(Error::new(
+                ErrorKind::Corrupt,
+                format!("expected a marker at byte {pos}"),
+            ));
         }
     }
 }
@@ -200,6 +215,9 @@ mod tests {
             let bytes = [0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10, b'J', b'F'];
             let _ = parse_header(&bytes[..len]);
         }
-        assert_eq!(parse_header(&[0xFF, 0xD8]).unwrap_err().kind(), ErrorKind::Truncated);
+        assert_eq!(
+            parse_header(&[0xFF, 0xD8]).unwrap_err().kind(),
+            ErrorKind::Truncated
+        );
     }
 }

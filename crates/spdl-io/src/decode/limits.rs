@@ -36,7 +36,13 @@ impl Limits {
     /// # Errors
     /// [`ErrorKind::LimitExceeded`] naming the claimed dimensions, e.g.
     /// `"image is 30000x30000 (900000000 pixels), exceeds the limit of 178956970 pixels"`.
-    pub fn check(&self, width: usize, height: usize, channels: usize, bytes_per_sample: usize) -> Result<()> {
+    pub fn check(
+        &self,
+        width: usize,
+        height: usize,
+        channels: usize,
+        bytes_per_sample: usize,
+    ) -> Result<()> {
         let pixels = (width as u64).saturating_mul(height as u64);
         if pixels > self.max_pixels {
             return Err(Error::new(
@@ -48,7 +54,9 @@ impl Limits {
                 ),
             ));
         }
-        let bytes = pixels.saturating_mul(channels as u64).saturating_mul(bytes_per_sample as u64);
+        let bytes = pixels
+            .saturating_mul(channels as u64)
+            .saturating_mul(bytes_per_sample as u64);
         if bytes > self.max_bytes {
             return Err(Error::new(
                 ErrorKind::LimitExceeded,

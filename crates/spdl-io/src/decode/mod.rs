@@ -98,8 +98,13 @@ impl DecodeOptions {
     /// [`ErrorKind::LimitExceeded`] naming the claimed dimensions.
     pub fn output_shape(&self, info: &ImageInfo) -> Result<OutputShape> {
         let channels = color::out_channels(self.color, info.channels);
-        let bytes_per_sample = if self.color == ColorMode::Unchanged && info.bit_depth > 8 { 2 } else { 1 };
-        self.limits.check(info.width, info.height, channels, bytes_per_sample)?;
+        let bytes_per_sample = if self.color == ColorMode::Unchanged && info.bit_depth > 8 {
+            2
+        } else {
+            1
+        };
+        self.limits
+            .check(info.width, info.height, channels, bytes_per_sample)?;
         let (width, height) = if self.keep_orientation {
             (info.width, info.height)
         } else {
@@ -208,9 +213,18 @@ pub trait Decoder: Send + Sync {
 }
 
 /// Wraps a decoded byte buffer as an [`Image`] (16-bit samples are native-endian).
-pub(crate) fn image_from_bytes(buf: Vec<u8>, shape: OutputShape, info: &ImageInfo, opts: &DecodeOptions) -> Image {
+pub(crate) fn image_from_bytes(
+    buf: Vec<u8>,
+    shape: OutputShape,
+    info: &ImageInfo,
+    opts: &DecodeOptions,
+) -> Image {
     let data = if shape.bytes_per_sample == 2 {
-        PixelData::U16(buf.chunks_exact(2).map(|b| u16::from_ne_bytes([b[0], b[1]])).collect())
+        PixelData::U16(
+            buf.chunks_exact(2)
+                .map(|b| u16::from_ne_bytes([b[0], b[1]]))
+                .collect(),
+        )
     } else {
         PixelData::U8(buf)
     };
@@ -241,7 +255,9 @@ pub fn crop(img: &Image, region: Region) -> Result<Image> {
     };
     let data = match &img.data {
         PixelData::U8(v) => PixelData::U8(rows.flat_map(|r| v[cols(r)].iter().copied()).collect()),
-        PixelData::U16(v) => PixelData::U16(rows.flat_map(|r| v[cols(r)].iter().copied()).collect()),
+        PixelData::U16(v) => {
+            PixelData::U16(rows.flat_map(|r| v[cols(r)].iter().copied()).collect())
+        }
     };
     Ok(Image {
         data,

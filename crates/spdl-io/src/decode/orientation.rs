@@ -79,7 +79,14 @@ impl Orientation {
 ///
 /// Both slices must hold `w * h * c` samples (checked by the callers, which
 /// size them from the same header); extra samples are left untouched.
-pub(crate) fn apply<T: Copy>(o: Orientation, src: &[T], w: usize, h: usize, c: usize, dst: &mut [T]) {
+pub(crate) fn apply<T: Copy>(
+    o: Orientation,
+    src: &[T],
+    w: usize,
+    h: usize,
+    c: usize,
+    dst: &mut [T],
+) {
     let (dw, dh) = if o.swaps_axes() { (h, w) } else { (w, h) };
     if src.len() < w * h * c || dst.len() < w * h * c {
         return;
@@ -104,11 +111,19 @@ pub(crate) fn from_tiff_block(tiff: &[u8]) -> Option<Orientation> {
     };
     let u16_at = |at: usize| -> Option<u16> {
         let b: [u8; 2] = tiff.get(at..at.checked_add(2)?)?.try_into().ok()?;
-        Some(if big_endian { u16::from_be_bytes(b) } else { u16::from_le_bytes(b) })
+        Some(if big_endian {
+            u16::from_be_bytes(b)
+        } else {
+            u16::from_le_bytes(b)
+        })
     };
     let u32_at = |at: usize| -> Option<u32> {
         let b: [u8; 4] = tiff.get(at..at.checked_add(4)?)?.try_into().ok()?;
-        Some(if big_endian { u32::from_be_bytes(b) } else { u32::from_le_bytes(b) })
+        Some(if big_endian {
+            u32::from_be_bytes(b)
+        } else {
+            u32::from_le_bytes(b)
+        })
     };
     if u16_at(2)? != 42 {
         return None;
@@ -142,9 +157,13 @@ mod tests {
 
     #[test]
     fn parses_tiff_block_both_endians() {
-        let le = [b'I', b'I', 42, 0, 8, 0, 0, 0, 1, 0, 0x12, 0x01, 3, 0, 1, 0, 0, 0, 6, 0, 0, 0];
+        let le = [
+            b'I', b'I', 42, 0, 8, 0, 0, 0, 1, 0, 0x12, 0x01, 3, 0, 1, 0, 0, 0, 6, 0, 0, 0,
+        ];
         assert_eq!(from_tiff_block(&le), Some(Orientation::Rotate90));
-        let be = [b'M', b'M', 0, 42, 0, 0, 0, 8, 0, 1, 0x01, 0x12, 0, 3, 0, 0, 0, 1, 0, 3, 0, 0];
+        let be = [
+            b'M', b'M', 0, 42, 0, 0, 0, 8, 0, 1, 0x01, 0x12, 0, 3, 0, 0, 0, 1, 0, 3, 0, 0,
+        ];
         assert_eq!(from_tiff_block(&be), Some(Orientation::Rotate180));
         assert_eq!(from_tiff_block(&le[..15]), None);
         assert_eq!(from_tiff_block(b""), None);

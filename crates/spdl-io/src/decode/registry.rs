@@ -16,7 +16,9 @@ pub struct Registry {
 
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.decoders.iter().map(|d| d.name())).finish()
+        f.debug_list()
+            .entries(self.decoders.iter().map(|d| d.name()))
+            .finish()
     }
 }
 
@@ -69,7 +71,10 @@ impl Registry {
         } else {
             Error::new(
                 ErrorKind::Unsupported,
-                format!("content is {format}{}; no decoder registered for {format}", mislabel(key, format)),
+                format!(
+                    "content is {format}{}; no decoder registered for {format}",
+                    mislabel(key, format)
+                ),
             )
         };
         Err(err.with_key(key))
@@ -97,18 +102,32 @@ impl Registry {
     ///
     /// # Errors
     /// As [`Registry::decoder_for`] and [`Decoder::decode_into`].
-    pub fn decode_into(&self, key: &str, bytes: &[u8], opts: &DecodeOptions, out: &mut [u8]) -> Result<ImageInfo> {
+    pub fn decode_into(
+        &self,
+        key: &str,
+        bytes: &[u8],
+        opts: &DecodeOptions,
+        out: &mut [u8],
+    ) -> Result<ImageInfo> {
         let d = self.decoder_for(key, bytes)?;
-        d.decode_into(bytes, opts, out).map_err(|e| annotate(e, key, bytes))
+        d.decode_into(bytes, opts, out)
+            .map_err(|e| annotate(e, key, bytes))
     }
 
     /// Decodes only `region` (see [`Decoder::decode_region`]); errors name `key`.
     ///
     /// # Errors
     /// As [`Registry::decoder_for`] and [`Decoder::decode_region`].
-    pub fn decode_region(&self, key: &str, bytes: &[u8], opts: &DecodeOptions, region: Region) -> Result<Image> {
+    pub fn decode_region(
+        &self,
+        key: &str,
+        bytes: &[u8],
+        opts: &DecodeOptions,
+        region: Region,
+    ) -> Result<Image> {
         let d = self.decoder_for(key, bytes)?;
-        d.decode_region(bytes, opts, region).map_err(|e| annotate(e, key, bytes))
+        d.decode_region(bytes, opts, region)
+            .map_err(|e| annotate(e, key, bytes))
     }
 }
 

@@ -45,7 +45,10 @@ impl Handle {
         // SAFETY: tj3Init has no preconditions; null is checked below.
         let ptr = unsafe { raw::tj3Init(raw::TJINIT_TJINIT_DECOMPRESS as CInt) };
         if ptr.is_null() {
-            return Err(Error::new(ErrorKind::Corrupt, "libjpeg-turbo: cannot create a decompressor"));
+            return Err(Error::new(
+                ErrorKind::Corrupt,
+                "libjpeg-turbo: cannot create a decompressor",
+            ));
         }
         Ok(Handle(ptr))
     }
@@ -72,7 +75,9 @@ impl Handle {
     /// are [`ErrorKind::Truncated`], the rest [`ErrorKind::Corrupt`].
     fn error(&self) -> Error {
         // SAFETY: tj3GetErrorStr returns a NUL-terminated static or per-handle buffer.
-        let msg = unsafe { CStr::from_ptr(raw::tj3GetErrorStr(self.0)) }.to_string_lossy().into_owned();
+        let msg = unsafe { CStr::from_ptr(raw::tj3GetErrorStr(self.0)) }
+            .to_string_lossy()
+            .into_owned();
         let lower = msg.to_ascii_lowercase();
         let kind = if lower.contains("premature end") {
             ErrorKind::Truncated
@@ -119,7 +124,9 @@ fn cmyk_to(src: &[u8], adobe_inverted: bool, mode: ColorMode, dst: &mut [u8]) {
                 *l = tmp[0];
             }
             [r, g, b] => [*r, *g, *b] = rgb,
-            [r, g, b, a] if mode == ColorMode::Rgba => [*r, *g, *b, *a] = [rgb[0], rgb[1], rgb[2], 255],
+            [r, g, b, a] if mode == ColorMode::Rgba => {
+                [*r, *g, *b, *a] = [rgb[0], rgb[1], rgb[2], 255]
+            }
             [dc, dm, dy, dk] => [*dc, *dm, *dy, *dk] = [c, m, y, k],
             _ => {}
         }
@@ -168,14 +175,25 @@ impl TurboJpegDecoder {
             jpeg_markers::check_complete(bytes, header.first_scan)?;
         }
         let handle = Handle::new()?;
-        handle.set(raw::TJPARAM_TJPARAM_STOPONWARNING, CInt::from(!opts.lenient))?;
+        handle.set(
+            raw::TJPARAM_TJPARAM_STOPONWARNING,
+            CInt::from(!opts.lenient),
+        )?;
         // SAFETY: bytes is a live slice of the given length.
-        if unsafe { raw::tj3DecompressHeader(handle.0, bytes.as_ptr(), bytes.len() as raw::size_t) } != 0 {
+        if unsafe { raw::tj3DecompressHeader(handle.0, bytes.as_ptr(), bytes.len() as raw::size_t) }
+            != 0
+        {
             return Err(handle.error());
         }
-        let (w, h) = (handle.get(raw::TJPARAM_TJPARAM_JPEGWIDTH), handle.get(raw::TJPARAM_TJPARAM_JPEGHEIGHT));
+        let (w, h) = (
+            handle.get(raw::TJPARAM_TJPARAM_JPEGWIDTH),
+            handle.get(raw::TJPARAM_TJPARAM_JPEGHEIGHT),
+        );
         if (usize::try_from(w), usize::try_from(h)) != (Ok(header.width), Ok(header.height)) {
-            return Err(Error::new(ErrorKind::Corrupt, "libjpeg-turbo disagrees about the image size"));
+            return Err(Error::new(
+                ErrorKind::Corrupt,
+                "libjpeg-turbo disagrees about the image size",
+            ));
         }
         let (mut trim, mut out_w, mut out_h) = ((0, 0), header.width, header.height);
         if let Some(r) = crop {
@@ -191,8 +209,8 @@ impl TurboJpegDecoder {
                 6 => (8, 32),    // 4:4:1
                 _ => (0, 0),     // unknown subsampling: decode all, crop after
             };
-            if mcu_w > 0 {
-                let x0 = (r.x / mcu_w * mcu_w).saturating_sub(mcu_w);
+            if let Some(col) = r.x.checked_div(mcu_w) {
+                let x0 = (col * mcu_w).saturating_sub(mcu_w);
                 let y0 = (r.y / mcu_h * mcu_h).saturating_sub(mcu_h);
                 trim = (r.x - x0, r.y - y0);
                 out_w = (r.x + r.width + mcu_w).min(header.width) - x0;
@@ -217,7 +235,16 @@ impl TurboJpegDecoder {
         *dst = vec![0u8; len];
         // SAFETY: dst holds out_w * out_h * channels bytes, which is what
         // libjpeg-turbo writes for this pixel format and region (pitch 0 = packed).
-        let rc = unsafe { raw::tj3Decompress8(handle.0, bytes.as_ptr(), bytes.len() as raw::size_t, dst.as_mut_ptr(), 0, pf) };
+        let rc = unsafe {
+            raw::tj3Decompress8(
+                handle.0,
+                bytes.as_ptr(),
+                bytes.len() as raw::size_t,
+                dst.as_mut_ptr(),
+                0,
+                pf,
+            )
+        };
         if rc != 0 && !(opts.lenient && handle.is_warning()) {
             return Err(handle.error());
         }

@@ -91,9 +91,15 @@ impl RandomResizedCrop {
         let (x, y, w, h) = chosen.unwrap_or_else(|| {
             let in_ratio = w_f / h_f.max(1.0);
             let (w, h) = if in_ratio < self.ratio.0 {
-                (width, ((w_f / self.ratio.0).round() as usize).clamp(1, height.max(1)))
+                (
+                    width,
+                    ((w_f / self.ratio.0).round() as usize).clamp(1, height.max(1)),
+                )
             } else if in_ratio > self.ratio.1 {
-                (((h_f * self.ratio.1).round() as usize).clamp(1, width.max(1)), height)
+                (
+                    ((h_f * self.ratio.1).round() as usize).clamp(1, width.max(1)),
+                    height,
+                )
             } else {
                 (width, height)
             };
@@ -158,7 +164,9 @@ impl Transform {
     pub fn filter(&self) -> Filter {
         match self {
             Transform::Identity => Filter::Nearest,
-            Transform::Resize { filter, .. } | Transform::ResizeCenterCrop { filter, .. } => *filter,
+            Transform::Resize { filter, .. } | Transform::ResizeCenterCrop { filter, .. } => {
+                *filter
+            }
             Transform::RandomResizedCrop(r) => r.filter,
         }
     }
@@ -167,19 +175,33 @@ impl Transform {
     ///
     /// # Errors
     /// [`ErrorKind::InvalidArgument`] for a zero-sized image or output.
-    pub fn plan(&self, width: usize, height: usize, ctx: &SampleContext<'_>) -> Result<Option<Plan>> {
+    pub fn plan(
+        &self,
+        width: usize,
+        height: usize,
+        ctx: &SampleContext<'_>,
+    ) -> Result<Option<Plan>> {
         if width == 0 || height == 0 {
-            return Err(Error::new(ErrorKind::InvalidArgument, format!("cannot transform a {width}x{height} image")));
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("cannot transform a {width}x{height} image"),
+            ));
         }
         let plan = match *self {
             Transform::Identity => return Ok(None),
-            Transform::Resize { width: ow, height: oh, .. } => Plan {
+            Transform::Resize {
+                width: ow,
+                height: oh,
+                ..
+            } => Plan {
                 src: CropBox::full(width, height),
                 width: ow,
                 height: oh,
                 hflip: false,
             },
-            Transform::ResizeCenterCrop { shorter_side, crop, .. } => {
+            Transform::ResizeCenterCrop {
+                shorter_side, crop, ..
+            } => {
                 // Source pixels per output pixel after the shorter-side resize.
                 let s = width.min(height) as f64 / shorter_side.max(1) as f64;
                 let side = (crop as f64 * s).min(width.min(height) as f64);
@@ -198,7 +220,10 @@ impl Transform {
             Transform::RandomResizedCrop(r) => r.plan(width, height, ctx),
         };
         if plan.width == 0 || plan.height == 0 {
-            return Err(Error::new(ErrorKind::InvalidArgument, "transform output size must be non-zero"));
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "transform output size must be non-zero",
+            ));
         }
         Ok(Some(plan))
     }

@@ -46,7 +46,7 @@ impl Normalize {
                 self.std.len()
             ));
         }
-        if self.std.iter().any(|&s| s == 0.0) {
+        if self.std.contains(&0.0) {
             return invalid("normalize std must be non-zero".into());
         }
         let plane = img.width * img.height;

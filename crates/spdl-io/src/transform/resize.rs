@@ -63,7 +63,12 @@ fn pixel_type(channels: usize) -> Result<fr::PixelType> {
         2 => fr::PixelType::U8x2,
         3 => fr::PixelType::U8x3,
         4 => fr::PixelType::U8x4,
-        c => return Err(Error::new(ErrorKind::InvalidArgument, format!("cannot resize {c}-channel images"))),
+        c => {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("cannot resize {c}-channel images"),
+            ))
+        }
     })
 }
 
@@ -73,7 +78,13 @@ fn pixel_type(channels: usize) -> Result<fr::PixelType> {
 /// [`ErrorKind::InvalidArgument`] for a zero output size, a 16-bit image
 /// (decode with an 8-bit [`crate::ColorMode`] first) or more than 4 channels.
 pub fn resize(img: &Image, width: usize, height: usize, filter: Filter) -> Result<Image> {
-    resize_crop(img, CropBox::full(img.width, img.height), width, height, filter)
+    resize_crop(
+        img,
+        CropBox::full(img.width, img.height),
+        width,
+        height,
+        filter,
+    )
 }
 
 /// Resamples the `src` box of `img` to `width x height` pixels (one pass:
@@ -82,17 +93,32 @@ pub fn resize(img: &Image, width: usize, height: usize, filter: Filter) -> Resul
 /// # Errors
 /// As [`resize`], plus [`ErrorKind::InvalidArgument`] when the box is empty
 /// or outside the image.
-pub fn resize_crop(img: &Image, src: CropBox, width: usize, height: usize, filter: Filter) -> Result<Image> {
+pub fn resize_crop(
+    img: &Image,
+    src: CropBox,
+    width: usize,
+    height: usize,
+    filter: Filter,
+) -> Result<Image> {
     let invalid = |m: String| Error::new(ErrorKind::InvalidArgument, m);
-    let data = img
-        .as_u8()
-        .ok_or_else(|| invalid("resize needs 8-bit samples; decode with ColorMode Rgb, Gray or Rgba".into()))?;
+    let data = img.as_u8().ok_or_else(|| {
+        invalid("resize needs 8-bit samples; decode with ColorMode Rgb, Gray or Rgba".into())
+    })?;
     if width == 0 || height == 0 || img.width == 0 || img.height == 0 {
-        return Err(invalid(format!("cannot resize {}x{} to {width}x{height}", img.width, img.height)));
+        return Err(invalid(format!(
+            "cannot resize {}x{} to {width}x{height}",
+            img.width, img.height
+        )));
     }
     let pt = pixel_type(img.channels)?;
-    let (w32, h32, ow, oh) = (to_u32(img.width)?, to_u32(img.height)?, to_u32(width)?, to_u32(height)?);
-    let src_img = fr::images::ImageRef::new(w32, h32, data, pt).map_err(|e| invalid(e.to_string()))?;
+    let (w32, h32, ow, oh) = (
+        to_u32(img.width)?,
+        to_u32(img.height)?,
+        to_u32(width)?,
+        to_u32(height)?,
+    );
+    let src_img =
+        fr::images::ImageRef::new(w32, h32, data, pt).map_err(|e| invalid(e.to_string()))?;
     let mut dst = fr::images::Image::new(ow, oh, pt);
     let opts = fr::ResizeOptions::new()
         .resize_alg(filter.alg())
@@ -106,7 +132,12 @@ pub fn resize_crop(img: &Image, src: CropBox, width: usize, height: usize, filte
 }
 
 fn to_u32(v: usize) -> Result<u32> {
-    u32::try_from(v).map_err(|_| Error::new(ErrorKind::InvalidArgument, format!("{v} pixels is too large")))
+    u32::try_from(v).map_err(|_| {
+        Error::new(
+            ErrorKind::InvalidArgument,
+            format!("{v} pixels is too large"),
+        )
+    })
 }
 
 /// Mirrors the image left-right in place.

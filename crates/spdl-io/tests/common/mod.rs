@@ -6,7 +6,10 @@ use std::path::PathBuf;
 use spdl_io::{DecodeOptions, Error, Image, Registry};
 
 pub(crate) fn hard(case: &str, file: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hard").join(case).join(file)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/hard")
+        .join(case)
+        .join(file)
 }
 
 pub(crate) fn read(path: &PathBuf) -> Vec<u8> {
@@ -31,13 +34,24 @@ pub(crate) fn npy(path: &PathBuf) -> Npy {
     };
     let header = std::str::from_utf8(&b[start..start + hlen]).unwrap();
     assert!(header.contains("'fortran_order': False"), "{header}");
-    let shape_str = header.split("'shape': (").nth(1).unwrap().split(')').next().unwrap();
-    let shape: Vec<usize> = shape_str.split(',').filter_map(|s| s.trim().parse().ok()).collect();
+    let shape_str = header
+        .split("'shape': (")
+        .nth(1)
+        .unwrap()
+        .split(')')
+        .next()
+        .unwrap();
+    let shape: Vec<usize> = shape_str
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
     let body = &b[start + hlen..];
     let data = if header.contains("'|u1'") {
         body.iter().map(|&v| u16::from(v)).collect()
     } else if header.contains("'<u2'") {
-        body.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect()
+        body.chunks_exact(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]))
+            .collect()
     } else {
         panic!("unsupported dtype in {header}");
     };
@@ -58,7 +72,12 @@ pub(crate) fn max_diff(img: &Image, reference: &Npy) -> u16 {
         shape.push(1);
     }
     assert_eq!(img.shape().to_vec(), shape, "shape vs reference");
-    samples(img).iter().zip(&reference.data).map(|(&a, &b)| a.abs_diff(b)).max().unwrap_or(0)
+    samples(img)
+        .iter()
+        .zip(&reference.data)
+        .map(|(&a, &b)| a.abs_diff(b))
+        .max()
+        .unwrap_or(0)
 }
 
 pub(crate) fn decode(case: &str, file: &str, opts: &DecodeOptions) -> Result<Image, Error> {
@@ -72,6 +91,9 @@ pub(crate) fn px(img: &Image, x: usize, y: usize) -> Vec<u16> {
 pub(crate) fn assert_close(got: &[u16], want: &[u16], tol: u16, what: &str) {
     assert_eq!(got.len(), want.len(), "{what}: {got:?} vs {want:?}");
     for (g, w) in got.iter().zip(want) {
-        assert!(g.abs_diff(*w) <= tol, "{what}: got {got:?}, want {want:?} (+-{tol})");
+        assert!(
+            g.abs_diff(*w) <= tol,
+            "{what}: got {got:?}, want {want:?} (+-{tol})"
+        );
     }
 }
