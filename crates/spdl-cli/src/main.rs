@@ -1,1 +1,134 @@
-fn main() {}
+//! `spdl`: load an image dataset through an spdl-rs pipeline and report how fast it went.
+//!
+//! ```text
+//! spdl load [PATH]          # a folder (walked recursively), an ImageFolder, or a list file
+//! spdl load                 # the sample photographs bundled in the repository
+//! ```
+
+mod load;
+mod report;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Load datasets through spdl-rs pipelines.
+#[derive(Parser, Debug)]
+#[command(name = "spdl", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Load images: list -> read -> decode + transform -> batch, and report throughput.
+    Load(LoadArgs),
+}
+
+/// Which per-image transform to apply (all give square `size x size` images).
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TransformArg {
+    /// Resize the shorter side to size*256/224, center crop (ImageNet evaluation).
+    Eval,
+    /// Random resized crop (scale 0.08-1, ratio 3/4-4/3) and horizontal flip, seeded.
+    Train,
+    /// Resize to size x size, ignoring the aspect ratio.
+    Resize,
+}
+
+/// Element type of the batches.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DtypeArg {
+    /// 8-bit pixels, as decoded.
+    U8,
+    /// 32-bit floats normalized with the ImageNet mean and std.
+    F32,
+}
+
+/// Memory layout of the batches.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LayoutArg {
+    /// `[N, H, W, C]` (u8 only).
+    Nhwc,
+    /// `[N, C, H, W]` (f32 only).
+    Nchw,
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct LoadArgs {
+    /// A folder of images (walked recursively), or a text file listing one path per line.
+    /// Default: the bundled sample photographs (`data/samples`).
+    pub(crate) path: Option<PathBuf>,
+    /// Use the ImageFolder layout: one sub-folder per class gives the labels.
+    #[arg(long)]
+    pub(crate) image_folder: bool,
+    /// Images per batch.
+    #[arg(long, short = 'b', default_value_t = 32)]
+    pub(crate) batch_size: usize,
+    /// Output side in pixels (square images).
+    #[arg(long, default_value_t = 224)]
+    pub(crate) size: usize,
+    /// The per-image transform.
+    #[arg(long, value_enum, default_value_t = TransformArg::Eval)]
+    pub(crate) transform: TransformArg,
+    /// Decode only the region the transform keeps (libjpeg-turbo cropping); on by default.
+    #[arg(long)]
+    pub(crate) no_region_decode: bool,
+    /// Worker threads for decoding (default: the number of cores).
+    #[arg(long, short = 't')]
+    pub(crate) threads: Option<usize>,
+    /// Files read concurrently (async I/O stage).
+    #[arg(long, default_value_t = 16)]
+    pub(crate) read_concurrency: usize,
+    /// Images decoded concurrently (default: the number of threads).
+    #[arg(long)]
+    pub(crate) decode_concurrency: Option<usize>,
+    /// Passes over the dataset.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) epochs: u64,
+    /// Shuffle each epoch (by seed and epoch).
+    #[arg(long)]
+    pub(crate) shuffle: bool,
+    /// Seed for shuffling and random crops.
+    #[arg(long, default_value_t = 0)]
+    pub(crate) seed: u64,
+    /// Batch element type.
+    #[arg(long, value_enum, default_value_t = DtypeArg::U8)]
+    pub(crate) dtype: DtypeArg,
+    /// Batch layout (default: nhwc for u8, nchw for f32).
+    #[arg(long, value_enum)]
+    pub(crate) layout: Option<LayoutArg>,
+    /// Use only the first N samples of the listing.
+    #[arg(long)]
+    pub(crate) limit: Option<usize>,
+    /// This process's rank (default: $RANK, or 0).
+    #[arg(long)]
+    pub(crate) rank: Option<u64>,
+    /// Number of ranks (default: $WORLD_SIZE, or 1).
+    #[arg(long)]
+    pub(crate) world_size: Option<u64>,
+    /// Print the report as JSON on stdout (no progress bar).
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Write a Chrome/Perfetto trace of every stage to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) trace: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(long, short = 'q')]
+    pub(crate) quiet: bool,
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Load(args) => load::run(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}

@@ -41,6 +41,7 @@ pub(crate) fn run_source<T: Send + 'static>(
             if done.contains(position) {
                 continue;
             }
+            meter.on_input();
             meter.on_output(1);
             failures.emitted.fetch_add(1, Ordering::Relaxed);
             if output

@@ -1,0 +1,303 @@
+//! `spdl load`: the main job. Builds source -> read -> decode + transform -> batch -> collate,
+//! consumes it, and prints a report.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use spdl_core::{Op, PipelineBuilder, StageConfig};
+use spdl_io::{
+    collate, collate_normalized, BatchItem, Filter, ImageBatch, ImageLoader, Normalize,
+    RandomResizedCrop, SampleContext, Transform,
+};
+use spdl_sources::{
+    read_file_async, read_list_file, walk_dir, DistInfo, Extensions, ImageFolder, SampleList,
+    Sampler, SamplerOptions,
+};
+use tracing_subscriber::prelude::*;
+
+use crate::report::{Failure, Report};
+use crate::{DtypeArg, LayoutArg, LoadArgs, TransformArg};
+
+/// One sample on its way through the pipeline.
+struct Job {
+    index: u64,
+    path: PathBuf,
+    label: Option<i64>,
+    epoch: u64,
+}
+
+/// A sample whose bytes were read.
+struct Fetched {
+    job: Job,
+    bytes: Vec<u8>,
+}
+
+/// The sample photographs bundled in the repository.
+fn bundled_samples() -> PathBuf {
+    let here = Path::new("data/samples");
+    if here.is_dir() {
+        return here.to_path_buf();
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/samples")
+}
+
+fn list_dataset(args: &LoadArgs) -> Result<(SampleList, String)> {
+    let path = args.path.clone().unwrap_or_else(bundled_samples);
+    let shown = path.display().to_string();
+    let mut list = if args.image_folder {
+        ImageFolder::open(&path, &Extensions::images(), true)
+            .with_context(|| format!("cannot open ImageFolder {shown}"))?
+            .into_samples()
+    } else if path.is_file() {
+        read_list_file(&path).with_context(|| format!("cannot read list file {shown}"))?
+    } else {
+        walk_dir(&path, &Extensions::images()).with_context(|| format!("cannot list {shown}"))?
+    };
+    if let Some(n) = args.limit {
+        let name = list.name().to_string();
+        let samples: Vec<_> = list.into_samples().into_iter().take(n).collect();
+        list = SampleList::new(name, samples);
+    }
+    if list.is_empty() {
+        bail!("no images found in {shown}");
+    }
+    Ok((list, shown))
+}
+
+fn transform(args: &LoadArgs) -> Result<Transform> {
+    if args.size == 0 {
+        bail!("--size must be at least 1");
+    }
+    Ok(match args.transform {
+        TransformArg::Eval => Transform::ResizeCenterCrop {
+            // ImageNet evaluation ratio: 256 for a 224 crop.
+            shorter_side: (args.size * 256).div_ceil(224),
+            crop: args.size,
+            filter: Filter::Bilinear,
+        },
+        TransformArg::Train => {
+            Transform::RandomResizedCrop(RandomResizedCrop::new(args.size, args.seed))
+        }
+        TransformArg::Resize => Transform::Resize {
+            width: args.size,
+            height: args.size,
+            filter: Filter::Bilinear,
+        },
+    })
+}
+
+fn dist(args: &LoadArgs) -> Result<DistInfo> {
+    Ok(match (args.rank, args.world_size) {
+        (None, None) => DistInfo::from_env()?,
+        (rank, world) => DistInfo::new(rank.unwrap_or(0), world.unwrap_or(1))?,
+    })
+}
+
+/// Keeps the trace file open until the run ends.
+struct TraceGuard(#[allow(dead_code)] Option<tracing_chrome::FlushGuard>);
+
+fn init_tracing(trace: Option<&Path>) -> Result<TraceGuard> {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error"));
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_filter(filter);
+    let (chrome, guard) = match trace {
+        Some(path) => {
+            let file = std::fs::File::create(path)
+                .with_context(|| format!("cannot create trace file {}", path.display()))?;
+            let (layer, guard) = tracing_chrome::ChromeLayerBuilder::new()
+                .writer(file)
+                .include_args(true)
+                .build();
+            (Some(layer), Some(guard))
+        }
+        None => (None, None),
+    };
+    tracing_subscriber::registry().with(fmt).with(chrome).init();
+    Ok(TraceGuard(guard))
+}
+
+pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
+    let _trace = init_tracing(args.trace.as_deref())?;
+    let (dataset, shown) = list_dataset(&args)?;
+    let dist = dist(&args)?;
+    let (dtype, layout) = match (args.dtype, args.layout) {
+        (DtypeArg::U8, None | Some(LayoutArg::Nhwc)) => (DtypeArg::U8, LayoutArg::Nhwc),
+        (DtypeArg::F32, None | Some(LayoutArg::Nchw)) => (DtypeArg::F32, LayoutArg::Nchw),
+        (d, Some(l)) => bail!("--dtype {d:?} with --layout {l:?} is not supported: use u8 with nhwc, or f32 with nchw"),
+    };
+    if args.batch_size == 0 {
+        bail!("--batch-size must be at least 1");
+    }
+    let threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1);
+    let decode_concurrency = args.decode_concurrency.unwrap_or(threads).max(1);
+
+    let mut loader = ImageLoader::new(transform(&args)?);
+    loader.region_decode = !args.no_region_decode;
+    let loader = Arc::new(loader);
+    let sampler_options = SamplerOptions {
+        shuffle: args.shuffle,
+        seed: args.seed,
+        ..Default::default()
+    };
+    let mut sampler = Sampler::new(dataset.len_u64(), dist, sampler_options)?;
+    let per_epoch = sampler.num_samples();
+    let dataset = Arc::new(dataset);
+
+    let failures: Arc<Mutex<Vec<Failure>>> = Arc::default();
+    let bytes_read = Arc::new(AtomicU64::new(0));
+
+    let source = {
+        let dataset = dataset.clone();
+        move |epoch: u64| {
+            sampler.set_epoch(epoch);
+            let dataset = dataset.clone();
+            sampler.iter().filter_map(move |s| {
+                let sample = dataset.get(s.index).ok()?;
+                Some(Job {
+                    index: s.index,
+                    path: sample.path.clone(),
+                    label: sample.label,
+                    epoch,
+                })
+            })
+        }
+    };
+    let read = {
+        let (failures, bytes_read) = (failures.clone(), bytes_read.clone());
+        Op::future(move |job: Job| {
+            let (failures, bytes_read) = (failures.clone(), bytes_read.clone());
+            async move {
+                match read_file_async(&job.path).await {
+                    Ok(bytes) => {
+                        bytes_read.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                        Ok(Some(Fetched { job, bytes }))
+                    }
+                    Err(e) => Err(Failure::record(&failures, &job.path, e)),
+                }
+            }
+        })
+    };
+    let decode = {
+        let (loader, failures) = (loader.clone(), failures.clone());
+        Op::blocking(move |f: Fetched| {
+            let key = spdl_io::key_from_path(&f.job.path);
+            let ctx = SampleContext {
+                key: &key,
+                index: f.job.index,
+                epoch: f.job.epoch,
+            };
+            match loader.load(&f.bytes, &ctx) {
+                Ok(image) => Ok(Some(BatchItem {
+                    key,
+                    label: f.job.label,
+                    image,
+                })),
+                Err(e) => Err(Failure::record(&failures, &f.job.path, e)),
+            }
+        })
+    };
+    let collate_op = Op::blocking(move |items: Vec<BatchItem>| {
+        let batch = match dtype {
+            DtypeArg::U8 => collate(items)?,
+            DtypeArg::F32 => collate_normalized(items, &Normalize::imagenet())?,
+        };
+        Ok(Some(batch))
+    });
+    let mut pipeline = PipelineBuilder::source(source)
+        .pipe(
+            read,
+            StageConfig::named("read").concurrency(args.read_concurrency.max(1)),
+        )
+        .pipe(
+            decode,
+            StageConfig::named("decode").concurrency(decode_concurrency),
+        )
+        .aggregate(args.batch_size, false)
+        .pipe(
+            collate_op,
+            StageConfig::named("collate").concurrency(threads.min(2)),
+        )
+        .sink(3)
+        .build(threads)?;
+
+    let total = per_epoch * args.epochs;
+    let bar = progress_bar(total, args.json || args.quiet);
+    let start = Instant::now();
+    let mut first_batch: Option<Duration> = None;
+    let mut report = Report::new(&shown, &args, threads, per_epoch, layout, dtype);
+    let mut pipeline_error = None;
+    'epochs: for _ in 0..args.epochs {
+        for batch in pipeline.iter() {
+            match batch {
+                Ok(batch) => {
+                    first_batch.get_or_insert_with(|| start.elapsed());
+                    check_batch(&batch, args.size);
+                    report.images += batch.len() as u64;
+                    report.batches += 1;
+                    bar.inc(batch.len() as u64);
+                }
+                Err(e) => {
+                    pipeline_error = Some(e);
+                    break 'epochs;
+                }
+            }
+        }
+        let failed = failures.lock().map(|f| f.len()).unwrap_or(0);
+        bar.set_message(format!("{failed} failed"));
+    }
+    let elapsed = start.elapsed();
+    bar.finish_and_clear();
+    let stats = pipeline.stats();
+    pipeline.stop();
+
+    report.seconds = elapsed.as_secs_f64();
+    report.first_batch_seconds = first_batch.map(|d| d.as_secs_f64());
+    report.bytes_read = bytes_read.load(Ordering::Relaxed);
+    report.failures = std::mem::take(&mut *failures.lock().unwrap_or_else(|e| e.into_inner()));
+    report.error = pipeline_error.map(|e| e.to_string());
+    report.stats = Some(stats);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report.to_json())?);
+    } else {
+        print!("{report}");
+    }
+    Ok(if report.error.is_some() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// A batch must have the shape the flags asked for; anything else is a bug worth stopping for.
+fn check_batch(batch: &ImageBatch, size: usize) {
+    let [_, a, b, c] = batch.shape;
+    debug_assert!(
+        (a == size && b == size && c == 3) || (a == 3 && b == size && c == size),
+        "unexpected batch shape {:?}",
+        batch.shape
+    );
+}
+
+fn progress_bar(total: u64, hidden: bool) -> ProgressBar {
+    if hidden {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:32} {pos}/{len} images  {per_sec}  eta {eta}  {msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar
+}

@@ -1,0 +1,219 @@
+//! The report printed at the end of `spdl load`: throughput, failures with the file names and
+//! reasons, and the per-stage stats table.
+
+use std::fmt;
+use std::path::Path;
+use std::sync::Mutex;
+
+use serde::Serialize;
+use spdl_core::{BoxError, PipelineStats};
+
+use crate::{DtypeArg, LayoutArg, LoadArgs};
+
+/// One sample that could not be loaded.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Failure {
+    /// The sample's path.
+    pub(crate) path: String,
+    /// Why (the decoder's or reader's message).
+    pub(crate) reason: String,
+}
+
+impl Failure {
+    /// Records a failure for the report and returns the error for the pipeline to count.
+    pub(crate) fn record<E: std::error::Error + Send + Sync + 'static>(
+        failures: &Mutex<Vec<Failure>>,
+        path: &Path,
+        err: E,
+    ) -> BoxError {
+        let failure = Failure {
+            path: spdl_io::key_from_path(path),
+            reason: err.to_string(),
+        };
+        failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(failure);
+        Box::new(err)
+    }
+}
+
+/// Everything `spdl load` measured.
+pub(crate) struct Report {
+    pub(crate) source: String,
+    pub(crate) threads: usize,
+    pub(crate) batch_size: usize,
+    pub(crate) size: usize,
+    pub(crate) transform: String,
+    pub(crate) layout: String,
+    pub(crate) epochs: u64,
+    pub(crate) listed_per_epoch: u64,
+    pub(crate) images: u64,
+    pub(crate) batches: u64,
+    pub(crate) bytes_read: u64,
+    pub(crate) seconds: f64,
+    pub(crate) first_batch_seconds: Option<f64>,
+    pub(crate) failures: Vec<Failure>,
+    pub(crate) error: Option<String>,
+    pub(crate) stats: Option<PipelineStats>,
+}
+
+impl Report {
+    pub(crate) fn new(
+        source: &str,
+        args: &LoadArgs,
+        threads: usize,
+        listed_per_epoch: u64,
+        layout: LayoutArg,
+        dtype: DtypeArg,
+    ) -> Self {
+        Report {
+            source: source.to_string(),
+            threads,
+            batch_size: args.batch_size,
+            size: args.size,
+            transform: format!("{:?}", args.transform).to_lowercase(),
+            layout: match (layout, dtype) {
+                (LayoutArg::Nhwc, DtypeArg::U8) => "[N, H, W, C] u8".into(),
+                _ => "[N, C, H, W] f32".into(),
+            },
+            epochs: args.epochs,
+            listed_per_epoch,
+            images: 0,
+            batches: 0,
+            bytes_read: 0,
+            seconds: 0.0,
+            first_batch_seconds: None,
+            failures: Vec::new(),
+            error: None,
+            stats: None,
+        }
+    }
+
+    fn images_per_second(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.images as f64 / self.seconds
+        } else {
+            0.0
+        }
+    }
+
+    fn megabytes_per_second(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.bytes_read as f64 / 1e6 / self.seconds
+        } else {
+            0.0
+        }
+    }
+
+    /// The report as JSON (`--json`).
+    pub(crate) fn to_json(&self) -> serde_json::Value {
+        let stages: Vec<serde_json::Value> = self
+            .stats
+            .iter()
+            .flat_map(|s| s.stages.iter())
+            .map(|s| {
+                serde_json::json!({
+                    "name": s.name, "concurrency": s.concurrency, "items_in": s.items_in,
+                    "items_out": s.items_out, "filtered": s.filtered, "failures": s.failures,
+                    "task_mean_ms": s.task_time.mean.as_secs_f64() * 1e3,
+                    "task_p50_ms": s.task_time.p50.as_secs_f64() * 1e3,
+                    "task_p90_ms": s.task_time.p90.as_secs_f64() * 1e3,
+                    "task_p99_ms": s.task_time.p99.as_secs_f64() * 1e3,
+                    "busy_fraction": s.busy_fraction,
+                })
+            })
+            .collect();
+        let queues: Vec<serde_json::Value> = self
+            .stats
+            .iter()
+            .flat_map(|s| s.queues.iter())
+            .map(|q| {
+                serde_json::json!({
+                    "name": q.name, "capacity": q.capacity, "items": q.items,
+                    "occupancy_rate": q.occupancy_rate,
+                    "mean_put_wait_ms": q.mean_put_wait.as_secs_f64() * 1e3,
+                    "mean_get_wait_ms": q.mean_get_wait.as_secs_f64() * 1e3,
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "source": self.source,
+            "threads": self.threads,
+            "batch_size": self.batch_size,
+            "size": self.size,
+            "transform": self.transform,
+            "layout": self.layout,
+            "epochs": self.epochs,
+            "listed": self.listed_per_epoch * self.epochs,
+            "images": self.images,
+            "failed": self.failures.len(),
+            "batches": self.batches,
+            "bytes_read": self.bytes_read,
+            "seconds": self.seconds,
+            "images_per_second": self.images_per_second(),
+            "megabytes_per_second": self.megabytes_per_second(),
+            "first_batch_seconds": self.first_batch_seconds,
+            "failures": self.failures,
+            "error": self.error,
+            "stages": stages,
+            "queues": queues,
+        })
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let listed = self.listed_per_epoch * self.epochs;
+        writeln!(f, "spdl load: {}", self.source)?;
+        writeln!(
+            f,
+            "  {} images in {} batches of {} ({}, {}x{} {}), {} epoch(s), {} threads",
+            self.images,
+            self.batches,
+            self.batch_size,
+            self.layout,
+            self.size,
+            self.size,
+            self.transform,
+            self.epochs,
+            self.threads
+        )?;
+        writeln!(
+            f,
+            "  {:.1} images/s, {:.1} MB/s read, {:.3} s total, first batch after {}",
+            self.images_per_second(),
+            self.megabytes_per_second(),
+            self.seconds,
+            self.first_batch_seconds
+                .map_or("-".to_string(), |s| format!("{:.3} s", s))
+        )?;
+        writeln!(
+            f,
+            "  delivered {} + failed {} = {} of {} listed",
+            self.images,
+            self.failures.len(),
+            self.images + self.failures.len() as u64,
+            listed
+        )?;
+        if !self.failures.is_empty() {
+            writeln!(f, "failures:")?;
+            for fl in &self.failures {
+                // Errors from spdl-io and spdl-sources already start with the sample's name.
+                if fl.reason.starts_with(&fl.path) {
+                    writeln!(f, "  {}", fl.reason)?;
+                } else {
+                    writeln!(f, "  {}: {}", fl.path, fl.reason)?;
+                }
+            }
+        }
+        if let Some(e) = &self.error {
+            writeln!(f, "pipeline stopped: {e}")?;
+        }
+        if let Some(stats) = &self.stats {
+            writeln!(f)?;
+            write!(f, "{stats}")?;
+        }
+        Ok(())
+    }
+}
