@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 use super::{FailureBudget, Ids, Msg, Op, OpKind, Order, Outputs};
 use crate::error::{BoxError, Error, ErrorKind};
@@ -52,6 +53,8 @@ struct LaneShared<T, U> {
     max: usize,
     op: Arc<super::BlockingFn<T, U>>,
     results: mpsc::UnboundedSender<Done<U>>,
+    /// Stage name, for the per-op tracing span.
+    stage: Arc<str>,
 }
 
 impl<T: Send + 'static, U: Send + 'static> LaneShared<T, U> {
@@ -70,6 +73,7 @@ impl<T: Send + 'static, U: Send + 'static> LaneShared<T, U> {
                 if self.results.is_closed() {
                     break; // the pipeline is shutting down
                 }
+                let _span = tracing::trace_span!("op", stage = &*self.stage).entered();
                 let start = Instant::now();
                 let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| (self.op)(item))) {
                     Ok(r) => r.map_err(op_error),
@@ -105,11 +109,12 @@ enum Exec<T, U> {
     Async {
         op: Arc<super::AsyncFn<T, U>>,
         running: FuturesUnordered<super::BoxFuture<Done<U>>>,
+        stage: Arc<str>,
     },
 }
 
 impl<T: Send + 'static, U: Send + 'static> Exec<T, U> {
-    fn new(op: Op<T, U>, concurrency: usize, submitter: Submitter) -> Self {
+    fn new(op: Op<T, U>, concurrency: usize, submitter: Submitter, stage: Arc<str>) -> Self {
         match op.kind {
             OpKind::Blocking(op) => {
                 let (jobs_tx, jobs_rx) = crossbeam_channel::unbounded();
@@ -122,6 +127,7 @@ impl<T: Send + 'static, U: Send + 'static> Exec<T, U> {
                         max: concurrency,
                         op,
                         results: res_tx,
+                        stage,
                     }),
                     submitter,
                     results: res_rx,
@@ -130,6 +136,7 @@ impl<T: Send + 'static, U: Send + 'static> Exec<T, U> {
             OpKind::Async(op) => Exec::Async {
                 op,
                 running: FuturesUnordered::new(),
+                stage,
             },
         }
     }
@@ -159,8 +166,8 @@ impl<T: Send + 'static, U: Send + 'static> Exec<T, U> {
                 }
                 true
             }
-            Exec::Async { op, running } => {
-                let fut = op(item);
+            Exec::Async { op, running, stage } => {
+                let fut = op(item).instrument(tracing::trace_span!("op", stage = &**stage));
                 running.push(Box::pin(async move {
                     let start = Instant::now();
                     let outcome = match AssertUnwindSafe(fut).catch_unwind().await {
@@ -213,7 +220,7 @@ impl<T: Send + 'static, U: Send + 'static> MapStage<T, U> {
         failures: Arc<Failures>,
         submitter: Submitter,
     ) -> Self {
-        let exec = Exec::new(op, concurrency, submitter);
+        let exec = Exec::new(op, concurrency, submitter, Arc::from(meter.name()));
         MapStage {
             exec,
             concurrency,
