@@ -2,15 +2,13 @@
 
 use std::ffi::OsString;
 
-use serde::{Deserialize, Serialize};
-
 use crate::error::{escape_bytes, Error, ErrorKind, Result};
 
 /// The position of this process in a data-parallel job, as torchrun describes it.
 ///
 /// `rank` is in `0..world_size`. `local_rank` (the process's index on its machine, usually the
 /// GPU it drives) does not affect sharding; it is kept for the caller.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct DistInfo {
     rank: u64,
     world_size: u64,
