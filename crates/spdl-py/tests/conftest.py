@@ -1,0 +1,48 @@
+import os
+import pathlib
+import threading
+import time
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+SAMPLES = REPO / "data" / "samples"
+FIXTURES = REPO / "crates" / "spdl-io" / "tests" / "fixtures" / "hard"
+
+
+def os_threads() -> int:
+    """Threads of this process, as the kernel sees them (Rust threads included)."""
+    return len(os.listdir("/proc/self/task"))
+
+
+def wait_threads(target: int, timeout: float = 5.0) -> int:
+    """Waits until the process has at most `target` threads; returns the count."""
+    deadline = time.monotonic() + timeout
+    n = os_threads()
+    while n > target and time.monotonic() < deadline:
+        time.sleep(0.02)
+        n = os_threads()
+    return n
+
+
+@pytest.fixture
+def samples() -> pathlib.Path:
+    if not SAMPLES.is_dir():
+        pytest.skip(f"bundled photos not found at {SAMPLES}")
+    return SAMPLES
+
+
+@pytest.fixture
+def fixtures() -> pathlib.Path:
+    if not FIXTURES.is_dir():
+        pytest.skip(f"spdl-io fixtures not found at {FIXTURES}")
+    return FIXTURES
+
+
+@pytest.fixture
+def thread_baseline():
+    """Checks that a test leaves no thread behind (Python or native)."""
+    base_os, base_py = os_threads(), threading.active_count()
+    yield
+    assert wait_threads(base_os) <= base_os, f"leaked native threads: {os_threads()} > {base_os}"
+    assert threading.active_count() <= base_py, threading.enumerate()
