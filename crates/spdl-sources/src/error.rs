@@ -1,7 +1,9 @@
-//! The one error type of this crate: a kind, the path it concerns, a reason.
+//! The one error type of this crate: a kind, the path or URI it concerns, a reason.
 //!
-//! Modelled on Apache OpenDAL's `Error` (a kind that callers match on, context, a source), kept
-//! smaller: local sources and the sampler only need the path (and, for list files, the line).
+//! Modelled on Apache OpenDAL's `Error` (a kind that callers match on, a temporary/permanent
+//! status that retry logic reads, context, a source), kept smaller: local sources and the
+//! sampler only need the path (and, for list files, the line); remote fetches add the URI, the
+//! HTTP status and the number of attempts.
 
 use std::fmt::Write as _;
 use std::io;
@@ -39,6 +41,28 @@ pub enum ErrorKind {
     InvalidArgument,
     /// A sampler state does not fit the sampler or the other states it is merged with.
     InvalidState,
+    /// A location cannot be parsed as a path or URI (unknown scheme, missing bucket or host).
+    InvalidUri,
+    /// The URI needs a backend this build lacks (feature `source-http` or `source-s3`), or an
+    /// object key the backend cannot address exactly.
+    Unsupported,
+    /// A server answered with an HTTP status that is not a success (the error carries it, see
+    /// [`Error::status`]); 5xx, 408 and 429 are temporary, other statuses permanent.
+    Http,
+    /// A request did not finish within its per-request timeout, or retries ran past the total
+    /// timeout.
+    Timeout,
+    /// A response body stopped: no byte arrived for the stall timeout.
+    Stalled,
+    /// A response body ended before its `Content-Length`: never handed on as a truncated file.
+    ShortBody,
+    /// An HTML page (or another `text/*` answer) came where an image or other binary payload
+    /// was expected: typically an error, login or captive-portal page served with status 200.
+    NotAnImage,
+    /// Connecting, sending or receiving failed (refused, reset, DNS): temporary.
+    Network,
+    /// Credentials or endpoint settings are missing or invalid.
+    Config,
 }
 
 impl ErrorKind {
@@ -56,6 +80,15 @@ impl ErrorKind {
             Self::InvalidDistEnv => "invalid distributed environment",
             Self::InvalidArgument => "invalid argument",
             Self::InvalidState => "invalid sampler state",
+            Self::InvalidUri => "invalid URI",
+            Self::Unsupported => "unsupported",
+            Self::Http => "HTTP error",
+            Self::Timeout => "timed out",
+            Self::Stalled => "stalled",
+            Self::ShortBody => "short body",
+            Self::NotAnImage => "not an image",
+            Self::Network => "network error",
+            Self::Config => "configuration error",
         }
     }
 }
@@ -70,16 +103,26 @@ impl std::fmt::Display for ErrorKind {
 ///
 /// The message reads `KIND: PATH[:LINE]: REASON`, for example
 /// `not found: data/cat/001.jpg: no such file`. Paths are shown byte-exact: bytes that are not
-/// UTF-8 are escaped as `\xNN` (a Latin-1 name shows as `caf\xe9.png`), never replaced.
+/// UTF-8 are escaped as `\xNN` (a Latin-1 name shows as `caf\xe9.png`), never replaced. For a
+/// remote fetch the URI takes the path's place, and the reason says how many attempts were
+/// made: `HTTP error: https://host/a.jpg: 503 Service Unavailable (4 attempts)`.
+///
+/// Messages never hold credentials: fetch errors are built from the URI, the status and a
+/// short reason, never from request headers or signed URLs.
 #[derive(Debug, thiserror::Error)]
 #[error("{}", self.message())]
 pub struct Error {
     kind: ErrorKind,
     path: Option<PathBuf>,
+    uri: Option<String>,
     line: Option<u64>,
+    status: Option<u16>,
+    attempts: u32,
+    temporary: Option<bool>,
+    retry_after: Option<std::time::Duration>,
     reason: String,
     #[source]
-    source: Option<io::Error>,
+    source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
 }
 
 impl Error {
@@ -88,10 +131,50 @@ impl Error {
         Self {
             kind,
             path: None,
+            uri: None,
             line: None,
+            status: None,
+            attempts: 0,
+            temporary: None,
+            retry_after: None,
             reason: reason.into(),
             source: None,
         }
+    }
+
+    #[cfg_attr(not(feature = "fetch"), allow(dead_code))]
+    /// Attaches the URI (shown in place of a path) the error concerns.
+    pub(crate) fn with_uri(mut self, uri: impl Into<String>) -> Self {
+        self.uri = Some(uri.into());
+        self
+    }
+
+    #[cfg_attr(not(feature = "fetch"), allow(dead_code))]
+    /// Attaches the HTTP status a server answered with.
+    pub(crate) fn with_status(mut self, status: u16) -> Self {
+        self.status = Some(status);
+        self
+    }
+
+    #[cfg_attr(not(feature = "fetch"), allow(dead_code))]
+    /// Marks the error temporary (a retry may help) or permanent, overriding the kind's default.
+    pub(crate) fn with_temporary(mut self, temporary: bool) -> Self {
+        self.temporary = Some(temporary);
+        self
+    }
+
+    #[cfg_attr(not(feature = "fetch"), allow(dead_code))]
+    /// Records the server's `Retry-After`.
+    pub(crate) fn with_retry_after(mut self, after: Option<std::time::Duration>) -> Self {
+        self.retry_after = after;
+        self
+    }
+
+    #[cfg_attr(not(feature = "fetch"), allow(dead_code))]
+    /// Records how many attempts were made before giving up.
+    pub(crate) fn with_attempts(mut self, attempts: u32) -> Self {
+        self.attempts = attempts;
+        self
     }
 
     #[cfg_attr(not(feature = "source-local"), allow(dead_code))]
@@ -136,9 +219,9 @@ impl Error {
         Self {
             kind,
             path: Some(path.to_path_buf()),
-            line: None,
             reason,
-            source: Some(err),
+            source: Some(Box::new(err)),
+            ..Self::new(kind, "")
         }
     }
 
@@ -152,6 +235,28 @@ impl Error {
         self.path.as_deref()
     }
 
+    /// The remote URI (`https://...`, `s3://bucket/key`) the error concerns, when there is one.
+    pub fn uri(&self) -> Option<&str> {
+        self.uri.as_deref()
+    }
+
+    /// The HTTP status the server answered with, for [`ErrorKind::Http`] and, where the backend
+    /// reports it, [`ErrorKind::NotFound`] / [`ErrorKind::PermissionDenied`].
+    pub fn status(&self) -> Option<u16> {
+        self.status
+    }
+
+    /// How many attempts were made (1 when the first failure was permanent); 0 for errors that
+    /// did not come from a fetch.
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// The delay the server asked for with `Retry-After`, when it sent one.
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        self.retry_after
+    }
+
     /// The 1-based line of a list file the error concerns, when there is one.
     pub fn line(&self) -> Option<u64> {
         self.line
@@ -162,29 +267,57 @@ impl Error {
         &self.reason
     }
 
-    /// Whether retrying the same operation may succeed (an interrupted or timed-out read).
+    /// Whether retrying the same operation may succeed: an interrupted or timed-out read, a
+    /// 5xx / 408 / 429 answer, throttling, a timeout, a stalled or short body, a reset
+    /// connection.
     ///
-    /// Everything else is permanent: a missing file stays missing, a malformed line stays
-    /// malformed. Retry logic reads this, as with OpenDAL's temporary/permanent status.
+    /// Everything else is permanent: a missing file stays missing (404), a forbidden one
+    /// forbidden (403), a malformed line malformed, an HTML page HTML. Retry logic reads this, as
+    /// with OpenDAL's temporary/permanent status.
     pub fn is_temporary(&self) -> bool {
-        self.source.as_ref().is_some_and(|e| {
-            matches!(
-                e.kind(),
-                io::ErrorKind::Interrupted | io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
-            )
-        })
+        if let Some(temporary) = self.temporary {
+            return temporary;
+        }
+        match self.kind {
+            ErrorKind::Timeout | ErrorKind::Stalled | ErrorKind::ShortBody | ErrorKind::Network => {
+                true
+            }
+            ErrorKind::Http => self
+                .status
+                .is_some_and(|s| s >= 500 || s == 408 || s == 429),
+            _ => self
+                .source
+                .as_ref()
+                .and_then(|e| e.downcast_ref::<io::Error>())
+                .is_some_and(|e| {
+                    matches!(
+                        e.kind(),
+                        io::ErrorKind::Interrupted
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::WouldBlock
+                    )
+                }),
+        }
     }
 
     fn message(&self) -> String {
         let mut out = format!("{}: ", self.kind);
-        if let Some(path) = &self.path {
-            out.push_str(&escape_path(path));
+        let shown = match (&self.uri, &self.path) {
+            (Some(uri), _) => Some(uri.clone()),
+            (None, Some(path)) => Some(escape_path(path)),
+            (None, None) => None,
+        };
+        if let Some(shown) = shown {
+            out.push_str(&shown);
             if let Some(line) = self.line {
                 let _ = write!(out, ":{line}");
             }
             out.push_str(": ");
         }
         out.push_str(&self.reason);
+        if self.attempts > 1 {
+            let _ = write!(out, " ({} attempts)", self.attempts);
+        }
         out
     }
 }

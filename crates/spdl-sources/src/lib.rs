@@ -1,6 +1,13 @@
 //! Where samples come from in spdl-rs: the *source* step of source -> fetch -> decode -> batch.
 //!
-//! - [`SampleList`] / [`Sample`]: a dataset as an ordered list of paths with optional labels.
+//! - [`SampleList`] / [`Sample`]: a dataset as an ordered list of paths or URIs with optional
+//!   labels.
+//! - [`Uri`]: a plain path, `file://`, `http(s)://` or `s3://bucket/key`, parsed byte-exact.
+//! - [`Fetcher`]: a sample's bytes from any [`Uri`] for an async fetch stage, with retries
+//!   ([`RetryPolicy`]: exponential backoff, jitter, `Retry-After`), per-request and stall
+//!   timeouts, length and HTML checks; [`Fetcher::list`] lists an S3 prefix or reads a
+//!   manifest of URIs. Remote backends are built on Apache OpenDAL behind features
+//!   `source-http` and `source-s3` (off by default); defaults are in [`fetch`].
 //! - Local sources (feature `source-local`, on by default): [`walk_dir`] (a folder, recursively,
 //!   filtered by [`Extensions`], in a byte order identical on every machine), [`read_list_file`]
 //!   (one path per line), [`ImageFolder`] (torchvision's class-folder layout), and
@@ -40,21 +47,32 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+#[cfg(feature = "fetch")]
+mod backend;
 mod dist;
 mod error;
+#[cfg(feature = "fetch")]
+pub mod fetch;
 mod list;
 #[cfg(feature = "source-local")]
 pub mod local;
+pub mod retry;
 pub mod sampler;
+pub mod uri;
 
+pub use bytes::Bytes;
 pub use dist::DistInfo;
 pub use error::{Error, ErrorKind, Result};
-pub use list::{Sample, SampleList};
+#[cfg(feature = "fetch")]
+pub use fetch::{FetchOptions, Fetcher, S3Options, Secret};
+pub use list::{parse_manifest, Sample, SampleList};
 #[cfg(feature = "source-local")]
 pub use local::{
     parse_list, read_file, read_file_async, read_list_file, walk_dir, Extensions, ImageFolder,
 };
+pub use retry::RetryPolicy;
 pub use sampler::{
     merge_states, EpochProgress, Remainder, Reshard, SampledIndex, Sampler, SamplerIter,
     SamplerOptions, SamplerState,
 };
+pub use uri::Uri;

@@ -1,20 +1,27 @@
-//! A dataset as a list of samples: a path (or, later, a URI-ready key) and an optional label.
+//! A dataset as a list of samples: a path or URI and an optional label.
 //!
-//! This is the in-memory result of every listing (directory walk, list file, ImageFolder): the
-//! sampler draws integer indices, and [`SampleList::get`] turns an index back into a sample.
+//! This is the in-memory result of every listing (directory walk, list file, ImageFolder, S3
+//! prefix, URI manifest): the sampler draws integer indices, and [`SampleList::get`] turns an
+//! index back into a sample.
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{escape_bytes, Error, ErrorKind, Result};
+use crate::uri::Uri;
 
 /// One sample of a dataset: where its bytes are, and its class label if the listing gave one.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Sample {
     /// Where the sample's bytes are, kept byte-exact (no Unicode normalisation, no trimming, no
     /// percent-decoding). Relative to the process's working directory when it is not absolute.
+    /// For a remote sample, the URI's text (`s3://bucket/key`), so that code that shows or
+    /// keys samples by path keeps working; fetch through [`Sample::location`].
     pub path: PathBuf,
     /// The integer class label (an ImageFolder class index, a list file's label), if any.
     pub label: Option<i64>,
+    /// The URI, for samples listed from a remote source or a manifest line with a scheme;
+    /// `None` for a local path (then [`Sample::path`] is where the bytes are).
+    pub uri: Option<Uri>,
 }
 
 impl Sample {
@@ -23,8 +30,99 @@ impl Sample {
         Self {
             path: path.into(),
             label,
+            uri: None,
         }
     }
+
+    /// A sample at `uri`; a [`Uri::Local`] gives the same sample as [`Sample::new`].
+    pub fn from_uri(uri: Uri, label: Option<i64>) -> Self {
+        match uri {
+            Uri::Local(path) => Self::new(path, label),
+            uri => Self {
+                path: PathBuf::from(uri.to_string()),
+                label,
+                uri: Some(uri),
+            },
+        }
+    }
+
+    /// Where to fetch the sample from (for [`crate::Fetcher::fetch`]).
+    pub fn location(&self) -> Uri {
+        match &self.uri {
+            Some(uri) => uri.clone(),
+            None => Uri::Local(self.path.clone()),
+        }
+    }
+}
+
+/// Parses a manifest fetched from `at`: the list-file format (see [`crate::parse_list`]: one
+/// location per line, optionally a TAB and a label, `#` comments), each line a path or URI,
+/// relative ones resolved against `at` (see [`Uri::join`]). The list is named after `at`.
+///
+/// # Errors
+/// [`ErrorKind::InvalidListLine`] naming `at` and the 1-based line.
+pub fn parse_manifest(contents: &[u8], at: &Uri) -> Result<SampleList> {
+    let contents = contents.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(contents);
+    let name = at.to_string();
+    let mut samples = Vec::new();
+    for (i, line) in contents.split(|&b| b == b'\n').enumerate() {
+        let line_no = i as u64 + 1;
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.iter().all(|&b| b == b' ' || b == b'\t') || line[0] == b'#' {
+            continue;
+        }
+        let bad = |reason: String| {
+            let e = Error::new(ErrorKind::InvalidListLine, reason).with_line(line_no);
+            match at {
+                Uri::Local(p) => e.with_path(p),
+                _ => e.with_uri(name.clone()),
+            }
+        };
+        let (location, label) = split_label(line).map_err(bad)?;
+        let uri = at.join(location).map_err(|e| bad(e.reason().to_owned()))?;
+        samples.push(Sample::from_uri(uri, label));
+    }
+    Ok(SampleList::new(name, samples))
+}
+
+/// Splits `path[\tlabel]`, checking both parts.
+pub(crate) fn split_label(line: &[u8]) -> std::result::Result<(&[u8], Option<i64>), String> {
+    let mut parts = line.splitn(2, |&b| b == b'\t');
+    let path = parts.next().unwrap_or_default();
+    let label = match parts.next() {
+        None => None,
+        Some(raw) => {
+            let text = std::str::from_utf8(raw)
+                .ok()
+                .map(|t| t.trim_matches(' '))
+                .unwrap_or_default();
+            if raw.contains(&b'\t') {
+                return Err(format!(
+                    "expected `path<TAB>label`, found more than one TAB in \"{}\"",
+                    escape_bytes(line)
+                ));
+            }
+            match text.parse::<i64>() {
+                Ok(label) => Some(label),
+                Err(_) => {
+                    return Err(format!(
+                        "label \"{}\" after the TAB is not an integer",
+                        escape_bytes(raw)
+                    ))
+                }
+            }
+        }
+    };
+    if path.is_empty() {
+        return Err("empty path before the TAB".to_owned());
+    }
+    if path.contains(&0) {
+        return Err(format!(
+            "path \"{}\" contains a NUL byte",
+            escape_bytes(path)
+        ));
+    }
+    Ok((path, label))
 }
 
 /// An ordered list of samples with a name that errors use (usually the folder or list file).
@@ -130,6 +228,36 @@ impl IntoIterator for SampleList {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn manifests_resolve_relative_lines() {
+        let at = Uri::parse("s3://b/lists/train.txt").unwrap();
+        let list = parse_manifest(
+            b"# header\nimg/a b.png\t1\n/top.png\nhttps://h/x.jpg\n\n",
+            &at,
+        )
+        .unwrap();
+        let got: Vec<_> = list.iter().map(|s| (s.location(), s.label)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (Uri::parse("s3://b/lists/img/a b.png").unwrap(), Some(1)),
+                (Uri::parse("s3://b/top.png").unwrap(), None),
+                (Uri::parse("https://h/x.jpg").unwrap(), None),
+            ]
+        );
+        assert_eq!(list.name(), "s3://b/lists/train.txt");
+        assert_eq!(
+            list.samples()[0].path,
+            PathBuf::from("s3://b/lists/img/a b.png")
+        );
+        let err = parse_manifest(b"ok.png\nx.png\tcat\n", &at).unwrap_err();
+        assert_eq!(err.line(), Some(2));
+        assert!(
+            err.to_string().contains("s3://b/lists/train.txt:2"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn get_out_of_range_names_the_list() {

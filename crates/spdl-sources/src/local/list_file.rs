@@ -2,8 +2,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{escape_bytes, Error, ErrorKind, Result};
-use crate::list::{Sample, SampleList};
+use crate::error::{Error, ErrorKind, Result};
+use crate::list::{split_label, Sample, SampleList};
+use crate::uri::Uri;
 
 /// Reads the list file at `path` (format below); the resulting list
 /// is named after `path`.
@@ -26,6 +27,8 @@ use crate::list::{Sample, SampleList};
 ///   starts with `#`); a `#` later in the line is part of the path. A line of only spaces and
 ///   tabs is blank.
 /// - On Unix the bytes need not be UTF-8 (`caf\xe9.png` survives); elsewhere a path must be UTF-8.
+/// - A line starting with `s3://`, `http://`, `https://` or `file://` (any case) is a URI (see
+///   [`Uri::parse`]), kept as it is; such samples carry [`Sample::uri`].
 ///
 /// # Errors
 /// [`ErrorKind::NotFound`], [`ErrorKind::PermissionDenied`], [`ErrorKind::IsADirectory`] or
@@ -61,50 +64,15 @@ pub fn parse_list(contents: &[u8], base_dir: &Path, list_path: &Path) -> Result<
                 .with_line(line_no)
         };
         let (path, label) = split_label(line).map_err(bad)?;
+        if Uri::has_scheme(path) {
+            let uri = Uri::parse_bytes(path).map_err(|e| bad(e.reason().to_owned()))?;
+            samples.push(Sample::from_uri(uri, label));
+            continue;
+        }
         let relative = path_from_bytes(path).map_err(bad)?;
         samples.push(Sample::new(base_dir.join(relative), label));
     }
     Ok(SampleList::named_after(list_path, samples))
-}
-
-/// Splits `path[\tlabel]`, checking both parts.
-fn split_label(line: &[u8]) -> std::result::Result<(&[u8], Option<i64>), String> {
-    let mut parts = line.splitn(2, |&b| b == b'\t');
-    let path = parts.next().unwrap_or_default();
-    let label = match parts.next() {
-        None => None,
-        Some(raw) => {
-            let text = std::str::from_utf8(raw)
-                .ok()
-                .map(|t| t.trim_matches(' '))
-                .unwrap_or_default();
-            if raw.contains(&b'\t') {
-                return Err(format!(
-                    "expected `path<TAB>label`, found more than one TAB in \"{}\"",
-                    escape_bytes(line)
-                ));
-            }
-            match text.parse::<i64>() {
-                Ok(label) => Some(label),
-                Err(_) => {
-                    return Err(format!(
-                        "label \"{}\" after the TAB is not an integer",
-                        escape_bytes(raw)
-                    ))
-                }
-            }
-        }
-    };
-    if path.is_empty() {
-        return Err("empty path before the TAB".to_owned());
-    }
-    if path.contains(&0) {
-        return Err(format!(
-            "path \"{}\" contains a NUL byte",
-            escape_bytes(path)
-        ));
-    }
-    Ok((path, label))
 }
 
 #[cfg(unix)]
@@ -154,6 +122,7 @@ mod tests {
             (&b"a\0b.jpg\n"[..], 1, "NUL"),
             (&b"a.jpg\t1\t2\n"[..], 1, "more than one TAB"),
             (&b"a.jpg\t99999999999999999999\n"[..], 1, "not an integer"),
+            (&b"ok.jpg\ns3:///nobucket\n"[..], 2, "no bucket"),
         ] {
             let err = parse(text).unwrap_err();
             assert_eq!(err.kind(), ErrorKind::InvalidListLine);
@@ -162,6 +131,21 @@ mod tests {
             assert!(msg.contains(&format!("/data/list.txt:{line}:")), "{msg}");
             assert!(msg.contains(needle), "{msg}");
         }
+    }
+
+    #[test]
+    fn uri_lines_are_kept_as_uris() {
+        let list = parse(b"a.jpg\ns3://b/k/x y.png\t2\nHTTPS://h/p.jpg?s=1\n").unwrap();
+        let got: Vec<_> = list.iter().map(|s| (s.location(), s.label)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (Uri::local("/data/a.jpg"), None),
+                (Uri::parse("s3://b/k/x y.png").unwrap(), Some(2)),
+                (Uri::Http("https://h/p.jpg?s=1".into()), None),
+            ]
+        );
+        assert_eq!(list.samples()[1].path, PathBuf::from("s3://b/k/x y.png"));
     }
 
     #[cfg(unix)]

@@ -1,0 +1,107 @@
+//! HTTP(S) through OpenDAL's HTTP transport (`opendal::HttpTransporter`, reqwest with rustls).
+//!
+//! OpenDAL's `http` *service* is not used: it percent-encodes the path again (a URL holding
+//! `%20` would be requested as `%2520`), drops query strings (presigned URLs), and hides the
+//! status and `Retry-After` behind its error kinds. The transport under it sends the URL as
+//! written and hands back status, headers and a streaming body.
+
+use std::ops::Range;
+
+use bytes::Bytes;
+use http::header::{CONTENT_LENGTH, CONTENT_TYPE, RANGE, RETRY_AFTER};
+use http::StatusCode;
+use opendal::raw::oio::ReadStream as _;
+use opendal::{Buffer, HttpTransporter};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::fetch::FetchOptions;
+
+/// One attempt: GET `url` (with a `Range` header for `range`), check status, type and length.
+pub(crate) async fn get(
+    opts: &FetchOptions,
+    url: &str,
+    range: Option<Range<u64>>,
+) -> Result<Bytes> {
+    let mut req = http::Request::get(url);
+    if let Some(r) = &range {
+        req = req.header(RANGE, format!("bytes={}-{}", r.start, r.end - 1));
+    }
+    let req = req.body(Buffer::new()).map_err(|e| {
+        Error::new(
+            ErrorKind::InvalidUri,
+            format!("not a valid request URL: {e}"),
+        )
+    })?;
+    let transport = HttpTransporter::default();
+    let resp = match tokio::time::timeout(opts.stall_timeout, transport.fetch(req)).await {
+        Ok(r) => r.map_err(|e| super::from_opendal_transport(&e, "sending the request"))?,
+        Err(_) => {
+            return Err(Error::new(
+                ErrorKind::Stalled,
+                format!(
+                    "no response headers within {} (stall timeout)",
+                    super::secs(opts.stall_timeout)
+                ),
+            ))
+        }
+    };
+    let status = resp.status();
+    let header = |name| {
+        resp.headers()
+            .get(name)
+            .and_then(|v: &http::HeaderValue| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    if !(status == StatusCode::OK || (range.is_some() && status == StatusCode::PARTIAL_CONTENT)) {
+        let retry_after = header(RETRY_AFTER).and_then(|v| {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            crate::retry::parse_retry_after(&v, now)
+        });
+        return Err(status_error(status).with_retry_after(retry_after));
+    }
+    let content_type = header(CONTENT_TYPE);
+    let expected = header(CONTENT_LENGTH).and_then(|v| v.trim().parse::<u64>().ok());
+    if opts.reject_html {
+        // Reject by type before reading the body: an error page may be large or endless.
+        super::check_not_html(opts, content_type.as_deref(), b"")?;
+    }
+    let body = resp.into_body();
+    let stream = futures_util::stream::unfold(body, |mut body| async move {
+        match body.read().await {
+            Ok(buf) if buf.is_empty() => None,
+            Ok(buf) => Some((Ok(buf), body)),
+            Err(e) => Some((Err(e), body)),
+        }
+    });
+    let bytes = super::read_body(opts, Box::pin(stream), expected).await?;
+    super::check_not_html(opts, None, &bytes)?;
+    match (range, status) {
+        // The server ignored the Range header and sent the whole object: cut it here.
+        (Some(r), StatusCode::OK) => {
+            let len = bytes.len() as u64;
+            let (start, end) = (r.start.min(len) as usize, r.end.min(len) as usize);
+            Ok(bytes.slice(start..end))
+        }
+        _ => Ok(bytes),
+    }
+}
+
+/// The error for a status that is not a success: 404 is [`ErrorKind::NotFound`], 401 and 403
+/// [`ErrorKind::PermissionDenied`], the rest [`ErrorKind::Http`]; the status is kept.
+pub(crate) fn status_error(status: StatusCode) -> Error {
+    let code = status.as_u16();
+    let kind = match code {
+        404 | 410 => ErrorKind::NotFound,
+        401 | 403 => ErrorKind::PermissionDenied,
+        _ => ErrorKind::Http,
+    };
+    let reason = status.canonical_reason().unwrap_or("");
+    let mut e =
+        Error::new(kind, format!("HTTP {code} {reason}").trim_end().to_owned()).with_status(code);
+    if kind != ErrorKind::Http {
+        e = e.with_temporary(false);
+    }
+    e
+}

@@ -1,0 +1,410 @@
+//! One small module per backend, each behind its feature, and what they share: the retry loop,
+//! the body reader with its stall timeout and length check, the HTML check, redaction.
+
+pub(crate) mod local;
+
+#[cfg(feature = "source-http")]
+pub(crate) mod http;
+#[cfg(feature = "source-s3")]
+pub(crate) mod s3;
+
+#[cfg(feature = "remote")]
+use std::future::Future;
+
+#[cfg(feature = "remote")]
+use bytes::Bytes;
+
+#[cfg(feature = "remote")]
+use crate::error::Result;
+use crate::error::{Error, ErrorKind};
+#[cfg(feature = "remote")]
+use crate::fetch::FetchOptions;
+use crate::uri::Uri;
+
+/// The URI as errors show it: credentials in a URL (user info, signature or token query
+/// values) replaced by `REDACTED`.
+pub(crate) fn shown(uri: &Uri) -> String {
+    match uri {
+        Uri::Http(url) => redact_url(url),
+        other => other.to_string(),
+    }
+}
+
+/// Query names whose values are credentials (presigned URLs, tokens).
+fn is_secret_name(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    [
+        "signature",
+        "credential",
+        "token",
+        "secret",
+        "password",
+        "sig",
+        "key",
+        "auth",
+    ]
+    .iter()
+    .any(|s| n.contains(s))
+}
+
+/// Redacts user info and credential-looking query values of a URL.
+pub(crate) fn redact_url(url: &str) -> String {
+    let (before_frag, frag) = match url.split_once('#') {
+        Some((a, b)) => (a, Some(b)),
+        None => (url, None),
+    };
+    let (base, query) = match before_frag.split_once('?') {
+        Some((a, q)) => (a, Some(q)),
+        None => (before_frag, None),
+    };
+    let mut out = String::with_capacity(url.len());
+    // user:password@host
+    match base.find("://") {
+        Some(i) => {
+            let auth_end = base[i + 3..].find('/').map_or(base.len(), |j| i + 3 + j);
+            let authority = &base[i + 3..auth_end];
+            out.push_str(&base[..i + 3]);
+            match authority.rfind('@') {
+                Some(at) => {
+                    out.push_str("REDACTED@");
+                    out.push_str(&authority[at + 1..]);
+                }
+                None => out.push_str(authority),
+            }
+            out.push_str(&base[auth_end..]);
+        }
+        None => out.push_str(base),
+    }
+    if let Some(query) = query {
+        out.push('?');
+        let parts: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((name, _)) if is_secret_name(name) => format!("{name}=REDACTED"),
+                _ => pair.to_owned(),
+            })
+            .collect();
+        out.push_str(&parts.join("&"));
+    }
+    if let Some(frag) = frag {
+        out.push('#');
+        out.push_str(frag);
+    }
+    out
+}
+
+/// The error for a URI whose backend this build lacks.
+pub(crate) fn unsupported(uri: &Uri) -> Error {
+    let feature = match uri {
+        Uri::Http(_) => "source-http",
+        Uri::S3 { .. } => "source-s3",
+        Uri::Local(_) => "source-local",
+    };
+    Error::new(
+        ErrorKind::Unsupported,
+        format!("spdl-sources was built without feature `{feature}`"),
+    )
+    .with_uri(shown(uri))
+}
+
+/// Runs `attempt` until it succeeds, fails permanently, runs out of retries or passes
+/// [`FetchOptions::total_timeout`]; each attempt is bounded by [`FetchOptions::timeout`].
+/// The final error names `uri` and the number of attempts.
+#[cfg(feature = "remote")]
+pub(crate) async fn with_retries<T, F, Fut>(
+    opts: &FetchOptions,
+    uri: &Uri,
+    mut attempt: F,
+) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    use rand::Rng as _;
+    use tokio::time::Instant;
+
+    let start = Instant::now();
+    let deadline = start + opts.total_timeout;
+    let mut n = 0u32;
+    loop {
+        n += 1;
+        let left = deadline.saturating_duration_since(Instant::now());
+        let limit = opts.timeout.min(left);
+        let result = match tokio::time::timeout(limit, attempt()).await {
+            Ok(r) => r,
+            Err(_) => Err(Error::new(
+                ErrorKind::Timeout,
+                format!("no complete response within {}", secs(limit)),
+            )),
+        };
+        let err = match result {
+            Ok(v) => return Ok(v),
+            Err(e) => e,
+        };
+        let unit: f64 = rand::rng().random();
+        let done = |e: Error| Err(e.with_uri(shown(uri)).with_attempts(n));
+        match opts.retry.decide(n, &err, unit) {
+            Some(wait) if Instant::now() + wait < deadline => tokio::time::sleep(wait).await,
+            Some(wait) => {
+                let reason = format!(
+                    "{}; gave up: the next try (in {}) would pass the total timeout of {}",
+                    err.reason(),
+                    secs(wait),
+                    secs(opts.total_timeout)
+                );
+                return done(err.with_reason(reason));
+            }
+            None => return done(err),
+        }
+    }
+}
+
+/// `1.5 s`, `250 ms`.
+#[cfg(feature = "remote")]
+pub(crate) fn secs(d: std::time::Duration) -> String {
+    if d < std::time::Duration::from_secs(1) {
+        format!("{} ms", d.as_millis())
+    } else {
+        format!("{:.1} s", d.as_secs_f64())
+    }
+}
+
+/// Whether `body` starts (after white space and a BOM) like an HTML page.
+#[cfg(feature = "remote")]
+pub(crate) fn looks_like_html(body: &[u8]) -> bool {
+    let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
+    let start = body
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(body.len());
+    let head: Vec<u8> = body[start..body.len().min(start + 15)].to_ascii_lowercase();
+    head.starts_with(b"<!doctype html")
+        || head.starts_with(b"<html")
+        || head.starts_with(b"<head")
+        || head.starts_with(b"<body")
+}
+
+/// The HTML check shared by the remote backends.
+#[cfg(feature = "remote")]
+pub(crate) fn check_not_html(
+    opts: &FetchOptions,
+    content_type: Option<&str>,
+    body: &[u8],
+) -> Result<()> {
+    if !opts.reject_html {
+        return Ok(());
+    }
+    let ct = content_type.map(|c| c.trim().to_ascii_lowercase());
+    if let Some(ct) = ct.as_deref() {
+        if ct.starts_with("text/html") || ct.starts_with("application/xhtml") {
+            return Err(Error::new(
+                ErrorKind::NotAnImage,
+                format!("content is {ct}, not an image ({} bytes)", body.len()),
+            ));
+        }
+    }
+    if looks_like_html(body) {
+        return Err(Error::new(
+            ErrorKind::NotAnImage,
+            format!(
+                "content is an HTML page, not an image ({} bytes)",
+                body.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Reads a body stream chunk by chunk into one buffer (sized from `expected` when known):
+/// each chunk must come within the stall timeout; fewer bytes than `expected` is a
+/// [`ErrorKind::ShortBody`].
+#[cfg(feature = "remote")]
+pub(crate) async fn read_body<S>(
+    opts: &FetchOptions,
+    mut stream: S,
+    expected: Option<u64>,
+) -> Result<Bytes>
+where
+    S: futures_util::Stream<Item = opendal::Result<opendal::Buffer>> + Unpin,
+{
+    use futures_util::StreamExt as _;
+
+    // Cap the preallocation: a lying Content-Length must not allocate gigabytes up front.
+    let cap = expected.unwrap_or(0).min(256 << 20) as usize;
+    let mut buf: Vec<u8> = Vec::with_capacity(cap);
+    loop {
+        let next = match tokio::time::timeout(opts.stall_timeout, stream.next()).await {
+            Ok(next) => next,
+            Err(_) => {
+                let of = expected.map(|e| format!(" of {e}")).unwrap_or_default();
+                return Err(Error::new(
+                    ErrorKind::Stalled,
+                    format!(
+                        "no data for {} (stall timeout) after {}{of} bytes",
+                        secs(opts.stall_timeout),
+                        buf.len()
+                    ),
+                ));
+            }
+        };
+        match next {
+            None => break,
+            Some(Ok(chunk)) => {
+                for part in chunk {
+                    buf.extend_from_slice(&part);
+                }
+            }
+            Some(Err(e)) => {
+                if let Some(expected) = expected.filter(|&e| (buf.len() as u64) < e) {
+                    return Err(short(buf.len() as u64, expected));
+                }
+                if let Some((got, of)) = parse_too_little(e.message()) {
+                    return Err(short(got, of));
+                }
+                return Err(from_opendal(&e));
+            }
+        }
+    }
+    if let Some(expected) = expected {
+        if (buf.len() as u64) < expected {
+            return Err(short(buf.len() as u64, expected));
+        }
+    }
+    Ok(Bytes::from(buf))
+}
+
+#[cfg(feature = "remote")]
+fn short(got: u64, expected: u64) -> Error {
+    Error::new(
+        ErrorKind::ShortBody,
+        format!("incomplete body: got {got} of {expected} bytes"),
+    )
+}
+
+/// OpenDAL's length check: `http response got too little data, expect: N, actual: M`.
+#[cfg(feature = "remote")]
+fn parse_too_little(msg: &str) -> Option<(u64, u64)> {
+    let rest = msg.split("too little data, expect: ").nth(1)?;
+    let (expect, rest) = rest.split_once(", actual: ")?;
+    let actual: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    Some((actual.parse().ok()?, expect.trim().parse().ok()?))
+}
+
+/// Maps any OpenDAL error: NotFound (404), PermissionDenied (403), RateLimited (throttling,
+/// temporary), a status found in the error's response context ([`ErrorKind::Http`]), else a
+/// transport failure. The S3 error code (`NoSuchKey`, `SlowDown`) is kept in the reason.
+#[cfg(feature = "remote")]
+pub(crate) fn from_opendal(e: &opendal::Error) -> Error {
+    let full = e.to_string();
+    let status = find_after(&full, "status: ").and_then(|s| s.parse::<u16>().ok());
+    let code = find_quoted_after(e.message(), "code: ");
+    let retry_after = find_quoted_after(&full, "\"retry-after\": ")
+        .and_then(|v| crate::retry::parse_retry_after(&v, 0).filter(|d| d.as_secs() < 86_400));
+    let with_code = |base: String| match &code {
+        Some(c) if !c.is_empty() => format!("{base} ({c})"),
+        _ => base,
+    };
+    let (kind, default_status) = match e.kind() {
+        opendal::ErrorKind::NotFound => (ErrorKind::NotFound, 404),
+        opendal::ErrorKind::PermissionDenied => (ErrorKind::PermissionDenied, 403),
+        opendal::ErrorKind::RateLimited => (ErrorKind::Http, 503),
+        opendal::ErrorKind::ConfigInvalid => {
+            return Error::new(ErrorKind::Config, e.message().to_owned()).with_temporary(false)
+        }
+        _ => match status {
+            Some(s) => (ErrorKind::Http, s),
+            None => return from_opendal_transport(e, "request failed"),
+        },
+    };
+    let status = status.unwrap_or(default_status);
+    let reason = ::http::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("");
+    let temporary = e.is_temporary() || e.kind() == opendal::ErrorKind::RateLimited;
+    Error::new(
+        kind,
+        with_code(format!("HTTP {status} {reason}").trim_end().to_owned()),
+    )
+    .with_status(status)
+    .with_temporary(temporary && kind == ErrorKind::Http)
+    .with_retry_after(retry_after)
+}
+
+/// The digits after `pat` in `s`.
+#[cfg(feature = "remote")]
+fn find_after(s: &str, pat: &str) -> Option<String> {
+    let rest = &s[s.find(pat)? + pat.len()..];
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    (!digits.is_empty()).then_some(digits)
+}
+
+/// The `"quoted"` value after `pat` in `s`.
+#[cfg(feature = "remote")]
+fn find_quoted_after(s: &str, pat: &str) -> Option<String> {
+    let rest = s[s.find(pat)? + pat.len()..].strip_prefix('"')?;
+    Some(rest[..rest.find('"')?].to_owned())
+}
+
+/// Maps an OpenDAL error from the transport (no HTTP status: connecting, sending, reading)
+/// to [`ErrorKind::Network`] with a short reason built from its causes. OpenDAL's own context
+/// (request URL, response headers) is left out of the message.
+#[cfg(feature = "remote")]
+pub(crate) fn from_opendal_transport(e: &opendal::Error, doing: &str) -> Error {
+    use std::error::Error as _;
+
+    if let Some((got, of)) = parse_too_little(e.message()) {
+        return short(got, of);
+    }
+    let mut causes = Vec::new();
+    let mut src = e.source();
+    while let Some(s) = src {
+        let text = s.to_string();
+        if !causes.contains(&text) {
+            causes.push(text);
+        }
+        src = s.source();
+    }
+    let reason = if causes.is_empty() {
+        format!("{doing}: {}", e.message())
+    } else {
+        format!("{doing}: {}", causes.join(": "))
+    };
+    let timed_out = causes.iter().any(|c| c.contains("timed out"));
+    Error::new(
+        if timed_out {
+            ErrorKind::Timeout
+        } else {
+            ErrorKind::Network
+        },
+        reason,
+    )
+    .with_temporary(e.is_temporary() || timed_out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_redacted() {
+        assert_eq!(
+            redact_url("https://u:pw@h/a.jpg?X-Amz-Signature=abc&size=3&X-Amz-Security-Token=t#f"),
+            "https://REDACTED@h/a.jpg?X-Amz-Signature=REDACTED&size=3&X-Amz-Security-Token=REDACTED#f"
+        );
+        assert_eq!(redact_url("http://h:80/p/q.jpg"), "http://h:80/p/q.jpg");
+    }
+
+    #[cfg(feature = "remote")]
+    #[test]
+    fn html_is_recognised() {
+        assert!(looks_like_html(b"  \n<!DOCTYPE html><html>"));
+        assert!(looks_like_html(b"<HTML><body>"));
+        assert!(!looks_like_html(b"\xff\xd8\xff\xe0"));
+        assert!(!looks_like_html(b""));
+        assert_eq!(
+            parse_too_little("http response got too little data, expect: 1258, actual: 758"),
+            Some((758, 1258))
+        );
+    }
+}

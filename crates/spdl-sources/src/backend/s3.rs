@@ -1,0 +1,158 @@
+//! S3 and S3-compatible servers through OpenDAL's `s3` service: one operator per bucket,
+//! built on first use and shared by every request.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::Mutex;
+
+use bytes::Bytes;
+use opendal::Operator;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::fetch::{FetchOptions, S3Options};
+use crate::list::{Sample, SampleList};
+use crate::uri::Uri;
+
+/// The operators, one per bucket, built lazily from the options.
+pub(crate) struct S3Clients {
+    options: S3Options,
+    operators: Mutex<HashMap<String, Operator>>,
+}
+
+impl S3Clients {
+    pub(crate) fn new(options: &S3Options) -> Self {
+        Self {
+            options: options.clone(),
+            operators: Mutex::default(),
+        }
+    }
+
+    /// The operator for `bucket`; `uri` names errors.
+    pub(crate) fn operator(&self, bucket: &str, uri: &Uri) -> Result<Operator> {
+        let mut ops = self.operators.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(op) = ops.get(bucket) {
+            return Ok(op.clone());
+        }
+        let op = build(&self.options, bucket).map_err(|e| e.with_uri(uri.to_string()))?;
+        ops.insert(bucket.to_owned(), op.clone());
+        Ok(op)
+    }
+}
+
+fn build(o: &S3Options, bucket: &str) -> Result<Operator> {
+    let env = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());
+    let region = o
+        .region
+        .clone()
+        .or_else(|| {
+            o.load_config
+                .then(|| env("AWS_REGION").or_else(|| env("AWS_DEFAULT_REGION")))
+                .flatten()
+        })
+        .unwrap_or_else(|| "us-east-1".to_owned());
+    let mut b = opendal::services::S3::default()
+        .bucket(bucket)
+        .region(&region);
+    if let Some(endpoint) = &o.endpoint {
+        b = b.endpoint(endpoint);
+    }
+    if !o.path_style {
+        b = b.enable_virtual_host_style();
+    }
+    if let Some(id) = &o.access_key_id {
+        b = b.access_key_id(id);
+    }
+    if let Some(secret) = &o.secret_access_key {
+        b = b.secret_access_key(secret.expose());
+    }
+    if let Some(token) = &o.session_token {
+        b = b.session_token(token.expose());
+    }
+    if let Some(profile) = &o.profile {
+        b = b.profile(profile);
+    }
+    if !o.load_config {
+        b = b.disable_config_load().disable_ec2_metadata();
+    }
+    if o.anonymous {
+        b = b.skip_signature();
+    }
+    // The builder's error names settings, never their values; keep only its message.
+    Operator::new(b).map_err(|e| {
+        Error::new(
+            ErrorKind::Config,
+            format!("cannot set up S3 for bucket {bucket}: {}", e.message()),
+        )
+    })
+}
+
+/// OpenDAL normalises paths (collapses `//`, trims white space at both ends, drops a leading
+/// `/`): such keys would silently name another object, so they are refused.
+fn check_key(key: &str) -> Result<()> {
+    if key.is_empty() || key.ends_with('/') {
+        return Err(Error::new(
+            ErrorKind::IsADirectory,
+            "the key names a prefix, not an object",
+        ));
+    }
+    if opendal::raw::normalize_path(key) != key {
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            "OpenDAL 0.59 cannot address this key exactly (an empty segment `//`, a leading `/` \
+             or white space at either end would be normalised away, naming another object)",
+        ));
+    }
+    Ok(())
+}
+
+/// One attempt: GET the object (or `range` of it).
+pub(crate) async fn get(
+    opts: &FetchOptions,
+    op: &Operator,
+    key: &str,
+    range: Option<Range<u64>>,
+) -> Result<Bytes> {
+    check_key(key)?;
+    let reader = op.reader(key).await.map_err(|e| super::from_opendal(&e))?;
+    let r: opendal::BytesRange = match &range {
+        Some(r) => (r.start..r.end).into(),
+        None => (..).into(),
+    };
+    let stream = reader
+        .into_stream(r)
+        .await
+        .map_err(|e| super::from_opendal(&e))?;
+    let bytes = super::read_body(opts, stream, None).await?;
+    super::check_not_html(opts, None, &bytes)?;
+    Ok(bytes)
+}
+
+/// Every object under `prefix` (recursively), keys byte-exact, in byte order.
+pub(crate) async fn list(op: &Operator, bucket: &str, prefix: &str) -> Result<SampleList> {
+    let path = if prefix.is_empty() { "/" } else { prefix };
+    let entries = op
+        .list_with(path)
+        .recursive(true)
+        .await
+        .map_err(|e| super::from_opendal(&e))?;
+    let mut keys: Vec<String> = entries
+        .into_iter()
+        .filter(|e| e.metadata().mode().is_file() && !e.path().ends_with('/'))
+        .map(|e| e.path().to_owned())
+        .collect();
+    keys.sort();
+    keys.dedup();
+    let samples = keys
+        .into_iter()
+        .map(|key| {
+            Sample::from_uri(
+                Uri::S3 {
+                    bucket: bucket.to_owned(),
+                    key,
+                },
+                None,
+            )
+        })
+        .collect();
+    Ok(SampleList::new(format!("s3://{bucket}/{prefix}"), samples))
+}

@@ -1,0 +1,391 @@
+//! The fetch step: a sample's bytes from a local path, an HTTP(S) URL or an S3 object, with
+//! retries, timeouts and checks, for an async pipeline stage.
+//!
+//! One [`Fetcher`] serves every kind of [`Uri`]; it is cheap to clone (an `Arc`) and is meant to
+//! be shared by every in-flight request of a fetch stage (`Op::future` with its own
+//! concurrency, independent of the decode threads).
+//!
+//! # Defaults ([`FetchOptions::default`])
+//! | setting | default | meaning |
+//! |---|---|---|
+//! | [`timeout`](FetchOptions::timeout) | 30 s | one attempt, from sending the request to the last byte |
+//! | [`stall_timeout`](FetchOptions::stall_timeout) | 10 s | no byte of the body (or no response) for this long |
+//! | [`total_timeout`](FetchOptions::total_timeout) | 120 s | all attempts and waits of one fetch together |
+//! | [`retry`](FetchOptions::retry) | 3 retries, 200 ms doubling to 10 s, equal jitter, `Retry-After` up to 60 s | see [`RetryPolicy`] |
+//! | [`reject_html`](FetchOptions::reject_html) | on | an HTML page (by `Content-Type` or content) is [`ErrorKind::NotAnImage`] |
+//! | [`S3Options`] | credentials and region from the environment and profile files, path-style addressing | see [`S3Options`] |
+//!
+//! Every error names the URI (query values that look like credentials redacted), says why,
+//! and, when retried, how many attempts were made. Local files are read with `tokio::fs` (not
+//! OpenDAL's `fs` service, whose paths are UTF-8 strings: byte-exact non-UTF-8 names would be
+//! lost) and are not timed out.
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::list::SampleList;
+use crate::retry::RetryPolicy;
+use crate::uri::Uri;
+
+/// A secret (an S3 secret key or session token) that never shows in `Debug` output, logs or
+/// error messages.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret value.
+    pub fn new(value: impl Into<String>) -> Self {
+        Self(value.into())
+    }
+
+    /// The value, for the one place that signs requests with it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+impl From<&str> for Secret {
+    fn from(value: &str) -> Self {
+        Self::new(value)
+    }
+}
+
+impl From<String> for Secret {
+    fn from(value: String) -> Self {
+        Self::new(value)
+    }
+}
+
+/// How S3 (and S3-compatible servers: MinIO, Ceph, R2, s3s-fs) are reached.
+///
+/// With [`load_config`](Self::load_config) on (the default), whatever is not set here comes
+/// from the standard AWS sources, through OpenDAL's (reqsign's) loader: `AWS_ACCESS_KEY_ID`,
+/// `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_PROFILE`, `AWS_CONFIG_FILE`,
+/// `AWS_SHARED_CREDENTIALS_FILE` (`~/.aws/config`, `~/.aws/credentials`), web identity / STS,
+/// EC2 instance metadata; `AWS_ENDPOINT_URL` for the endpoint; `AWS_REGION` /
+/// `AWS_DEFAULT_REGION` for the region (else `us-east-1`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct S3Options {
+    /// The endpoint, e.g. `http://127.0.0.1:9000` for a local server. Default: AWS (or
+    /// `AWS_ENDPOINT_URL`).
+    pub endpoint: Option<String>,
+    /// The region. Default: `AWS_REGION`, `AWS_DEFAULT_REGION`, else `us-east-1`.
+    pub region: Option<String>,
+    /// Path-style addressing (`endpoint/bucket/key`), which S3-compatible servers need; off
+    /// means virtual-host style (`bucket.endpoint/key`). Default on.
+    pub path_style: bool,
+    /// An access key id, instead of the environment's.
+    pub access_key_id: Option<String>,
+    /// A secret access key, instead of the environment's.
+    pub secret_access_key: Option<Secret>,
+    /// A session token for temporary credentials.
+    pub session_token: Option<Secret>,
+    /// A profile of the AWS config files, instead of `AWS_PROFILE` / `default`.
+    pub profile: Option<String>,
+    /// Read credentials, region and endpoint from the environment, profile files and instance
+    /// metadata. Default on; off uses only what is set here.
+    pub load_config: bool,
+    /// Send unsigned requests (public buckets). Default off.
+    pub anonymous: bool,
+}
+
+impl Default for S3Options {
+    fn default() -> Self {
+        Self {
+            endpoint: None,
+            region: None,
+            path_style: true,
+            access_key_id: None,
+            secret_access_key: None,
+            session_token: None,
+            profile: None,
+            load_config: true,
+            anonymous: false,
+        }
+    }
+}
+
+/// How a [`Fetcher`] fetches: timeouts, retries, checks, S3 settings. See the [module
+/// docs](self) for the defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FetchOptions {
+    /// One attempt, from sending the request to the last byte. Default 30 s.
+    pub timeout: Duration,
+    /// The longest wait for the response headers or for the next chunk of the body. Default
+    /// 10 s.
+    pub stall_timeout: Duration,
+    /// All attempts and backoff waits of one fetch together. Default 120 s.
+    pub total_timeout: Duration,
+    /// When and how failed attempts are retried.
+    pub retry: RetryPolicy,
+    /// Treat an HTML page (`Content-Type: text/html`, or a body that starts with `<!DOCTYPE
+    /// html` or `<html`) as an error ([`ErrorKind::NotAnImage`]). Default on.
+    pub reject_html: bool,
+    /// S3 settings.
+    pub s3: S3Options,
+}
+
+impl Default for FetchOptions {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(30),
+            stall_timeout: Duration::from_secs(10),
+            total_timeout: Duration::from_secs(120),
+            retry: RetryPolicy::default(),
+            reject_html: true,
+            s3: S3Options::default(),
+        }
+    }
+}
+
+/// Reads samples' bytes from any [`Uri`], retrying temporary failures. Clones share one
+/// connection pool and one set of S3 clients.
+///
+/// ```
+/// # #[cfg(feature = "source-local")] {
+/// use spdl_sources::{FetchOptions, Fetcher, Uri};
+///
+/// let fetcher = Fetcher::new(FetchOptions::default())?;
+/// let uri = Uri::parse(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/17-unicode-and-space-filenames/plain.png"))?;
+/// let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+/// let bytes = rt.block_on(fetcher.fetch(&uri))?;
+/// assert!(bytes.starts_with(b"\x89PNG"));
+/// # }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct Fetcher {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    options: FetchOptions,
+    #[cfg(feature = "source-s3")]
+    s3: crate::backend::s3::S3Clients,
+}
+
+impl fmt::Debug for Fetcher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Fetcher")
+            .field("options", &self.inner.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Fetcher {
+    /// A fetcher with `options`. Nothing is contacted until the first fetch.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Config`] when an option is out of range (a zero timeout).
+    pub fn new(options: FetchOptions) -> Result<Self> {
+        for (name, d) in [
+            ("timeout", options.timeout),
+            ("stall_timeout", options.stall_timeout),
+            ("total_timeout", options.total_timeout),
+        ] {
+            if d.is_zero() {
+                return Err(Error::new(
+                    ErrorKind::Config,
+                    format!("{name} must be longer than zero"),
+                ));
+            }
+        }
+        #[cfg(feature = "remote")]
+        opendal::install_default();
+        Ok(Self {
+            inner: Arc::new(Inner {
+                #[cfg(feature = "source-s3")]
+                s3: crate::backend::s3::S3Clients::new(&options.s3),
+                options,
+            }),
+        })
+    }
+
+    /// The options this fetcher was built with.
+    pub fn options(&self) -> &FetchOptions {
+        &self.inner.options
+    }
+
+    /// The whole object at `uri`, retried as [`FetchOptions::retry`] says.
+    ///
+    /// Must be awaited inside a Tokio runtime with the time driver (spdl-core's pipelines run
+    /// one). The bytes are one contiguous buffer handed on without another copy.
+    ///
+    /// # Errors
+    /// Each error names `uri`: [`ErrorKind::NotFound`] (404, no such key or file),
+    /// [`ErrorKind::PermissionDenied`] (403), [`ErrorKind::Http`] (another status),
+    /// [`ErrorKind::Timeout`], [`ErrorKind::Stalled`], [`ErrorKind::ShortBody`],
+    /// [`ErrorKind::NotAnImage`], [`ErrorKind::Network`], [`ErrorKind::Unsupported`] (a backend
+    /// this build lacks), and the local kinds of [`crate::read_file`].
+    pub async fn fetch(&self, uri: &Uri) -> Result<Bytes> {
+        self.fetch_inner(uri, None).await
+    }
+
+    /// The bytes `range` of the object at `uri` (HTTP `Range`, S3 ranged `GetObject`, a seek on
+    /// local files). A range past the end is cut at the end.
+    ///
+    /// # Errors
+    /// As [`Fetcher::fetch`]; [`ErrorKind::InvalidArgument`] for an empty range.
+    pub async fn fetch_range(&self, uri: &Uri, range: Range<u64>) -> Result<Bytes> {
+        if range.start >= range.end {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("empty range {}..{}", range.start, range.end),
+            )
+            .with_uri(crate::backend::shown(uri)));
+        }
+        self.fetch_inner(uri, Some(range)).await
+    }
+
+    async fn fetch_inner(&self, uri: &Uri, range: Option<Range<u64>>) -> Result<Bytes> {
+        let opts = &self.inner.options;
+        match uri {
+            Uri::Local(path) => crate::backend::local::read(path, range).await,
+            #[cfg(feature = "source-http")]
+            Uri::Http(url) => {
+                crate::backend::with_retries(opts, uri, || {
+                    crate::backend::http::get(opts, url, range.clone())
+                })
+                .await
+            }
+            #[cfg(feature = "source-s3")]
+            Uri::S3 { bucket, key } => {
+                let op = self.inner.s3.operator(bucket, uri)?;
+                crate::backend::with_retries(opts, uri, || {
+                    crate::backend::s3::get(opts, &op, key, range.clone())
+                })
+                .await
+            }
+            #[allow(unreachable_patterns)]
+            _ => {
+                let _ = opts;
+                Err(crate::backend::unsupported(uri))
+            }
+        }
+    }
+
+    /// The samples at `uri`:
+    /// - a local folder: every file under it (as [`crate::walk_dir`] with
+    ///   [`crate::Extensions::any`]); a local file: a list file (see [`crate::parse_list`]);
+    /// - `s3://bucket/prefix/` (an empty key, or one ending in `/`, or any key whose last
+    ///   segment does not end in `.txt`, `.lst` or `.list`, taken as `key/`): every object under
+    ///   the prefix, recursively, byte-exact, in byte order;
+    /// - an `http(s)://` URL or an `s3://` key ending in `.txt`, `.lst` or `.list`: a manifest
+    ///   in the list-file format, whose lines may be paths, `file://`, `http(s)://` or `s3://`
+    ///   URIs (relative lines are resolved against the manifest's location, see [`Uri::join`]).
+    ///
+    /// The manifest itself is fetched with retries like any sample.
+    ///
+    /// # Errors
+    /// The errors of [`Fetcher::fetch`] and of listing, naming `uri`;
+    /// [`ErrorKind::InvalidListLine`] naming the manifest and line.
+    pub async fn list(&self, uri: &Uri) -> Result<SampleList> {
+        match uri {
+            #[cfg(feature = "source-local")]
+            Uri::Local(path) => {
+                if path.is_dir() {
+                    crate::local::walk_dir(path, &crate::local::Extensions::any())
+                } else {
+                    crate::local::read_list_file(path)
+                }
+            }
+            #[cfg(feature = "source-s3")]
+            Uri::S3 { bucket, key } if !is_manifest_name(key) => {
+                let op = self.inner.s3.operator(bucket, uri)?;
+                let prefix = if key.is_empty() || key.ends_with('/') {
+                    key.clone()
+                } else {
+                    format!("{key}/")
+                };
+                let opts = &self.inner.options;
+                crate::backend::with_retries(opts, uri, || {
+                    crate::backend::s3::list(&op, bucket, &prefix)
+                })
+                .await
+            }
+            _ => {
+                let bytes = self.fetch_manifest(uri).await?;
+                crate::list::parse_manifest(&bytes, uri)
+            }
+        }
+    }
+
+    async fn fetch_manifest(&self, uri: &Uri) -> Result<Bytes> {
+        // A manifest is text: the HTML check would reject nothing useful, but an HTML error
+        // page must still not be parsed as a list of URIs.
+        self.fetch(uri).await
+    }
+
+    /// [`Fetcher::list`] on a runtime of its own, for callers that are not async (a CLI, before
+    /// the pipeline starts).
+    ///
+    /// # Errors
+    /// As [`Fetcher::list`]; [`ErrorKind::Io`] if the runtime cannot start.
+    pub fn list_blocking(&self, uri: &Uri) -> Result<SampleList> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Error::new(ErrorKind::Io, format!("cannot start a runtime: {e}")))?;
+        rt.block_on(self.list(uri))
+    }
+}
+
+/// Whether an object name is a manifest rather than a prefix (`.txt`, `.lst`, `.list`).
+pub(crate) fn is_manifest_name(key: &str) -> bool {
+    let name = key.rsplit('/').next().unwrap_or_default();
+    let lower = name.to_ascii_lowercase();
+    [".txt", ".lst", ".list"].iter().any(|e| lower.ends_with(e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_redacts_secrets() {
+        let opts = FetchOptions {
+            s3: S3Options {
+                access_key_id: Some("AKIDEXAMPLE".into()),
+                secret_access_key: Some("wJalrXUtnFEMI/K7MDENG".into()),
+                session_token: Some("FwoGZXIvYXdzEJr".into()),
+                ..S3Options::default()
+            },
+            ..FetchOptions::default()
+        };
+        let shown = format!("{opts:?} {:?}", Fetcher::new(opts.clone()).unwrap());
+        assert!(!shown.contains("wJalrXUtnFEMI"), "{shown}");
+        assert!(!shown.contains("FwoGZXIvYXdzEJr"), "{shown}");
+        assert!(shown.contains("Secret(***)"), "{shown}");
+    }
+
+    #[test]
+    fn zero_timeouts_are_rejected() {
+        let err = Fetcher::new(FetchOptions {
+            stall_timeout: Duration::ZERO,
+            ..FetchOptions::default()
+        })
+        .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Config);
+        assert!(err.to_string().contains("stall_timeout"), "{err}");
+    }
+
+    #[test]
+    fn manifest_names() {
+        assert!(is_manifest_name("lists/train.txt"));
+        assert!(is_manifest_name("a.LST"));
+        assert!(!is_manifest_name("corpus"));
+        assert!(!is_manifest_name("corpus/"));
+        assert!(!is_manifest_name("txt/"));
+    }
+}
