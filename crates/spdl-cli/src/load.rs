@@ -46,7 +46,7 @@ fn bundled_samples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/samples")
 }
 
-fn list_dataset(args: &LoadArgs) -> Result<(SampleList, String)> {
+pub(crate) fn list_dataset(args: &LoadArgs) -> Result<(SampleList, String)> {
     let path = args.path.clone().unwrap_or_else(bundled_samples);
     let shown = path.display().to_string();
     let mut list = if args.image_folder {
@@ -69,7 +69,7 @@ fn list_dataset(args: &LoadArgs) -> Result<(SampleList, String)> {
     Ok((list, shown))
 }
 
-fn transform(args: &LoadArgs) -> Result<Transform> {
+pub(crate) fn transform(args: &LoadArgs) -> Result<Transform> {
     if args.size == 0 {
         bail!("--size must be at least 1");
     }
@@ -267,9 +267,9 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
     report.error = pipeline_error.map(|e| e.to_string());
     report.stats = Some(stats);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report.to_json())?);
+        crate::emit(&serde_json::to_string_pretty(&report.to_json())?);
     } else {
-        print!("{report}");
+        crate::emit(&report.to_string());
     }
     Ok(if report.error.is_some() {
         ExitCode::from(1)

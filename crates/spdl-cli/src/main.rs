@@ -5,6 +5,7 @@
 //! spdl load                 # the sample photographs bundled in the repository
 //! ```
 
+mod limit;
 mod load;
 mod report;
 
@@ -24,6 +25,15 @@ struct Cli {
 enum Command {
     /// Load images: list -> read -> decode + transform -> batch, and report throughput.
     Load(LoadArgs),
+    /// The decoder's limit: decode + transform the same files from memory in a bare loop on all
+    /// threads (no pipeline), for comparison with `load`. Takes the same flags as `load`.
+    Limit(LimitArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct LimitArgs {
+    #[command(flatten)]
+    pub(crate) load: LoadArgs,
 }
 
 /// Which per-image transform to apply (all give square `size x size` images).
@@ -119,10 +129,25 @@ pub(crate) struct LoadArgs {
     pub(crate) quiet: bool,
 }
 
+/// Writes the report to stdout; a closed pipe (`spdl load | head`) is not an error.
+pub(crate) fn emit(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|()| {
+        if text.ends_with('\n') {
+            Ok(())
+        } else {
+            out.write_all(b"\n")
+        }
+    });
+    let _ = out.flush();
+}
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Load(args) => load::run(args),
+        Command::Limit(args) => limit::run(args),
     };
     match result {
         Ok(code) => code,

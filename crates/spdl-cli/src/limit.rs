@@ -1,0 +1,81 @@
+//! `spdl limit`: the decoder's own limit on a dataset. Reads every file into memory first, then
+//! decodes and transforms them on `threads` threads in a bare loop (no pipeline, no batching), so
+//! `spdl load` can be compared with the most this machine can do.
+
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Instant;
+
+use anyhow::Result;
+use spdl_io::{ImageLoader, SampleContext};
+use spdl_sources::read_file;
+
+use crate::load::{list_dataset, transform};
+use crate::LimitArgs;
+
+pub(crate) fn run(args: LimitArgs) -> Result<ExitCode> {
+    let (dataset, shown) = list_dataset(&args.load)?;
+    let threads = args
+        .load
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1);
+    let mut loader = ImageLoader::new(transform(&args.load)?);
+    loader.region_decode = !args.load.no_region_decode;
+    let files: Vec<(String, Vec<u8>)> = dataset
+        .iter()
+        .map(|s| Ok((spdl_io::key_from_path(&s.path), read_file(&s.path)?)))
+        .collect::<Result<_>>()?;
+    let bytes: u64 = files.iter().map(|(_, b)| b.len() as u64).sum();
+
+    let next = AtomicUsize::new(0);
+    let (ok, failed) = (AtomicU64::new(0), AtomicU64::new(0));
+    let start = Instant::now();
+    let epochs = args.load.epochs.max(1);
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= files.len() * epochs as usize {
+                    break;
+                }
+                let (key, data) = &files[i % files.len()];
+                let ctx = SampleContext {
+                    key,
+                    index: (i % files.len()) as u64,
+                    epoch: (i / files.len()) as u64,
+                };
+                match loader.load(data, &ctx) {
+                    Ok(img) => {
+                        std::hint::black_box(img);
+                        ok.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(_) => {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    let seconds = start.elapsed().as_secs_f64();
+    let images = ok.load(Ordering::Relaxed);
+    let report = serde_json::json!({
+        "source": shown,
+        "threads": threads,
+        "images": images,
+        "failed": failed.load(Ordering::Relaxed),
+        "bytes_in_memory": bytes,
+        "seconds": seconds,
+        "images_per_second": images as f64 / seconds,
+    });
+    if args.load.json {
+        crate::emit(&serde_json::to_string_pretty(&report)?);
+    } else {
+        crate::emit(&format!(
+            "spdl limit: {shown}\n  {images} images decoded + transformed from memory on {threads} threads in {seconds:.3} s: {:.1} images/s ({} failed)\n",
+            images as f64 / seconds,
+            failed.load(Ordering::Relaxed)
+        ));
+    }
+    Ok(ExitCode::SUCCESS)
+}
