@@ -73,7 +73,7 @@ impl<T: Send + 'static, U: Send + 'static> LaneShared<T, U> {
                 if self.results.is_closed() {
                     break; // the pipeline is shutting down
                 }
-                let _span = tracing::trace_span!("op", stage = &*self.stage).entered();
+                let _span = tracing::trace_span!("op", stage = %self.stage).entered();
                 let start = Instant::now();
                 let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| (self.op)(item))) {
                     Ok(r) => r.map_err(op_error),
@@ -167,7 +167,7 @@ impl<T: Send + 'static, U: Send + 'static> Exec<T, U> {
                 true
             }
             Exec::Async { op, running, stage } => {
-                let fut = op(item).instrument(tracing::trace_span!("op", stage = &**stage));
+                let fut = op(item).instrument(tracing::trace_span!("op", stage = %stage));
                 running.push(Box::pin(async move {
                     let start = Instant::now();
                     let outcome = match AssertUnwindSafe(fut).catch_unwind().await {

@@ -1,0 +1,180 @@
+//! The `spdl` command end to end: the bundled photos, broken inputs, flags, JSON and traces.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn spdl() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_spdl"));
+    // Run from the repository root, as a user would.
+    cmd.current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."));
+    cmd
+}
+
+fn hard_cases() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../spdl-io/tests/fixtures/hard")
+}
+
+fn json(cmd: &mut Command) -> serde_json::Value {
+    let out = cmd.arg("--json").output().expect("run spdl");
+    assert!(
+        out.status.success(),
+        "spdl failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("--json prints JSON")
+}
+
+#[test]
+fn loads_the_bundled_photos_with_zero_failures() {
+    let r = json(spdl().args(["load", "--batch-size", "4", "--threads", "2"]));
+    assert_eq!(r["listed"], 14);
+    assert_eq!(r["images"], 14);
+    assert_eq!(r["failed"], 0);
+    assert_eq!(r["batches"], 4, "14 images in batches of 4: 4, 4, 4, 2");
+    let names: Vec<&str> = r["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["source", "read", "decode", "aggregate_3", "collate"]
+    );
+}
+
+#[test]
+fn the_human_report_has_throughput_accounting_and_stats() {
+    let out = spdl()
+        .args(["load", "-q", "--epochs", "2", "--transform", "train"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("images/s") && text.contains("MB/s"), "{text}");
+    assert!(
+        text.contains("delivered 28 + failed 0 = 28 of 28 listed"),
+        "{text}"
+    );
+    assert!(text.contains("p99 ms") && text.contains("decode"), "{text}");
+}
+
+#[test]
+fn broken_files_are_named_counted_and_the_run_goes_on() {
+    let r = json(
+        spdl()
+            .arg("load")
+            .arg(hard_cases())
+            .args(["--batch-size", "5"]),
+    );
+    let listed = r["listed"].as_u64().unwrap();
+    let (images, failed) = (r["images"].as_u64().unwrap(), r["failed"].as_u64().unwrap());
+    assert_eq!(images + failed, listed);
+    assert_eq!(failed, 11, "{:#}", r["failures"]);
+    let failures = r["failures"].as_array().unwrap();
+    for name in [
+        "truncated_60pct.jpg",
+        "empty.jpg",
+        "html_error_page.jpg",
+        "bomb_30000x30000_1bit.png",
+    ] {
+        let f = failures
+            .iter()
+            .find(|f| f["path"].as_str().unwrap().ends_with(name))
+            .expect(name);
+        assert!(!f["reason"].as_str().unwrap().is_empty());
+    }
+}
+
+#[test]
+fn f32_nchw_batches() {
+    let r = json(spdl().args([
+        "load",
+        "--dtype",
+        "f32",
+        "--size",
+        "64",
+        "--transform",
+        "resize",
+    ]));
+    assert_eq!(r["layout"], "[N, C, H, W] f32");
+    assert_eq!(r["images"], 14);
+}
+
+#[test]
+fn bad_arguments_are_clear_errors() {
+    let out = spdl()
+        .args(["load", "--dtype", "u8", "--layout", "nchw"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not supported"), "{err}");
+
+    let out = spdl()
+        .args(["load", "/nonexistent/folder"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/folder"));
+
+    let out = spdl().args(["load", "--batch-size", "0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn a_list_file_and_sharding_by_rank() {
+    let dir = tempfile::tempdir().unwrap();
+    let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/samples");
+    let mut names: Vec<String> = std::fs::read_dir(&samples)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jpg"))
+        .map(|p| p.display().to_string())
+        .collect();
+    names.sort();
+    let list = dir.path().join("list.txt");
+    std::fs::write(&list, format!("# bundled photos\n{}\n", names.join("\n"))).unwrap();
+    let mut total = 0;
+    for rank in 0..3 {
+        let r = json(spdl().arg("load").arg(&list).args([
+            "--rank",
+            &rank.to_string(),
+            "--world-size",
+            "3",
+        ]));
+        assert_eq!(r["listed"], 5, "14 over 3 ranks, padded to 15");
+        total += r["images"].as_u64().unwrap();
+    }
+    assert_eq!(total, 15);
+}
+
+#[test]
+fn writes_a_chrome_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.json");
+    let out = spdl()
+        .args(["load", "-q", "--trace"])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let events: serde_json::Value = serde_json::from_str(&text).expect("a JSON trace");
+    let events = events.as_array().expect("an array of trace events");
+    let decode_spans = events
+        .iter()
+        .filter(|e| e["name"] == "op" && e["args"]["stage"] == "decode")
+        .count();
+    assert!(
+        decode_spans >= 14,
+        "one span per decoded image, got {decode_spans}"
+    );
+}
+
+#[test]
+fn limit_decodes_from_memory() {
+    let r = json(spdl().args(["limit", "--threads", "2"]));
+    assert_eq!(r["images"], 14);
+    assert_eq!(r["failed"], 0);
+}
