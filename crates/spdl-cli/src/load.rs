@@ -15,8 +15,8 @@ use spdl_io::{
     RandomResizedCrop, SampleContext, Transform,
 };
 use spdl_sources::{
-    read_file_async, read_list_file, walk_dir, DistInfo, Extensions, ImageFolder, SampleList,
-    Sampler, SamplerOptions,
+    read_list_file, walk_dir, Bytes, DistInfo, Extensions, FetchOptions, Fetcher, ImageFolder,
+    SampleList, Sampler, SamplerOptions, Uri,
 };
 use tracing_subscriber::prelude::*;
 
@@ -27,6 +27,7 @@ use crate::{DtypeArg, LayoutArg, LoadArgs, TransformArg};
 struct Job {
     index: u64,
     path: PathBuf,
+    location: Uri,
     label: Option<i64>,
     epoch: u64,
 }
@@ -34,7 +35,7 @@ struct Job {
 /// A sample whose bytes were read.
 struct Fetched {
     job: Job,
-    bytes: Vec<u8>,
+    bytes: Bytes,
 }
 
 /// The sample photographs bundled in the repository.
@@ -49,7 +50,19 @@ fn bundled_samples() -> PathBuf {
 pub(crate) fn list_dataset(args: &LoadArgs) -> Result<(SampleList, String)> {
     let path = args.path.clone().unwrap_or_else(bundled_samples);
     let shown = path.display().to_string();
-    let mut list = if args.image_folder {
+    let remote = Uri::has_scheme(path.as_os_str().as_encoded_bytes());
+    let mut list = if remote {
+        // s3://bucket/prefix (listed), or an http(s):// / s3:// manifest of paths and URIs.
+        let uri = Uri::parse_bytes(path.as_os_str().as_encoded_bytes())?;
+        let list = Fetcher::new(FetchOptions::default())?
+            .list_blocking(&uri)
+            .with_context(|| format!("cannot list {shown}"))?;
+        let images = Extensions::images();
+        let name = list.name().to_string();
+        let samples = list.into_samples().into_iter();
+        let samples = samples.filter(|s| !uri.names_prefix() || images.matches(&s.path));
+        SampleList::new(name, samples.collect())
+    } else if args.image_folder {
         ImageFolder::open(&path, &Extensions::images(), true)
             .with_context(|| format!("cannot open ImageFolder {shown}"))?
             .into_samples()
@@ -166,18 +179,22 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
                 Some(Job {
                     index: s.index,
                     path: sample.path.clone(),
+                    location: sample.location(),
                     label: sample.label,
                     epoch,
                 })
             })
         }
     };
+    // One fetch path for local files, HTTP(S) and S3: retries, timeouts, checks.
+    let fetcher = Fetcher::new(FetchOptions::default())?;
     let read = {
         let (failures, bytes_read) = (failures.clone(), bytes_read.clone());
         Op::future(move |job: Job| {
             let (failures, bytes_read) = (failures.clone(), bytes_read.clone());
+            let fetcher = fetcher.clone();
             async move {
-                match read_file_async(&job.path).await {
+                match fetcher.fetch(&job.location).await {
                     Ok(bytes) => {
                         bytes_read.fetch_add(bytes.len() as u64, Ordering::Relaxed);
                         Ok(Some(Fetched { job, bytes }))

@@ -149,28 +149,28 @@ impl Error {
         self
     }
 
-    #[cfg_attr(not(feature = "fetch"), allow(dead_code))]
+    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
     /// Attaches the HTTP status a server answered with.
     pub(crate) fn with_status(mut self, status: u16) -> Self {
         self.status = Some(status);
         self
     }
 
-    #[cfg_attr(not(feature = "fetch"), allow(dead_code))]
+    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
     /// Marks the error temporary (a retry may help) or permanent, overriding the kind's default.
     pub(crate) fn with_temporary(mut self, temporary: bool) -> Self {
         self.temporary = Some(temporary);
         self
     }
 
-    #[cfg_attr(not(feature = "fetch"), allow(dead_code))]
+    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
     /// Records the server's `Retry-After`.
     pub(crate) fn with_retry_after(mut self, after: Option<std::time::Duration>) -> Self {
         self.retry_after = after;
         self
     }
 
-    #[cfg_attr(not(feature = "fetch"), allow(dead_code))]
+    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
     /// Records how many attempts were made before giving up.
     pub(crate) fn with_attempts(mut self, attempts: u32) -> Self {
         self.attempts = attempts;

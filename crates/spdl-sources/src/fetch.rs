@@ -301,7 +301,7 @@ impl Fetcher {
                 }
             }
             #[cfg(feature = "source-s3")]
-            Uri::S3 { bucket, key } if !is_manifest_name(key) => {
+            Uri::S3 { bucket, key } if uri.names_prefix() => {
                 let op = self.inner.s3.operator(bucket, uri)?;
                 let prefix = if key.is_empty() || key.ends_with('/') {
                     key.clone()
@@ -341,13 +341,6 @@ impl Fetcher {
     }
 }
 
-/// Whether an object name is a manifest rather than a prefix (`.txt`, `.lst`, `.list`).
-pub(crate) fn is_manifest_name(key: &str) -> bool {
-    let name = key.rsplit('/').next().unwrap_or_default();
-    let lower = name.to_ascii_lowercase();
-    [".txt", ".lst", ".list"].iter().any(|e| lower.ends_with(e))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -382,10 +375,13 @@ mod tests {
 
     #[test]
     fn manifest_names() {
-        assert!(is_manifest_name("lists/train.txt"));
-        assert!(is_manifest_name("a.LST"));
-        assert!(!is_manifest_name("corpus"));
-        assert!(!is_manifest_name("corpus/"));
-        assert!(!is_manifest_name("txt/"));
+        let prefix = |s: &str| Uri::parse(s).unwrap().names_prefix();
+        assert!(!prefix("s3://b/lists/train.txt"));
+        assert!(!prefix("s3://b/a.LST"));
+        assert!(prefix("s3://b/corpus"));
+        assert!(prefix("s3://b/corpus/"));
+        assert!(prefix("s3://b/txt/"));
+        assert!(prefix("s3://b"));
+        assert!(!prefix("https://h/corpus/"));
     }
 }

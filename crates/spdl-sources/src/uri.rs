@@ -131,6 +131,21 @@ impl Uri {
         known_scheme(input).is_some()
     }
 
+    /// Whether [`crate::Fetcher::list`] lists this URI as a prefix rather than reading it as a
+    /// manifest: an S3 URI whose key is empty, ends in `/`, or whose last segment does not end
+    /// in `.txt`, `.lst` or `.list`.
+    pub fn names_prefix(&self) -> bool {
+        let Uri::S3 { key, .. } = self else {
+            return false;
+        };
+        let name = key
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        ![".txt", ".lst", ".list"].iter().any(|e| name.ends_with(e))
+    }
+
     /// The local path, for [`Uri::Local`].
     pub fn as_path(&self) -> Option<&Path> {
         match self {
