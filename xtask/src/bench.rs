@@ -9,6 +9,8 @@ use clap::Subcommand;
 
 use crate::cmd::cargo;
 
+mod decode;
+
 /// Arguments of `cargo xtask bench`.
 #[derive(clap::Args)]
 pub(crate) struct Args {
@@ -24,8 +26,8 @@ enum What {
         #[arg(long)]
         table_only: bool,
     },
-    /// JPEG decode throughput (not yet implemented).
-    Decode,
+    /// `spdl load` against the decoder's bare-loop limit on the corpus.
+    Decode(decode::Args),
     /// The whole image pipeline on the corpus (not yet implemented).
     Images,
     /// Video decoding (not yet implemented).
@@ -51,7 +53,7 @@ pub(crate) fn run(args: &Args) -> Result<()> {
                 ])
                 .run()
         }
-        What::Decode => not_yet("decode"),
+        What::Decode(a) => decode::run(a),
         What::Images => not_yet("images"),
         What::Video => not_yet("video"),
     }
