@@ -45,12 +45,18 @@
 //! # }
 //! ```
 
+#[cfg(feature = "decode-ffmpeg")]
+pub mod audio;
 pub mod batch;
 pub mod decode;
 mod error;
+#[cfg(feature = "decode-ffmpeg")]
+pub mod ffmpeg;
 mod image;
 mod loader;
 pub mod transform;
+#[cfg(feature = "decode-ffmpeg")]
+pub mod video;
 
 pub use batch::{collate, collate_normalized, BatchData, BatchItem, ImageBatch};
 pub use decode::{
@@ -61,3 +67,10 @@ pub use error::{Error, ErrorKind, Result};
 pub use image::{Image, ImageInfo, PixelData};
 pub use loader::{key_from_path, ImageLoader};
 pub use transform::{Filter, Normalize, RandomResizedCrop, SampleContext, Transform};
+
+#[cfg(feature = "decode-ffmpeg")]
+pub use audio::{load_audio, Audio, AudioOptions};
+#[cfg(feature = "decode-ffmpeg")]
+pub use ffmpeg::{ffmpeg_versions, MediaSource};
+#[cfg(feature = "decode-ffmpeg")]
+pub use video::{load_video, load_video_clip, FrameSelection, Video, VideoOptions};
