@@ -38,6 +38,7 @@
 //! items (`2 x concurrency` for blocking ops, `concurrency` for async ops), plus, for an
 //! aggregation of size `n`, `n - 1` items being grouped and one group being passed on.
 
+pub mod buffer;
 mod error;
 mod exec;
 mod pipeline;
