@@ -115,19 +115,23 @@ fn check_shapes(items: &[BatchItem]) -> Result<[usize; 3]> {
 pub fn collate<T: Into<BatchItem>>(items: Vec<T>) -> Result<ImageBatch> {
     let items: Vec<BatchItem> = items.into_iter().map(Into::into).collect();
     let [h, w, c] = check_shapes(&items)?;
+    // One allocation and one memcpy per image: this runs once per batch on the hot path.
+    let per = h * w * c;
     let data = match items[0].image.data {
-        PixelData::U8(_) => BatchData::U8(
-            items
-                .iter()
-                .flat_map(|it| it.image.as_u8().unwrap_or_default().iter().copied())
-                .collect(),
-        ),
-        PixelData::U16(_) => BatchData::U16(
-            items
-                .iter()
-                .flat_map(|it| it.image.as_u16().unwrap_or_default().iter().copied())
-                .collect(),
-        ),
+        PixelData::U8(_) => {
+            let mut out = Vec::with_capacity(per * items.len());
+            for it in &items {
+                out.extend_from_slice(it.image.as_u8().unwrap_or_default());
+            }
+            BatchData::U8(out)
+        }
+        PixelData::U16(_) => {
+            let mut out = Vec::with_capacity(per * items.len());
+            for it in &items {
+                out.extend_from_slice(it.image.as_u16().unwrap_or_default());
+            }
+            BatchData::U16(out)
+        }
     };
     Ok(ImageBatch {
         data,
