@@ -62,7 +62,8 @@ impl Cmd {
         s.push_str(&self.inner.get_program().to_string_lossy());
         for a in self.inner.get_args() {
             let a = a.to_string_lossy();
-            if a.is_empty() || a.contains(' ') {
+            let plain = |c: char| c.is_ascii_alphanumeric() || "-_./=:,@+%".contains(c);
+            if a.is_empty() || !a.chars().all(plain) {
                 let _ = write!(s, " '{a}'");
             } else {
                 let _ = write!(s, " {a}");

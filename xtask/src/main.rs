@@ -15,10 +15,16 @@ mod setup;
 mod test;
 mod wheel;
 
+use std::process::ExitCode;
+
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "cargo xtask", about = "Chores for spdl-rs")]
+#[command(
+    name = "cargo xtask",
+    bin_name = "cargo xtask",
+    about = "Chores for spdl-rs"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -41,14 +47,22 @@ enum Command {
     Bench(bench::Args),
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
+    let result = match cli.command {
         Command::Setup(args) => setup::run(&args),
         Command::Demo(args) => demo::run(&args),
         Command::Test(args) => test::run(&args),
         Command::Corpus(args) => corpus::run(&args),
         Command::Wheel => wheel::run(),
         Command::Bench(args) => bench::run(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // The chain of causes, without the backtrace anyhow adds under RUST_BACKTRACE.
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
     }
 }

@@ -24,6 +24,7 @@ const GENERATOR_VERSION: u32 = 1;
 #[derive(Parser)]
 #[command(
     name = "cargo xtask corpus",
+    bin_name = "cargo xtask corpus",
     about = "Build the deterministic ImageNet-like JPEG corpus (ImageFolder layout)"
 )]
 struct Args {
