@@ -565,7 +565,10 @@ impl PooledBuffer {
         if len > self.capacity {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
-                format!("length {len} exceeds the buffer's capacity {}", self.capacity),
+                format!(
+                    "length {len} exceeds the buffer's capacity {}",
+                    self.capacity
+                ),
             ));
         }
         self.len = len;
@@ -663,7 +666,11 @@ mod tests {
         assert_eq!(live.load(Ordering::SeqCst), 2);
         let buf = pool.acquire(10).unwrap();
         drop(pool);
-        assert_eq!(live.load(Ordering::SeqCst), 2, "a buffer keeps the pool alive");
+        assert_eq!(
+            live.load(Ordering::SeqCst),
+            2,
+            "a buffer keeps the pool alive"
+        );
         drop(buf);
         assert_eq!(live.load(Ordering::SeqCst), 0);
     }
@@ -690,7 +697,10 @@ mod tests {
         drop(pool.acquire(100).unwrap());
         let b = pool.acquire(900).unwrap();
         let s = pool.stats();
-        assert_eq!((s.allocations, s.frees, s.bytes, s.peak_bytes), (2, 1, 900, 900));
+        assert_eq!(
+            (s.allocations, s.frees, s.bytes, s.peak_bytes),
+            (2, 1, 900, 900)
+        );
         drop(b);
         let e = pool.acquire(2000).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidArgument);

@@ -1,0 +1,195 @@
+//! The batch stage's output in a pool buffer: decoded images collated straight into pinned
+//! (or any pooled) memory, ready for an asynchronous host-to-device copy.
+
+use std::sync::Arc;
+
+use spdl_core::buffer::{BufferPool, PooledBuffer};
+use spdl_io::{BatchItem, Normalize, PixelData};
+
+use crate::dlpack::{DLDevice, TensorExport};
+use crate::error::{Error, Result};
+
+/// Element type of a batch buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DType {
+    /// 8-bit unsigned (images).
+    U8,
+    /// 16-bit unsigned, native endian (16-bit PNG/TIFF).
+    U16,
+    /// 32-bit float (normalized images).
+    F32,
+}
+
+impl DType {
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            DType::U8 => 1,
+            DType::U16 => 2,
+            DType::F32 => 4,
+        }
+    }
+
+    /// The NumPy type string of `__array_interface__` / `__cuda_array_interface__`
+    /// (`"|u1"`, `"<u2"`, `"<f4"` on little-endian hosts).
+    pub fn typestr(self) -> &'static str {
+        match self {
+            DType::U8 => "|u1",
+            DType::U16 if cfg!(target_endian = "little") => "<u2",
+            DType::U16 => ">u2",
+            DType::F32 if cfg!(target_endian = "little") => "<f4",
+            DType::F32 => ">f4",
+        }
+    }
+}
+
+/// A collated batch in host memory from a [`BufferPool`]: `shape` is `[N, H, W, C]` for
+/// [`DType::U8`]/[`DType::U16`] and `[N, C, H, W]` for [`DType::F32`], row-major contiguous.
+/// Dropping it returns the buffer to its pool.
+#[derive(Debug)]
+pub struct HostBatch {
+    /// The bytes (`shape.product() * dtype.size()` of them).
+    pub buffer: PooledBuffer,
+    /// Dimensions, in elements.
+    pub shape: [usize; 4],
+    /// Element type.
+    pub dtype: DType,
+    /// Sample keys, in batch order.
+    pub keys: Vec<String>,
+    /// Labels, in batch order.
+    pub labels: Vec<Option<i64>>,
+}
+
+impl HostBatch {
+    /// Number of samples.
+    pub fn len(&self) -> usize {
+        self.shape[0]
+    }
+
+    /// True for zero samples (never produced by [`collate_into`]).
+    pub fn is_empty(&self) -> bool {
+        self.shape[0] == 0
+    }
+
+    /// Size of the data in bytes.
+    pub fn nbytes(&self) -> usize {
+        self.buffer.len()
+    }
+
+    /// Whether the buffer is page-locked CUDA memory (from a [`crate::PinnedPool`]).
+    pub fn is_pinned(&self) -> bool {
+        self.buffer.kind() == "cuda-pinned"
+    }
+
+    /// A zero-copy export description: DLPack device `kDLCUDAHost` for pinned memory,
+    /// `kDLCPU` otherwise. The batch is moved into the keep-alive handle.
+    pub fn export(self) -> TensorExport {
+        let device = if self.is_pinned() {
+            DLDevice::cuda_host()
+        } else {
+            DLDevice::cpu()
+        };
+        TensorExport {
+            data_ptr: self.buffer.as_ptr() as u64,
+            device,
+            shape: self.shape.iter().map(|&d| d as i64).collect(),
+            dtype: self.dtype,
+            stream: None,
+            keep_alive: Arc::new(self),
+        }
+    }
+}
+
+fn check_shapes(items: &[BatchItem]) -> Result<[usize; 3]> {
+    let Some(first) = items.first() else {
+        return Err(Error::InvalidArgument(
+            "cannot collate an empty batch".into(),
+        ));
+    };
+    let (shape, depth) = (first.image.shape(), first.image.data.bytes_per_sample());
+    for (i, it) in items.iter().enumerate() {
+        let (s, d) = (it.image.shape(), it.image.data.bytes_per_sample());
+        if s != shape || d != depth || it.image.data.len() != s.iter().product::<usize>() {
+            return Err(Error::InvalidArgument(format!(
+                "sample {i} ({}) has shape {s:?} ({}-bit) but the first has {shape:?} \
+                 ({}-bit): resize to one size to batch",
+                it.key,
+                d * 8,
+                depth * 8
+            )));
+        }
+    }
+    Ok(shape)
+}
+
+/// Stacks images (8- or 16-bit, as they are) into `[N, H, W, C]` in a buffer from `pool`:
+/// one copy per image, straight into (pinned) memory, as `spdl_io::collate` does into a `Vec`.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for no items or differing shapes; [`Error::Pool`] when the pool
+/// times out or cannot allocate.
+pub fn collate_into(items: Vec<BatchItem>, pool: &dyn BufferPool) -> Result<HostBatch> {
+    let [h, w, c] = check_shapes(&items)?;
+    let per = h * w * c;
+    let (dtype, elem) = match items[0].image.data {
+        PixelData::U8(_) => (DType::U8, 1),
+        PixelData::U16(_) => (DType::U16, 2),
+    };
+    let mut buffer = pool.acquire(per * elem * items.len())?;
+    for (it, out) in items
+        .iter()
+        .zip(buffer.chunks_exact_mut((per * elem).max(1)))
+    {
+        match &it.image.data {
+            PixelData::U8(v) => out.copy_from_slice(v),
+            PixelData::U16(v) => {
+                for (o, x) in out.chunks_exact_mut(2).zip(v) {
+                    o.copy_from_slice(&x.to_ne_bytes());
+                }
+            }
+        }
+    }
+    Ok(HostBatch {
+        buffer,
+        shape: [items.len(), h, w, c],
+        dtype,
+        keys: items.iter().map(|it| it.key.clone()).collect(),
+        labels: items.iter().map(|it| it.label).collect(),
+    })
+}
+
+/// Stacks images into normalized `f32` `[N, C, H, W]` in a buffer from `pool` (see
+/// [`Normalize`]), as `spdl_io::collate_normalized` does into a `Vec`.
+///
+/// # Errors
+/// As [`collate_into`], plus [`Error::Decode`] when `norm` does not fit the channels.
+pub fn collate_normalized_into(
+    items: Vec<BatchItem>,
+    norm: &Normalize,
+    pool: &dyn BufferPool,
+) -> Result<HostBatch> {
+    let [h, w, c] = check_shapes(&items)?;
+    let per = h * w * c;
+    let mut buffer = pool.acquire(per * 4 * items.len())?;
+    let len = buffer.len() / 4;
+    let ptr = buffer.as_mut_ptr();
+    if (ptr as usize) % std::mem::align_of::<f32>() != 0 {
+        return Err(Error::InvalidArgument(
+            "pool buffer is not aligned for f32".into(),
+        ));
+    }
+    // SAFETY: the buffer holds `len * 4` initialized bytes, aligned for f32 (checked), any
+    // bit pattern is a valid f32, and `buffer` is borrowed mutably for this slice's lifetime.
+    let floats = unsafe { std::slice::from_raw_parts_mut(ptr.cast::<f32>(), len) };
+    for (it, out) in items.iter().zip(floats.chunks_exact_mut(per.max(1))) {
+        norm.write_chw(&it.image, out)
+            .map_err(|e| e.with_key(&it.key))?;
+    }
+    Ok(HostBatch {
+        buffer,
+        shape: [items.len(), c, h, w],
+        dtype: DType::F32,
+        keys: items.iter().map(|it| it.key.clone()).collect(),
+        labels: items.iter().map(|it| it.label).collect(),
+    })
+}

@@ -1,0 +1,73 @@
+//! # spdl-cuda: the GPU end of an spdl-rs pipeline
+//!
+//! ```text
+//! decode+transform -> batch (collate_into a PinnedPool buffer) -> transfer (TransferStage) -> consumer
+//!                                  page-locked host memory        async H2D on a copy stream     DeviceBatch / DLPack
+//! ```
+//!
+//! - [`driver`]: the CUDA driver, `dlopen`ed at run time and initialized behind a guard;
+//!   device selection by index or `LOCAL_RANK` ([`CudaDevice`], [`DeviceSelector`]).
+//! - [`pinned`]: page-locked batch buffers ([`PinnedPool`]), spdl-core's
+//!   [`spdl_core::buffer::Pool`] over `cuMemHostAlloc`, reused across batches.
+//! - [`batch`]: [`collate_into`] writes decoded images straight into a pooled buffer.
+//! - [`stream`] and [`transfer`]: the per-device copy stream, events, and [`TransferStage`]
+//!   (host batch -> [`DeviceBatch`], double-buffered).
+//! - [`dlpack`]: the DLPack layouts and [`TensorExport`] for zero-copy hand-off to Python.
+//! - `nvjpeg` (feature `decode-nvjpeg`): batched GPU JPEG decode with CPU fallback.
+//! - [`bench`]: host-to-device GB/s measurement for `spdl load --device`.
+//!
+//! Features: `cuda` (cudarc, loaded at run time: builds without CUDA), `decode-nvjpeg`
+//! (implies `cuda`). Without `cuda` every entry point returns
+//! [`Error::Unsupported`]`("spdl-cuda was built without the `cuda` feature")`; without a driver
+//! [`Error::NoDriver`]; nothing panics.
+//!
+//! ```
+//! use spdl_cuda::{CudaDevice, Error};
+//!
+//! match CudaDevice::local() {
+//!     Ok(dev) => println!("using cuda:{}", dev.index()),
+//!     Err(e) if e.is_unavailable() => println!("CPU only: {e}"),
+//!     Err(e) => return Err(e),
+//! }
+//! # Ok::<(), Error>(())
+//! ```
+
+pub mod batch;
+pub mod bench;
+pub mod dlpack;
+pub mod driver;
+mod error;
+#[cfg(feature = "decode-nvjpeg")]
+pub mod nvjpeg;
+pub mod pinned;
+pub mod stream;
+pub mod transfer;
+
+pub use batch::{collate_into, collate_normalized_into, DType, HostBatch};
+pub use dlpack::{CudaArrayInterface, DLDevice, DLDeviceType, TensorExport};
+pub use driver::{device_count, driver_available, local_rank, CudaDevice, DeviceSelector};
+pub use error::{Error, Result};
+pub use pinned::{pinned_pool, PinnedAllocator, PinnedPool};
+pub use stream::{ConsumerStream, CopyStream, Event};
+pub use transfer::{
+    DeviceBatch, DeviceBuffer, DeviceMemory, PendingTransfer, TransferIter, TransferStage,
+    TransferStats,
+};
+
+/// The name of an `nvjpegStatus_t` value (`6` -> `"NVJPEG_STATUS_EXECUTION_FAILED"`).
+pub fn nvjpeg_status_name(status: i32) -> &'static str {
+    match status {
+        0 => "NVJPEG_STATUS_SUCCESS",
+        1 => "NVJPEG_STATUS_NOT_INITIALIZED",
+        2 => "NVJPEG_STATUS_INVALID_PARAMETER",
+        3 => "NVJPEG_STATUS_BAD_JPEG",
+        4 => "NVJPEG_STATUS_JPEG_NOT_SUPPORTED",
+        5 => "NVJPEG_STATUS_ALLOCATOR_FAILURE",
+        6 => "NVJPEG_STATUS_EXECUTION_FAILED",
+        7 => "NVJPEG_STATUS_ARCH_MISMATCH",
+        8 => "NVJPEG_STATUS_INTERNAL_ERROR",
+        9 => "NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED",
+        10 => "NVJPEG_STATUS_INCOMPLETE_BITSTREAM",
+        _ => "unknown nvJPEG status",
+    }
+}

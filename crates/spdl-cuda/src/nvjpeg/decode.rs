@@ -1,0 +1,644 @@
+//! Batched nvJPEG decode into device memory, GPU resize, CPU fallback.
+
+use std::ffi::{c_int, c_void, CString};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use cudarc::driver::{result, sys};
+use spdl_io::{ImageLoader, SampleContext, Transform};
+
+use super::ffi;
+use super::{check, load_library, NvjpegLibrary};
+use crate::batch::DType;
+use crate::driver::CudaDevice;
+use crate::error::{Error, Result};
+use crate::stream::CopyStream;
+use crate::transfer::{DeviceBatch, DeviceBuffer};
+
+/// Antialiased triangle-filter resize of interleaved RGB u8 (Pillow's `BILINEAR`, as the CPU
+/// path uses): one thread per output pixel, weights `max(0, 1 - |d| / support)` with
+/// `support = max(scale, 1)`. Hand-written PTX, JIT-compiled by the driver: no NVRTC needed.
+const RESIZE_PTX: &str = r#"
+.version 7.0
+.target sm_50
+.address_size 64
+
+.visible .entry spdl_resize_triangle_u8c3(
+    .param .u64 p_src,
+    .param .u32 p_spitch,
+    .param .u32 p_sw,
+    .param .u32 p_sh,
+    .param .u64 p_dst,
+    .param .u32 p_dw,
+    .param .u32 p_dh
+)
+{
+    .reg .pred %p<8>;
+    .reg .b32 %r<40>;
+    .reg .f32 %f<40>;
+    .reg .b64 %rd<16>;
+
+    ld.param.u64 %rd1, [p_src];
+    ld.param.u32 %r1, [p_spitch];
+    ld.param.u32 %r2, [p_sw];
+    ld.param.u32 %r3, [p_sh];
+    ld.param.u64 %rd2, [p_dst];
+    ld.param.u32 %r4, [p_dw];
+    ld.param.u32 %r5, [p_dh];
+    cvta.to.global.u64 %rd1, %rd1;
+    cvta.to.global.u64 %rd2, %rd2;
+
+    mov.u32 %r6, %ctaid.x;
+    mov.u32 %r7, %ntid.x;
+    mov.u32 %r8, %tid.x;
+    mad.lo.u32 %r9, %r6, %r7, %r8;
+    mov.u32 %r6, %ctaid.y;
+    mov.u32 %r7, %ntid.y;
+    mov.u32 %r8, %tid.y;
+    mad.lo.u32 %r10, %r6, %r7, %r8;
+    setp.ge.u32 %p1, %r9, %r4;
+    setp.ge.u32 %p2, %r10, %r5;
+    or.pred %p3, %p1, %p2;
+    @%p3 bra DONE;
+
+    cvt.rn.f32.u32 %f1, %r2;
+    cvt.rn.f32.u32 %f2, %r4;
+    div.rn.f32 %f3, %f1, %f2;
+    max.f32 %f4, %f3, 0f3F800000;
+    rcp.rn.f32 %f5, %f4;
+    cvt.rn.f32.u32 %f6, %r3;
+    cvt.rn.f32.u32 %f7, %r5;
+    div.rn.f32 %f8, %f6, %f7;
+    max.f32 %f9, %f8, 0f3F800000;
+    rcp.rn.f32 %f10, %f9;
+
+    cvt.rn.f32.u32 %f11, %r9;
+    add.f32 %f11, %f11, 0f3F000000;
+    mul.f32 %f11, %f11, %f3;
+    cvt.rn.f32.u32 %f12, %r10;
+    add.f32 %f12, %f12, 0f3F000000;
+    mul.f32 %f12, %f12, %f8;
+
+    sub.f32 %f13, %f11, %f4;
+    add.f32 %f13, %f13, 0f3F000000;
+    cvt.rzi.s32.f32 %r11, %f13;
+    max.s32 %r11, %r11, 0;
+    add.f32 %f14, %f11, %f4;
+    add.f32 %f14, %f14, 0f3F000000;
+    cvt.rzi.s32.f32 %r12, %f14;
+    min.s32 %r12, %r12, %r2;
+    sub.f32 %f13, %f12, %f9;
+    add.f32 %f13, %f13, 0f3F000000;
+    cvt.rzi.s32.f32 %r13, %f13;
+    max.s32 %r13, %r13, 0;
+    add.f32 %f14, %f12, %f9;
+    add.f32 %f14, %f14, 0f3F000000;
+    cvt.rzi.s32.f32 %r14, %f14;
+    min.s32 %r14, %r14, %r3;
+
+    mov.f32 %f20, 0f00000000;
+    mov.f32 %f21, 0f00000000;
+    mov.f32 %f22, 0f00000000;
+    mov.f32 %f23, 0f00000000;
+    mov.u32 %r15, %r13;
+YLOOP:
+    setp.ge.s32 %p4, %r15, %r14;
+    @%p4 bra YEND;
+    cvt.rn.f32.s32 %f15, %r15;
+    sub.f32 %f15, %f15, %f12;
+    add.f32 %f15, %f15, 0f3F000000;
+    mul.f32 %f15, %f15, %f10;
+    abs.f32 %f15, %f15;
+    neg.f32 %f15, %f15;
+    add.f32 %f15, %f15, 0f3F800000;
+    max.f32 %f15, %f15, 0f00000000;
+    mul.wide.u32 %rd3, %r15, %r1;
+    add.s64 %rd4, %rd1, %rd3;
+    mov.u32 %r16, %r11;
+XLOOP:
+    setp.ge.s32 %p5, %r16, %r12;
+    @%p5 bra XEND;
+    cvt.rn.f32.s32 %f16, %r16;
+    sub.f32 %f16, %f16, %f11;
+    add.f32 %f16, %f16, 0f3F000000;
+    mul.f32 %f16, %f16, %f5;
+    abs.f32 %f16, %f16;
+    neg.f32 %f16, %f16;
+    add.f32 %f16, %f16, 0f3F800000;
+    max.f32 %f16, %f16, 0f00000000;
+    mul.f32 %f17, %f16, %f15;
+    mul.lo.u32 %r17, %r16, 3;
+    cvt.u64.u32 %rd5, %r17;
+    add.s64 %rd6, %rd4, %rd5;
+    ld.global.u8 %r18, [%rd6];
+    ld.global.u8 %r19, [%rd6+1];
+    ld.global.u8 %r20, [%rd6+2];
+    cvt.rn.f32.u32 %f18, %r18;
+    fma.rn.f32 %f20, %f18, %f17, %f20;
+    cvt.rn.f32.u32 %f18, %r19;
+    fma.rn.f32 %f21, %f18, %f17, %f21;
+    cvt.rn.f32.u32 %f18, %r20;
+    fma.rn.f32 %f22, %f18, %f17, %f22;
+    add.f32 %f23, %f23, %f17;
+    add.s32 %r16, %r16, 1;
+    bra XLOOP;
+XEND:
+    add.s32 %r15, %r15, 1;
+    bra YLOOP;
+YEND:
+    max.f32 %f23, %f23, 0f358637BD;
+    div.rn.f32 %f20, %f20, %f23;
+    div.rn.f32 %f21, %f21, %f23;
+    div.rn.f32 %f22, %f22, %f23;
+    cvt.rni.sat.u32.f32 %r21, %f20;
+    min.u32 %r21, %r21, 255;
+    cvt.rni.sat.u32.f32 %r22, %f21;
+    min.u32 %r22, %r22, 255;
+    cvt.rni.sat.u32.f32 %r23, %f22;
+    min.u32 %r23, %r23, 255;
+    mad.lo.u32 %r24, %r10, %r4, %r9;
+    mul.wide.u32 %rd7, %r24, 3;
+    add.s64 %rd8, %rd2, %rd7;
+    st.global.u8 [%rd8], %r21;
+    st.global.u8 [%rd8+1], %r22;
+    st.global.u8 [%rd8+2], %r23;
+DONE:
+    ret;
+}
+"#;
+
+/// The source of [`RESIZE_PTX`], for tests that check it with `ptxas`.
+pub const RESIZE_KERNEL_PTX: &str = RESIZE_PTX;
+
+/// Why an image went to the CPU decoder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fallback {
+    /// Position in the batch.
+    pub index: usize,
+    /// Sample key.
+    pub key: String,
+    /// What nvJPEG said (status name or the unsupported property).
+    pub reason: String,
+}
+
+/// What happened to one batch.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DecodeReport {
+    /// Images decoded by nvJPEG.
+    pub gpu: usize,
+    /// Images nvJPEG rejected and the CPU decoded, with the reason.
+    pub fallbacks: Vec<Fallback>,
+    /// Wall seconds for the batch (host and GPU, until the batch is ready).
+    pub seconds: f64,
+}
+
+/// Cumulative counters of an [`NvjpegDecoder`].
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct NvjpegStats {
+    /// Batches decoded.
+    pub batches: u64,
+    /// Images decoded on the GPU.
+    pub gpu_images: u64,
+    /// Images decoded by the CPU fallback.
+    pub cpu_fallbacks: u64,
+    /// Wall seconds spent in `decode_batch`.
+    pub seconds: f64,
+}
+
+impl NvjpegStats {
+    /// Images per second (GPU and fallback together); 0 before the first batch.
+    pub fn images_per_sec(&self) -> f64 {
+        if self.seconds > 0.0 {
+            (self.gpu_images + self.cpu_fallbacks) as f64 / self.seconds
+        } else {
+            0.0
+        }
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    batches: AtomicU64,
+    gpu: AtomicU64,
+    cpu: AtomicU64,
+    nanos: AtomicU64,
+}
+
+struct Native {
+    handle: ffi::Handle,
+    state: ffi::State,
+    batched_for: Option<usize>,
+}
+
+// SAFETY: the nvJPEG handle and state are only used under the decoder's mutex.
+unsafe impl Send for Native {}
+
+struct Kernel {
+    module: sys::CUmodule,
+    func: sys::CUfunction,
+}
+
+// SAFETY: module and function handles are context-wide and usable from any thread once the
+// context is current.
+unsafe impl Send for Kernel {}
+// SAFETY: as above; launching does not mutate the handles.
+unsafe impl Sync for Kernel {}
+
+/// A JPEG batch decoder on one device: nvJPEG (hybrid backend, batched API) into one device
+/// buffer `[N, H, W, 3]` u8, GPU resize to the target size, libjpeg-turbo fallback.
+/// Thread safe (one decode at a time per decoder; make one per thread for more).
+pub struct NvjpegDecoder {
+    lib: Arc<NvjpegLibrary>,
+    native: Mutex<Native>,
+    kernel: Kernel,
+    stream: Arc<CopyStream>,
+    counters: Counters,
+}
+
+impl std::fmt::Debug for NvjpegDecoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NvjpegDecoder")
+            .field("library", &self.lib.path())
+            .field("device", &self.stream.device().index())
+            .finish_non_exhaustive()
+    }
+}
+
+impl NvjpegDecoder {
+    /// A decoder on `device`, decoding on the device's copy stream.
+    ///
+    /// # Errors
+    /// [`Error::NvjpegUnavailable`] when libnvjpeg is not found; [`Error::Nvjpeg`] when the
+    /// handle or state cannot be created; [`Error::Driver`] when the resize kernel does not
+    /// load.
+    pub fn new(device: &CudaDevice) -> Result<Self> {
+        let lib = load_library()?;
+        let stream = CopyStream::for_device(device)?;
+        device.bind()?;
+        let kernel = load_kernel()?;
+        let mut handle: ffi::Handle = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; the library is loaded.
+        check("nvjpegCreateSimple", unsafe {
+            (lib.api.create_simple)(&mut handle)
+        })?;
+        let mut state: ffi::State = std::ptr::null_mut();
+        // SAFETY: `handle` is live; valid out-pointer.
+        let st = unsafe { (lib.api.state_create)(handle, &mut state) };
+        if let Err(e) = check("nvjpegJpegStateCreate", st) {
+            // SAFETY: created above, destroyed once.
+            unsafe { (lib.api.destroy)(handle) };
+            return Err(e);
+        }
+        Ok(NvjpegDecoder {
+            lib,
+            native: Mutex::new(Native {
+                handle,
+                state,
+                batched_for: None,
+            }),
+            kernel,
+            stream,
+            counters: Counters::default(),
+        })
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> NvjpegStats {
+        let c = &self.counters;
+        NvjpegStats {
+            batches: c.batches.load(Ordering::Relaxed),
+            gpu_images: c.gpu.load(Ordering::Relaxed),
+            cpu_fallbacks: c.cpu.load(Ordering::Relaxed),
+            seconds: c.nanos.load(Ordering::Relaxed) as f64 / 1e9,
+        }
+    }
+
+    /// Decodes `jpegs` (`(key, bytes)`) into one ready device batch `[N, H, W, 3]` u8, each
+    /// image resized to `size = (width, height)`; with `size = None` every image must have
+    /// the first one's size. EXIF orientation is not applied on the GPU path.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an empty batch or (with `size = None`) differing sizes;
+    /// [`Error::Decode`] when the CPU fallback fails too (a broken file); [`Error::Driver`] /
+    /// [`Error::Nvjpeg`] for device failures.
+    pub fn decode_batch(
+        &self,
+        jpegs: &[(&str, &[u8])],
+        size: Option<(usize, usize)>,
+    ) -> Result<(DeviceBatch, DecodeReport)> {
+        let t0 = Instant::now();
+        if jpegs.is_empty() {
+            return Err(Error::InvalidArgument(
+                "cannot decode an empty batch".into(),
+            ));
+        }
+        let dev = self.stream.device();
+        dev.bind()?;
+        let api = &self.lib.api;
+        let mut native = self.native.lock().unwrap_or_else(|e| e.into_inner());
+        let mut report = DecodeReport::default();
+        // 1. Headers: size and whether nvJPEG takes the file.
+        let mut infos: Vec<Option<(usize, usize)>> = Vec::with_capacity(jpegs.len());
+        for (i, (key, bytes)) in jpegs.iter().enumerate() {
+            let (mut n, mut css) = (0 as c_int, 0 as c_int);
+            let (mut w, mut h) = ([0 as c_int; 4], [0 as c_int; 4]);
+            // SAFETY: `bytes` is a live slice; every out-pointer is valid (4-entry arrays).
+            let st = unsafe {
+                (api.get_image_info)(
+                    native.handle,
+                    bytes.as_ptr(),
+                    bytes.len(),
+                    &mut n,
+                    &mut css,
+                    w.as_mut_ptr(),
+                    h.as_mut_ptr(),
+                )
+            };
+            let reject = if st != 0 {
+                Some(crate::nvjpeg_status_name(st).to_string())
+            } else if n != 1 && n != 3 {
+                Some(format!("{n} components (CMYK/YCCK)"))
+            } else if css == ffi::CSS_UNKNOWN {
+                Some("unknown chroma subsampling".to_string())
+            } else {
+                None
+            };
+            match reject {
+                Some(reason) => {
+                    report.fallbacks.push(Fallback {
+                        index: i,
+                        key: key.to_string(),
+                        reason,
+                    });
+                    infos.push(None);
+                }
+                None => infos.push(Some((w[0].max(0) as usize, h[0].max(0) as usize))),
+            }
+        }
+        let (tw, th) = match size {
+            Some(s) => s,
+            None => {
+                let first = match infos[0] {
+                    Some(s) => s,
+                    None => {
+                        let img = cpu_decode(jpegs[0].0, jpegs[0].1, None)?;
+                        (img.width, img.height)
+                    }
+                };
+                if let Some((i, s)) = infos
+                    .iter()
+                    .enumerate()
+                    .find_map(|(i, s)| s.filter(|&s| s != first).map(|s| (i, s)))
+                {
+                    return Err(Error::InvalidArgument(format!(
+                        "{} is {}x{} but the first image is {}x{}: pass a target size",
+                        jpegs[i].0, s.0, s.1, first.0, first.1
+                    )));
+                }
+                first
+            }
+        };
+        if tw == 0 || th == 0 {
+            return Err(Error::InvalidArgument("target size is zero".into()));
+        }
+        let slot = tw * th * 3;
+        let out = DeviceBuffer::alloc(&self.stream, slot * jpegs.len())?;
+        let raw_stream = self.stream.stream.cu_stream();
+        // 2. Destinations: straight into the slot at the target size, else a scratch buffer.
+        let gpu: Vec<usize> = (0..jpegs.len()).filter(|&i| infos[i].is_some()).collect();
+        let mut scratch: Vec<Option<DeviceBuffer>> = Vec::with_capacity(gpu.len());
+        let mut dests: Vec<ffi::Image> = Vec::with_capacity(gpu.len());
+        for &i in &gpu {
+            let (w, h) = infos[i].unwrap_or_default();
+            let mut img = ffi::Image::default();
+            if (w, h) == (tw, th) {
+                img.channel[0] = (out.device_ptr() + (i * slot) as u64) as *mut u8;
+                scratch.push(None);
+            } else {
+                let s = DeviceBuffer::alloc(&self.stream, w * h * 3)?;
+                img.channel[0] = s.device_ptr() as *mut u8;
+                scratch.push(Some(s));
+            }
+            img.pitch[0] = infos[i].map_or(0, |(w, _)| w * 3);
+            dests.push(img);
+        }
+        // 3. Decode: batched, then image by image if the batch call fails.
+        let mut failed: Vec<(usize, String)> = Vec::new();
+        if !gpu.is_empty() {
+            let batched_ok = self.decode_batched(&mut native, jpegs, &gpu, &mut dests, raw_stream);
+            if let Err(e) = batched_ok {
+                tracing::debug!(error = %e, "nvjpegDecodeBatched failed; decoding one by one");
+                for (k, &i) in gpu.iter().enumerate() {
+                    let bytes = jpegs[i].1;
+                    // SAFETY: live handle/state, live input slice, destination device memory
+                    // of `pitch * height` bytes, our stream.
+                    let st = unsafe {
+                        (api.decode)(
+                            native.handle,
+                            native.state,
+                            bytes.as_ptr(),
+                            bytes.len(),
+                            ffi::OUTPUT_RGBI,
+                            &mut dests[k],
+                            raw_stream as *mut c_void,
+                        )
+                    };
+                    if st != 0 {
+                        failed.push((k, crate::nvjpeg_status_name(st).to_string()));
+                    }
+                }
+                native.batched_for = None;
+            }
+        }
+        // 4. Resize what was decoded at its own size.
+        for (k, &i) in gpu.iter().enumerate() {
+            if failed.iter().any(|(f, _)| *f == k) {
+                continue;
+            }
+            if let (Some(src), Some((w, h))) = (&scratch[k], infos[i]) {
+                self.resize(
+                    src.device_ptr(),
+                    w,
+                    h,
+                    out.device_ptr() + (i * slot) as u64,
+                    tw,
+                    th,
+                )?;
+            }
+        }
+        for (k, reason) in failed {
+            let i = gpu[k];
+            report.fallbacks.push(Fallback {
+                index: i,
+                key: jpegs[i].0.to_string(),
+                reason,
+            });
+        }
+        report.gpu = jpegs.len() - report.fallbacks.len();
+        // 5. CPU fallback: decode + resize on the host, copy into the slot.
+        let mut hold: Vec<Vec<u8>> = Vec::new();
+        for f in &report.fallbacks {
+            let (key, bytes) = jpegs[f.index];
+            let img = cpu_decode(key, bytes, Some((tw, th)))?;
+            let data = img.as_u8().unwrap_or_default().to_vec();
+            if data.len() != slot {
+                return Err(Error::InvalidArgument(format!(
+                    "{key}: CPU fallback produced {} bytes, expected {slot}",
+                    data.len()
+                )));
+            }
+            // SAFETY: the slot has `slot` bytes; `data` is kept in `hold` until the stream is
+            // synchronized below.
+            unsafe {
+                result::memcpy_htod_async(
+                    out.device_ptr() + (f.index * slot) as u64,
+                    &data,
+                    raw_stream,
+                )
+            }
+            .map_err(|e| Error::driver("cuMemcpyHtoDAsync", e))?;
+            hold.push(data);
+        }
+        let ready = self.stream.record(false)?;
+        ready.synchronize()?;
+        drop(hold);
+        drop(scratch);
+        report.fallbacks.sort_by_key(|f| f.index);
+        report.seconds = t0.elapsed().as_secs_f64();
+        let c = &self.counters;
+        c.batches.fetch_add(1, Ordering::Relaxed);
+        c.gpu.fetch_add(report.gpu as u64, Ordering::Relaxed);
+        c.cpu
+            .fetch_add(report.fallbacks.len() as u64, Ordering::Relaxed);
+        c.nanos
+            .fetch_add((report.seconds * 1e9) as u64, Ordering::Relaxed);
+        let batch = DeviceBatch::new(
+            out,
+            [jpegs.len(), th, tw, 3],
+            DType::U8,
+            jpegs.iter().map(|(k, _)| k.to_string()).collect(),
+            vec![None; jpegs.len()],
+            ready,
+        );
+        Ok((batch, report))
+    }
+
+    fn decode_batched(
+        &self,
+        native: &mut Native,
+        jpegs: &[(&str, &[u8])],
+        gpu: &[usize],
+        dests: &mut [ffi::Image],
+        stream: sys::CUstream,
+    ) -> Result<()> {
+        let api = &self.lib.api;
+        if native.batched_for != Some(gpu.len()) {
+            // SAFETY: live handle and state.
+            let st = unsafe {
+                (api.decode_batched_initialize)(
+                    native.handle,
+                    native.state,
+                    gpu.len() as c_int,
+                    1,
+                    ffi::OUTPUT_RGBI,
+                )
+            };
+            check("nvjpegDecodeBatchedInitialize", st)?;
+            native.batched_for = Some(gpu.len());
+        }
+        let ptrs: Vec<*const u8> = gpu.iter().map(|&i| jpegs[i].1.as_ptr()).collect();
+        let lens: Vec<usize> = gpu.iter().map(|&i| jpegs[i].1.len()).collect();
+        // SAFETY: `ptrs`/`lens`/`dests` have `gpu.len()` entries (the initialized batch
+        // size); inputs are live slices; destinations are device buffers of pitch * height.
+        let st = unsafe {
+            (api.decode_batched)(
+                native.handle,
+                native.state,
+                ptrs.as_ptr(),
+                lens.as_ptr(),
+                dests.as_mut_ptr(),
+                stream as *mut c_void,
+            )
+        };
+        check("nvjpegDecodeBatched", st)
+    }
+
+    fn resize(&self, src: u64, sw: usize, sh: usize, dst: u64, dw: usize, dh: usize) -> Result<()> {
+        let (mut src, mut spitch, mut sw32, mut sh32) =
+            (src, (sw * 3) as u32, sw as u32, sh as u32);
+        let (mut dst, mut dw32, mut dh32) = (dst, dw as u32, dh as u32);
+        let mut params: [*mut c_void; 7] = [
+            (&mut src as *mut u64).cast(),
+            (&mut spitch as *mut u32).cast(),
+            (&mut sw32 as *mut u32).cast(),
+            (&mut sh32 as *mut u32).cast(),
+            (&mut dst as *mut u64).cast(),
+            (&mut dw32 as *mut u32).cast(),
+            (&mut dh32 as *mut u32).cast(),
+        ];
+        let grid = (dw.div_ceil(16) as u32, dh.div_ceil(16) as u32, 1);
+        // SAFETY: the kernel's parameters are (u64, u32, u32, u32, u64, u32, u32) as passed;
+        // `src` holds `sh` rows of `3 * sw` bytes and `dst` `dh * dw * 3` bytes, both device
+        // memory alive until the stream is synchronized in `decode_batch`.
+        unsafe {
+            result::launch_kernel(
+                self.kernel.func,
+                grid,
+                (16, 16, 1),
+                0,
+                self.stream.stream.cu_stream(),
+                &mut params,
+            )
+        }
+        .map_err(|e| Error::driver("cuLaunchKernel", e))
+    }
+}
+
+impl Drop for NvjpegDecoder {
+    fn drop(&mut self) {
+        let native = self.native.get_mut().unwrap_or_else(|e| e.into_inner());
+        let _ = self.stream.synchronize();
+        // SAFETY: state and handle were created in `new` and are destroyed once, after the
+        // stream's work that used them finished.
+        unsafe {
+            (self.lib.api.state_destroy)(native.state);
+            (self.lib.api.destroy)(native.handle);
+        }
+        if self.stream.device().bind().is_ok() {
+            // SAFETY: the module was loaded in `new` and is unloaded once.
+            let _ = unsafe { result::module::unload(self.kernel.module) };
+        }
+    }
+}
+
+fn load_kernel() -> Result<Kernel> {
+    let src = CString::new(RESIZE_PTX).map_err(|e| Error::InvalidArgument(e.to_string()))?;
+    // SAFETY: a NUL-terminated PTX image; a context is current (bound by the caller).
+    let module = unsafe { result::module::load_data(src.as_ptr().cast()) }
+        .map_err(|e| Error::driver("cuModuleLoadData", e))?;
+    let name = CString::new("spdl_resize_triangle_u8c3").unwrap_or_default();
+    // SAFETY: `module` was just loaded.
+    let func = unsafe { result::module::get_function(module, name) }
+        .map_err(|e| Error::driver("cuModuleGetFunction", e))?;
+    Ok(Kernel { module, func })
+}
+
+/// The CPU path: libjpeg-turbo decode to RGB, resize with the same triangle filter.
+fn cpu_decode(key: &str, bytes: &[u8], size: Option<(usize, usize)>) -> Result<spdl_io::Image> {
+    let transform = match size {
+        Some((width, height)) => Transform::Resize {
+            width,
+            height,
+            filter: Default::default(),
+        },
+        None => Transform::Identity,
+    };
+    let loader = ImageLoader::new(transform);
+    let ctx = SampleContext {
+        key,
+        index: 0,
+        epoch: 0,
+    };
+    Ok(loader.load(bytes, &ctx)?)
+}
