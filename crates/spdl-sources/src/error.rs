@@ -109,9 +109,27 @@ impl std::fmt::Display for ErrorKind {
 ///
 /// Messages never hold credentials: fetch errors are built from the URI, the status and a
 /// short reason, never from request headers or signed URLs.
-#[derive(Debug, thiserror::Error)]
-#[error("{}", self.message())]
-pub struct Error {
+#[derive(Debug)]
+pub struct Error(Box<Inner>);
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message())
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0
+            .source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+/// The fields of an [`Error`], boxed so that `Result<T, Error>` stays one pointer wide.
+#[derive(Debug)]
+struct Inner {
     kind: ErrorKind,
     path: Option<PathBuf>,
     uri: Option<String>,
@@ -121,14 +139,13 @@ pub struct Error {
     temporary: Option<bool>,
     retry_after: Option<std::time::Duration>,
     reason: String,
-    #[source]
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
 }
 
 impl Error {
     /// An error of `kind` with a reason and no path.
     pub(crate) fn new(kind: ErrorKind, reason: impl Into<String>) -> Self {
-        Self {
+        Self(Box::new(Inner {
             kind,
             path: None,
             uri: None,
@@ -139,62 +156,62 @@ impl Error {
             retry_after: None,
             reason: reason.into(),
             source: None,
-        }
+        }))
     }
 
     #[cfg_attr(not(feature = "fetch"), allow(dead_code))]
     /// Attaches the URI (shown in place of a path) the error concerns.
     pub(crate) fn with_uri(mut self, uri: impl Into<String>) -> Self {
-        self.uri = Some(uri.into());
+        self.0.uri = Some(uri.into());
         self
     }
 
     #[cfg_attr(not(feature = "remote"), allow(dead_code))]
     /// Attaches the HTTP status a server answered with.
     pub(crate) fn with_status(mut self, status: u16) -> Self {
-        self.status = Some(status);
+        self.0.status = Some(status);
         self
     }
 
     #[cfg_attr(not(feature = "remote"), allow(dead_code))]
     /// Marks the error temporary (a retry may help) or permanent, overriding the kind's default.
     pub(crate) fn with_temporary(mut self, temporary: bool) -> Self {
-        self.temporary = Some(temporary);
+        self.0.temporary = Some(temporary);
         self
     }
 
     #[cfg_attr(not(feature = "remote"), allow(dead_code))]
     /// Records the server's `Retry-After`.
     pub(crate) fn with_retry_after(mut self, after: Option<std::time::Duration>) -> Self {
-        self.retry_after = after;
+        self.0.retry_after = after;
         self
     }
 
     #[cfg_attr(not(feature = "remote"), allow(dead_code))]
     /// Records how many attempts were made before giving up.
     pub(crate) fn with_attempts(mut self, attempts: u32) -> Self {
-        self.attempts = attempts;
+        self.0.attempts = attempts;
         self
     }
 
     #[cfg_attr(not(feature = "source-local"), allow(dead_code))]
     /// Attaches the path the error concerns.
     pub(crate) fn with_path(mut self, path: impl Into<PathBuf>) -> Self {
-        self.path = Some(path.into());
+        self.0.path = Some(path.into());
         self
     }
 
     #[cfg_attr(not(feature = "source-local"), allow(dead_code))]
     /// Attaches a 1-based line number (list files).
     pub(crate) fn with_line(mut self, line: u64) -> Self {
-        self.line = Some(line);
+        self.0.line = Some(line);
         self
     }
 
     #[cfg_attr(not(feature = "source-local"), allow(dead_code))]
     /// Replaces the reason, keeping kind, path and source.
     pub(crate) fn with_reason(mut self, reason: impl Into<String>) -> Self {
-        self.reason = reason.into();
+        self.0.reason = reason.into();
         self
     }
 
@@ -216,55 +233,52 @@ impl Error {
             ),
             _ => (ErrorKind::Io, err.to_string()),
         };
-        Self {
-            kind,
-            path: Some(path.to_path_buf()),
-            reason,
-            source: Some(Box::new(err)),
-            ..Self::new(kind, "")
-        }
+        let mut e = Self::new(kind, reason);
+        e.0.path = Some(path.to_path_buf());
+        e.0.source = Some(Box::new(err));
+        e
     }
 
     /// What went wrong.
     pub fn kind(&self) -> ErrorKind {
-        self.kind
+        self.0.kind
     }
 
     /// The file, directory or list file the error concerns, when there is one.
     pub fn path(&self) -> Option<&Path> {
-        self.path.as_deref()
+        self.0.path.as_deref()
     }
 
     /// The remote URI (`https://...`, `s3://bucket/key`) the error concerns, when there is one.
     pub fn uri(&self) -> Option<&str> {
-        self.uri.as_deref()
+        self.0.uri.as_deref()
     }
 
     /// The HTTP status the server answered with, for [`ErrorKind::Http`] and, where the backend
     /// reports it, [`ErrorKind::NotFound`] / [`ErrorKind::PermissionDenied`].
     pub fn status(&self) -> Option<u16> {
-        self.status
+        self.0.status
     }
 
     /// How many attempts were made (1 when the first failure was permanent); 0 for errors that
     /// did not come from a fetch.
     pub fn attempts(&self) -> u32 {
-        self.attempts
+        self.0.attempts
     }
 
     /// The delay the server asked for with `Retry-After`, when it sent one.
     pub fn retry_after(&self) -> Option<std::time::Duration> {
-        self.retry_after
+        self.0.retry_after
     }
 
     /// The 1-based line of a list file the error concerns, when there is one.
     pub fn line(&self) -> Option<u64> {
-        self.line
+        self.0.line
     }
 
     /// The reason alone, without kind or path.
     pub fn reason(&self) -> &str {
-        &self.reason
+        &self.0.reason
     }
 
     /// Whether retrying the same operation may succeed: an interrupted or timed-out read, a
@@ -275,17 +289,19 @@ impl Error {
     /// forbidden (403), a malformed line malformed, an HTML page HTML. Retry logic reads this, as
     /// with OpenDAL's temporary/permanent status.
     pub fn is_temporary(&self) -> bool {
-        if let Some(temporary) = self.temporary {
+        if let Some(temporary) = self.0.temporary {
             return temporary;
         }
-        match self.kind {
+        match self.0.kind {
             ErrorKind::Timeout | ErrorKind::Stalled | ErrorKind::ShortBody | ErrorKind::Network => {
                 true
             }
             ErrorKind::Http => self
+                .0
                 .status
                 .is_some_and(|s| s >= 500 || s == 408 || s == 429),
             _ => self
+                .0
                 .source
                 .as_ref()
                 .and_then(|e| e.downcast_ref::<io::Error>())
@@ -301,22 +317,22 @@ impl Error {
     }
 
     fn message(&self) -> String {
-        let mut out = format!("{}: ", self.kind);
-        let shown = match (&self.uri, &self.path) {
+        let mut out = format!("{}: ", self.0.kind);
+        let shown = match (&self.0.uri, &self.0.path) {
             (Some(uri), _) => Some(uri.clone()),
             (None, Some(path)) => Some(escape_path(path)),
             (None, None) => None,
         };
         if let Some(shown) = shown {
             out.push_str(&shown);
-            if let Some(line) = self.line {
+            if let Some(line) = self.0.line {
                 let _ = write!(out, ":{line}");
             }
             out.push_str(": ");
         }
-        out.push_str(&self.reason);
-        if self.attempts > 1 {
-            let _ = write!(out, " ({} attempts)", self.attempts);
+        out.push_str(&self.0.reason);
+        if self.0.attempts > 1 {
+            let _ = write!(out, " ({} attempts)", self.0.attempts);
         }
         out
     }
