@@ -52,6 +52,7 @@ TOLERANCE_F32 = TOLERANCE_U8 / 255 / 0.226  # the same in normalized units (std 
 
 class System:
     def __init__(self, name, kind, desc, script=None, extra=(), needs=(), axis="threads", group=""):
+        # dataloader-rs needs Python >= 3.13: its worker runs from --python-dataloader-rs.
         self.name = name
         self.kind = kind  # "cli-load", "cli-limit" or "py"
         self.desc = desc
@@ -75,8 +76,8 @@ SYSTEMS = [
     System("torch_dataloader", "py", "PyTorch DataLoader, `decode_jpeg` + transforms v2",
            "torch_dataloader.py", needs=("torch", "torchvision", "numpy"), axis="workers",
            group="torch"),
-    System("dataloader_rs", "py", "`dataloader-rs` (PyPI), Rust-core DataLoader",
-           "dataloader_rs.py", needs=("dataloader_rs", "torch", "torchvision", "numpy"),
+    System("dataloader_rs", "py", "`dataloader-rs` 0.2 (PyPI), Rust-core DataLoader, Pillow decode",
+           "dataloader_rs_pil.py", needs=("dataloader_rs", "PIL", "numpy"), axis="workers",
            group="dataloader-rs"),
     System("limit_decode", "py", "limit: libjpeg-turbo decode alone, all cores",
            "limit_decode.py", needs=("spdl_rs",), axis="cores", group="limit"),
@@ -188,6 +189,10 @@ def measure(cmd: list[str], env: dict | None = None, timeout: float = 1800) -> d
 # --------------------------------------------------------------------------- commands
 
 
+def python_of(s: System, a) -> str:
+    return a.python_dataloader_rs if s.name == "dataloader_rs" and a.python_dataloader_rs else a.python
+
+
 def command(s: System, a, config: str, n: int, dump: str | None = None) -> list[str]:
     if s.kind in ("cli-load", "cli-limit"):
         sub = "load" if s.kind == "cli-load" else "limit"
@@ -200,7 +205,7 @@ def command(s: System, a, config: str, n: int, dump: str | None = None) -> list[
         if a.limit:
             cmd += ["--limit", str(a.limit)]
         return cmd
-    cmd = [a.python, str(SYSTEMS_DIR / s.script), *s.extra, "--corpus", a.corpus,
+    cmd = [python_of(s, a), str(SYSTEMS_DIR / s.script), *s.extra, "--corpus", a.corpus,
            "--config", config, "--threads", str(n), "--batch-size", "32", "--size", "224",
            "--seed", "0"]
     if dump:
@@ -252,7 +257,7 @@ def probe(s: System, a) -> str | None:
     if not (SYSTEMS_DIR / s.script).exists():
         return f"no worker script {s.script}"
     code = "import " + ", ".join(s.needs)
-    r = subprocess.run([a.python, "-c", code], capture_output=True, text=True)
+    r = subprocess.run([python_of(s, a), "-c", code], capture_output=True, text=True)
     if r.returncode != 0:
         last = (r.stderr.strip().splitlines() or ["?"])[-1]
         return f"cannot import ({last[:200]})"
@@ -294,11 +299,11 @@ def pixel_check(a, systems: list[System], configs: list[str], tmp: Path) -> dict
             # Crops are random: the systems that share the seeded crop parameters of
             # bench/systems/_common.py (SPDL 0.8, spdl_rs pyfunc) are compared with each other;
             # the rest are checked for shape, dtype and non-blank images only.
-            ref = next((r for r in ("spdl08_batch", "spdl08_image", "spdl_rs_pyfunc") if r in dumps), None)
+            ref = next((r for r in ("spdl08_batch", "spdl08_image", "spdl_rs_pyfunc", "dataloader_rs") if r in dumps), None)
         script = f"""
 import json, sys, numpy as np
 dumps = json.loads(sys.argv[1]); ref = sys.argv[2]; tol = float(sys.argv[3]); config = sys.argv[4]
-same_rng = {{"spdl08_batch", "spdl08_image", "spdl_rs_pyfunc"}}
+same_rng = {{"spdl08_batch", "spdl08_image", "spdl_rs_pyfunc", "dataloader_rs"}}
 out = {{}}
 r = np.load(dumps[ref]).astype(np.float64) if ref in dumps else None
 for name, p in dumps.items():
@@ -472,6 +477,8 @@ def warm_page_cache(root: str) -> tuple[int, int]:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--python", default=sys.executable, help="the venv's python (runs the workers)")
+    p.add_argument("--python-dataloader-rs", default=None,
+                   help="a Python >= 3.13 with dataloader-rs, Pillow and NumPy (default: --python)")
     p.add_argument("--spdl", default=str(HERE.parent / "target/release/spdl"))
     p.add_argument("--corpus", default=os.path.expanduser("~/.cache/spdl-corpus/imagenet-like-2000"))
     p.add_argument("--rounds", type=int, default=3)

@@ -10,6 +10,7 @@ use clap::Subcommand;
 use crate::cmd::cargo;
 
 mod decode;
+mod images;
 
 /// Arguments of `cargo xtask bench`.
 #[derive(clap::Args)]
@@ -28,8 +29,8 @@ enum What {
     },
     /// `spdl load` against the decoder's bare-loop limit on the corpus.
     Decode(decode::Args),
-    /// The whole image pipeline on the corpus (not yet implemented).
-    Images,
+    /// The whole image pipeline: spdl-rs against SPDL 0.8, DataLoader and the limits.
+    Images(images::Args),
     /// Video decoding (not yet implemented).
     Video,
 }
@@ -54,7 +55,7 @@ pub(crate) fn run(args: &Args) -> Result<()> {
                 .run()
         }
         What::Decode(a) => decode::run(a),
-        What::Images => not_yet("images"),
+        What::Images(a) => images::run(a),
         What::Video => not_yet("video"),
     }
 }

@@ -1,0 +1,250 @@
+//! `cargo xtask bench images`: the whole image pipeline, spdl-rs against its peers (SPDL 0.8,
+//! PyTorch's DataLoader, the decoder's limits), driven by `bench/images.py`.
+//!
+//! This module prepares and starts it: the corpus, the release `spdl` binary, the bench venv
+//! `~/.cache/spdl-bench/venv` (created once, outside the repository: torch from PyPI is ~5 GB),
+//! the `spdl_rs` wheel installed into it; then the harness with the flags given here. A peer
+//! whose packages do not install is passed to the harness as skipped (with pip's reason); the
+//! run goes on. dataloader-rs needs Python >= 3.13: it gets its own venv
+//! (`~/.cache/spdl-bench/venv313`) from a `python3.13` on `PATH`, or is skipped. `--smoke` (CI) measures spdl-rs only, on the bundled photos, one round, and
+//! needs no venv: it uses the test venv (`target/spdl-venv`) when it has `spdl_rs`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Result};
+
+use crate::cmd::{cargo, repo_root, Cmd};
+use crate::{setup, wheel};
+
+/// Arguments of `cargo xtask bench images`.
+#[derive(clap::Args)]
+pub(crate) struct Args {
+    /// The corpus folder [default: the one `cargo xtask corpus` builds, 2,000 JPEGs].
+    #[arg(long)]
+    corpus: Option<PathBuf>,
+    /// Rounds (the table shows the median, min and max).
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Comma-separated systems [default: all]: spdl_cli, spdl_rs_native, spdl_rs_pyfunc,
+    /// spdl08_batch, spdl08_image, torch_dataloader, dataloader_rs, limit_decode,
+    /// limit_transform.
+    #[arg(long)]
+    systems: Option<String>,
+    /// Comma-separated configurations.
+    #[arg(long, default_value = "eval,train,eval_f32")]
+    configs: String,
+    /// Thread counts of the pipelines.
+    #[arg(long, default_value = "1,2,4")]
+    threads: String,
+    /// DataLoader `num_workers` values.
+    #[arg(long, default_value = "0,1,2,4")]
+    workers: String,
+    /// Only the first N images of the corpus (quick validation runs).
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Skip the cross-system pixel check.
+    #[arg(long)]
+    no_check: bool,
+    /// Reuse the venv and the installed wheel as they are (no pip, no maturin).
+    #[arg(long)]
+    no_install: bool,
+    /// Tiny run for CI: spdl-rs only, bundled photos, one round.
+    #[arg(long)]
+    smoke: bool,
+}
+
+/// The peers' packages, one pip call each so that one failing does not stop the others;
+/// the systems each one serves are skipped when it fails.
+const PEERS: &[(&str, &[&str], &[&str])] = &[
+    (
+        "spdl 0.8.0 + numpy, pillow, matplotlib",
+        &["spdl==0.8.0", "numpy", "pillow", "matplotlib"],
+        &["spdl08_batch", "spdl08_image"],
+    ),
+    (
+        "torch + torchvision (about 5 GB, once)",
+        &["torch", "torchvision"],
+        &["torch_dataloader"],
+    ),
+];
+
+fn home() -> PathBuf {
+    std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from)
+}
+
+/// `~/.cache/spdl-bench/venv` (outside the repository).
+fn bench_venv() -> PathBuf {
+    home().join(".cache/spdl-bench/venv")
+}
+
+fn py(venv: &Path) -> PathBuf {
+    venv.join("bin/python")
+}
+
+/// Creates the venv once; installs each peer's packages unless already importable. Returns
+/// `SYSTEM=REASON` for the systems whose packages failed.
+fn ensure_venv(venv: &Path) -> Result<Vec<String>> {
+    if !py(venv).exists() {
+        setup::venv()?; // makes sure python3-venv is installed
+        Cmd::new("python3").args(["-m", "venv"]).arg(venv).run()?;
+    }
+    let mut skipped = Vec::new();
+    for (what, packages, systems) in PEERS {
+        let module = match packages[0] {
+            "torch" => "torch, torchvision",
+            _ => "spdl.io, numpy, matplotlib",
+        };
+        if Cmd::new(py(venv))
+            .args(["-c", &format!("import {module}")])
+            .succeeds()
+        {
+            continue;
+        }
+        eprintln!("bench images: installing {what} into {}", venv.display());
+        let ok = Cmd::new(py(venv))
+            .args(["-m", "pip", "install", "--disable-pip-version-check", "-q"])
+            .args(*packages)
+            .run();
+        if let Err(e) = ok {
+            for s in *systems {
+                skipped.push(format!(
+                    "{s}=pip install {} failed: {e:#}",
+                    packages.join(" ")
+                ));
+            }
+        }
+    }
+    Ok(skipped)
+}
+
+/// The `spdl_rs` wheel, built with maturin (`cargo xtask wheel`) and installed into `venv`.
+fn install_wheel(venv: &Path) -> Result<()> {
+    let wheel = wheel::build()?;
+    Cmd::new(py(venv))
+        .args(["-m", "pip", "install", "--disable-pip-version-check", "-q"])
+        .args(["--force-reinstall", "--no-deps"])
+        .arg(&wheel)
+        .run()
+}
+
+/// A Python >= 3.13 on this machine (dataloader-rs 0.2.0 has no wheel for older ones).
+fn python313() -> Option<PathBuf> {
+    for name in ["python3.13", "python3.14", "python3.15"] {
+        if Cmd::new(name).args(["-c", "pass"]).succeeds() {
+            return Some(PathBuf::from(name));
+        }
+    }
+    None
+}
+
+/// `~/.cache/spdl-bench/venv313` with dataloader-rs, Pillow and NumPy: its Python, or
+/// `SYSTEM=REASON` when it cannot be made.
+fn ensure_venv313(install: bool) -> std::result::Result<PathBuf, String> {
+    let venv = home().join(".cache/spdl-bench/venv313");
+    let check = || {
+        Cmd::new(py(&venv))
+            .args(["-c", "import dataloader_rs, PIL, numpy"])
+            .succeeds()
+    };
+    if check() {
+        return Ok(py(&venv));
+    }
+    if !install {
+        return Err("dataloader_rs=not installed (run without --no-install)".into());
+    }
+    let Some(host) = python313() else {
+        return Err(
+            "dataloader_rs=dataloader-rs 0.2.0 requires Python >= 3.13; none found on PATH".into(),
+        );
+    };
+    let made = if py(&venv).exists() {
+        Ok(())
+    } else {
+        Cmd::new(host).args(["-m", "venv"]).arg(&venv).run()
+    };
+    made.and_then(|()| {
+        Cmd::new(py(&venv))
+            .args(["-m", "pip", "install", "--disable-pip-version-check", "-q"])
+            .args(["dataloader-rs", "pillow", "numpy"])
+            .run()
+    })
+    .map_err(|e| format!("dataloader_rs=pip install dataloader-rs failed: {e:#}"))?;
+    Ok(py(&venv))
+}
+
+pub(crate) fn run(args: &Args) -> Result<()> {
+    let root = repo_root();
+    let corpus = if args.smoke {
+        root.join("data/samples")
+    } else if let Some(c) = &args.corpus {
+        c.clone()
+    } else {
+        cargo()
+            .args(["run", "--quiet", "--release", "-p", "xtask-corpus"])
+            .run()?;
+        home().join(".cache/spdl-corpus/imagenet-like-2000")
+    };
+    if !corpus.is_dir() {
+        bail!("corpus {} does not exist", corpus.display());
+    }
+    cargo()
+        .args(["build", "--quiet", "--release", "-p", "spdl-cli"])
+        .run()?;
+
+    let mut skips = Vec::new();
+    let mut python313 = None;
+    let python = if args.smoke {
+        // CI: no bench venv; the test venv has spdl_rs after `cargo xtask test`.
+        let test_py = setup::venv_bin("python");
+        if test_py.exists() {
+            test_py
+        } else {
+            PathBuf::from("python3")
+        }
+    } else {
+        let venv = bench_venv();
+        if !args.no_install {
+            skips = ensure_venv(&venv)?;
+            if let Err(e) = install_wheel(&venv) {
+                eprintln!("bench images: spdl_rs wheel not installed ({e:#}); the spdl_rs Python systems will be skipped if it is missing");
+            }
+        }
+        match ensure_venv313(!args.no_install) {
+            Ok(p) => python313 = Some(p),
+            Err(reason) => skips.push(reason),
+        }
+        py(&venv)
+    };
+
+    let mut cmd = Cmd::new(&python)
+        .arg(root.join("bench/images.py"))
+        .arg("--python")
+        .arg(&python)
+        .arg("--spdl")
+        .arg(root.join("target/release/spdl"))
+        .arg("--corpus")
+        .arg(&corpus)
+        .args(["--rounds", &args.rounds.to_string()])
+        .args(["--configs", &args.configs])
+        .args(["--threads", &args.threads])
+        .args(["--workers", &args.workers]);
+    if let Some(p) = &python313 {
+        cmd = cmd.arg("--python-dataloader-rs").arg(p);
+    }
+    if let Some(s) = &args.systems {
+        cmd = cmd.args(["--systems", s]);
+    }
+    if let Some(n) = args.limit {
+        cmd = cmd.args(["--limit", &n.to_string()]);
+    }
+    if args.no_check {
+        cmd = cmd.arg("--no-check");
+    }
+    if args.smoke {
+        cmd = cmd.arg("--smoke");
+    }
+    for s in &skips {
+        cmd = cmd.arg("--skip").arg(s);
+    }
+    cmd.run()
+}
