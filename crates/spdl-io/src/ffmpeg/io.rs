@@ -10,8 +10,7 @@ use std::ptr;
 
 use ffmpeg_next::ffi;
 
-/// `AVIOContext` buffer size: FFmpeg's own default. (With 64 KiB the AVI
-/// demuxer of FFmpeg 5.1 returned no packets for a 40 KB file.)
+/// `AVIOContext` buffer size: FFmpeg's own default.
 const IO_BUFFER_SIZE: usize = 32 * 1024;
 
 /// `AVERROR(EIO)`.
@@ -38,6 +37,8 @@ pub(crate) struct IoState<'a> {
     pub(crate) io_error: Option<std::io::Error>,
     /// Reads that found no data left (the demuxer wanted bytes past the end).
     pub(crate) eof_reads: u64,
+    /// Staging buffer for file reads.
+    scratch: Vec<u8>,
 }
 
 impl IoState<'_> {
@@ -48,17 +49,23 @@ impl IoState<'_> {
         }
     }
 
-    /// Copies up to `out.len()` bytes; `Ok(0)` at the end.
-    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+    /// The next up to `len` bytes, `Ok(empty)` at the end. A slice is
+    /// borrowed as is; a file is read into `scratch`.
+    fn read(&mut self, len: usize) -> std::io::Result<&[u8]> {
         match &mut self.reader {
             Reader::Slice { data, pos } => {
                 let start = usize::try_from(*pos).unwrap_or(usize::MAX).min(data.len());
-                let n = out.len().min(data.len() - start);
-                out[..n].copy_from_slice(&data[start..start + n]);
+                let n = len.min(data.len() - start);
                 *pos += n as u64;
-                Ok(n)
+                Ok(&data[start..start + n])
             }
-            Reader::File { file, .. } => file.read(out),
+            Reader::File { file, .. } => {
+                if self.scratch.len() < len {
+                    self.scratch.resize(len, 0);
+                }
+                let n = file.read(&mut self.scratch[..len])?;
+                Ok(&self.scratch[..n])
+            }
         }
     }
 
@@ -98,14 +105,17 @@ unsafe extern "C" fn read_packet(opaque: *mut c_void, buf: *mut u8, size: c_int)
     // the one thread driving it, never concurrently, so this is the only
     // reference.
     let state = unsafe { &mut *opaque.cast::<IoState<'_>>() };
-    let len = size as usize;
-    // SAFETY: FFmpeg hands a buffer of at least `size` bytes; it is zeroed
-    // first so the slice is initialized memory before `Read` sees it.
-    let out = unsafe {
-        ptr::write_bytes(buf, 0, len);
-        std::slice::from_raw_parts_mut(buf, len)
-    };
-    match state.read(out) {
+    // `buf` may hold FFmpeg's live buffered window (it refills from the
+    // start of its buffer), so it is written only with data actually read,
+    // never cleared first: a read at the end must leave it intact.
+    let got = state.read(size as usize).map(|data| {
+        // SAFETY: FFmpeg hands a buffer of at least `size` writable bytes and
+        // `data.len() <= size`; `data` is our slice or scratch buffer, which
+        // never overlaps FFmpeg's buffer.
+        unsafe { ptr::copy_nonoverlapping(data.as_ptr(), buf, data.len()) };
+        data.len()
+    });
+    match got {
         Ok(0) => {
             state.eof_reads += 1;
             ffi::AVERROR_EOF
@@ -174,6 +184,7 @@ impl<'a> AvioContext<'a> {
             past_end: false,
             io_error: None,
             eof_reads: 0,
+            scratch: Vec::new(),
         }));
         // SAFETY: plain allocation; checked for null below.
         let buffer = unsafe { ffi::av_malloc(IO_BUFFER_SIZE) }.cast::<u8>();
@@ -223,6 +234,14 @@ impl<'a> AvioContext<'a> {
         // while the caller drives the format context, which needs `&mut` access
         // to the owning `Demuxer`, so no callback runs during this borrow.
         unsafe { &*self.state }
+    }
+}
+
+impl<'a> AvioContext<'a> {
+    /// What the callbacks observed so far, to reset.
+    pub(crate) fn state_mut(&mut self) -> &mut IoState<'a> {
+        // SAFETY: as in `state`; `&mut self` also excludes other borrows.
+        unsafe { &mut *self.state }
     }
 }
 

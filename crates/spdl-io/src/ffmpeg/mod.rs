@@ -159,6 +159,8 @@ pub(crate) struct Demuxer<'a> {
     packets: Vec<u64>,
     /// `IoState::eof_reads` once the headers were read.
     eof_reads_at_open: u64,
+    /// A seek happened, so packet counts no longer start at the beginning.
+    seeked: bool,
 }
 
 impl<'a> Demuxer<'a> {
@@ -258,6 +260,7 @@ impl<'a> Demuxer<'a> {
             io,
             packets: Vec::new(),
             eof_reads_at_open: 0,
+            seeked: false,
         };
         // SAFETY: the context is open; stream info reads through `pb`.
         let ret =
@@ -297,7 +300,7 @@ impl<'a> Demuxer<'a> {
                         "the data ends before the stream does (the container index points past the end)",
                     ));
                 }
-                if self.io.state().eof_reads > self.eof_reads_at_open {
+                if !self.seeked && self.io.state().eof_reads > self.eof_reads_at_open {
                     for st in self.input.streams() {
                         let listed = u64::try_from(st.frames()).unwrap_or(0);
                         let read = self.packets.get(st.index()).copied().unwrap_or(0);
@@ -319,8 +322,11 @@ impl<'a> Demuxer<'a> {
     }
 
     /// Seeks stream `stream` to the key frame at or before `ts` (in the
-    /// stream's time base).
+    /// stream's time base). A target past the end of the data is not taken
+    /// for truncation (the caller finds no frames there).
     pub(crate) fn seek_stream(&mut self, stream: usize, ts: i64) -> Result<()> {
+        self.seeked = true;
+        let was_past_end = self.io.state().past_end;
         // SAFETY: the context is open; `stream` is a valid stream index of it.
         let ret = unsafe {
             ffi::av_seek_frame(
@@ -330,6 +336,7 @@ impl<'a> Demuxer<'a> {
                 ffi::AVSEEK_FLAG_BACKWARD as c_int,
             )
         };
+        self.io.state_mut().past_end = was_past_end;
         if ret < 0 {
             return Err(self.classify(ff::Error::from(ret), "seeking"));
         }
