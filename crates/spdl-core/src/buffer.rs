@@ -214,6 +214,9 @@ unsafe impl Send for Idle {}
 struct State {
     idle: Vec<Idle>,
     stats: PoolStats,
+    /// Pool handles alive; at 0 the pool is closed: idle buffers are freed and buffers that
+    /// come back later are freed at once.
+    handles: usize,
 }
 
 struct Shared<A: RawAllocator> {
@@ -240,6 +243,14 @@ impl<A: RawAllocator> Release for Shared<A> {
     fn release(&self, ptr: NonNull<u8>, capacity: usize) {
         let mut st = self.lock();
         st.stats.in_use -= 1;
+        if st.handles == 0 {
+            st.stats.bytes -= capacity;
+            st.stats.frees += 1;
+            drop(st);
+            // SAFETY: the buffer came from `alloc.allocate(capacity)` and its owner is gone.
+            unsafe { self.alloc.deallocate(ptr, capacity) };
+            return;
+        }
         st.stats.idle += 1;
         st.idle.push(Idle { ptr, capacity });
         drop(st);
@@ -263,8 +274,8 @@ impl<A: RawAllocator> Drop for Shared<A> {
 }
 
 /// The bookkeeping of a bounded buffer pool over a [`RawAllocator`]: best-fit reuse of idle
-/// buffers, bounds on count and bytes, waiting when full, and release on drop (idle buffers
-/// are freed when the last handle to the pool and the last buffer are gone).
+/// buffers, bounds on count and bytes, waiting when full, and release on drop (dropping the
+/// last handle frees the idle buffers; buffers still in use are freed when they are dropped).
 ///
 /// Cheap to clone (a handle to shared state).
 pub struct Pool<A: RawAllocator> {
@@ -273,8 +284,22 @@ pub struct Pool<A: RawAllocator> {
 
 impl<A: RawAllocator> Clone for Pool<A> {
     fn clone(&self) -> Self {
+        self.shared.lock().handles += 1;
         Pool {
             shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<A: RawAllocator> Drop for Pool<A> {
+    /// The last handle frees the idle buffers; buffers still in use are freed when dropped.
+    fn drop(&mut self) {
+        let mut st = self.shared.lock();
+        st.handles -= 1;
+        let last = st.handles == 0;
+        drop(st);
+        if last {
+            self.trim();
         }
     }
 }
@@ -315,6 +340,7 @@ impl<A: RawAllocator> Pool<A> {
                 state: Mutex::new(State {
                     idle: Vec::new(),
                     stats: PoolStats::default(),
+                    handles: 1,
                 }),
                 returned: Condvar::new(),
             }),
@@ -668,9 +694,10 @@ mod tests {
         drop(pool);
         assert_eq!(
             live.load(Ordering::SeqCst),
-            2,
-            "a buffer keeps the pool alive"
+            1,
+            "idle buffers freed with the pool"
         );
+        assert_eq!(buf.len(), 10);
         drop(buf);
         assert_eq!(live.load(Ordering::SeqCst), 0);
     }

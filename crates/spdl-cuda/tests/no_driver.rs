@@ -1,0 +1,44 @@
+//! The no-driver paths: on a machine without libcuda (CI) every entry point returns a named
+//! error, never a panic. On a machine with a driver these checks are skipped (visibly).
+
+use spdl_cuda::{CudaDevice, DeviceSelector, Error};
+
+#[cfg(feature = "cuda")]
+#[test]
+fn no_driver_is_a_clean_error() {
+    if spdl_cuda::driver_available() {
+        eprintln!("SKIPPED: a CUDA driver is present; the no-driver path is tested by disabled.rs");
+        return;
+    }
+    for r in [
+        CudaDevice::new(0).map(|_| ()),
+        CudaDevice::local().map(|_| ()),
+        CudaDevice::select(DeviceSelector::Index(3)).map(|_| ()),
+        spdl_cuda::device_count().map(|_| ()),
+        spdl_cuda::driver::init(),
+    ] {
+        let e = r.unwrap_err();
+        assert!(matches!(e, Error::NoDriver(_)), "{e:?}");
+        assert!(e.is_unavailable());
+        assert!(e.to_string().starts_with("no CUDA driver: "), "{e}");
+    }
+}
+
+#[cfg(not(feature = "cuda"))]
+#[test]
+fn without_the_feature_everything_is_unsupported() {
+    assert!(!spdl_cuda::driver_available());
+    for r in [
+        CudaDevice::new(0).map(|_| ()),
+        CudaDevice::local().map(|_| ()),
+        CudaDevice::select(DeviceSelector::Index(0)).map(|_| ()),
+        spdl_cuda::device_count().map(|_| ()),
+    ] {
+        let e = r.unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unsupported: spdl-cuda was built without the `cuda` feature"
+        );
+        assert!(matches!(e, Error::Unsupported(_)));
+    }
+}
