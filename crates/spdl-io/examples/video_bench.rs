@@ -43,7 +43,11 @@ fn main() -> Result<()> {
     let mut groups: BTreeMap<&str, Vec<(String, Vec<u8>)>> = BTreeMap::new();
     for entry in std::fs::read_dir(&dir)? {
         let path = entry?.path();
-        let name = path.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let name = path
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
         if !name.ends_with(".mp4") {
             continue;
         }
@@ -54,18 +58,27 @@ fn main() -> Result<()> {
         } else {
             continue;
         };
-        groups.entry(group).or_default().push((name, std::fs::read(&path)?));
+        groups
+            .entry(group)
+            .or_default()
+            .push((name, std::fs::read(&path)?));
     }
     if groups.is_empty() {
         bail!("no *360*.mp4 / *720*.mp4 clips in {}", dir.display());
     }
     println!("{}", spdl_io::ffmpeg_versions());
-    let modes = [("2 workers x 1 decoder thread", 2, 1), ("1 worker x 2 decoder threads", 1, 2)];
+    let modes = [
+        ("2 workers x 1 decoder thread", 2, 1),
+        ("1 worker x 2 decoder threads", 1, 2),
+    ];
     let mut ours = BTreeMap::new();
     for (group, clips) in &groups {
         for &(mode, workers, threads) in &modes {
             let fps = run(clips, reps, workers, threads)?;
-            println!("spdl-rs  {group}  {mode}: {fps:8.1} frames/s ({} clips x {reps})", clips.len());
+            println!(
+                "spdl-rs  {group}  {mode}: {fps:8.1} frames/s ({} clips x {reps})",
+                clips.len()
+            );
             ours.insert((group.to_string(), mode.to_string()), fps);
         }
     }
@@ -78,7 +91,10 @@ fn main() -> Result<()> {
             .output()
             .context("running video_bench_spdl.py")?;
         if !out.status.success() {
-            bail!("video_bench_spdl.py failed: {}", String::from_utf8_lossy(&out.stderr));
+            bail!(
+                "video_bench_spdl.py failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         // Lines: "GROUP<TAB>MODE<TAB>FPS" (other lines are printed as they are).
         for line in String::from_utf8_lossy(&out.stdout).lines() {
@@ -88,7 +104,9 @@ fn main() -> Result<()> {
                 let ratio = ours
                     .get(&(group.to_string(), mode.to_string()))
                     .map_or(f64::NAN, |o| o / fps);
-                println!("SPDL 0.8 {group}  {mode}: {fps:8.1} frames/s  -> spdl-rs / SPDL = {ratio:.2}x");
+                println!(
+                    "SPDL 0.8 {group}  {mode}: {fps:8.1} frames/s  -> spdl-rs / SPDL = {ratio:.2}x"
+                );
             } else {
                 println!("{line}");
             }

@@ -67,7 +67,10 @@ fn stereo_is_not_swapped_and_surround_keeps_its_layout() {
         &AudioOptions::default(),
     )
     .unwrap();
-    let (l, r) = (freq(a.channel(0).unwrap(), 44100), freq(a.channel(1).unwrap(), 44100));
+    let (l, r) = (
+        freq(a.channel(0).unwrap(), 44100),
+        freq(a.channel(1).unwrap(), 44100),
+    );
     assert!((l - 440.0).abs() < 10.0, "left {l} Hz");
     assert!((r - 1000.0).abs() < 10.0, "right {r} Hz");
 
@@ -77,8 +80,15 @@ fn stereo_is_not_swapped_and_surround_keeps_its_layout() {
     )
     .unwrap();
     let peaks: Vec<f32> = (0..6).map(|c| peak(a.channel(c).unwrap())).collect();
-    for (c, want) in [0.125f32, 0.062, 0.0, 0.0, 0.125, 0.125].into_iter().enumerate() {
-        assert!((peaks[c] - want).abs() < 0.002, "channel {c}: peak {}", peaks[c]);
+    for (c, want) in [0.125f32, 0.062, 0.0, 0.0, 0.125, 0.125]
+        .into_iter()
+        .enumerate()
+    {
+        assert!(
+            (peaks[c] - want).abs() < 0.002,
+            "channel {c}: peak {}",
+            peaks[c]
+        );
     }
 }
 
@@ -103,10 +113,18 @@ fn resampling_carries_no_state_between_files() {
         for &&(file, rate, _, samples, want, _) in &order {
             let a = to_16k_mono(file);
             assert_eq!((a.channels, a.sample_rate), (1, 16_000));
-            assert!(a.samples.abs_diff(want) <= 2, "{file}: {} samples, want {want}", a.samples);
+            assert!(
+                a.samples.abs_diff(want) <= 2,
+                "{file}: {} samples, want {want}",
+                a.samples
+            );
             if !file.ends_with(".mp3") {
                 let native = samples as f64 / f64::from(rate);
-                assert!((a.duration() - native).abs() <= 0.001, "{file}: {} s", a.duration());
+                assert!(
+                    (a.duration() - native).abs() <= 0.001,
+                    "{file}: {} s",
+                    a.duration()
+                );
             }
         }
     }
@@ -184,7 +202,11 @@ fn time_window_cuts_at_sample_precision() {
 
 #[test]
 fn audio_track_of_a_video_clip() {
-    let a = load_audio(&media("clips/bbb_320x180_bframes.mp4"), &AudioOptions::default()).unwrap();
+    let a = load_audio(
+        &media("clips/bbb_320x180_bframes.mp4"),
+        &AudioOptions::default(),
+    )
+    .unwrap();
     assert_eq!((a.sample_rate, a.channels), (44_100, 2));
     assert!(a.info.codec.starts_with("aac"), "{}", a.info.codec);
     // 3 s of audio, give or take the AAC priming and frame rounding.
@@ -216,13 +238,19 @@ fn bad_inputs_are_named_errors_never_panics() {
     assert!(err.to_string().contains("vtest_384x288_msmpeg4.avi"));
     // Every truncation point and damaged bytes: never a panic.
     for cut in (0..good.len()).step_by(97) {
-        let _ = load_audio(MediaSource::bytes("cut.mp3", &good[..cut]), &AudioOptions::default());
+        let _ = load_audio(
+            MediaSource::bytes("cut.mp3", &good[..cut]),
+            &AudioOptions::default(),
+        );
     }
     let mut bad = good.clone();
     for i in (400..bad.len()).step_by(13) {
         bad[i] = bad[i].wrapping_mul(31);
     }
-    match load_audio(MediaSource::bytes("damaged.mp3", &bad), &AudioOptions::default()) {
+    match load_audio(
+        MediaSource::bytes("damaged.mp3", &bad),
+        &AudioOptions::default(),
+    ) {
         Ok(a) => assert!(a.samples < 100_000),
         Err(e) => assert!(e.to_string().starts_with("damaged.mp3: "), "{e}"),
     }

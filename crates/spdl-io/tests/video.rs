@@ -71,12 +71,19 @@ fn rotation_is_reported_and_applied_by_default() {
         ];
         for (q, (x, y)) in centres.into_iter().enumerate() {
             let got = pixel(&v, 0, x, y);
-            assert!(close(got, quads[q], 12), "{name} quadrant {q}: {got:?} vs {:?}", quads[q]);
+            assert!(
+                close(got, quads[q], 12),
+                "{name} quadrant {q}: {got:?} vs {:?}",
+                quads[q]
+            );
         }
         let r = npy(&media(&format!("{ROT}/ref/{name}_frame0_autorotated.npy")));
         assert_eq!(r.shape, vec![h, w, 3]);
         let d = max_diff(v.frame(0).unwrap().iter().map(|&b| f64::from(b)), r.data);
-        assert!(d <= 12.0, "{name}: frame 0 differs from the reference by {d}");
+        assert!(
+            d <= 12.0,
+            "{name}: frame 0 differs from the reference by {d}"
+        );
 
         // Not applied: raw frames, rotation still reported.
         let raw = load_video(
@@ -146,7 +153,11 @@ fn vfr_decodes_exactly_its_twelve_frames_with_exact_timestamps() {
     for t in 0..12 {
         let m = mean(v.frame(t).unwrap());
         assert!((m - VFR_MEANS[t]).abs() <= 3.0, "frame {t} mean {m}");
-        assert!((v.pts[t] - VFR_PTS[t]).abs() <= 0.001, "frame {t} pts {}", v.pts[t]);
+        assert!(
+            (v.pts[t] - VFR_PTS[t]).abs() <= 0.001,
+            "frame {t} pts {}",
+            v.pts[t]
+        );
     }
     let r = npy(&media(&format!("{VFR}/ref/frames_rgb.npy")));
     assert_eq!(r.shape, vec![12, 24, 32, 3]);
@@ -167,7 +178,10 @@ fn vfr_index_past_the_end_is_an_error_at_once() {
         assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
         let msg = err.to_string();
         assert!(msg.contains("vfr_12frames.mp4"), "{msg}");
-        assert!(msg.contains("out of range") && msg.contains("12 frames"), "{msg}");
+        assert!(
+            msg.contains("out of range") && msg.contains("12 frames"),
+            "{msg}"
+        );
     }
 }
 
@@ -203,7 +217,14 @@ fn vfr_time_selection_and_any_order_indices() {
     assert_eq!(v.indices, Some(vec![0, 3, 6, 9]));
 
     // Window [0.25, 0.9): pts 0.267, 0.300, 0.800, 0.833.
-    let v = load_video(&path, &opts(FrameSelection::Window { start: 0.25, end: 0.9 })).unwrap();
+    let v = load_video(
+        &path,
+        &opts(FrameSelection::Window {
+            start: 0.25,
+            end: 0.9,
+        }),
+    )
+    .unwrap();
     assert_eq!(v.shape[0], 4);
     for (got, want) in v.pts.iter().zip([0.267, 0.300, 0.800, 0.833]) {
         assert!((got - want).abs() <= 0.001, "{:?}", v.pts);
@@ -258,7 +279,11 @@ fn real_clips_match_the_ffmpeg_command_line() {
         assert!(v.info.codec.starts_with(codec), "{}", v.info.codec);
         assert_eq!(v.shape, [frames, h, w, 3], "{clip}");
         for (t, (pts, grid)) in reference.iter().enumerate() {
-            assert!((v.pts[t] - pts).abs() < 1e-6, "{clip} frame {t}: pts {} vs {pts}", v.pts[t]);
+            assert!(
+                (v.pts[t] - pts).abs() < 1e-6,
+                "{clip} frame {t}: pts {} vs {pts}",
+                v.pts[t]
+            );
             let d = max_diff(grid_means(&v, t), grid.iter().copied());
             assert!(d <= 1.0, "{clip} frame {t}: grid means differ by {d}");
         }
@@ -342,7 +367,12 @@ fn resize_and_pixel_formats_happen_in_the_decode() {
     // the two layouts: the ffmpeg command line's own rgb24 and bgr24 outputs
     // of this frame differ by 1.56 in the mean of R.
     let chan_mean = |d: &[u8], c: usize| {
-        d.iter().skip(c).step_by(3).map(|&v| f64::from(v)).sum::<f64>() / (d.len() / 3) as f64
+        d.iter()
+            .skip(c)
+            .step_by(3)
+            .map(|&v| f64::from(v))
+            .sum::<f64>()
+            / (d.len() / 3) as f64
     };
     for c in 0..3 {
         let (a, b) = (chan_mean(&rgb.data, c), chan_mean(&bgr.data, 2 - c));
@@ -409,7 +439,11 @@ fn file_and_memory_sources_agree_and_threads_share_nothing() {
     let path = media(BBB);
     let bytes = read(&path);
     let a = load_video(&path, &opts(FrameSelection::Step(7))).unwrap();
-    let b = load_video(MediaSource::bytes("x", &bytes), &opts(FrameSelection::Step(7))).unwrap();
+    let b = load_video(
+        MediaSource::bytes("x", &bytes),
+        &opts(FrameSelection::Step(7)),
+    )
+    .unwrap();
     assert_eq!(a, b);
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..6)
@@ -456,7 +490,9 @@ fn bad_inputs_are_named_errors_never_panics() {
         ),
         (
             "noise.mp4",
-            (0..4096u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect(),
+            (0..4096u32)
+                .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+                .collect(),
             &[ErrorKind::UnknownFormat, ErrorKind::Corrupt],
         ),
         (
@@ -489,10 +525,15 @@ fn bad_inputs_are_named_errors_never_panics() {
     for seed in 0..8u32 {
         let mut bad = good.clone();
         for k in 0..64u32 {
-            let at = 4000 + ((k.wrapping_mul(7919) ^ seed.wrapping_mul(104729)) as usize * 31) % (bad.len() - 4000);
+            let at = 4000
+                + ((k.wrapping_mul(7919) ^ seed.wrapping_mul(104729)) as usize * 31)
+                    % (bad.len() - 4000);
             bad[at] ^= 0x5a;
         }
-        match load_video(MediaSource::bytes("damaged.mp4", &bad), &VideoOptions::default()) {
+        match load_video(
+            MediaSource::bytes("damaged.mp4", &bad),
+            &VideoOptions::default(),
+        ) {
             Ok(v) => assert!(v.shape[0] <= 75),
             Err(e) => assert!(e.to_string().starts_with("damaged.mp4: "), "{e}"),
         }
@@ -511,7 +552,10 @@ fn invalid_arguments_are_rejected() {
     let path = media(&format!("{VFR}/vfr_12frames.mp4"));
     for sel in [
         FrameSelection::Step(0),
-        FrameSelection::Window { start: 1.0, end: 1.0 },
+        FrameSelection::Window {
+            start: 1.0,
+            end: 1.0,
+        },
         FrameSelection::PlayedAt(vec![f64::NAN]),
     ] {
         let err = load_video(&path, &opts(sel)).unwrap_err();
@@ -529,7 +573,9 @@ fn invalid_arguments_are_rejected() {
     // An audio-only file has no video stream.
     let wav = media("16-audio-odd-rates-channels/sine_8000Hz_mono_f32.wav");
     assert_eq!(
-        load_video(&wav, &VideoOptions::default()).unwrap_err().kind(),
+        load_video(&wav, &VideoOptions::default())
+            .unwrap_err()
+            .kind(),
         ErrorKind::Unsupported
     );
 }

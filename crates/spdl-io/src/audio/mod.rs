@@ -251,7 +251,9 @@ fn load(src: &MediaSource<'_>, opts: &AudioOptions) -> Result<Audio> {
                     };
                     next_pos = Some(pos + n);
                     let (lo, hi) = match window {
-                        Some((wl, wh)) => ((wl - pos).clamp(0, n), (wh.saturating_sub(pos)).clamp(0, n)),
+                        Some((wl, wh)) => {
+                            ((wl - pos).clamp(0, n), (wh.saturating_sub(pos)).clamp(0, n))
+                        }
                         None => (0, n),
                     };
                     if let Some((_, wh)) = window {
@@ -319,7 +321,12 @@ fn load(src: &MediaSource<'_>, opts: &AudioOptions) -> Result<Audio> {
 
 /// Appends samples `lo..hi` of every channel of `frame` as f32 (u8 as
 /// (x - 128) / 128, s16 / 32768, s32 / 2^31, s64 / 2^63, float as is).
-fn append_f32(frame: &ff::frame::Audio, lo: usize, hi: usize, planes: &mut [Vec<f32>]) -> Result<()> {
+fn append_f32(
+    frame: &ff::frame::Audio,
+    lo: usize,
+    hi: usize,
+    planes: &mut [Vec<f32>],
+) -> Result<()> {
     let fmt = frame.format();
     let nch = planes.len();
     let bps = fmt.bytes();
@@ -328,14 +335,22 @@ fn append_f32(frame: &ff::frame::Audio, lo: usize, hi: usize, planes: &mut [Vec<
     let conv: fn(&[u8]) -> f32 = match fmt {
         Sample::U8(_) => |b| (f32::from(b[0]) - 128.0) / 128.0,
         Sample::I16(_) => |b| f32::from(i16::from_ne_bytes([b[0], b[1]])) / 32768.0,
-        Sample::I32(_) => |b| (f64::from(i32::from_ne_bytes([b[0], b[1], b[2], b[3]])) / 2147483648.0) as f32,
+        Sample::I32(_) => {
+            |b| (f64::from(i32::from_ne_bytes([b[0], b[1], b[2], b[3]])) / 2147483648.0) as f32
+        }
         Sample::I64(_) => |b| {
-            (i64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]) as f64 / 9.223372036854775808e18) as f32
+            (i64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]) as f64
+                / 9_223_372_036_854_775_808.0) as f32
         },
         Sample::F32(_) => |b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]),
-        Sample::F64(_) => |b| f64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]) as f32,
+        Sample::F64(_) => {
+            |b| f64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]) as f32
+        }
         Sample::None => {
-            return Err(Error::new(ErrorKind::Corrupt, "decoder returned no sample format"))
+            return Err(Error::new(
+                ErrorKind::Corrupt,
+                "decoder returned no sample format",
+            ))
         }
     };
     if planar {
@@ -360,7 +375,10 @@ fn append_f32(frame: &ff::frame::Audio, lo: usize, hi: usize, planes: &mut [Vec<
 }
 
 fn short_frame() -> Error {
-    Error::new(ErrorKind::Corrupt, "decoded frame is shorter than its sample count")
+    Error::new(
+        ErrorKind::Corrupt,
+        "decoded frame is shorter than its sample count",
+    )
 }
 
 /// Resamples / remixes f32 planes with swresample (a fresh context per call).
@@ -399,7 +417,9 @@ fn resample(
     })?;
     let in_n = planes.first().map_or(0, Vec::len);
     let expected = (in_n as u128 * u128::from(out_rate)).div_ceil(u128::from(rate.max(1)));
-    let cap = usize::try_from(expected).unwrap_or(usize::MAX).saturating_add(4096);
+    let cap = usize::try_from(expected)
+        .unwrap_or(usize::MAX)
+        .saturating_add(4096);
     let mut out: Vec<Vec<f32>> = vec![vec![0.0; cap]; out_ch];
     let mut written = 0usize;
     // The input in chunks (so counts fit a C int), then flushes (null input)
@@ -441,7 +461,11 @@ fn resample(
             )
         };
         if got < 0 {
-            return Err(ff_err(ErrorKind::Corrupt, "resampling", ff::Error::from(got)));
+            return Err(ff_err(
+                ErrorKind::Corrupt,
+                "resampling",
+                ff::Error::from(got),
+            ));
         }
         written += got as usize;
         if flushing && got == 0 {

@@ -78,7 +78,10 @@ impl Converter {
             color_range: frame.color_range(),
         };
         if key.width == 0 || key.height == 0 || key.format == Pixel::None {
-            return Err(Error::new(ErrorKind::Corrupt, "decoder returned an empty frame"));
+            return Err(Error::new(
+                ErrorKind::Corrupt,
+                "decoder returned an empty frame",
+            ));
         }
         if self.scaler.as_ref().map(|(k, _)| *k) != Some(key) {
             let mut ctx = scaling::Context::get(
@@ -106,9 +109,9 @@ impl Converter {
         let Some((_, scaler)) = self.scaler.as_mut() else {
             return Err(Error::new(ErrorKind::Corrupt, "no scaler"));
         };
-        scaler.run(frame, &mut self.scratch).map_err(|e| {
-            crate::ffmpeg::ff_err(ErrorKind::Corrupt, "converting frame", e)
-        })?;
+        scaler
+            .run(frame, &mut self.scratch)
+            .map_err(|e| crate::ffmpeg::ff_err(ErrorKind::Corrupt, "converting frame", e))?;
         let stride = self.scratch.stride(0);
         let src = self.scratch.data(0);
         copy_rotated(

@@ -377,7 +377,10 @@ pub fn load_video_clips<'a>(
         }
         let total = count_packets(&src)?;
         if total == 0 {
-            return Err(Error::new(ErrorKind::Empty, "the video stream has no frames"));
+            return Err(Error::new(
+                ErrorKind::Empty,
+                "the video stream has no frames",
+            ));
         }
         let indices: Vec<usize> = sampling.indices(total).into_iter().flatten().collect();
         let video = load_indices(&src, opts, &indices, true)?;
@@ -418,7 +421,10 @@ pub fn load_video_clip<'a>(
         }
         let total = count_packets(&src)?;
         if total == 0 {
-            return Err(Error::new(ErrorKind::Empty, "the video stream has no frames"));
+            return Err(Error::new(
+                ErrorKind::Empty,
+                "the video stream has no frames",
+            ));
         }
         let indices: Vec<usize> = (0..frames)
             .map(|i| {
@@ -478,8 +484,8 @@ impl<'a> Session<'a> {
             };
             let tb = st.time_base();
             let frames = u64::try_from(st.frames()).ok().filter(|&n| n > 0);
-            let duration =
-                (st.duration() > 0 && st.duration() != i64::MIN).then(|| seconds(st.duration(), tb));
+            let duration = (st.duration() > 0 && st.duration() != i64::MIN)
+                .then(|| seconds(st.duration(), tb));
             let rate = st.avg_frame_rate();
             let fps = (rate.numerator() > 0 && rate.denominator() > 0).then(|| f64::from(rate));
             let start = if st.start_time() == ff::ffi::AV_NOPTS_VALUE {
@@ -487,7 +493,16 @@ impl<'a> Session<'a> {
             } else {
                 st.start_time()
             };
-            (st.index(), tb, st.parameters(), stream_rotation(&st), frames, duration, fps, start)
+            (
+                st.index(),
+                tb,
+                st.parameters(),
+                stream_rotation(&st),
+                frames,
+                duration,
+                fps,
+                start,
+            )
         };
         let mut ctx = codec::Context::from_parameters(params)
             .map_err(|e| src.err(ff_err(ErrorKind::Corrupt, "reading codec parameters", e)))?;
@@ -615,7 +630,10 @@ fn load(src: &MediaSource<'_>, opts: &VideoOptions) -> Result<Video> {
         FrameSelection::All => load_filtered(src, opts, |_, _| Keep::Yes, None),
         FrameSelection::Step(k) => {
             if *k == 0 {
-                return Err(Error::new(ErrorKind::InvalidArgument, "Step(0): step must be >= 1"));
+                return Err(Error::new(
+                    ErrorKind::InvalidArgument,
+                    "Step(0): step must be >= 1",
+                ));
             }
             let k = *k;
             load_filtered(
@@ -700,8 +718,13 @@ fn filtered_pass(
     let mut idx_out = Vec::new();
     let mut overshot = false;
     let end = {
-        let (conv, data, pts_out, idx_out, overshot) =
-            (&mut conv, &mut data, &mut pts_out, &mut idx_out, &mut overshot);
+        let (conv, data, pts_out, idx_out, overshot) = (
+            &mut conv,
+            &mut data,
+            &mut pts_out,
+            &mut idx_out,
+            &mut overshot,
+        );
         session_run_with_converter(session, opts, conv, |conv, frame, i, pts| {
             if i == 0 {
                 if let Some(start) = check_start {
@@ -805,13 +828,26 @@ impl ConverterFactory<'_> {
         };
         let (fw, fh) = (frame.width() as usize, frame.height() as usize);
         if fw == 0 || fh == 0 {
-            return Err(Error::new(ErrorKind::Corrupt, "decoder returned an empty frame"));
+            return Err(Error::new(
+                ErrorKind::Corrupt,
+                "decoder returned an empty frame",
+            ));
         }
-        let (dw, dh) = if rotation % 180 == 0 { (fw, fh) } else { (fh, fw) };
+        let (dw, dh) = if rotation % 180 == 0 {
+            (fw, fh)
+        } else {
+            (fh, fw)
+        };
         let (w, h) = match (opts.width, opts.height) {
             (Some(w), Some(h)) => (w as usize, h as usize),
-            (Some(w), None) => (w as usize, ((w as usize * dh) as f64 / dw as f64).round() as usize),
-            (None, Some(h)) => (((h as usize * dw) as f64 / dh as f64).round() as usize, h as usize),
+            (Some(w), None) => (
+                w as usize,
+                ((w as usize * dh) as f64 / dw as f64).round() as usize,
+            ),
+            (None, Some(h)) => (
+                ((h as usize * dw) as f64 / dh as f64).round() as usize,
+                h as usize,
+            ),
             (None, None) => (dw, dh),
         };
         if w == 0 || h == 0 || w > 1 << 16 || h > 1 << 16 {
@@ -820,7 +856,13 @@ impl ConverterFactory<'_> {
                 format!("output size {w}x{h} is out of range (1 to 65536)"),
             ));
         }
-        Ok(Converter::new(w, h, rotation, opts.pixel_format, opts.filter))
+        Ok(Converter::new(
+            w,
+            h,
+            rotation,
+            opts.pixel_format,
+            opts.filter,
+        ))
     }
 }
 
@@ -853,31 +895,33 @@ fn load_indices(
             frames: 0,
             eof: false,
         },
-        Some(max) => session_run_with_converter(&mut session, opts, &mut conv, |conv, frame, i, pts| {
-            let n = conv.frame_len();
-            if data.is_empty() {
-                check_limit(t, n, opts)?;
-                data = vec![0; t * n];
-            }
-            if let Some(targets) = slots.get(&i) {
-                let first = targets[0];
-                conv.convert(frame, &mut data[first * n..(first + 1) * n])?;
-                for &s in &targets[1..] {
-                    data.copy_within(first * n..(first + 1) * n, s * n);
+        Some(max) => {
+            session_run_with_converter(&mut session, opts, &mut conv, |conv, frame, i, pts| {
+                let n = conv.frame_len();
+                if data.is_empty() {
+                    check_limit(t, n, opts)?;
+                    data = vec![0; t * n];
                 }
-                for &s in targets {
-                    pts_out[s] = pts;
-                    filled[s] = true;
+                if let Some(targets) = slots.get(&i) {
+                    let first = targets[0];
+                    conv.convert(frame, &mut data[first * n..(first + 1) * n])?;
+                    for &s in &targets[1..] {
+                        data.copy_within(first * n..(first + 1) * n, s * n);
+                    }
+                    for &s in targets {
+                        pts_out[s] = pts;
+                        filled[s] = true;
+                    }
                 }
-            }
-            if i >= max {
-                return Ok(Flow::Stop);
-            }
-            if clamp {
-                last = Some((frame.clone(), i, pts));
-            }
-            Ok(Flow::Continue)
-        })?,
+                if i >= max {
+                    return Ok(Flow::Stop);
+                }
+                if clamp {
+                    last = Some((frame.clone(), i, pts));
+                }
+                Ok(Flow::Continue)
+            })?
+        }
     };
     if filled.iter().any(|f| !f) {
         let decoded = end.frames;
@@ -892,7 +936,10 @@ fn load_indices(
                     idx_out[s] = *i;
                 }
             } else {
-                return Err(Error::new(ErrorKind::Empty, "the video stream has no frames"));
+                return Err(Error::new(
+                    ErrorKind::Empty,
+                    "the video stream has no frames",
+                ));
             }
         } else {
             let bad = indices
@@ -924,7 +971,10 @@ fn load_indices(
 /// PlayedAt: the frame with `pts <= t < next pts` for each time.
 fn load_played_at(src: &MediaSource<'_>, opts: &VideoOptions, times: &[f64]) -> Result<Video> {
     if let Some(bad) = times.iter().find(|t| !t.is_finite()) {
-        return Err(Error::new(ErrorKind::InvalidArgument, format!("time {bad} is not finite")));
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!("time {bad} is not finite"),
+        ));
     }
     let mut session = Session::open(src, opts.threads)?;
     let t = times.len();
@@ -990,7 +1040,15 @@ fn load_played_at(src: &MediaSource<'_>, opts: &VideoOptions, times: &[f64]) -> 
                 }
             }
             if let Some((pf, pi, pp)) = prev.as_ref() {
-                assign(conv, &mut data, &mut next, (pf, *pi, *pp), pts, &mut pts_out, &mut idx_out)?;
+                assign(
+                    conv,
+                    &mut data,
+                    &mut next,
+                    (pf, *pi, *pp),
+                    pts,
+                    &mut pts_out,
+                    &mut idx_out,
+                )?;
             }
             if next >= order.len() {
                 return Ok(Flow::Stop);
@@ -1006,8 +1064,20 @@ fn load_played_at(src: &MediaSource<'_>, opts: &VideoOptions, times: &[f64]) -> 
         // until its end (pts + duration).
         match (prev.as_ref(), conv.as_mut()) {
             (Some((pf, pi, pp)), Some(c)) => {
-                let until = if last_end > *pp { last_end } else { *pp + f64::EPSILON };
-                assign(c, &mut data, &mut next, (pf, *pi, *pp), until, &mut pts_out, &mut idx_out)?;
+                let until = if last_end > *pp {
+                    last_end
+                } else {
+                    *pp + f64::EPSILON
+                };
+                assign(
+                    c,
+                    &mut data,
+                    &mut next,
+                    (pf, *pi, *pp),
+                    until,
+                    &mut pts_out,
+                    &mut idx_out,
+                )?;
                 if next < order.len() {
                     return Err(Error::new(
                         ErrorKind::InvalidArgument,
@@ -1018,7 +1088,12 @@ fn load_played_at(src: &MediaSource<'_>, opts: &VideoOptions, times: &[f64]) -> 
                     ));
                 }
             }
-            _ => return Err(Error::new(ErrorKind::Empty, "the video stream has no frames")),
+            _ => {
+                return Err(Error::new(
+                    ErrorKind::Empty,
+                    "the video stream has no frames",
+                ))
+            }
         }
     }
     let (h, w, c, rotation_applied) = shape_of(&session, conv.as_ref(), opts);
