@@ -14,7 +14,7 @@
 //!   (host batch -> [`DeviceBatch`], double-buffered).
 //! - [`dlpack`]: the DLPack layouts and [`TensorExport`] for zero-copy hand-off to Python.
 //! - `nvjpeg` (feature `decode-nvjpeg`): batched GPU JPEG decode with CPU fallback.
-//! - [`bench`]: host-to-device GB/s measurement for `spdl load --device`.
+//! - [`bench`](mod@bench): host-to-device GB/s measurement for `spdl load --device`.
 //!
 //! Features: `cuda` (cudarc, loaded at run time: builds without CUDA), `decode-nvjpeg`
 //! (implies `cuda`). Without `cuda` every entry point returns

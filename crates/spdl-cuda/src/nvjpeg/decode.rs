@@ -168,7 +168,7 @@ DONE:
 }
 "#;
 
-/// The source of [`RESIZE_PTX`], for tests that check it with `ptxas`.
+/// The PTX source of the resize kernel, for tests that check it with `ptxas`.
 pub const RESIZE_KERNEL_PTX: &str = RESIZE_PTX;
 
 /// Why an image went to the CPU decoder.
