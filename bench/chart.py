@@ -34,6 +34,8 @@ def main(src: str, dst: str) -> None:
                            color="gray" if name == "limit_decode" else "black")
             else:
                 ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=label)
+        ticks = sorted({r["n"] for rows in by_system.values() for r in rows})
+        ax.set_xticks(ticks)
         ax.set_title(config)
         ax.set_xlabel("threads (DataLoader: num_workers)")
         ax.set_ylabel("images/s (median, min-max)")
