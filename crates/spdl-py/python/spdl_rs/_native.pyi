@@ -1,0 +1,190 @@
+"""Type stubs of the compiled extension ``spdl_rs._native`` (use the public submodules)."""
+
+from collections.abc import Iterator, Sequence
+from os import PathLike
+from typing import Any, final
+
+@final
+class CPUBuffer:
+    """Contiguous row-major CPU array: one image ``[H, W, C]`` or a batch ``[N, H, W, C]``
+    (``uint8``; ``uint16`` for 16-bit images) or a normalized batch ``[N, C, H, W]``
+    (``float32``). Zero-copy through the buffer protocol, ``__array_interface__`` and DLPack;
+    the memory lives as long as any view. Mirrors SPDL's ``spdl.io.CPUBuffer``."""
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+    @property
+    def dtype(self) -> str:
+        """``"uint8"``, ``"uint16"`` or ``"float32"``."""
+    @property
+    def data_ptr(self) -> int:
+        """Address of the first element."""
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def keys(self) -> list[str]:
+        """Sample keys (paths), batch order."""
+    @property
+    def labels(self) -> list[int | None]: ...
+    @property
+    def __array_interface__(self) -> dict[str, Any]: ...
+    def __len__(self) -> int: ...
+    def __dlpack__(
+        self,
+        *,
+        stream: Any = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> Any:
+        """A ``"dltensor"`` capsule sharing the memory. Raises ``BufferError`` for
+        ``copy=True`` or a non-CPU ``dl_device``."""
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """``(1, 0)``: kDLCPU, device 0."""
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+
+@final
+class NativeOp:
+    """A native pipeline stage (see :mod:`spdl_rs.ops`); calling it runs it once without the GIL."""
+
+    @property
+    def name(self) -> str: ...
+    def __call__(self, item: Any, /) -> Any: ...
+
+@final
+class SampleList:
+    """An ordered list of samples (path and optional label), iterated natively as a source."""
+
+    def __len__(self) -> int: ...
+    def __getitem__(self, index: int) -> str | tuple[str, int]: ...
+    def __iter__(self) -> Iterator[str | tuple[str, int]]: ...
+    @property
+    def paths(self) -> list[str]: ...
+    @property
+    def labels(self) -> list[int | None]: ...
+    @property
+    def classes(self) -> list[str]: ...
+
+@final
+class TimeSummary:
+    """Per-item task time of a stage, seconds."""
+
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+
+@final
+class StageStats:
+    """Counters of one stage."""
+
+    name: str
+    concurrency: int
+    items_in: int
+    items_out: int
+    filtered: int
+    failures: int
+    task_time: TimeSummary
+    busy_fraction: float
+
+@final
+class QueueStats:
+    """Counters of one queue (``"a->b"``); waits in seconds."""
+
+    name: str
+    capacity: int
+    items: int
+    occupancy_rate: float
+    mean_put_wait: float
+    mean_get_wait: float
+
+@final
+class PipelineStats:
+    """A snapshot of all stages (source first) and queues; ``str()`` is a table."""
+
+    stages: list[StageStats]
+    queues: list[QueueStats]
+    text: str
+    def stage(self, name: str) -> StageStats | None: ...
+
+@final
+class _Pipeline:
+    def start(self) -> None: ...
+    def next(self, timeout: float | None = None) -> Any: ...
+    def stop(self) -> None: ...
+    @property
+    def stopped(self) -> bool: ...
+    @property
+    def epoch(self) -> int: ...
+    def stats(self) -> PipelineStats: ...
+    def last_errors(self) -> list[str]: ...
+
+_Path = str | PathLike[str]
+
+def load_image(
+    path: _Path,
+    width: int | None = None,
+    height: int | None = None,
+    *,
+    color: str = "rgb",
+    filter: str = "bilinear",
+    lenient: bool = False,
+) -> CPUBuffer:
+    """Reads and decodes one image to ``[H, W, C]`` (GIL released). Raises ``OSError`` /
+    ``ValueError`` naming the path."""
+
+def decode_image(
+    data: bytes,
+    width: int | None = None,
+    height: int | None = None,
+    *,
+    color: str = "rgb",
+    filter: str = "bilinear",
+    lenient: bool = False,
+    key: str = "<bytes>",
+) -> CPUBuffer:
+    """Decodes encoded image bytes to ``[H, W, C]`` (GIL released). Raises ``ValueError``
+    naming ``key``."""
+
+def load_image_batch(
+    paths: Sequence[_Path],
+    width: int,
+    height: int,
+    *,
+    color: str = "rgb",
+    filter: str = "bilinear",
+    lenient: bool = False,
+    normalize: bool = False,
+    num_threads: int | None = None,
+) -> CPUBuffer:
+    """Loads ``[N, height, width, C]`` ``uint8`` (or normalized ``[N, C, height, width]``
+    ``float32``) on native threads, GIL released. Raises naming the first failed sample."""
+
+def op_read_file() -> NativeOp: ...
+def op_decode_image(
+    width: int | None = None, height: int | None = None, *, color: str = "rgb", filter: str = "bilinear", lenient: bool = False
+) -> NativeOp: ...
+def op_load_image(
+    width: int | None = None, height: int | None = None, *, color: str = "rgb", filter: str = "bilinear", lenient: bool = False
+) -> NativeOp: ...
+def op_collate(*, normalize: bool = False) -> NativeOp: ...
+def list_files(root: _Path, extensions: Sequence[str] | None = None) -> SampleList:
+    """Files under ``root`` with an accepted extension, sorted by path bytes."""
+
+def image_folder(root: _Path, extensions: Sequence[str] | None = None, allow_empty: bool = False) -> SampleList:
+    """torchvision ``ImageFolder`` layout: class ``i`` = ``i``-th sub-folder by name."""
+
+def build_pipeline(
+    source: Any,
+    stages: list[tuple[str, Any, str, int, str, int | None, int, bool]],
+    *,
+    sink_size: int,
+    num_threads: int,
+    max_failures: int,
+    report_stats_interval: float,
+) -> _Pipeline: ...
+def init_logging(level: str = "info") -> None:
+    """Sends the engine's log (failures, stats reports) to stderr; first call only."""
+
+def _gil_acquisitions() -> int:
+    """Times pipeline threads took the GIL since import (tests)."""
