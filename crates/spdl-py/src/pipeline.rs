@@ -449,9 +449,10 @@ impl PyPipeline {
         let p = g.as_mut()?;
         let epoch = p.epoch();
         let mut cx = Context::from_waker(Waker::noop());
-        let mut stream = p.stream();
-        let polled = Pin::new(&mut stream).poll_next(&mut cx);
-        drop(stream);
+        let polled = {
+            let mut stream = p.stream();
+            Pin::new(&mut stream).poll_next(&mut cx)
+        };
         match polled {
             Poll::Pending => None,
             Poll::Ready(Some(Ok(item))) => Some(Step::Item(item)),
