@@ -11,8 +11,8 @@ use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use spdl_core::{Op, PipelineBuilder, StageConfig};
 use spdl_io::{
-    collate, collate_normalized, BatchItem, Filter, ImageBatch, ImageLoader, Normalize,
-    RandomResizedCrop, SampleContext, Transform,
+    collate, collate_normalized, BatchItem, Filter, ImageLoader, Normalize, RandomResizedCrop,
+    SampleContext, Transform,
 };
 use spdl_sources::{
     read_list_file, walk_dir, Bytes, DistInfo, Extensions, FetchOptions, Fetcher, ImageFolder,
@@ -20,6 +20,7 @@ use spdl_sources::{
 };
 use tracing_subscriber::prelude::*;
 
+use crate::device::{self, Counted};
 use crate::report::{Failure, Report};
 use crate::{DtypeArg, LayoutArg, LoadArgs, TransformArg};
 
@@ -223,59 +224,55 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
             }
         })
     };
-    let collate_op = Op::blocking(move |items: Vec<BatchItem>| {
-        let batch = match dtype {
-            DtypeArg::U8 => collate(items)?,
-            DtypeArg::F32 => collate_normalized(items, &Normalize::imagenet())?,
-        };
-        Ok(Some(batch))
-    });
-    let mut pipeline = PipelineBuilder::source(source)
+    let batches = PipelineBuilder::source(source)
         .pipe(
             read,
-            StageConfig::named("read").concurrency(args.read_concurrency.max(1)),
+            StageConfig::named("read").concurrency(
+                args.fetch_concurrency
+                    .unwrap_or(args.read_concurrency)
+                    .max(1),
+            ),
         )
         .pipe(
             decode,
             StageConfig::named("decode").concurrency(decode_concurrency),
         )
-        .aggregate(args.batch_size, false)
-        .pipe(
-            collate_op,
-            StageConfig::named("collate").concurrency(threads.min(2)),
-        )
-        .sink(3)
-        .build(threads)?;
+        .aggregate(args.batch_size, false);
 
-    let total = per_epoch * args.epochs;
-    let bar = progress_bar(total, args.json || args.quiet);
-    let start = Instant::now();
-    let mut first_batch: Option<Duration> = None;
     let mut report = Report::new(&shown, &args, threads, per_epoch, layout, dtype);
-    let mut pipeline_error = None;
-    'epochs: for _ in 0..args.epochs {
-        for batch in pipeline.iter() {
-            match batch {
-                Ok(batch) => {
-                    first_batch.get_or_insert_with(|| start.elapsed());
-                    check_batch(&batch, args.size);
-                    report.images += batch.len() as u64;
-                    report.batches += 1;
-                    bar.inc(batch.len() as u64);
-                }
-                Err(e) => {
-                    pipeline_error = Some(e);
-                    break 'epochs;
-                }
-            }
+    let run = if device::is_gpu(&args.device)? {
+        #[cfg(feature = "cuda")]
+        {
+            let normalize = dtype == DtypeArg::F32;
+            let (pipeline, transfer) =
+                device::build_gpu(batches, &args.device, normalize, threads)?;
+            let run = consume(pipeline, &args, per_epoch, &failures);
+            report.transfer = Some(transfer());
+            run
         }
-        let failed = failures.lock().map(|f| f.len()).unwrap_or(0);
-        bar.set_message(format!("{failed} failed"));
-    }
-    let elapsed = start.elapsed();
-    bar.finish_and_clear();
-    let stats = pipeline.stats();
-    pipeline.stop();
+        #[cfg(not(feature = "cuda"))]
+        return Err(device::no_cuda(&args.device));
+    } else {
+        let collate_op = Op::blocking(move |items: Vec<BatchItem>| {
+            let batch = match dtype {
+                DtypeArg::U8 => collate(items)?,
+                DtypeArg::F32 => collate_normalized(items, &Normalize::imagenet())?,
+            };
+            Ok(Some(batch))
+        });
+        let pipeline = batches
+            .pipe(
+                collate_op,
+                StageConfig::named("collate").concurrency(threads.min(2)),
+            )
+            .sink(3)
+            .build(threads)?;
+        consume(pipeline, &args, per_epoch, &failures)
+    };
+    report.images = run.images;
+    report.batches = run.batches;
+    let (elapsed, first_batch, pipeline_error) = (run.elapsed, run.first_batch, run.error);
+    let stats = run.stats;
 
     report.seconds = elapsed.as_secs_f64();
     report.first_batch_seconds = first_batch.map(|d| d.as_secs_f64());
@@ -295,14 +292,58 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
     })
 }
 
-/// A batch must have the shape the flags asked for; anything else is a bug worth stopping for.
-fn check_batch(batch: &ImageBatch, size: usize) {
-    let [_, a, b, c] = batch.shape;
-    debug_assert!(
-        (a == size && b == size && c == 3) || (a == 3 && b == size && c == size),
-        "unexpected batch shape {:?}",
-        batch.shape
-    );
+/// What consuming the pipeline gave.
+struct Run {
+    images: u64,
+    batches: u64,
+    elapsed: Duration,
+    first_batch: Option<Duration>,
+    error: Option<spdl_core::Error>,
+    stats: spdl_core::PipelineStats,
+}
+
+/// The training loop's side: takes every batch of every epoch, with a progress bar.
+fn consume<B: Counted>(
+    mut pipeline: spdl_core::Pipeline<B>,
+    args: &LoadArgs,
+    per_epoch: u64,
+    failures: &Mutex<Vec<Failure>>,
+) -> Run {
+    let bar = progress_bar(per_epoch * args.epochs, args.json || args.quiet);
+    let start = Instant::now();
+    let (mut images, mut batches) = (0u64, 0u64);
+    let mut first_batch = None;
+    let mut error = None;
+    'epochs: for _ in 0..args.epochs {
+        for batch in pipeline.iter() {
+            match batch {
+                Ok(batch) => {
+                    first_batch.get_or_insert_with(|| start.elapsed());
+                    images += batch.images() as u64;
+                    batches += 1;
+                    bar.inc(batch.images() as u64);
+                }
+                Err(e) => {
+                    error = Some(e);
+                    break 'epochs;
+                }
+            }
+        }
+        let failed = failures.lock().map(|f| f.len()).unwrap_or(0);
+        bar.set_message(format!("{failed} failed"));
+    }
+    let elapsed = start.elapsed();
+    bar.finish_and_clear();
+    let stats = pipeline.stats();
+    pipeline.stop();
+    Run {
+        images,
+        batches,
+        elapsed,
+        first_batch,
+        error,
+        stats,
+    }
 }
 
 fn progress_bar(total: u64, hidden: bool) -> ProgressBar {

@@ -5,6 +5,7 @@
 //! spdl load                 # the sample photographs bundled in the repository
 //! ```
 
+mod device;
 mod limit;
 mod load;
 mod report;
@@ -91,6 +92,9 @@ pub(crate) struct LoadArgs {
     /// Files read concurrently (async I/O stage).
     #[arg(long, default_value_t = 16)]
     pub(crate) read_concurrency: usize,
+    /// Requests in flight for remote sources (HTTP, S3) [default: --read-concurrency].
+    #[arg(long)]
+    pub(crate) fetch_concurrency: Option<usize>,
     /// Images decoded concurrently (default: the number of threads).
     #[arg(long)]
     pub(crate) decode_concurrency: Option<usize>,
@@ -118,6 +122,10 @@ pub(crate) struct LoadArgs {
     /// Number of ranks (default: $WORLD_SIZE, or 1).
     #[arg(long)]
     pub(crate) world_size: Option<u64>,
+    /// Where batches end up: `cpu`, or `cuda[:N]` (pinned memory, then an asynchronous copy to
+    /// GPU N; plain `cuda` is the `LOCAL_RANK` device). Needs the `cuda` feature.
+    #[arg(long, default_value = "cpu")]
+    pub(crate) device: String,
     /// Print the report as JSON on stdout (no progress bar).
     #[arg(long)]
     pub(crate) json: bool,

@@ -8,6 +8,7 @@ use std::sync::Mutex;
 use serde::Serialize;
 use spdl_core::{BoxError, PipelineStats};
 
+use crate::device::TransferReport;
 use crate::{DtypeArg, LayoutArg, LoadArgs};
 
 /// One sample that could not be loaded.
@@ -56,6 +57,8 @@ pub(crate) struct Report {
     pub(crate) failures: Vec<Failure>,
     pub(crate) error: Option<String>,
     pub(crate) stats: Option<PipelineStats>,
+    /// Host-to-device copies, with `--device cuda`.
+    pub(crate) transfer: Option<TransferReport>,
 }
 
 impl Report {
@@ -87,6 +90,7 @@ impl Report {
             failures: Vec::new(),
             error: None,
             stats: None,
+            transfer: None,
         }
     }
 
@@ -156,6 +160,9 @@ impl Report {
             "first_batch_seconds": self.first_batch_seconds,
             "failures": self.failures,
             "error": self.error,
+            "device": self.transfer.as_ref().map_or("cpu".to_string(), |t| t.device.clone()),
+            "h2d_gigabytes_per_second": self.transfer.as_ref().map(|t| t.gigabytes_per_second),
+            "h2d_bytes": self.transfer.as_ref().map(|t| t.bytes),
             "stages": stages,
             "queues": queues,
         })
@@ -196,6 +203,15 @@ impl fmt::Display for Report {
             self.images + self.failures.len() as u64,
             listed
         )?;
+        if let Some(t) = &self.transfer {
+            writeln!(
+                f,
+                "  to {}: {:.2} GB copied at {:.2} GB/s (pinned memory, dedicated stream)",
+                t.device,
+                t.bytes as f64 / 1e9,
+                t.gigabytes_per_second
+            )?;
+        }
         if !self.failures.is_empty() {
             writeln!(f, "failures:")?;
             for fl in &self.failures {

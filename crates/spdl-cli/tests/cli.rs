@@ -178,3 +178,15 @@ fn limit_decodes_from_memory() {
     assert_eq!(r["images"], 14);
     assert_eq!(r["failed"], 0);
 }
+
+#[test]
+fn a_gpu_without_cuda_is_a_clear_error() {
+    let out = spdl().args(["load", "--device", "cuda:0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    // Built without the feature: says how to rebuild; built with it on a machine without a GPU:
+    // says the driver is missing. Never a panic.
+    assert!(err.contains("without CUDA support") || err.contains("no CUDA driver"), "{err}");
+    let out = spdl().args(["load", "--device", "tpu"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("expected `cpu`, `cuda` or `cuda:N`"));
+}
