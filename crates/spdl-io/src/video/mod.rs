@@ -917,7 +917,7 @@ fn load_indices(
                     return Ok(Flow::Stop);
                 }
                 if clamp {
-                    last = Some((frame.clone(), i, pts));
+                    last = Some((frame_ref(frame)?, i, pts));
                 }
                 Ok(Flow::Continue)
             })?
@@ -1055,7 +1055,7 @@ fn load_played_at(src: &MediaSource<'_>, opts: &VideoOptions, times: &[f64]) -> 
             }
             let d = frame.packet().duration;
             last_end = pts + if d > 0 { seconds(d, tb) } else { 0.0 };
-            prev = Some((frame.clone(), i, pts));
+            prev = Some((frame_ref(frame)?, i, pts));
             Ok(Flow::Continue)
         })?
     };
@@ -1106,6 +1106,23 @@ fn load_played_at(src: &MediaSource<'_>, opts: &VideoOptions, times: &[f64]) -> 
         frames_decoded: end.eof.then_some(end.frames),
         info: session.info.clone(),
     })
+}
+
+/// A new reference to `frame`'s buffers (`av_frame_ref`: no pixel copy,
+/// unlike `frame::Video::clone`, which copies every plane).
+fn frame_ref(frame: &ff::frame::Video) -> Result<ff::frame::Video> {
+    let mut out = ff::frame::Video::empty();
+    // SAFETY: `out` is a fresh, empty frame and `frame` a valid decoded one;
+    // av_frame_ref only adds references to the source's buffers.
+    let ret = unsafe { ff::ffi::av_frame_ref(out.as_mut_ptr(), frame.as_ptr()) };
+    if ret < 0 {
+        return Err(ff_err(
+            ErrorKind::LimitExceeded,
+            "referencing a frame",
+            ff::Error::from(ret),
+        ));
+    }
+    Ok(out)
 }
 
 /// Number of packets of the best video stream (demux only, no decode).
