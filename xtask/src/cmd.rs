@@ -55,8 +55,14 @@ impl Cmd {
     pub(crate) fn display(&self) -> String {
         let mut s = String::new();
         for (k, v) in self.inner.get_envs() {
-            if let Some(v) = v {
-                let _ = write!(s, "{}={} ", k.to_string_lossy(), v.to_string_lossy());
+            let Some(v) = v else { continue };
+            let v = v.to_string_lossy();
+            if k == "PATH" {
+                // Only what we put in front of it: PATH=/added/dir:$PATH.
+                let first = v.split(':').next().unwrap_or_default();
+                let _ = write!(s, "PATH={first}:$PATH ");
+            } else {
+                let _ = write!(s, "{}={v} ", k.to_string_lossy());
             }
         }
         s.push_str(&self.inner.get_program().to_string_lossy());
