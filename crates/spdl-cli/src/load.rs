@@ -139,6 +139,12 @@ fn init_tracing(trace: Option<&Path>) -> Result<TraceGuard> {
 
 pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
     let _trace = init_tracing(args.trace.as_deref())?;
+    if args.video {
+        #[cfg(feature = "decode-ffmpeg")]
+        return crate::video::run(&args);
+        #[cfg(not(feature = "decode-ffmpeg"))]
+        bail!("--video: this spdl was built without FFmpeg; rebuild with `cargo build --release -p spdl-cli --features decode-ffmpeg`");
+    }
     let (dataset, shown) = list_dataset(&args)?;
     let dist = dist(&args)?;
     let (dtype, layout) = match (args.dtype, args.layout) {

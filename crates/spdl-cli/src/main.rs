@@ -9,6 +9,8 @@ mod device;
 mod limit;
 mod load;
 mod report;
+#[cfg(feature = "decode-ffmpeg")]
+mod video;
 
 use std::path::PathBuf;
 
@@ -122,6 +124,13 @@ pub(crate) struct LoadArgs {
     /// Number of ranks (default: $WORLD_SIZE, or 1).
     #[arg(long)]
     pub(crate) world_size: Option<u64>,
+    /// Load videos instead of images: one clip of `--frames` frames at `--size` per file,
+    /// batched as `[N, T, H, W, 3]` u8; the report gives frames/s (feature `decode-ffmpeg`).
+    #[arg(long)]
+    pub(crate) video: bool,
+    /// Frames per clip with `--video`, spread evenly over the video.
+    #[arg(long, default_value_t = 16)]
+    pub(crate) frames: usize,
     /// Where batches end up: `cpu`, or `cuda[:N]` (pinned memory, then an asynchronous copy to
     /// GPU N; plain `cuda` is the `LOCAL_RANK` device). Needs the `cuda` feature.
     #[arg(long, default_value = "cpu")]

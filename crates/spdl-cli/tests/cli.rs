@@ -181,12 +181,43 @@ fn limit_decodes_from_memory() {
 
 #[test]
 fn a_gpu_without_cuda_is_a_clear_error() {
-    let out = spdl().args(["load", "--device", "cuda:0"]).output().unwrap();
+    let out = spdl()
+        .args(["load", "--device", "cuda:0"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     // Built without the feature: says how to rebuild; built with it on a machine without a GPU:
     // says the driver is missing. Never a panic.
-    assert!(err.contains("without CUDA support") || err.contains("no CUDA driver"), "{err}");
+    assert!(
+        err.contains("without CUDA support") || err.contains("no CUDA driver"),
+        "{err}"
+    );
     let out = spdl().args(["load", "--device", "tpu"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("expected `cpu`, `cuda` or `cuda:N`"));
+}
+
+#[cfg(feature = "decode-ffmpeg")]
+#[test]
+fn loads_video_clips() {
+    let media = Path::new(env!("CARGO_MANIFEST_DIR")).join("../spdl-io/tests/fixtures/media");
+    let r = json(
+        spdl()
+            .arg("load")
+            .arg("--video")
+            .arg(&media)
+            .args(["--frames", "4", "--size", "64", "-b", "2"]),
+    );
+    assert_eq!(r["clip_shape"], serde_json::json!([4, 64, 64, 3]));
+    assert_eq!(r["clips"], r["listed"]);
+    assert_eq!(r["failed"], 0);
+    assert!(r["frames_per_second"].as_f64().unwrap() > 0.0);
+}
+
+#[cfg(not(feature = "decode-ffmpeg"))]
+#[test]
+fn video_without_ffmpeg_is_a_clear_error() {
+    let out = spdl().args(["load", "--video", "."]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("without FFmpeg"));
 }
