@@ -8,15 +8,44 @@ use pyo3::prelude::*;
 
 use crate::buffer::CpuBuffer;
 use crate::error::{io_err, sources_err};
+use crate::item::Pos;
 
-/// How images are decoded and resized; built from the keyword arguments shared by the `io`
-/// functions and the `ops` stages.
+/// The side of the square output of `transform="eval"`/`"train"`: `size`, or `width` when
+/// `width == height` are given instead.
+fn square_size(
+    transform: &str,
+    width: Option<usize>,
+    height: Option<usize>,
+    size: Option<usize>,
+) -> PyResult<usize> {
+    let side = match (size, width, height) {
+        (Some(s), None, None) => s,
+        (None, Some(w), Some(h)) if w == h => w,
+        (Some(s), Some(w), Some(h)) if w == s && h == s => s,
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "transform={transform:?} makes a square image: give size (or width == height), got size={size:?}, width={width:?}, height={height:?}"
+            )))
+        }
+    };
+    if side == 0 {
+        return Err(PyValueError::new_err("size must be at least 1"));
+    }
+    Ok(side)
+}
+
+/// How images are decoded and transformed; built from the keyword arguments shared by the `io`
+/// functions and the `ops` stages. The transforms are those of `spdl-cli load --transform`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn make_loader(
     width: Option<usize>,
     height: Option<usize>,
     color: &str,
     filter: &str,
     lenient: bool,
+    transform: &str,
+    size: Option<usize>,
+    seed: u64,
 ) -> PyResult<spdl_io::ImageLoader> {
     let filter = match filter {
         "nearest" => spdl_io::Filter::Nearest,
@@ -29,16 +58,43 @@ pub(crate) fn make_loader(
             )))
         }
     };
-    let transform = match (width, height) {
-        (None, None) => spdl_io::Transform::Identity,
-        (Some(w), Some(h)) if w > 0 && h > 0 => spdl_io::Transform::Resize {
-            width: w,
-            height: h,
-            filter,
+    let transform = match transform {
+        "resize" => match (width, height, size) {
+            (None, None, None) => spdl_io::Transform::Identity,
+            (None, None, Some(s)) if s > 0 => spdl_io::Transform::Resize {
+                width: s,
+                height: s,
+                filter,
+            },
+            (Some(w), Some(h), None) if w > 0 && h > 0 => spdl_io::Transform::Resize {
+                width: w,
+                height: h,
+                filter,
+            },
+            (w, h, s) => {
+                return Err(PyValueError::new_err(format!(
+                    "width and height must both be given (and positive) or both be None (or size alone), got width={w:?}, height={h:?}, size={s:?}"
+                )))
+            }
         },
-        (w, h) => {
+        "eval" => {
+            let side = square_size(transform, width, height, size)?;
+            spdl_io::Transform::ResizeCenterCrop {
+                // ImageNet evaluation ratio: 256 for a 224 crop (as `spdl-cli load`).
+                shorter_side: (side * 256).div_ceil(224),
+                crop: side,
+                filter,
+            }
+        }
+        "train" => {
+            let side = square_size(transform, width, height, size)?;
+            let mut rrc = spdl_io::RandomResizedCrop::new(side, seed);
+            rrc.filter = filter;
+            spdl_io::Transform::RandomResizedCrop(rrc)
+        }
+        other => {
             return Err(PyValueError::new_err(format!(
-                "width and height must both be given (and positive) or both be None, got width={w:?}, height={h:?}"
+                "transform must be one of 'resize', 'eval', 'train', got {other:?}"
             )))
         }
     };
@@ -62,13 +118,13 @@ pub(crate) fn make_loader(
 pub(crate) fn decode(
     loader: &spdl_io::ImageLoader,
     key: &str,
-    index: u64,
+    pos: Pos,
     data: &[u8],
 ) -> Result<spdl_io::Image, spdl_io::Error> {
     let ctx = spdl_io::SampleContext {
         key,
-        index,
-        epoch: 0,
+        index: pos.index,
+        epoch: pos.epoch,
     };
     loader.load(data, &ctx)
 }
@@ -82,12 +138,19 @@ pub(crate) fn decode(
 /// `lenient=True` accepts truncated JPEGs (the rest is gray, like Pillow's
 /// `LOAD_TRUNCATED_IMAGES`). The GIL is released for all the work.
 ///
+/// `transform`: `"resize"` (default: to `width x height` when given, else the decoded size),
+/// `"eval"` (resize the shorter side to `size * 256 / 224`, then center-crop `size x size`:
+/// the ImageNet evaluation transform) or `"train"` (torchvision's `RandomResizedCrop(size)`
+/// with a random horizontal flip, drawn from `(seed, epoch, index)`, so the same arguments give
+/// the same pixels). For eval/train, `size` may be replaced by `width == height`.
+///
 /// Raises `OSError` if the file cannot be read, `ValueError` (message naming the path and the
 /// reason, e.g. "truncated", "unknown format") if it cannot be decoded.
 ///
 /// Mirrors SPDL's `spdl.io.load_image` (synchronous, returns pixels).
 #[pyfunction]
-#[pyo3(signature = (path, width=None, height=None, *, color="rgb", filter="bilinear", lenient=false))]
+#[pyo3(signature = (path, width=None, height=None, *, color="rgb", filter="bilinear", lenient=false, transform="resize", size=None, seed=0, index=0, epoch=0))]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn load_image(
     py: Python<'_>,
     path: std::path::PathBuf,
@@ -96,12 +159,18 @@ pub(crate) fn load_image(
     color: &str,
     filter: &str,
     lenient: bool,
+    transform: &str,
+    size: Option<usize>,
+    seed: u64,
+    index: u64,
+    epoch: u64,
 ) -> PyResult<CpuBuffer> {
-    let loader = make_loader(width, height, color, filter, lenient)?;
+    let loader = make_loader(width, height, color, filter, lenient, transform, size, seed)?;
     let key = spdl_io::key_from_path(&path);
+    let pos = Pos { index, epoch };
     let img = py.detach(|| {
         let data = spdl_sources::read_file(&path).map_err(sources_err)?;
-        decode(&loader, &key, 0, &data).map_err(io_err)
+        decode(&loader, &key, pos, &data).map_err(io_err)
     })?;
     Ok(CpuBuffer::from_image(img, key, None))
 }
@@ -110,14 +179,14 @@ pub(crate) fn load_image(
 /// as `bytes`.
 ///
 /// Returns a `CPUBuffer` `[H, W, C]` `uint8`; the keyword arguments are those of
-/// `load_image`. `key` names the sample in error messages. The GIL is released while
-/// decoding.
+/// `load_image` (`index` and `epoch` seed `transform="train"` with `seed`). `key` names the
+/// sample in error messages. The GIL is released while decoding.
 ///
 /// Raises `ValueError` naming `key` and the reason when the data cannot be decoded.
 ///
 /// Mirrors SPDL's `spdl.io.decode_image` on bytes.
 #[pyfunction]
-#[pyo3(signature = (data, width=None, height=None, *, color="rgb", filter="bilinear", lenient=false, key="<bytes>"))]
+#[pyo3(signature = (data, width=None, height=None, *, color="rgb", filter="bilinear", lenient=false, key="<bytes>", transform="resize", size=None, seed=0, index=0, epoch=0))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn decode_image(
     py: Python<'_>,
@@ -128,9 +197,15 @@ pub(crate) fn decode_image(
     filter: &str,
     lenient: bool,
     key: &str,
+    transform: &str,
+    size: Option<usize>,
+    seed: u64,
+    index: u64,
+    epoch: u64,
 ) -> PyResult<CpuBuffer> {
-    let loader = make_loader(width, height, color, filter, lenient)?;
-    let img = py.detach(|| decode(&loader, key, 0, data).map_err(io_err))?;
+    let loader = make_loader(width, height, color, filter, lenient, transform, size, seed)?;
+    let pos = Pos { index, epoch };
+    let img = py.detach(|| decode(&loader, key, pos, data).map_err(io_err))?;
     Ok(CpuBuffer::from_image(img, key.to_owned(), None))
 }
 
@@ -139,35 +214,41 @@ pub(crate) fn decode_image(
 ///
 /// Returns a `CPUBuffer` of shape `[N, height, width, C]` `uint8`, or, with
 /// `normalize=True`, `[N, C, height, width]` `float32` normalized with the ImageNet mean and
-/// standard deviation. `keys` are the paths in order.
+/// standard deviation. `keys` are the paths in order. `transform`, `size` and `seed` as in
+/// `load_image`; for `"train"`, sample `i` is drawn with `index = i` and `epoch`.
 ///
 /// Raises `OSError` / `ValueError` naming the first sample that failed (all-or-nothing), and
 /// `ValueError` for an empty `paths`.
 ///
 /// Mirrors SPDL's `spdl.io.load_image_batch`.
 #[pyfunction]
-#[pyo3(signature = (paths, width, height, *, color="rgb", filter="bilinear", lenient=false, normalize=false, num_threads=None))]
+#[pyo3(signature = (paths, width=None, height=None, *, color="rgb", filter="bilinear", lenient=false, normalize=false, num_threads=None, transform="resize", size=None, seed=0, epoch=0))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn load_image_batch(
     py: Python<'_>,
     paths: Vec<std::path::PathBuf>,
-    width: usize,
-    height: usize,
+    width: Option<usize>,
+    height: Option<usize>,
     color: &str,
     filter: &str,
     lenient: bool,
     normalize: bool,
     num_threads: Option<usize>,
+    transform: &str,
+    size: Option<usize>,
+    seed: u64,
+    epoch: u64,
 ) -> PyResult<CpuBuffer> {
     if paths.is_empty() {
         return Err(PyValueError::new_err("load_image_batch: paths is empty"));
     }
+    if transform == "resize" && size.is_none() && (width.is_none() || height.is_none()) {
+        return Err(PyValueError::new_err(
+            "load_image_batch: give width and height (or size, or transform='eval'/'train' with size): a batch needs one image size",
+        ));
+    }
     let loader = Arc::new(make_loader(
-        Some(width),
-        Some(height),
-        color,
-        filter,
-        lenient,
+        width, height, color, filter, lenient, transform, size, seed,
     )?);
     let threads = num_threads
         .unwrap_or_else(|| {
@@ -191,7 +272,11 @@ pub(crate) fn load_image_batch(
                             spdl_sources::read_file(&paths[i])
                                 .map_err(sources_err)
                                 .and_then(|d| {
-                                    decode(loader, &keys[i], i as u64, &d).map_err(io_err)
+                                    let pos = Pos {
+                                        index: i as u64,
+                                        epoch,
+                                    };
+                                    decode(loader, &keys[i], pos, &d).map_err(io_err)
                                 }),
                         );
                     }

@@ -7,6 +7,14 @@ use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
 use crate::buffer::CpuBuffer;
 
+/// Where a sample sits in the pipeline: its position in the epoch's source order and the
+/// epoch. Feeds the random draws of `transform="train"` so they do not depend on scheduling.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pos {
+    pub(crate) index: u64,
+    pub(crate) epoch: u64,
+}
+
 /// One item in the pipeline.
 pub(crate) enum Item {
     /// Any Python object (what Python ops and sources give, unless it has a native form).
@@ -17,12 +25,14 @@ pub(crate) enum Item {
     Sample {
         path: std::path::PathBuf,
         label: Option<i64>,
+        pos: Option<Pos>,
     },
     /// File contents (from `ops.read_file`).
     Bytes {
         key: String,
         label: Option<i64>,
         data: Vec<u8>,
+        pos: Option<Pos>,
     },
     /// A decoded image `[H, W, C]` (from `ops.decode_image` / `ops.load_image`).
     Image {
@@ -55,7 +65,7 @@ impl Item {
         Ok(match self {
             Item::Py(o) => o,
             Item::Str(s) => PyString::new(py, &s).into_any().unbind(),
-            Item::Sample { path, label } => {
+            Item::Sample { path, label, .. } => {
                 let key = PyString::new(py, &spdl_io::key_from_path(&path)).into_any();
                 match label {
                     None => key.unbind(),

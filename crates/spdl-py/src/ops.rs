@@ -3,13 +3,14 @@
 //! images, aggregated lists) are processed without taking the GIL.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use crate::io::{collate_items, decode, make_loader};
-use crate::item::Item;
+use crate::item::{Item, Pos};
 use crate::with_gil;
 
 /// What a native stage does.
@@ -27,17 +28,39 @@ pub(crate) enum NativeKind {
 pub(crate) struct NativeOp {
     pub(crate) kind: NativeKind,
     pub(crate) name: &'static str,
+    /// Index for items that carry no position (from a Python source): counts the calls.
+    counter: AtomicU64,
+}
+
+impl NativeOp {
+    fn new(kind: NativeKind, name: &'static str) -> Self {
+        NativeOp {
+            kind,
+            name,
+            counter: AtomicU64::new(0),
+        }
+    }
+
+    /// The item's position, or the next value of the running counter (epoch 0).
+    fn pos(&self, pos: Option<Pos>) -> Pos {
+        pos.unwrap_or_else(|| Pos {
+            index: self.counter.fetch_add(1, Ordering::Relaxed),
+            epoch: 0,
+        })
+    }
 }
 
 type OpError = Box<dyn std::error::Error + Send + Sync>;
 
-/// The path an item designates, and its label.
-fn path_of(item: Item, op: &str) -> Result<(PathBuf, String, Option<i64>), OpError> {
+type PathOf = (PathBuf, String, Option<i64>, Option<Pos>);
+
+/// The path an item designates, its label and its position (for a listed sample).
+fn path_of(item: Item, op: &str) -> Result<PathOf, OpError> {
     match item {
-        Item::Str(s) => Ok((PathBuf::from(&s), s, None)),
-        Item::Sample { path, label } => {
+        Item::Str(s) => Ok((PathBuf::from(&s), s, None, None)),
+        Item::Sample { path, label, pos } => {
             let key = spdl_io::key_from_path(&path);
-            Ok((path, key, label))
+            Ok((path, key, label, pos))
         }
         Item::Py(obj) => with_gil(|py| {
             let p: PathBuf = obj.bind(py).extract().map_err(|_| {
@@ -47,7 +70,7 @@ fn path_of(item: Item, op: &str) -> Result<(PathBuf, String, Option<i64>), OpErr
                 )
             })?;
             let key = spdl_io::key_from_path(&p);
-            Ok((p, key, None))
+            Ok((p, key, None, None))
         }),
         other => Err(format!(
             "{op} expects a path (str or os.PathLike), got {}",
@@ -73,19 +96,29 @@ impl NativeOp {
     pub(crate) fn apply(&self, item: Item) -> Result<Option<Item>, OpError> {
         match &self.kind {
             NativeKind::ReadFile => {
-                let (path, key, label) = path_of(item, "read_file")?;
+                let (path, key, label, pos) = path_of(item, "read_file")?;
                 let data = read(&path)?;
-                Ok(Some(Item::Bytes { key, label, data }))
+                Ok(Some(Item::Bytes {
+                    key,
+                    label,
+                    data,
+                    pos,
+                }))
             }
             NativeKind::Load(loader) => {
-                let (path, key, label) = path_of(item, "load_image")?;
+                let (path, key, label, pos) = path_of(item, "load_image")?;
                 let data = read(&path)?;
-                let image = decode(loader, &key, 0, &data)?;
+                let image = decode(loader, &key, self.pos(pos), &data)?;
                 Ok(Some(Item::Image { key, label, image }))
             }
             NativeKind::Decode(loader) => {
-                let (key, label, data) = match item {
-                    Item::Bytes { key, label, data } => (key, label, data),
+                let (key, label, data, pos) = match item {
+                    Item::Bytes {
+                        key,
+                        label,
+                        data,
+                        pos,
+                    } => (key, label, data, pos),
                     Item::Py(obj) => with_gil(|py| -> Result<_, OpError> {
                         let data: Vec<u8> = obj.bind(py).extract().map_err(|_| {
                             format!(
@@ -93,7 +126,7 @@ impl NativeOp {
                                 type_name(obj.bind(py))
                             )
                         })?;
-                        Ok(("<bytes>".to_owned(), None, data))
+                        Ok(("<bytes>".to_owned(), None, data, None))
                     })?,
                     other => {
                         return Err(format!(
@@ -103,7 +136,7 @@ impl NativeOp {
                         .into())
                     }
                 };
-                let image = decode(loader, &key, 0, &data)?;
+                let image = decode(loader, &key, self.pos(pos), &data)?;
                 Ok(Some(Item::Image { key, label, image }))
             }
             NativeKind::Collate { normalize } => {
@@ -162,48 +195,55 @@ impl NativeOp {
 #[pyfunction]
 #[pyo3(name = "op_read_file")]
 pub(crate) fn read_file() -> NativeOp {
-    NativeOp {
-        kind: NativeKind::ReadFile,
-        name: "read_file",
-    }
+    NativeOp::new(NativeKind::ReadFile, "read_file")
 }
 
 /// A stage that decodes encoded image bytes (from `read_file()`) into an image `[H, W, C]`
-/// `uint8`, resized to `width x height` if given. Keyword arguments as `spdl_rs.io.load_image`.
-/// Fails with a message naming the file and the reason.
+/// `uint8`. Arguments as `spdl_rs.io.decode_image` (`transform="resize"`, `"eval"` or
+/// `"train"`, `size`, `seed`). For `"train"`, the random crop/flip of a sample is drawn from
+/// `(seed, epoch, index)`: `index` is the sample's position in the epoch and `epoch` the
+/// pipeline epoch when the source is a `spdl_rs.sources` listing (deterministic, unchanged by
+/// concurrency or resume); for other sources, a running count of the items this op has seen,
+/// with epoch 0. Fails with a message naming the file and the reason.
 #[pyfunction]
-#[pyo3(name = "op_decode_image", signature = (width=None, height=None, *, color="rgb", filter="bilinear", lenient=false))]
+#[pyo3(name = "op_decode_image", signature = (width=None, height=None, *, color="rgb", filter="bilinear", lenient=false, transform="resize", size=None, seed=0))]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn decode_image(
     width: Option<usize>,
     height: Option<usize>,
     color: &str,
     filter: &str,
     lenient: bool,
+    transform: &str,
+    size: Option<usize>,
+    seed: u64,
 ) -> PyResult<NativeOp> {
-    Ok(NativeOp {
-        kind: NativeKind::Decode(Arc::new(make_loader(
-            width, height, color, filter, lenient,
-        )?)),
-        name: "decode_image",
-    })
+    let loader = make_loader(width, height, color, filter, lenient, transform, size, seed)?;
+    Ok(NativeOp::new(
+        NativeKind::Decode(Arc::new(loader)),
+        "decode_image",
+    ))
 }
 
 /// A stage that reads and decodes each path in one step (`read_file()` + `decode_image()`).
 #[pyfunction]
-#[pyo3(name = "op_load_image", signature = (width=None, height=None, *, color="rgb", filter="bilinear", lenient=false))]
+#[pyo3(name = "op_load_image", signature = (width=None, height=None, *, color="rgb", filter="bilinear", lenient=false, transform="resize", size=None, seed=0))]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn load_image(
     width: Option<usize>,
     height: Option<usize>,
     color: &str,
     filter: &str,
     lenient: bool,
+    transform: &str,
+    size: Option<usize>,
+    seed: u64,
 ) -> PyResult<NativeOp> {
-    Ok(NativeOp {
-        kind: NativeKind::Load(Arc::new(make_loader(
-            width, height, color, filter, lenient,
-        )?)),
-        name: "load_image",
-    })
+    let loader = make_loader(width, height, color, filter, lenient, transform, size, seed)?;
+    Ok(NativeOp::new(
+        NativeKind::Load(Arc::new(loader)),
+        "load_image",
+    ))
 }
 
 /// A stage that stacks a list of decoded images (the output of `aggregate(n)` after
@@ -213,8 +253,5 @@ pub(crate) fn load_image(
 #[pyfunction]
 #[pyo3(name = "op_collate", signature = (*, normalize=false))]
 pub(crate) fn collate(normalize: bool) -> NativeOp {
-    NativeOp {
-        kind: NativeKind::Collate { normalize },
-        name: "collate",
-    }
+    NativeOp::new(NativeKind::Collate { normalize }, "collate")
 }

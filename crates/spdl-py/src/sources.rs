@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
 use crate::error::sources_err;
-use crate::item::Item;
+use crate::item::{Item, Pos};
 
 /// An ordered list of samples: a path and, for `image_folder`, an integer class label.
 ///
@@ -35,14 +35,19 @@ impl SampleList {
         }
     }
 
-    /// The pipeline items of one epoch.
+    /// The pipeline items of one epoch, each knowing its position and the epoch.
     pub(crate) fn items(
         samples: &Arc<Vec<(PathBuf, Option<i64>)>>,
+        epoch: u64,
     ) -> impl Iterator<Item = Item> + Send + 'static {
         let samples = samples.clone();
         (0..samples.len()).map(move |i| Item::Sample {
             path: samples[i].0.clone(),
             label: samples[i].1,
+            pos: Some(Pos {
+                index: i as u64,
+                epoch,
+            }),
         })
     }
 }

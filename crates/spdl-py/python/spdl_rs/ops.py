@@ -47,6 +47,9 @@ def decode_image(
     color: str = "rgb",
     filter: str = "bilinear",
     lenient: bool = False,
+    transform: str = "resize",
+    size: int | None = None,
+    seed: int = 0,
 ) -> NativeOp:
     """A stage decoding encoded image bytes (from :func:`read_file`) into an image.
 
@@ -55,8 +58,34 @@ def decode_image(
     ``"bilinear"``, ``"bicubic"``, ``"lanczos"``. ``lenient=True`` accepts truncated JPEGs.
     Failure: the message names the file and the reason (``truncated``, ``unknown format``...).
     Raises ``ValueError`` now for bad arguments. Mirrors SPDL's ``spdl.io.decode_image`` as a stage.
+
+    ``transform``:
+
+    - ``"resize"`` (default): to ``width x height`` when given (or ``size x size``), else the
+      decoded size;
+    - ``"eval"``: resize the shorter side to ``size * 256 / 224`` (rounded up), then center-crop
+      ``size x size`` (the ImageNet evaluation transform; ``spdl-cli load --transform eval``);
+    - ``"train"``: torchvision's ``RandomResizedCrop(size)`` (scale 0.08-1, ratio 3/4-4/3) and a
+      random horizontal flip.
+
+    For eval/train, ``size`` may be given as ``width == height`` instead. The ``"train"`` draws
+    of a sample depend only on ``(seed, epoch, index)``: when the pipeline's source is a
+    :mod:`spdl_rs.sources` listing, ``index`` is the sample's position in the epoch and
+    ``epoch`` the pipeline epoch, so the pixels do not depend on concurrency, completion order
+    or a resume (:meth:`Pipeline.load_state_dict`). With any other source (a Python iterable),
+    ``index`` is a running count of the items this op has processed (in arrival order, so not
+    reproducible with ``concurrency > 1`` upstream) and ``epoch`` is 0.
     """
-    return _decode_image(width, height, color=color, filter=filter, lenient=lenient)
+    return _decode_image(
+        width,
+        height,
+        color=color,
+        filter=filter,
+        lenient=lenient,
+        transform=transform,
+        size=size,
+        seed=seed,
+    )
 
 
 def load_image(
@@ -66,12 +95,24 @@ def load_image(
     color: str = "rgb",
     filter: str = "bilinear",
     lenient: bool = False,
+    transform: str = "resize",
+    size: int | None = None,
+    seed: int = 0,
 ) -> NativeOp:
     """A stage reading and decoding each path in one step (``read_file`` + ``decode_image``).
 
     Output and arguments as :func:`decode_image`. Mirrors SPDL's ``spdl.io.load_image``.
     """
-    return _load_image(width, height, color=color, filter=filter, lenient=lenient)
+    return _load_image(
+        width,
+        height,
+        color=color,
+        filter=filter,
+        lenient=lenient,
+        transform=transform,
+        size=size,
+        seed=seed,
+    )
 
 
 def collate(*, normalize: bool = False) -> NativeOp:
