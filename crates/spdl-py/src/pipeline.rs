@@ -21,7 +21,7 @@ use futures_core::Stream;
 
 use pyo3::exceptions::{PyEOFError, PyRuntimeError, PyTimeoutError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyList;
+use pyo3::types::{PyDict, PyList};
 use spdl_core::{
     Aggregator, Batcher, ErrorKind, Op, Order, Pipeline, PipelineBuilder, StageConfig,
 };
@@ -331,7 +331,7 @@ pub(crate) fn build_pipeline(
     let shared = Arc::new(Shared::default());
     let mut b: PipelineBuilder<Item> = if let Ok(list) = source.cast::<SampleList>() {
         let samples = list.get().samples.clone();
-        PipelineBuilder::source(move |_epoch| SampleList::items(&samples))
+        PipelineBuilder::source(move |epoch| SampleList::items(&samples, epoch))
     } else {
         let iterable = Arc::new(source.unbind());
         let shared = shared.clone();
@@ -588,6 +588,61 @@ impl PyPipeline {
     fn epoch(&self, py: Python<'_>) -> PyResult<u64> {
         self.check_fork()?;
         Ok(py.detach(|| lock(&self.inner).as_ref().map_or(0, |p| p.epoch())))
+    }
+
+    /// What the consumer has received of the current epoch, as
+    /// `{"epoch": int, "done_below": int, "done_above": [int]}` (`spdl_core::PipelineState`).
+    fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.check_fork()?;
+        let state = py
+            .detach(|| lock(&self.inner).as_ref().map(|p| p.state_dict()))
+            .ok_or_else(|| PyRuntimeError::new_err("the pipeline is stopped"))?;
+        let d = PyDict::new(py);
+        d.set_item("epoch", state.epoch)?;
+        d.set_item("done_below", state.done_below)?;
+        d.set_item("done_above", state.done_above)?;
+        Ok(d)
+    }
+
+    /// Resumes from a `state_dict()`: the next epoch started is `state["epoch"]` and its source
+    /// skips the positions done, before any stage. Raises `ValueError` for a malformed state or
+    /// once the epoch has started.
+    fn load_state_dict(&self, py: Python<'_>, state: Bound<'_, PyAny>) -> PyResult<()> {
+        self.check_fork()?;
+        let field = |name: &str| -> PyResult<Bound<'_, PyAny>> {
+            state.get_item(name).map_err(|_| {
+                PyValueError::new_err(format!(
+                    "load_state_dict: the state has no {name:?} (expected a dict with 'epoch', 'done_below', 'done_above')"
+                ))
+            })
+        };
+        let bad = |name: &str, what: &str| {
+            PyValueError::new_err(format!("load_state_dict: {name:?} must be {what}"))
+        };
+        let epoch: u64 = field("epoch")?
+            .extract()
+            .map_err(|_| bad("epoch", "a non-negative int"))?;
+        let done_below: u64 = field("done_below")?
+            .extract()
+            .map_err(|_| bad("done_below", "a non-negative int"))?;
+        let mut done_above: Vec<u64> = field("done_above")?
+            .extract()
+            .map_err(|_| bad("done_above", "a list of non-negative ints"))?;
+        done_above.sort_unstable();
+        done_above.dedup();
+        let state = spdl_core::PipelineState {
+            epoch,
+            done_below,
+            done_above,
+        };
+        py.detach(|| match lock(&self.inner).as_mut() {
+            Some(p) => p
+                .load_state_dict(&state)
+                .map_err(|e| PyValueError::new_err(e.to_string())),
+            None => Err(PyValueError::new_err(
+                "load_state_dict: the pipeline is stopped",
+            )),
+        })
     }
 
     /// A snapshot of every stage's and queue's statistics.

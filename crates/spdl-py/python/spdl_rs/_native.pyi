@@ -118,6 +118,8 @@ class _Pipeline:
     def epoch(self) -> int: ...
     def stats(self) -> PipelineStats: ...
     def last_errors(self) -> list[str]: ...
+    def state_dict(self) -> dict[str, Any]: ...
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 _Path = str | PathLike[str]
 
@@ -129,6 +131,11 @@ def load_image(
     color: str = "rgb",
     filter: str = "bilinear",
     lenient: bool = False,
+    transform: str = "resize",
+    size: int | None = None,
+    seed: int = 0,
+    index: int = 0,
+    epoch: int = 0,
 ) -> CPUBuffer:
     """Reads and decodes one image to ``[H, W, C]`` (GIL released). Raises ``OSError`` /
     ``ValueError`` naming the path."""
@@ -142,30 +149,55 @@ def decode_image(
     filter: str = "bilinear",
     lenient: bool = False,
     key: str = "<bytes>",
+    transform: str = "resize",
+    size: int | None = None,
+    seed: int = 0,
+    index: int = 0,
+    epoch: int = 0,
 ) -> CPUBuffer:
     """Decodes encoded image bytes to ``[H, W, C]`` (GIL released). Raises ``ValueError``
     naming ``key``."""
 
 def load_image_batch(
     paths: Sequence[_Path],
-    width: int,
-    height: int,
+    width: int | None = None,
+    height: int | None = None,
     *,
     color: str = "rgb",
     filter: str = "bilinear",
     lenient: bool = False,
     normalize: bool = False,
     num_threads: int | None = None,
+    transform: str = "resize",
+    size: int | None = None,
+    seed: int = 0,
+    epoch: int = 0,
 ) -> CPUBuffer:
     """Loads ``[N, height, width, C]`` ``uint8`` (or normalized ``[N, C, height, width]``
     ``float32``) on native threads, GIL released. Raises naming the first failed sample."""
 
 def op_read_file() -> NativeOp: ...
 def op_decode_image(
-    width: int | None = None, height: int | None = None, *, color: str = "rgb", filter: str = "bilinear", lenient: bool = False
+    width: int | None = None,
+    height: int | None = None,
+    *,
+    color: str = "rgb",
+    filter: str = "bilinear",
+    lenient: bool = False,
+    transform: str = "resize",
+    size: int | None = None,
+    seed: int = 0,
 ) -> NativeOp: ...
 def op_load_image(
-    width: int | None = None, height: int | None = None, *, color: str = "rgb", filter: str = "bilinear", lenient: bool = False
+    width: int | None = None,
+    height: int | None = None,
+    *,
+    color: str = "rgb",
+    filter: str = "bilinear",
+    lenient: bool = False,
+    transform: str = "resize",
+    size: int | None = None,
+    seed: int = 0,
 ) -> NativeOp: ...
 def op_collate(*, normalize: bool = False) -> NativeOp: ...
 def list_files(root: _Path, extensions: Sequence[str] | None = None) -> SampleList:

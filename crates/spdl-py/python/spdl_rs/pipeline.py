@@ -433,6 +433,34 @@ class Pipeline(Generic[T]):
         """The most recent failures (up to 5), each naming its stage and sample position."""
         return self._native.last_errors()
 
+    def state_dict(self) -> dict[str, Any]:
+        """What the consumer has received so far, enough to resume the epoch in a fresh process
+        with no repeat and no skip (torchdata ``StatefulDataLoader.state_dict()``'s name).
+
+        Returns ``{"epoch": int, "done_below": int, "done_above": [int]}``: every source
+        position of ``epoch`` below ``done_below`` is done, plus the positions ``done_above``
+        (those delivered out of order; at most about the items in flight). Between epochs,
+        ``epoch`` is the next one and nothing is done. A position counts as done when its item
+        was returned by ``get_item`` (or when it was dropped: filtered out or failed). The
+        state is small and JSON-serializable. Raises ``RuntimeError`` once stopped.
+        """
+        return self._native.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resumes from a :meth:`state_dict` (possibly of another process): the next epoch
+        started is ``state["epoch"]``, and the source skips the positions done before any stage
+        sees them (nothing is read or decoded again).
+
+        Call it before the epoch starts: after ``build()`` and before ``start()``,
+        ``auto_stop()`` or the first item (or between epochs). The source must give the same
+        items in the same order as the run that saved the state (e.g. a
+        :mod:`spdl_rs.sources` listing, or a sampler with the same seed and epoch). Raises
+        ``ValueError`` for a malformed state, once the epoch has started, or once stopped.
+        """
+        if self._started and self._native.stopped:
+            raise ValueError("load_state_dict: the pipeline is stopped")
+        self._native.load_state_dict(state)
+
     @property
     def epoch(self) -> int:
         """The epoch in progress (0-based), or the next one between epochs."""
