@@ -11,6 +11,7 @@ mod cmd;
 mod corpus;
 mod demo;
 mod features;
+mod gpu_check;
 mod setup;
 mod test;
 mod wheel;
@@ -43,8 +44,10 @@ enum Command {
     Corpus(corpus::Args),
     /// Build the Python wheel into `target/wheels`.
     Wheel,
-    /// Benchmarks: `overhead` runs; `decode`, `images`, `video` are placeholders.
+    /// Benchmarks: `overhead`, `decode`, `images` (see `cargo xtask bench --help`).
     Bench(bench::Args),
+    /// On a GPU machine: CUDA tests, H2D GB/s, nvJPEG pixels and images/s (see gpu_check.rs).
+    GpuCheck(gpu_check::Args),
 }
 
 fn main() -> ExitCode {
@@ -56,6 +59,7 @@ fn main() -> ExitCode {
         Command::Corpus(args) => corpus::run(&args),
         Command::Wheel => wheel::run(),
         Command::Bench(args) => bench::run(&args),
+        Command::GpuCheck(args) => gpu_check::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

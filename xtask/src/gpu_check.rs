@@ -1,0 +1,55 @@
+//! `cargo xtask gpu-check`: the one short run to do on a machine with an NVIDIA GPU (under
+//! 5 minutes): the CUDA tests, then `crates/spdl-cuda/examples/gpu_check.rs`, which measures
+//! host-to-device GB/s (pinned pool, pageable memory, and torch's `pin_memory()` if a Python
+//! with torch is given), decodes the photos with nvJPEG against the CPU decoder (mean absolute
+//! difference), and nvJPEG images/s against torchvision's GPU decode. Without a GPU every part
+//! reports "no CUDA driver" cleanly, so the script is tested on any machine.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use crate::cmd::{cargo, repo_root};
+
+/// Arguments of `cargo xtask gpu-check`.
+#[derive(clap::Args)]
+pub(crate) struct Args {
+    /// Photos to decode [default: ../shared/data/photos, else data/samples].
+    #[arg(long)]
+    photos: Option<PathBuf>,
+    /// Skip `cargo test -p spdl-cuda` (only the measurements).
+    #[arg(long)]
+    no_tests: bool,
+}
+
+pub(crate) fn run(args: &Args) -> Result<()> {
+    let root = repo_root();
+    let photos = args.photos.clone().unwrap_or_else(|| {
+        let shared = root.join("../shared/data/photos");
+        if shared.is_dir() {
+            shared
+        } else {
+            root.join("data/samples")
+        }
+    });
+    let features = ["--features", "cuda,decode-nvjpeg"];
+    if !args.no_tests {
+        cargo()
+            .args(["test", "-p", "spdl-cuda"])
+            .args(features)
+            .run()?;
+    }
+    cargo()
+        .args([
+            "run",
+            "--release",
+            "-p",
+            "spdl-cuda",
+            "--example",
+            "gpu_check",
+        ])
+        .args(features)
+        .arg("--")
+        .arg(photos)
+        .run()
+}
