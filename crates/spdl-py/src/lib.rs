@@ -76,6 +76,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<buffer::CpuBuffer>()?;
     m.add_class::<ops::NativeOp>()?;
     m.add_class::<sources::SampleList>()?;
+    m.add_class::<sources::Sampler>()?;
     m.add_class::<pipeline::PyPipeline>()?;
     m.add_class::<stats::PipelineStats>()?;
     m.add_class::<stats::StageStats>()?;

@@ -2,11 +2,11 @@
 //! is iterated in Rust on the source thread, without the GIL.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use pyo3::exceptions::PyIndexError;
+use pyo3::exceptions::{PyIndexError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyTuple};
+use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::error::sources_err;
 use crate::item::{Item, Pos};
@@ -115,6 +115,24 @@ impl SampleList {
         self.classes.clone()
     }
 
+    /// A new list of the samples at `indices`, in that order (repeats allowed): e.g. one
+    /// rank's share `list.select(list(sampler))`. Raises `IndexError` for an index out of range.
+    fn select(&self, indices: Vec<usize>) -> PyResult<SampleList> {
+        let n = self.samples.len();
+        let samples = indices
+            .into_iter()
+            .map(|i| {
+                self.samples.get(i).cloned().ok_or_else(|| {
+                    PyIndexError::new_err(format!("index {i} out of range for {n} samples"))
+                })
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(SampleList {
+            samples: Arc::new(samples),
+            classes: self.classes.clone(),
+        })
+    }
+
     fn __repr__(&self) -> String {
         format!("SampleList({} samples)", self.samples.len())
     }
@@ -169,4 +187,222 @@ pub(crate) fn image_folder(
         .map(|c| c.to_string_lossy().into_owned())
         .collect();
     Ok(SampleList::from_list(folder.into_samples(), classes))
+}
+
+/// One rank's share of each epoch, as torch's `DistributedSampler` (see
+/// `spdl_sources::Sampler`).
+#[pyclass(module = "spdl_rs.sources", name = "Sampler")]
+pub(crate) struct Sampler {
+    inner: Mutex<spdl_sources::Sampler>,
+}
+
+fn lock(m: &Mutex<spdl_sources::Sampler>) -> std::sync::MutexGuard<'_, spdl_sources::Sampler> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn remainder_name(r: spdl_sources::Remainder) -> &'static str {
+    match r {
+        spdl_sources::Remainder::Drop => "drop",
+        spdl_sources::Remainder::Pad => "pad",
+    }
+}
+
+fn invalid_state(msg: impl std::fmt::Display) -> PyErr {
+    PyValueError::new_err(format!("Sampler.from_state: {msg}"))
+}
+
+#[pymethods]
+impl Sampler {
+    #[new]
+    #[pyo3(signature = (len, *, rank=None, world_size=None, shuffle=true, seed=0, drop_last=false))]
+    fn new(
+        len: u64,
+        rank: Option<u64>,
+        world_size: Option<u64>,
+        shuffle: bool,
+        seed: u64,
+        drop_last: bool,
+    ) -> PyResult<Self> {
+        let dist = match (rank, world_size) {
+            (None, None) => spdl_sources::DistInfo::from_env(),
+            (r, w) => spdl_sources::DistInfo::new(r.unwrap_or(0), w.unwrap_or(1)),
+        }
+        .map_err(sources_err)?;
+        let options = spdl_sources::SamplerOptions {
+            shuffle,
+            seed,
+            remainder: if drop_last {
+                spdl_sources::Remainder::Drop
+            } else {
+                spdl_sources::Remainder::Pad
+            },
+        };
+        let inner = spdl_sources::Sampler::new(len, dist, options).map_err(sources_err)?;
+        Ok(Sampler {
+            inner: Mutex::new(inner),
+        })
+    }
+
+    /// Selects the epoch (reshuffles with `(seed, epoch)`; starts it afresh).
+    fn set_epoch(&self, epoch: u64) {
+        lock(&self.inner).set_epoch(epoch);
+    }
+
+    #[getter]
+    fn epoch(&self) -> u64 {
+        lock(&self.inner).epoch()
+    }
+
+    #[getter]
+    fn rank(&self) -> u64 {
+        lock(&self.inner).dist().rank()
+    }
+
+    #[getter]
+    fn world_size(&self) -> u64 {
+        lock(&self.inner).dist().world_size()
+    }
+
+    /// This rank's items per epoch (padding included).
+    fn __len__(&self) -> usize {
+        lock(&self.inner).num_samples() as usize
+    }
+
+    /// This rank's dataset indices of the epoch not yet delivered, in order.
+    fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let v: Vec<u64> = lock(&self.inner).iter().map(|s| s.index).collect();
+        PyList::new(py, v)?.try_iter().map(|i| i.into_any())
+    }
+
+    /// As `iter(sampler)`, with `(index, position, padded)`: `position` is the item's place in
+    /// the epoch's global order (what `mark_delivered` takes), `padded` marks a repeat that only
+    /// evens out the ranks (exclude it from metrics).
+    fn iter_with_info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let v: Vec<(u64, u64, bool)> = lock(&self.inner)
+            .iter()
+            .map(|s| (s.index, s.position, s.padded))
+            .collect();
+        PyList::new(py, v)?.try_iter().map(|i| i.into_any())
+    }
+
+    /// Records that the item at global `position` was delivered (for `state()`).
+    fn mark_delivered(&self, position: u64) -> PyResult<()> {
+        lock(&self.inner)
+            .mark_delivered(position)
+            .map_err(sources_err)
+    }
+
+    /// The resumable state of this rank (`spdl_sources::SamplerState`) as a JSON string.
+    fn state(&self, py: Python<'_>) -> PyResult<String> {
+        let s = lock(&self.inner).state();
+        let d = PyDict::new(py);
+        d.set_item("version", s.version)?;
+        d.set_item("len", s.len)?;
+        d.set_item("shuffle", s.shuffle)?;
+        d.set_item("seed", s.seed)?;
+        d.set_item("epoch", s.epoch)?;
+        d.set_item("remainder", remainder_name(s.remainder))?;
+        d.set_item("world_size", s.world_size)?;
+        d.set_item("rank", s.rank)?;
+        if !s.reshards.is_empty() {
+            let list = PyList::empty(py);
+            for r in &s.reshards {
+                let rd = PyDict::new(py);
+                rd.set_item("world_size", r.world_size)?;
+                rd.set_item("delivered", r.delivered.clone())?;
+                if !r.delivered_ahead.is_empty() {
+                    rd.set_item("delivered_ahead", r.delivered_ahead.clone())?;
+                }
+                list.append(rd)?;
+            }
+            d.set_item("reshards", list)?;
+        }
+        d.set_item("delivered", s.delivered)?;
+        if !s.delivered_ahead.is_empty() {
+            d.set_item("delivered_ahead", s.delivered_ahead)?;
+        }
+        py.import("json")?.getattr("dumps")?.call1((d,))?.extract()
+    }
+
+    /// The sampler `state()` was taken from, where it left off (same world size).
+    #[staticmethod]
+    fn from_state(py: Python<'_>, state: &str) -> PyResult<Sampler> {
+        let d = py.import("json")?.getattr("loads")?.call1((state,))?;
+        let get = |k: &str| -> PyResult<Bound<'_, PyAny>> {
+            d.get_item(k)
+                .map_err(|_| invalid_state(format!("missing {k:?}")))
+        };
+        let opt = |k: &str| -> PyResult<Option<Bound<'_, PyAny>>> {
+            Ok(d.call_method1("get", (k,))?.into_any()).map(|v| (!v.is_none()).then_some(v))
+        };
+        let num = |v: Bound<'_, PyAny>, k: &str| -> PyResult<u64> {
+            v.extract()
+                .map_err(|_| invalid_state(format!("{k:?} must be a non-negative int")))
+        };
+        let remainder = match get("remainder")?.extract::<String>().as_deref() {
+            Ok("drop") => spdl_sources::Remainder::Drop,
+            Ok("pad") => spdl_sources::Remainder::Pad,
+            _ => return Err(invalid_state("\"remainder\" must be \"drop\" or \"pad\"")),
+        };
+        let mut reshards = Vec::new();
+        if let Some(list) = opt("reshards")? {
+            for r in list.try_iter()? {
+                let r = r?;
+                let field = |k: &str| -> PyResult<Bound<'_, PyAny>> {
+                    r.get_item(k)
+                        .map_err(|_| invalid_state(format!("a reshard has no {k:?}")))
+                };
+                reshards.push(spdl_sources::Reshard {
+                    world_size: num(field("world_size")?, "world_size")?,
+                    delivered: field("delivered")?
+                        .extract()
+                        .map_err(|_| invalid_state("reshard \"delivered\" must be a list"))?,
+                    delivered_ahead: match r.call_method1("get", ("delivered_ahead",))? {
+                        v if v.is_none() => Vec::new(),
+                        v => v.extract().map_err(|_| {
+                            invalid_state("reshard \"delivered_ahead\" must be a list")
+                        })?,
+                    },
+                });
+            }
+        }
+        let state = spdl_sources::SamplerState {
+            version: get("version")?
+                .extract()
+                .map_err(|_| invalid_state("\"version\" must be an int"))?,
+            len: num(get("len")?, "len")?,
+            shuffle: get("shuffle")?
+                .extract()
+                .map_err(|_| invalid_state("\"shuffle\" must be a bool"))?,
+            seed: num(get("seed")?, "seed")?,
+            epoch: num(get("epoch")?, "epoch")?,
+            remainder,
+            world_size: num(get("world_size")?, "world_size")?,
+            rank: num(get("rank")?, "rank")?,
+            reshards,
+            delivered: num(get("delivered")?, "delivered")?,
+            delivered_ahead: match opt("delivered_ahead")? {
+                None => Vec::new(),
+                Some(v) => v
+                    .extract()
+                    .map_err(|_| invalid_state("\"delivered_ahead\" must be a list"))?,
+            },
+        };
+        let inner = spdl_sources::Sampler::from_state(&state).map_err(sources_err)?;
+        Ok(Sampler {
+            inner: Mutex::new(inner),
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        let s = lock(&self.inner);
+        format!(
+            "Sampler(len={}, rank={}, world_size={}, epoch={}, num_samples={})",
+            s.len(),
+            s.dist().rank(),
+            s.dist().world_size(),
+            s.epoch(),
+            s.num_samples()
+        )
+    }
 }

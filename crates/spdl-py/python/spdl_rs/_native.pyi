@@ -64,6 +64,56 @@ class SampleList:
     def labels(self) -> list[int | None]: ...
     @property
     def classes(self) -> list[str]: ...
+    def select(self, indices: Sequence[int]) -> SampleList:
+        """The samples at ``indices``, in that order (e.g. ``list(sampler)``). Raises ``IndexError``."""
+
+@final
+class Sampler:
+    """One rank's share of each epoch of a dataset of ``len`` samples, as torch's
+    ``DistributedSampler`` (``spdl_sources::Sampler``).
+
+    ``rank``/``world_size`` default to the ``RANK``/``WORLD_SIZE`` environment variables set
+    by ``torchrun`` (a single process when unset; ``ValueError`` when only one is set or they
+    are invalid). Every rank must use the same ``len``, ``shuffle`` and ``seed``. Each epoch is
+    shuffled by ``(seed, epoch)`` (or ``0..len`` without ``shuffle``) and dealt round-robin.
+    When ``len`` does not divide by ``world_size``: ``drop_last=False`` pads every rank to the
+    same count, repeating samples from the start of the order and marking them ``padded``
+    (see :meth:`iter_with_info`); ``drop_last=True`` leaves the tail out.
+    """
+
+    def __init__(
+        self,
+        len: int,
+        *,
+        rank: int | None = None,
+        world_size: int | None = None,
+        shuffle: bool = True,
+        seed: int = 0,
+        drop_last: bool = False,
+    ) -> None: ...
+    def set_epoch(self, epoch: int) -> None:
+        """Selects the epoch (its shuffle), starting it afresh."""
+    @property
+    def epoch(self) -> int: ...
+    @property
+    def rank(self) -> int: ...
+    @property
+    def world_size(self) -> int: ...
+    def __len__(self) -> int:
+        """This rank's items per epoch (padding included)."""
+    def __iter__(self) -> Iterator[int]:
+        """This rank's dataset indices not yet delivered, in order."""
+    def iter_with_info(self) -> Iterator[tuple[int, int, bool]]:
+        """``(index, position, padded)``: ``position`` in the epoch's global order (for
+        :meth:`mark_delivered`); ``padded`` marks a repeat that only evens out the ranks."""
+    def mark_delivered(self, position: int) -> None:
+        """Records that the item at global ``position`` was delivered (for :meth:`state`)."""
+    def state(self) -> str:
+        """This rank's resumable state (``SamplerState``), a JSON string of about 200 bytes."""
+    @staticmethod
+    def from_state(state: str) -> Sampler:
+        """The sampler a :meth:`state` was taken from, where it left off (same world size).
+        Raises ``ValueError`` for an invalid state."""
 
 @final
 class TimeSummary:
