@@ -168,12 +168,21 @@ pub fn ns_per_item_stage(elapsed: Duration, epochs: u64, stages: usize) -> f64 {
     elapsed.as_nanos() as f64 / (epochs * ITEMS * stages as u64) as f64
 }
 
-/// The median time of one epoch over `runs` runs, after `warmup` unmeasured ones.
-pub fn median_epoch(
+/// The fastest and the median of `runs` epochs, after `warmup` unmeasured ones.
+pub struct EpochTimes {
+    /// The fastest epoch: on a shared machine other processes only ever add time, so this is
+    /// the best estimate of the overhead itself.
+    pub fastest: Duration,
+    /// The median epoch: a fastest far below it means the epochs are bimodal.
+    pub median: Duration,
+}
+
+/// Runs `warmup` unmeasured epochs, then times `runs` epochs.
+pub fn time_epochs(
     warmup: usize,
     runs: usize,
     mut epoch: impl FnMut() -> anyhow::Result<()>,
-) -> anyhow::Result<Duration> {
+) -> anyhow::Result<EpochTimes> {
     for _ in 0..warmup {
         epoch()?;
     }
@@ -184,7 +193,10 @@ pub fn median_epoch(
         times.push(t.elapsed());
     }
     times.sort();
-    Ok(times[times.len() / 2])
+    Ok(EpochTimes {
+        fastest: times[0],
+        median: times[times.len() / 2],
+    })
 }
 
 #[cfg(test)]
