@@ -10,7 +10,9 @@ use spdl_sources::{read_file_async, walk_dir, Extensions};
 
 /// The hard-case fixtures shipped with spdl-io.
 pub fn hard_case(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/spdl-io/tests/fixtures/hard").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../crates/spdl-io/tests/fixtures/hard")
+        .join(name)
 }
 
 /// What one run over a folder gave.
@@ -50,16 +52,31 @@ pub fn run_folder(dir: &Path, transform: Transform, threads: usize) -> Outcome {
         .pipe(
             Op::blocking(move |(i, path, bytes): (usize, PathBuf, Vec<u8>)| {
                 let key = key_from_path(&path);
-                let ctx = SampleContext { key: &key, index: i as u64, epoch: 0 };
+                let ctx = SampleContext {
+                    key: &key,
+                    index: i as u64,
+                    epoch: 0,
+                };
                 let img = loader.load(&bytes, &ctx)?;
-                let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                let name = path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
                 Ok(Some((name, img)))
             }),
             StageConfig::named("decode").concurrency(threads),
         )
         .build(threads)
         .expect("build pipeline");
-    let delivered = pipeline.iter().map(|r| r.expect("no budget is set")).collect();
+    let delivered = pipeline
+        .iter()
+        .map(|r| r.expect("no budget is set"))
+        .collect();
     let stats = pipeline.stats();
-    Outcome { listed, delivered, failed: stats.failures(), errors: pipeline.last_errors() }
+    Outcome {
+        listed,
+        delivered,
+        failed: stats.failures(),
+        errors: pipeline.last_errors(),
+    }
 }
