@@ -39,7 +39,8 @@ const APT_PACKAGES: &[&str] = &[
 const PROGRAMS: &[&str] = &["cmake", "nasm", "pkg-config", "clang"];
 
 /// What the test venv holds. Changing this list reinstalls it on the next setup.
-const PY_PACKAGES: &[&str] = &["maturin>=1.16,<2", "numpy", "pytest"];
+/// `nvidia-nvjpeg-cu12` (about 5 MB) lets the CUDA tests load libnvjpeg without a GPU.
+const PY_PACKAGES: &[&str] = &["maturin>=1.16,<2", "numpy", "pytest", "nvidia-nvjpeg-cu12"];
 
 /// The pinned local S3 server (newer versions need a newer rustc).
 const S3S_FS: &str = "s3s-fs@0.14.1";
@@ -258,4 +259,13 @@ pub(crate) fn ensure_s3s_fs() -> Result<PathBuf> {
         bail!("cargo install succeeded but {} is missing", bin.display());
     }
     Ok(bin)
+}
+
+/// The folder of `libnvjpeg.so.*` from the venv's `nvidia-nvjpeg-cu12` wheel, if installed.
+pub(crate) fn venv_nvjpeg_dir() -> Option<PathBuf> {
+    let lib = venv_dir().join("lib");
+    std::fs::read_dir(lib).ok()?.flatten().find_map(|python| {
+        let dir = python.path().join("site-packages/nvidia/nvjpeg/lib");
+        dir.is_dir().then_some(dir)
+    })
 }

@@ -50,6 +50,10 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     if has_python {
         // pyo3 picks its interpreter from PYO3_PYTHON: the venv's, as maturin does below.
         env.push(("PYO3_PYTHON", setup::venv_bin("python").into()));
+        // The CUDA tests load libnvjpeg from the venv's wheel (no GPU needed to load it).
+        if let Some(dir) = setup::venv_nvjpeg_dir() {
+            env.push(("SPDL_NVJPEG_PATH", dir.into()));
+        }
     }
     if optional.iter().any(|f| f.ends_with("/source-s3")) {
         match setup::ensure_s3s_fs() {
