@@ -221,3 +221,77 @@ fn video_without_ffmpeg_is_a_clear_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("without FFmpeg"));
 }
+
+/// `spdl load s3://bucket/prefix` against a real S3-compatible server (s3s-fs) on loopback.
+#[cfg(feature = "source-s3")]
+#[test]
+fn loads_from_a_local_s3_server() {
+    use std::net::{TcpListener, TcpStream};
+    use std::time::{Duration, Instant};
+
+    let bin = std::env::var_os("SPDL_S3S_FS")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/spdl-tools/bin/s3s-fs")))
+        .filter(|p| p.exists())
+        .expect("s3s-fs: cargo install s3s-fs@0.14.1 --features binary --locked --root ~/.cache/spdl-tools");
+    let data = tempfile::tempdir().unwrap();
+    let prefix = data.path().join("bucket/train");
+    std::fs::create_dir_all(&prefix).unwrap();
+    let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/samples");
+    for entry in std::fs::read_dir(&samples).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "jpg") {
+            std::fs::copy(&path, prefix.join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    std::fs::write(
+        prefix.join("error page.jpg"),
+        b"<html><body>503</body></html>",
+    )
+    .unwrap();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = Command::new(bin)
+        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+        .args(["--access-key", "test", "--secret-key", "test"])
+        .arg(data.path())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = spdl()
+        .args([
+            "load",
+            "s3://bucket/train/",
+            "--json",
+            "--fetch-concurrency",
+            "32",
+        ])
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{port}"))
+        .env("AWS_REGION", "us-east-1")
+        .output()
+        .unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["listed"], 15);
+    assert_eq!(r["images"], 14);
+    assert_eq!(r["failed"], 1);
+    let reason = r["failures"][0]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("s3://bucket/train/error page.jpg") && reason.contains("HTML"),
+        "{reason}"
+    );
+}
