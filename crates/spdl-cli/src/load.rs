@@ -88,12 +88,7 @@ pub(crate) fn transform(args: &LoadArgs) -> Result<Transform> {
         bail!("--size must be at least 1");
     }
     Ok(match args.transform {
-        TransformArg::Eval => Transform::ResizeCenterCrop {
-            // ImageNet evaluation ratio: 256 for a 224 crop.
-            shorter_side: (args.size * 256).div_ceil(224),
-            crop: args.size,
-            filter: Filter::Bilinear,
-        },
+        TransformArg::Eval => Transform::eval(args.size, Filter::Bilinear),
         TransformArg::Train => {
             Transform::RandomResizedCrop(RandomResizedCrop::new(args.size, args.seed))
         }

@@ -79,12 +79,7 @@ pub(crate) fn make_loader(
         },
         "eval" => {
             let side = square_size(transform, width, height, size)?;
-            spdl_io::Transform::ResizeCenterCrop {
-                // ImageNet evaluation ratio: 256 for a 224 crop (as `spdl-cli load`).
-                shorter_side: (side * 256).div_ceil(224),
-                crop: side,
-                filter,
-            }
+            spdl_io::Transform::eval(side, filter)
         }
         "train" => {
             let side = square_size(transform, width, height, size)?;

@@ -153,10 +153,17 @@ pub enum Transform {
 impl Transform {
     /// ImageNet evaluation preset: shorter side 256, center crop 224, bilinear.
     pub fn imagenet_eval() -> Self {
+        Self::eval(224, Filter::Bilinear)
+    }
+
+    /// ImageNet evaluation at any output side `size` (pixels): the shorter side resized to
+    /// `ceil(size * 256 / 224)` (the 256-for-224 ratio of torchvision's reference scripts), then
+    /// a `size x size` center crop.
+    pub fn eval(size: usize, filter: Filter) -> Self {
         Transform::ResizeCenterCrop {
-            shorter_side: 256,
-            crop: 224,
-            filter: Filter::Bilinear,
+            shorter_side: (size * 256).div_ceil(224),
+            crop: size,
+            filter,
         }
     }
 
