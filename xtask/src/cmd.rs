@@ -9,7 +9,12 @@ use anyhow::{bail, Context, Result};
 
 /// The repository root (the workspace holding `xtask/`).
 pub(crate) fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    // `cargo run` sets CARGO_MANIFEST_DIR for the process too: prefer it, so a binary built in
+    // another checkout that shares this target directory still works on this one.
+    let manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    manifest_dir
         .parent()
         .expect("xtask/ lives in the repository root")
         .to_path_buf()
