@@ -1,6 +1,9 @@
 //! Test helpers: fixture paths and a minimal `.npy` reader (u8 / little-endian u16).
 #![allow(dead_code)]
 
+#[path = "npy.rs"]
+mod npy_format;
+
 use std::path::PathBuf;
 
 use spdl_io::{DecodeOptions, Error, Image, Registry};
@@ -23,37 +26,17 @@ pub(crate) struct Npy {
     pub(crate) data: Vec<u16>,
 }
 
-/// Parses `.npy` version 1/2 with dtype `|u1` or `<u2`, C order.
+/// Parses `.npy` with dtype `|u1` or `<u2`.
 pub(crate) fn npy(path: &PathBuf) -> Npy {
-    let b = read(path);
-    assert_eq!(&b[..6], b"\x93NUMPY");
-    let (hlen, start) = if b[6] == 1 {
-        (u16::from_le_bytes([b[8], b[9]]) as usize, 10)
-    } else {
-        (u32::from_le_bytes([b[8], b[9], b[10], b[11]]) as usize, 12)
-    };
-    let header = std::str::from_utf8(&b[start..start + hlen]).unwrap();
-    assert!(header.contains("'fortran_order': False"), "{header}");
-    let shape_str = header
-        .split("'shape': (")
-        .nth(1)
-        .unwrap()
-        .split(')')
-        .next()
-        .unwrap();
-    let shape: Vec<usize> = shape_str
-        .split(',')
-        .filter_map(|s| s.trim().parse().ok())
-        .collect();
-    let body = &b[start + hlen..];
-    let data = if header.contains("'|u1'") {
-        body.iter().map(|&v| u16::from(v)).collect()
-    } else if header.contains("'<u2'") {
-        body.chunks_exact(2)
+    let bytes = read(path);
+    let (shape, descr, body) = npy_format::parse(&bytes);
+    let data = match descr.as_str() {
+        "|u1" => body.iter().map(|&v| u16::from(v)).collect(),
+        "<u2" => body
+            .chunks_exact(2)
             .map(|c| u16::from_le_bytes([c[0], c[1]]))
-            .collect()
-    } else {
-        panic!("unsupported dtype in {header}");
+            .collect(),
+        other => panic!("unsupported dtype {other} in {}", path.display()),
     };
     Npy { shape, data }
 }

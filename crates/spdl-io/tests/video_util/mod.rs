@@ -2,6 +2,9 @@
 //! (`|u1` and `<f4`, C order).
 #![allow(dead_code)]
 
+#[path = "../common/npy.rs"]
+mod npy_format;
+
 use std::path::PathBuf;
 
 pub(crate) fn media(rel: &str) -> PathBuf {
@@ -22,34 +25,15 @@ pub(crate) struct Npy {
 }
 
 pub(crate) fn npy(path: &PathBuf) -> Npy {
-    let b = read(path);
-    assert_eq!(&b[..6], b"\x93NUMPY");
-    let (hlen, start) = if b[6] == 1 {
-        (u16::from_le_bytes([b[8], b[9]]) as usize, 10)
-    } else {
-        (u32::from_le_bytes([b[8], b[9], b[10], b[11]]) as usize, 12)
-    };
-    let header = std::str::from_utf8(&b[start..start + hlen]).unwrap();
-    assert!(header.contains("'fortran_order': False"), "{header}");
-    let shape: Vec<usize> = header
-        .split("'shape': (")
-        .nth(1)
-        .unwrap()
-        .split(')')
-        .next()
-        .unwrap()
-        .split(',')
-        .filter_map(|s| s.trim().parse().ok())
-        .collect();
-    let body = &b[start + hlen..];
-    let data = if header.contains("'|u1'") {
-        body.iter().map(|&v| f64::from(v)).collect()
-    } else if header.contains("'<f4'") {
-        body.chunks_exact(4)
+    let bytes = read(path);
+    let (shape, descr, body) = npy_format::parse(&bytes);
+    let data = match descr.as_str() {
+        "|u1" => body.iter().map(|&v| f64::from(v)).collect(),
+        "<f4" => body
+            .chunks_exact(4)
             .map(|c| f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]])))
-            .collect()
-    } else {
-        panic!("unsupported dtype in {header}");
+            .collect(),
+        other => panic!("unsupported dtype {other} in {}", path.display()),
     };
     Npy { shape, data }
 }
