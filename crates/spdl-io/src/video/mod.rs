@@ -376,12 +376,6 @@ pub fn load_video_clips<'a>(
             ));
         }
         let total = count_packets(&src)?;
-        if total == 0 {
-            return Err(Error::new(
-                ErrorKind::Empty,
-                "the video stream has no frames",
-            ));
-        }
         let indices: Vec<usize> = sampling.indices(total).into_iter().flatten().collect();
         let video = load_indices(&src, opts, &indices, true)?;
         Ok(VideoClips {
@@ -420,12 +414,6 @@ pub fn load_video_clip<'a>(
             ));
         }
         let total = count_packets(&src)?;
-        if total == 0 {
-            return Err(Error::new(
-                ErrorKind::Empty,
-                "the video stream has no frames",
-            ));
-        }
         let indices: Vec<usize> = (0..frames)
             .map(|i| {
                 if frames == 1 {
@@ -1125,7 +1113,8 @@ fn frame_ref(frame: &ff::frame::Video) -> Result<ff::frame::Video> {
     Ok(out)
 }
 
-/// Number of packets of the best video stream (demux only, no decode).
+/// Number of packets of the best video stream (demux only, no decode); `Empty` when there is
+/// none, since no clip can be planned from an empty stream.
 fn count_packets(src: &MediaSource<'_>) -> Result<usize> {
     let mut demux = Demuxer::open(src)?;
     let Some(stream) = demux
@@ -1140,6 +1129,12 @@ fn count_packets(src: &MediaSource<'_>) -> Result<usize> {
     loop {
         let mut packet = ff::Packet::empty();
         if !demux.read_packet(&mut packet)? {
+            if n == 0 {
+                return Err(Error::new(
+                    ErrorKind::Empty,
+                    "the video stream has no frames",
+                ));
+            }
             return Ok(n);
         }
         if packet.stream() == stream && packet.size() > 0 {
