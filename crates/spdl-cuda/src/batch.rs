@@ -100,36 +100,15 @@ impl HostBatch {
     }
 }
 
-fn check_shapes(items: &[BatchItem]) -> Result<[usize; 3]> {
-    let Some(first) = items.first() else {
-        return Err(Error::InvalidArgument(
-            "cannot collate an empty batch".into(),
-        ));
-    };
-    let (shape, depth) = (first.image.shape(), first.image.data.bytes_per_sample());
-    for (i, it) in items.iter().enumerate() {
-        let (s, d) = (it.image.shape(), it.image.data.bytes_per_sample());
-        if s != shape || d != depth || it.image.data.len() != s.iter().product::<usize>() {
-            return Err(Error::InvalidArgument(format!(
-                "sample {i} ({}) has shape {s:?} ({}-bit) but the first has {shape:?} \
-                 ({}-bit): resize to one size to batch",
-                it.key,
-                d * 8,
-                depth * 8
-            )));
-        }
-    }
-    Ok(shape)
-}
-
 /// Stacks images (8- or 16-bit, as they are) into `[N, H, W, C]` in a buffer from `pool`:
 /// one copy per image, straight into (pinned) memory, as `spdl_io::collate` does into a `Vec`.
 ///
 /// # Errors
-/// [`Error::InvalidArgument`] for no items or differing shapes; [`Error::Pool`] when the pool
+/// [`Error::Decode`] for no items or differing shapes (see `spdl_io::batch::common_shape`);
+/// [`Error::Pool`] when the pool
 /// times out or cannot allocate.
 pub fn collate_into(items: Vec<BatchItem>, pool: &dyn BufferPool) -> Result<HostBatch> {
-    let [h, w, c] = check_shapes(&items)?;
+    let [h, w, c] = spdl_io::batch::common_shape(&items)?;
     let per = h * w * c;
     let (dtype, elem) = match items[0].image.data {
         PixelData::U8(_) => (DType::U8, 1),
@@ -168,7 +147,7 @@ pub fn collate_normalized_into(
     norm: &Normalize,
     pool: &dyn BufferPool,
 ) -> Result<HostBatch> {
-    let [h, w, c] = check_shapes(&items)?;
+    let [h, w, c] = spdl_io::batch::common_shape(&items)?;
     let per = h * w * c;
     let mut buffer = pool.acquire(per * 4 * items.len())?;
     let len = buffer.len() / 4;

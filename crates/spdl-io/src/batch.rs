@@ -70,8 +70,13 @@ fn sample_name(item: &BatchItem, i: usize) -> String {
     }
 }
 
-/// Checks that all items share the first one's shape and sample type.
-fn check_shapes(items: &[BatchItem]) -> Result<[usize; 3]> {
+/// The `[H, W, C]` shared by every item, checked before a batch buffer is filled (also by
+/// spdl-cuda's collation into pinned memory).
+///
+/// # Errors
+/// [`ErrorKind::Empty`] for no items; [`ErrorKind::ShapeMismatch`] naming the first sample whose
+/// shape or bit depth differs from the first one's, and both shapes.
+pub fn common_shape(items: &[BatchItem]) -> Result<[usize; 3]> {
     let Some(first) = items.first() else {
         return Err(Error::new(
             ErrorKind::Empty,
@@ -114,7 +119,7 @@ fn check_shapes(items: &[BatchItem]) -> Result<[usize; 3]> {
 /// [`crate::ColorMode::Unchanged`] next to RGB ones).
 pub fn collate<T: Into<BatchItem>>(items: Vec<T>) -> Result<ImageBatch> {
     let items: Vec<BatchItem> = items.into_iter().map(Into::into).collect();
-    let [h, w, c] = check_shapes(&items)?;
+    let [h, w, c] = common_shape(&items)?;
     // One allocation and one memcpy per image: this runs once per batch on the hot path.
     let per = h * w * c;
     let data = match items[0].image.data {
@@ -151,7 +156,7 @@ pub fn collate_normalized<T: Into<BatchItem>>(
     norm: &Normalize,
 ) -> Result<ImageBatch> {
     let items: Vec<BatchItem> = items.into_iter().map(Into::into).collect();
-    let [h, w, c] = check_shapes(&items)?;
+    let [h, w, c] = common_shape(&items)?;
     let per = c * h * w;
     let mut data = vec![0f32; per * items.len()];
     for (it, out) in items.iter().zip(data.chunks_exact_mut(per.max(1))) {
