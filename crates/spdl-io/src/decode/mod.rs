@@ -5,6 +5,13 @@
 //! `read_image(&mut [u8])`): a pipeline probes, checks [`Limits`], then lets
 //! the decoder write straight into a batch slot.
 
+// Shared helpers serve the built-in decoders; a build with none of them (a registry for
+// third-party decoders only) leaves them unused.
+#![cfg_attr(
+    not(any(feature = "decode-turbojpeg", feature = "decode-image")),
+    allow(dead_code)
+)]
+
 pub(crate) mod color;
 mod format;
 #[cfg(any(feature = "decode-turbojpeg", feature = "decode-image"))]
