@@ -91,6 +91,9 @@ SYSTEMS = [
 BY_NAME = {s.name: s for s in SYSTEMS}
 SMOKE_SYSTEMS = ["spdl_cli", "spdl_rs_native", "spdl_rs_pyfunc", "limit_decode", "limit_transform"]
 REFERENCE = ["torch_dataloader", "spdl08_batch", "spdl_rs_pyfunc"]  # first available wins
+# train: the systems that crop `_common.train_box` boxes, reference first. Without shared boxes
+# (spdl_rs not importable by the driver's Python), only the first three share a generator.
+SAME_BOXES = ("spdl08_batch", "spdl08_image", "dataloader_rs", "spdl_cli", "spdl_rs_native", "spdl_rs_pyfunc")
 CONFIG_TITLES = {
     "eval": "evaluation: shorter side 256 (antialiased), center crop 224, u8",
     "train": "training: random resized crop 224 (scale 0.08-1), horizontal flip, seeded, u8",
@@ -206,17 +209,45 @@ def command(s: System, a, config: str, n: int, dump: str | None = None) -> list[
             cmd += ["--batch-size", "32"]
             if config == "eval_f32":
                 cmd += ["--dtype", "f32", "--layout", "nchw"]
-        if a.limit:
+        if dump:
+            cmd += ["--dump", dump, "--limit", "32"]
+        elif a.limit:
             cmd += ["--limit", str(a.limit)]
         return cmd
     cmd = [python_of(s, a), str(SYSTEMS_DIR / s.script), *s.extra, "--corpus", a.corpus,
            "--config", config, "--threads", str(n), "--batch-size", "32", "--size", "224",
            "--seed", "0"]
+    if config == "train" and a.boxes:
+        cmd += ["--boxes", a.boxes]
     if dump:
         cmd += ["--dump", dump, "--limit", "32"]
     elif a.limit:
         cmd += ["--limit", str(a.limit)]
     return cmd
+
+
+def write_boxes(a, path: Path) -> str | None:
+    """The train crop boxes and flips of every file (by listing position), drawn by
+    `spdl_rs.io.random_resized_crop` with seed 0: the boxes `spdl load --transform train` and
+    spdl_rs take, given to the other systems' workers so that all crop the same regions. None
+    (each system draws its own) when spdl_rs is not importable."""
+    script = f"""
+import json, sys
+sys.path.insert(0, {str(SYSTEMS_DIR)!r})
+import _common as c
+from spdl_rs.io import random_resized_crop
+out = []
+for i, p in enumerate(c.list_files(sys.argv[1])):
+    with open(p, "rb") as f:
+        w, h = c.jpeg_size(f.read())
+    out.append(random_resized_crop(w, h, size=224, seed=0, index=i))
+json.dump(out, open(sys.argv[2], "w"))
+"""
+    r = subprocess.run([a.python, "-c", script, a.corpus, str(path)], capture_output=True, text=True)
+    if r.returncode != 0:
+        print(f"  train boxes not shared ({(r.stderr.strip().splitlines() or ['?'])[-1][:200]})", file=sys.stderr)
+        return None
+    return str(path)
 
 
 def parse_report(s: System, m: dict) -> dict:
@@ -287,11 +318,16 @@ def pixel_check(a, systems: list[System], configs: list[str], tmp: Path) -> dict
         dumps = {}
         notes = {}
         for s in systems:
-            if s.kind != "py" or s.group == "limit":
+            if s.kind == "cli-limit" or s.group == "limit":
                 continue
             path = tmp / f"{config}-{s.name}.npy"
             m = measure(command(s, a, config, 2 if s.axis != "workers" else 0, dump=str(path)))
-            rep = parse_report(s, m)
+            if s.kind == "cli-load":
+                # `spdl load --dump` prints one line, not the JSON report.
+                ok = m["rc"] == 0 and path.exists()
+                rep = {} if ok else {"error": f"exit {m['rc']}: {m['stderr'].strip()[-200:]}"}
+            else:
+                rep = parse_report(s, m)
             if "error" in rep or "skipped" in rep:
                 notes[s.name] = rep.get("error") or rep.get("skipped")
                 continue
@@ -300,15 +336,16 @@ def pixel_check(a, systems: list[System], configs: list[str], tmp: Path) -> dict
                 notes[s.name] = "proxy"
         ref = next((r for r in REFERENCE if r in dumps), None)
         if config == "train":
-            # Crops are random: the systems that share the seeded crop parameters of
-            # bench/systems/_common.py (SPDL 0.8, spdl_rs pyfunc) are compared with each other;
-            # the rest are checked for shape, dtype and non-blank images only.
-            ref = next((r for r in ("spdl08_batch", "spdl08_image", "spdl_rs_pyfunc", "dataloader_rs") if r in dumps), None)
+            # Crops are random: the systems that crop the shared boxes (spdl-rs's draws, see
+            # write_boxes) are compared with each other, SPDL 0.8 (FFmpeg) as the reference;
+            # the DataLoader draws its own (torchvision) and is checked for shape and
+            # non-blank images only.
+            ref = next((r for r in SAME_BOXES if r in dumps), None)
         script = f"""
 import json, sys, numpy as np
 dumps = json.loads(sys.argv[1]); ref = sys.argv[2]; tol = float(sys.argv[3]); config = sys.argv[4]
 n = int(sys.argv[5])
-same_rng = {{"spdl08_batch", "spdl08_image", "spdl_rs_pyfunc", "dataloader_rs"}}
+same_rng = set(json.loads(sys.argv[6]))
 out = {{}}
 r = np.load(dumps[ref]).astype(np.float64) if ref in dumps else None
 for name, p in dumps.items():
@@ -329,7 +366,9 @@ print(json.dumps(out))
         res = {}
         if dumps:
             n = min(32, a.n_files, a.limit or a.n_files)
-            r = subprocess.run([a.python, "-c", script, json.dumps(dumps), ref or "", str(tol), config, str(n)],
+            same = list(SAME_BOXES) if a.boxes else list(SAME_BOXES[:3])
+            r = subprocess.run([a.python, "-c", script, json.dumps(dumps), ref or "", str(tol), config, str(n),
+                                json.dumps(same)],
                                capture_output=True, text=True)
             if r.returncode == 0:
                 res = json.loads(r.stdout)
@@ -416,8 +455,8 @@ def table(config: str, summaries: dict, checks: dict, skipped: dict) -> tuple[st
             rows.append(f"| {label} | {n} | error: {v['error'][:80]} | | | | | | | | | |")
             continue
         pix = fmt_check(check.get("systems", {}).get(name), check.get("reference"), name)
-        if s.kind.startswith("cli") or s.group == "limit":
-            pix = "n/a (no pixel output)" if s.kind == "cli-load" else "n/a (limit)"
+        if s.kind == "cli-limit" or s.group == "limit":
+            pix = "n/a (limit)"
         f = lambda x, spec: "–" if x is None else format(x, spec)  # noqa: E731
         rows.append(
             f"| {label} | {n} | {v['ips']:.0f} ({v['ips_min']:.0f}–{v['ips_max']:.0f}) | "
@@ -532,6 +571,7 @@ def main() -> int:
     stem = "images-smoke" if a.smoke else "images"
     tmp = Path(os.environ.get("TMPDIR", "/tmp")) / f"spdl-bench-{os.getpid()}"
     tmp.mkdir(parents=True, exist_ok=True)
+    a.boxes = write_boxes(a, tmp / "train-boxes.json") if "train" in configs else None
     checks = {} if a.no_check else pixel_check(a, systems, configs, tmp)
 
     runs: dict = {}  # (config, system, n) -> [run]
@@ -564,9 +604,11 @@ def main() -> int:
         "imports, start-up = the process's wall time less the loop (interpreter, imports, "
         "teardown). Pixels: the first batch against the reference system, mean absolute "
         f"difference (MAD) per value <= {TOLERANCE_U8} levels for u8 (<= {TOLERANCE_F32:.3f} "
-        "in normalized units for f32); train compares the systems that share the seeded crop "
-        f"parameters (SPDL 0.8, spdl_rs pyfunc, dataloader-rs) with MAD <= {TOLERANCE_TRAIN_U8}, "
-        "the others (own random generators) for shape and non-blank images only. A wrong "
+        "in normalized units for f32); in train every system but the DataLoader crops the same "
+        "boxes (spdl-rs's seeded draws, `spdl_rs.io.random_resized_crop`, handed to the other "
+        f"workers) and is compared with SPDL 0.8 with MAD <= {TOLERANCE_TRAIN_U8}; the "
+        "DataLoader (torchvision's own generator) is checked for shape and non-blank images "
+        "only. `spdl load` is checked through `--dump`. A wrong "
         "geometry (letterbox, no crop, another crop) differs by 15 to 60 levels.",
     ]
     summaries_all = {}

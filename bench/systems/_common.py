@@ -50,6 +50,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--limit", type=int, default=None, help="only the first N files")
     p.add_argument("--dump", default=None, help="save the first batch here (.npy) and stop")
+    p.add_argument("--boxes", default=None, help="train: crop boxes and flips per listing position (JSON)")
     return p.parse_args(argv)
 
 
@@ -158,6 +159,28 @@ def rrc_params(w: int, h: int, rng, scale=(0.08, 1.0), ratio=(3 / 4, 4 / 3)) -> 
     else:
         cw, ch = w, h
     return (w - cw) // 2, (h - ch) // 2, cw, ch
+
+
+_BOXES: list | None = None
+
+
+def train_box(args: argparse.Namespace, index: int, w: int, h: int) -> tuple[int, int, int, int, bool]:
+    """(x, y, cw, ch, hflip) of sample `index` (its position in the listing) for ``train``.
+
+    With ``--boxes`` (written by the harness from ``spdl_rs.io.random_resized_crop``, the draws
+    of spdl-rs's seeded RandomResizedCrop) every system crops exactly the boxes that `spdl load`
+    and `spdl_rs` crop, so their pixels can be compared. Without it: torchvision's parameters
+    from the sample's own generator."""
+    global _BOXES
+    if args.boxes:
+        if _BOXES is None:
+            with open(args.boxes) as f:
+                _BOXES = json.load(f)
+        x, y, cw, ch, flip = _BOXES[index]
+        return x, y, cw, ch, bool(flip)
+    rng = sample_rng(args.seed, index)
+    x, y, cw, ch = rrc_params(w, h, rng)
+    return x, y, cw, ch, rng.random() < 0.5
 
 
 def sample_rng(seed: int, index: int):

@@ -33,9 +33,7 @@ class Files(PyDataset):
             im = im.convert("RGB")
             w, h = im.size
             if args.config == "train":
-                rng = c.sample_rng(args.seed, i)
-                x, y, cw, ch = c.rrc_params(w, h, rng)
-                flip = rng.random() < 0.5
+                x, y, cw, ch, flip = c.train_box(args, i, w, h)
                 out = im.resize((size, size), Image.BILINEAR, box=(x, y, x + cw, y + ch))
                 if flip:
                     out = out.transpose(Image.FLIP_LEFT_RIGHT)

@@ -37,9 +37,7 @@ EVAL = (
 
 
 def train_filter(w: int, h: int, index: int) -> str:
-    rng = c.sample_rng(args.seed, index)
-    x, y, cw, ch = c.rrc_params(w, h, rng)
-    flip = rng.random() < 0.5
+    x, y, cw, ch, flip = c.train_box(args, index, w, h)
     f = f"crop=w={cw}:h={ch}:x={x}:y={y},scale=w={size}:h={size}:flags=bilinear"
     if flip:
         f += ",hflip"

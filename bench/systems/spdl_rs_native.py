@@ -13,7 +13,7 @@ import _common as c  # noqa: I001
 import inspect
 
 import numpy as np
-from spdl_rs import ops
+from spdl_rs import ops, sources
 from spdl_rs.pipeline import PipelineBuilder
 
 imports = c.imports_done()
@@ -38,7 +38,11 @@ def decode_kwargs() -> dict:
 
 
 kw = decode_kwargs()
-files = c.list_files(args.corpus, args.limit)
+# A spdl_rs listing carries each sample's position, which seeds the train draw (`index`), as
+# in `spdl load`; a plain list of paths would number the samples in call order.
+files = sources.list_files(args.corpus, [".jpg", ".jpeg"])
+if args.limit:
+    files = files.select(list(range(min(args.limit, len(files)))))
 order = "input" if args.dump else "completion"
 
 

@@ -8,7 +8,7 @@ same geometry as torchvision:
 
 - eval: the size from the JPEG header, `decode_image(data, W', H')` with the shorter side 256
   (the same rounding as torchvision's Resize(256)), then a center-crop view in NumPy;
-- train: torchvision's random-resized-crop parameters from the sample's seeded generator; the
+- train: the crop box of `_common.train_box` (spdl-rs's draw with the harness's --boxes); the
   whole image is resized so the crop box becomes 224x224, then cropped (and flipped) in NumPy.
   This resamples more pixels than a crop-first resize (about 2.7x on average): it is more work
   than the others do, never less; the report says `emulated`.
@@ -44,13 +44,12 @@ def read(item):
 def decode(item):
     i, path, data = item
     if native_transform:
+        # `index` (the listing position) and `seed` fix the train draw, as in `spdl load`.
         mode = "train" if args.config == "train" else "eval"
-        return np.asarray(sio.decode_image(data, size, size, transform=mode, key=path))
+        return np.asarray(sio.decode_image(data, transform=mode, size=size, seed=args.seed, index=i, key=path))
     w, h = c.jpeg_size(data)
     if args.config == "train":
-        rng = c.sample_rng(args.seed, i)
-        x, y, cw, ch = c.rrc_params(w, h, rng)
-        flip = rng.random() < 0.5
+        x, y, cw, ch, flip = c.train_box(args, i, w, h)
         # Resize the whole image so that the crop box maps onto size x size.
         sx, sy = size / cw, size / ch
         rw, rh = max(size, round(w * sx)), max(size, round(h * sy))

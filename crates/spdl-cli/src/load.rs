@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use spdl_core::{Op, PipelineBuilder, StageConfig};
+use spdl_core::{Op, Order, PipelineBuilder, StageConfig};
 use spdl_io::{
     collate, collate_normalized, BatchItem, Filter, ImageLoader, Normalize, RandomResizedCrop,
     SampleContext, Transform,
@@ -225,22 +225,35 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
             }
         })
     };
+    // Completion order keeps the workers busy; a dump must show the listing's first samples.
+    let order = if args.dump.is_some() {
+        Order::Input
+    } else {
+        Order::Completion
+    };
     let batches = PipelineBuilder::source(source)
         .pipe(
             read,
-            StageConfig::named("read").concurrency(
-                args.fetch_concurrency
-                    .unwrap_or(args.read_concurrency)
-                    .max(1),
-            ),
+            StageConfig::named("read")
+                .concurrency(
+                    args.fetch_concurrency
+                        .unwrap_or(args.read_concurrency)
+                        .max(1),
+                )
+                .order(order),
         )
         .pipe(
             decode,
-            StageConfig::named("decode").concurrency(decode_concurrency),
+            StageConfig::named("decode")
+                .concurrency(decode_concurrency)
+                .order(order),
         )
         .aggregate(args.batch_size, false);
 
     let mut report = Report::new(&shown, &args, threads, per_epoch, layout, dtype);
+    if args.dump.is_some() && device::is_gpu(&args.device)? {
+        bail!("--dump saves a host batch: use it with --device cpu");
+    }
     let run = if device::is_gpu(&args.device)? {
         #[cfg(feature = "cuda")]
         {
@@ -264,10 +277,15 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
         let pipeline = batches
             .pipe(
                 collate_op,
-                StageConfig::named("collate").concurrency(threads.min(2)),
+                StageConfig::named("collate")
+                    .concurrency(threads.min(2))
+                    .order(order),
             )
             .sink(3)
             .build(threads)?;
+        if let Some(path) = &args.dump {
+            return crate::dump::first_batch(pipeline, path);
+        }
         consume(pipeline, &args, per_epoch, &failures)
     };
     report.images = run.images;

@@ -6,6 +6,7 @@
 //! ```
 
 mod device;
+mod dump;
 mod limit;
 mod load;
 mod report;
@@ -135,6 +136,11 @@ pub(crate) struct LoadArgs {
     /// GPU N; plain `cuda` is the `LOCAL_RANK` device). Needs the `cuda` feature.
     #[arg(long, default_value = "cpu")]
     pub(crate) device: String,
+    /// Save the first batch to FILE as a NumPy `.npy` array (`[N, H, W, C]` u8, or
+    /// `[N, C, H, W]` f32 with `--dtype f32`) and stop. Stages keep input order, so the batch
+    /// holds the first `--batch-size` samples of the listing (pair with `--limit`).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) dump: Option<PathBuf>,
     /// Print the report as JSON on stdout (no progress bar).
     #[arg(long)]
     pub(crate) json: bool,

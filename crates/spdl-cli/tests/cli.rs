@@ -295,3 +295,60 @@ fn loads_from_a_local_s3_server() {
         "{reason}"
     );
 }
+
+#[test]
+fn dump_saves_the_first_batch_in_listing_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("batch.npy");
+    let status = spdl()
+        .args([
+            "load",
+            "--limit",
+            "5",
+            "--batch-size",
+            "5",
+            "--threads",
+            "2",
+        ])
+        .args([
+            "--size",
+            "64",
+            "--transform",
+            "train",
+            "--seed",
+            "7",
+            "--quiet",
+        ])
+        .arg("--dump")
+        .arg(&out)
+        .status()
+        .expect("run spdl");
+    assert!(status.success());
+
+    let bytes = std::fs::read(&out).unwrap();
+    let npy = npyz::NpyFile::new(bytes.as_slice()).unwrap();
+    assert_eq!(npy.shape(), &[5, 64, 64, 3]);
+    let got: Vec<u8> = npy.into_vec().unwrap();
+
+    // The same five samples (listing order, index = position), decoded directly.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/samples");
+    let list = spdl_sources::walk_dir(&root, &spdl_sources::Extensions::images()).unwrap();
+    let loader = spdl_io::ImageLoader::new(spdl_io::Transform::RandomResizedCrop(
+        spdl_io::RandomResizedCrop::new(64, 7),
+    ));
+    let mut want = Vec::new();
+    for i in 0..5u64 {
+        let path = &list.get(i).unwrap().path;
+        let ctx = spdl_io::SampleContext {
+            key: "",
+            index: i,
+            epoch: 0,
+        };
+        let img = loader.load(&std::fs::read(path).unwrap(), &ctx).unwrap();
+        match img.data {
+            spdl_io::PixelData::U8(v) => want.extend(v),
+            spdl_io::PixelData::U16(_) => panic!("8-bit photos"),
+        }
+    }
+    assert!(got == want, "the dump differs from a direct decode");
+}

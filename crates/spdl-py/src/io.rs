@@ -307,3 +307,46 @@ pub(crate) fn collate_items(
         spdl_io::collate(items)
     }
 }
+
+/// The crop box and flip that `transform="train"` draws for one sample of a `width x height`
+/// image (pixels, after EXIF orientation), without decoding anything: apply the same geometry
+/// to masks, boxes or keypoints, or reproduce the crop in another library.
+///
+/// Returns `(left, top, crop_width, crop_height, hflip)` in pixels of the source image; the
+/// box is resampled to `size x size` and mirrored left-right when `hflip` is true. The draw is
+/// torchvision's `RandomResizedCrop.get_params` (scale 0.08-1, ratio 3/4-4/3, 10 attempts then
+/// a center crop) and `RandomHorizontalFlip(p=0.5)`, seeded by `(seed, epoch, index)` exactly
+/// as `decode_image(..., transform="train")` and `spdl load --transform train` seed it.
+///
+/// Raises `ValueError` when `width`, `height` or `size` is 0.
+#[pyfunction]
+#[pyo3(signature = (width, height, *, size=224, seed=0, index=0, epoch=0))]
+pub(crate) fn random_resized_crop(
+    width: usize,
+    height: usize,
+    size: usize,
+    seed: u64,
+    index: u64,
+    epoch: u64,
+) -> PyResult<(usize, usize, usize, usize, bool)> {
+    if width == 0 || height == 0 || size == 0 {
+        return Err(PyValueError::new_err(format!(
+            "width, height and size must be at least 1, got width={width}, height={height}, size={size}"
+        )));
+    }
+    let ctx = spdl_io::SampleContext {
+        key: "",
+        index,
+        epoch,
+    };
+    let plan = spdl_io::RandomResizedCrop::new(size, seed).plan(width, height, &ctx);
+    // The draw is in whole pixels; the box is stored as f64 for sub-pixel transforms.
+    let b = plan.src;
+    Ok((
+        b.left as usize,
+        b.top as usize,
+        b.width as usize,
+        b.height as usize,
+        plan.hflip,
+    ))
+}

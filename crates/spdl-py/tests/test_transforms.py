@@ -118,3 +118,46 @@ def test_load_image_batch_transforms(samples):
         np.testing.assert_array_equal(t[i], ref)
     f = np.asarray(io.load_image_batch(paths, transform="eval", size=224, normalize=True))
     assert f.shape == (4, 3, 224, 224) and f.dtype == np.float32
+
+
+def _crop_resize_nearest(full, box, size):
+    """The box of `full` sampled at `size x size` pixel centers (a crude reference resize)."""
+    left, top, w, h, flip = box
+    ys = top + ((np.arange(size) + 0.5) * h / size).astype(int)
+    xs = left + ((np.arange(size) + 0.5) * w / size).astype(int)
+    out = full[ys][:, xs]
+    return out[:, ::-1] if flip else out
+
+
+def _blocks(x):
+    """Means of 8x8 blocks of a 224x224 image: a resampler's high frequencies average out,
+    the geometry stays."""
+    return x.astype(np.float64).reshape(28, 8, 28, 8, -1).mean(axis=(1, 3))
+
+
+def test_random_resized_crop_is_the_box_train_takes(samples):
+    for i, p in enumerate(_paths(samples)[:6]):
+        full = np.asarray(io.load_image(p)).astype(np.int16)
+        h, w = full.shape[:2]
+        box = io.random_resized_crop(w, h, size=224, seed=5, index=i)
+        left, top, cw, ch, flip = box
+        assert isinstance(flip, bool)
+        assert 0 <= left and 0 <= top and 0 < cw and 0 < ch
+        assert left + cw <= w and top + ch <= h
+        # Same arguments, same draw; another index, another draw.
+        assert io.random_resized_crop(w, h, size=224, seed=5, index=i) == box
+        got = _blocks(np.asarray(io.load_image(p, transform="train", size=224, seed=5, index=i)))
+        mad = np.abs(got - _blocks(_crop_resize_nearest(full, box, 224))).mean()
+        other = io.random_resized_crop(w, h, size=224, seed=5, index=i + 100)
+        mad_other = np.abs(got - _blocks(_crop_resize_nearest(full, other, 224))).mean()
+        # Nearest vs antialiased bilinear on the same box, compared as 8x8 block means: a few
+        # levels; another box: far more.
+        assert mad < 4.0, (p, box, mad)
+        assert mad_other > mad, (p, box, other, mad, mad_other)
+
+
+def test_random_resized_crop_rejects_zero_sizes():
+    with pytest.raises(ValueError, match="at least 1"):
+        io.random_resized_crop(0, 10)
+    with pytest.raises(ValueError, match="at least 1"):
+        io.random_resized_crop(10, 10, size=0)

@@ -226,6 +226,13 @@ def load_image_batch(
     """Loads ``[N, height, width, C]`` ``uint8`` (or normalized ``[N, C, height, width]``
     ``float32``) on native threads, GIL released. Raises naming the first failed sample."""
 
+def random_resized_crop(
+    width: int, height: int, *, size: int = 224, seed: int = 0, index: int = 0, epoch: int = 0
+) -> tuple[int, int, int, int, bool]:
+    """``(left, top, crop_width, crop_height, hflip)`` in source pixels: the box and flip that
+    ``transform="train"`` draws for sample ``index`` of ``epoch`` (no decoding). Raises
+    ``ValueError`` for a zero ``width``, ``height`` or ``size``."""
+
 def op_read_file() -> NativeOp: ...
 def op_decode_image(
     width: int | None = None,

@@ -3,15 +3,25 @@
 ``load_image`` / ``decode_image`` return ``[H, W, C]`` buffers; ``load_image_batch`` returns
 ``[N, H, W, C]`` (or normalized ``[N, C, H, W]`` ``float32``). ``numpy.asarray(buf)``,
 ``numpy.from_dlpack(buf)`` and ``torch.from_dlpack(buf)`` share the buffer's memory.
+``random_resized_crop`` tells which box ``transform="train"`` takes for a sample, so that
+masks or bounding boxes can follow the image.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ._native import CPUBuffer, decode_image, load_image, load_image_batch
+from ._native import CPUBuffer, decode_image, load_image, load_image_batch, random_resized_crop
 
-__all__ = ["CPUBuffer", "load_image", "decode_image", "load_image_batch", "to_numpy", "to_torch"]
+__all__ = [
+    "CPUBuffer",
+    "load_image",
+    "decode_image",
+    "load_image_batch",
+    "random_resized_crop",
+    "to_numpy",
+    "to_torch",
+]
 
 
 def to_numpy(buffer: CPUBuffer) -> Any:
