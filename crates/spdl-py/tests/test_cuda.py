@@ -105,7 +105,6 @@ def test_to_device_op_is_built_without_touching_cuda_and_fails_on_the_first_batc
 
 
 @requires_build
-@requires_no_gpu
 def test_disable_variable_forces_the_no_driver_path_in_a_fresh_process():
     code = (
         "import spdl_rs.io as io, spdl_rs.ops as ops\n"
