@@ -357,7 +357,8 @@ def test_transfer_buffer_round_trip():
 
 
 @requires_gpu
-def test_to_device_pipeline_matches_the_cpu_pipeline(samples, thread_baseline):
+@pytest.mark.parametrize("between", [False, True], ids=["pinned-collate", "python-stage-between"])
+def test_to_device_pipeline_matches_the_cpu_pipeline(samples, thread_baseline, between):
     def run(to_gpu):
         b = (
             PipelineBuilder()
@@ -367,6 +368,8 @@ def test_to_device_pipeline_matches_the_cpu_pipeline(samples, thread_baseline):
             .pipe(ops.collate(normalize=True))
         )
         if to_gpu:
+            if between:
+                b = b.pipe(lambda batch: batch)  # a CPUBuffer reaches to_device
             b = b.pipe(ops.to_device("cuda:0"))
         p = b.add_sink(2).build(num_threads=2)
         with p.auto_stop():
@@ -377,6 +380,24 @@ def test_to_device_pipeline_matches_the_cpu_pipeline(samples, thread_baseline):
     for c, g in zip(cpu, gpu):
         assert g.shape == c.shape and g.dtype == "float32" and g.keys == c.keys
         np.testing.assert_array_equal(np.asarray(g), np.asarray(c))
+
+
+@requires_gpu
+def test_cuda_buffer_protocol_on_a_device():
+    buf = small_batch()
+    dev = io.transfer_buffer(buf)
+    assert io.transfer_buffer(dev) is not None  # already there: passed on, no copy
+    assert ops.to_device(0)(dev).data_ptr == dev.data_ptr
+    dev.synchronize()
+    for kw in ({}, {"stream": 1}, {"stream": 2}, {"stream": -1}, {"max_version": (1, 0)}):
+        assert dev.__dlpack__(**kw) is not None
+    with pytest.raises(ValueError):
+        dev.__dlpack__(stream=0)
+    with pytest.raises(BufferError):
+        dev.__dlpack__(dl_device=(1, 0))
+    with pytest.raises(BufferError):
+        dev.__dlpack__(copy=True)
+    assert "cuda:0" in repr(dev)
 
 
 @requires_torch
