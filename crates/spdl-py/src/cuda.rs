@@ -11,7 +11,7 @@
 //! `no CUDA driver: ...`.
 
 use std::ffi::CStr;
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use pyo3::exceptions::{PyBufferError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::ffi;
@@ -714,6 +714,20 @@ pub(crate) fn transfer_buffer(
     device: Option<Bound<'_, PyAny>>,
 ) -> PyResult<CudaBuffer> {
     let target = CudaTarget::new(device.as_ref())?;
+    // One target per device for the whole process, so that calls reuse its pinned buffers
+    // (page-locking costs milliseconds per MiB) and copy stream.
+    let target = {
+        static TARGETS: Mutex<Vec<Arc<CudaTarget>>> = Mutex::new(Vec::new());
+        let mut targets = TARGETS.lock().unwrap_or_else(|e| e.into_inner());
+        match targets.iter().find(|t| t.index == target.index) {
+            Some(t) => t.clone(),
+            None => {
+                let t = Arc::new(target);
+                targets.push(t.clone());
+                t
+            }
+        }
+    };
     let view = match buffer.cast::<CpuBuffer>() {
         Ok(cpu) => cpu.get().host_view(),
         Err(_) => {

@@ -46,8 +46,8 @@ def transfer_buffer(buffer: CPUBuffer, device: str | int | None = None) -> CUDAB
     A one-off copy for use outside a pipeline (in a pipeline, :func:`spdl_rs.ops.to_device`
     collates into pinned memory first). ``device``: ``"cuda:N"``, ``N``, ``"cuda"`` or
     ``None`` (the ``LOCAL_RANK`` device, 0 when unset). The GIL is released and the call
-    returns once the copy is complete (through a pinned staging buffer of the device's pool
-    when one is free, else from pageable memory).
+    returns once the copy is complete (through a pinned staging buffer when one is free, else
+    from pageable memory; up to 8 staging buffers per device are kept for later calls).
 
     Raises ``RuntimeError`` in a build without the ``cuda`` feature (the message says how to
     rebuild), without a driver (``"no CUDA driver: ..."``), for a device index out of range
