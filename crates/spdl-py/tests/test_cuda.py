@@ -324,6 +324,31 @@ def test_capsule_round_trip_through_numpy_keeps_the_memory_alive(max_version):
     np.testing.assert_array_equal(arr, want)  # the capsule's keep-alive holds the memory
 
 
+def test_torch_consumes_the_capsules_with_the_arguments_it_passes():
+    torch_ = pytest.importorskip("torch")
+    buf = small_batch()
+    want = np.asarray(buf).copy()
+    calls = []
+
+    class Spy:  # records what torch passes (max_version=(1, 0); stream too for CUDA)
+        def __init__(self, probe):
+            self.probe = probe
+
+        def __dlpack_device__(self):
+            return self.probe.__dlpack_device__()
+
+        def __dlpack__(self, **kw):
+            calls.append(kw)
+            return self.probe.__dlpack__(**kw)
+
+    t = torch_.from_dlpack(Spy(_export_probe(buf)))
+    assert calls and calls[0].get("max_version") == (1, 0)
+    assert t.data_ptr() == buf.data_ptr and tuple(t.shape) == buf.shape
+    del buf
+    gc.collect()
+    assert (t.numpy() == want).all()
+
+
 def test_unconsumed_capsules_are_freed():
     # Each capsule holds the memory until collected; many unconsumed ones must not leak.
     buf = small_batch(n=3, h=64, w=64)
