@@ -46,7 +46,8 @@ enum Command {
     Wheel,
     /// Benchmarks: `overhead`, `decode`, `images` (see `cargo xtask bench --help`).
     Bench(bench::Args),
-    /// On a GPU machine: CUDA tests, H2D GB/s, nvJPEG pixels and images/s (see gpu_check.rs).
+    /// On a GPU machine: CUDA tests, H2D GB/s, nvJPEG pixels and images/s, the Python GPU tests
+    /// (see gpu_check.rs).
     GpuCheck(gpu_check::Args),
 }
 

@@ -12,6 +12,12 @@ use crate::setup;
 
 const MANIFEST: &str = "crates/spdl-py/Cargo.toml";
 
+/// Cargo features of `spdl-py` in the wheel (and so in the Python tests). Each loads its native
+/// library at run time or builds it in, so the wheel still builds on any machine:
+/// - `cuda`: `ops.to_device`, `io.transfer_buffer`, `CUDABuffer` (the tests check the
+///   no-driver errors without a GPU).
+const FEATURES: &[&str] = &["cuda"];
+
 pub(crate) fn run() -> Result<()> {
     setup::system()?;
     setup::venv()?;
@@ -30,7 +36,9 @@ pub(crate) fn build() -> Result<PathBuf> {
     // A little slack: some file systems round modification times.
     let started = SystemTime::now() - Duration::from_secs(2);
     Cmd::new(setup::venv_bin("maturin"))
-        .args(["build", "--release", "-m", MANIFEST, "-i"])
+        .args(["build", "--release", "-m", MANIFEST])
+        .arg(format!("--features={}", FEATURES.join(",")))
+        .arg("-i")
         .arg(setup::venv_bin("python"))
         .arg("-o")
         .arg(&out)

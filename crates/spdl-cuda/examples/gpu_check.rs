@@ -167,9 +167,21 @@ fn main() -> Result<()> {
             bail!("double-buffered transfer {v}: bytes differ");
         }
     }
+    // From pageable memory (spdl_rs.io.transfer_buffer's fallback).
+    let pageable = d.to_host()?;
+    let p = stage.transfer_slice(&pageable, d.shape, d.dtype, d.keys.clone(), vec![None; 8])?;
+    if p.to_host()? != expect || p.shape != d.shape {
+        bail!("pageable transfer_slice: bytes differ");
+    }
+    if stage
+        .transfer_slice(&pageable[1..], d.shape, d.dtype, vec![], vec![])
+        .is_ok()
+    {
+        bail!("transfer_slice accepted a short slice");
+    }
     let s = pool.stats();
     println!(
-        "transfer: round trip ok; 20 double-buffered batches ok; pinned pool allocations {} reuses {}",
+        "transfer: round trip ok; pageable ok; 20 double-buffered batches ok; pinned pool allocations {} reuses {}",
         s.allocations, s.reuses
     );
     // SAFETY: NoSync registers no foreign stream.

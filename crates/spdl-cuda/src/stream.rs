@@ -189,6 +189,12 @@ impl Event {
     pub fn is_complete(&self) -> Result<bool> {
         #[cfg(feature = "cuda")]
         {
+            // Callers may be threads with no current context (a Python thread reading
+            // `__cuda_array_interface__`).
+            self.event
+                .context()
+                .bind_to_thread()
+                .map_err(|e| Error::driver("cuCtxSetCurrent", e))?;
             self.event
                 .try_is_complete()
                 .map_err(|e| Error::driver("cuEventQuery", e))

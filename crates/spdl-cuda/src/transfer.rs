@@ -521,6 +521,45 @@ impl TransferStage {
         }
     }
 
+    /// Copies host memory of any kind (`bytes`, `shape.product() * dtype.size()` of them)
+    /// into a new [`DeviceBatch`] and waits for the copy (the caller keeps `bytes`, so the
+    /// copy must be over before returning). For batches that are not in a pool buffer (a
+    /// one-off copy, or when the pinned pool is exhausted); pageable memory makes the driver
+    /// stage the copy, which is slower than from pinned memory ([`TransferStats`] counts it).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `bytes` does not match `shape` and `dtype`;
+    /// [`Error::Driver`] when allocation or the copy fails.
+    pub fn transfer_slice(
+        &self,
+        bytes: &[u8],
+        shape: [usize; 4],
+        dtype: DType,
+        keys: Vec<String>,
+        labels: Vec<Option<i64>>,
+    ) -> Result<DeviceBatch> {
+        let want = shape.iter().product::<usize>() * dtype.size();
+        if bytes.len() != want {
+            return Err(Error::InvalidArgument(format!(
+                "{} bytes for a {shape:?} {dtype:?} batch of {want} bytes",
+                bytes.len()
+            )));
+        }
+        let dev = DeviceBuffer::alloc(&self.stream, bytes.len())?;
+        let start = self.stream.record(true)?;
+        self.copy_to(bytes, &dev)?;
+        let ready = self.stream.record(true)?;
+        ready.synchronize()?;
+        let ms = start.elapsed_ms(&ready)?;
+        let c = &self.counters;
+        c.batches.fetch_add(1, Ordering::Relaxed);
+        c.bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        c.pageable.fetch_add(1, Ordering::Relaxed);
+        c.copy_ns
+            .fetch_add((f64::from(ms) * 1e6) as u64, Ordering::Relaxed);
+        Ok(DeviceBatch::new(dev, shape, dtype, keys, labels, ready))
+    }
+
     /// Copies `bytes` (any host memory) to a new device buffer and waits; returns the buffer
     /// and the GPU copy time in seconds. For benchmarks (pageable against pinned).
     ///

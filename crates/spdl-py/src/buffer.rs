@@ -172,8 +172,110 @@ impl CpuBuffer {
         CpuBuffer::new(storage, b.shape.to_vec(), b.keys, b.labels)
     }
 
+    /// A buffer holding `bytes` (native-endian elements of `dtype`), e.g. a device batch
+    /// copied back.
+    pub(crate) fn from_bytes(
+        dtype: spdl_cuda::DType,
+        shape: Vec<usize>,
+        bytes: Vec<u8>,
+        keys: Vec<String>,
+        labels: Vec<Option<i64>>,
+    ) -> Self {
+        let storage = match dtype {
+            spdl_cuda::DType::U8 => Storage::U8(bytes.into_boxed_slice()),
+            spdl_cuda::DType::U16 => Storage::U16(
+                bytes
+                    .chunks_exact(2)
+                    .map(|b| u16::from_ne_bytes([b[0], b[1]]))
+                    .collect(),
+            ),
+            spdl_cuda::DType::F32 => Storage::F32(
+                bytes
+                    .chunks_exact(4)
+                    .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+                    .collect(),
+            ),
+        };
+        CpuBuffer::new(storage, shape, keys, labels)
+    }
+
+    /// The memory (shared, not copied) and what describes it, for a copy to a device.
+    pub(crate) fn host_view(&self) -> HostView {
+        HostView {
+            mem: self.mem.clone(),
+            shape: self.shape.iter().map(|&d| d as usize).collect(),
+            dtype: match self.dtype {
+                DType::U8 => spdl_cuda::DType::U8,
+                DType::U16 => spdl_cuda::DType::U16,
+                DType::F32 => spdl_cuda::DType::F32,
+            },
+            keys: self.keys.clone(),
+            labels: self.labels.clone(),
+        }
+    }
+
     fn nbytes(&self) -> usize {
         self.shape.iter().product::<isize>() as usize * self.dtype.itemsize()
+    }
+}
+
+/// Host memory to copy to a device: a `CPUBuffer`'s (shared) or a native batch's or image's
+/// (moved, not copied), with its shape, dtype, keys and labels.
+pub(crate) struct HostView {
+    mem: Arc<Memory>,
+    pub(crate) shape: Vec<usize>,
+    pub(crate) dtype: spdl_cuda::DType,
+    pub(crate) keys: Vec<String>,
+    pub(crate) labels: Vec<Option<i64>>,
+}
+
+impl HostView {
+    /// A collated batch's memory (moved).
+    pub(crate) fn from_batch(b: spdl_io::ImageBatch) -> Self {
+        CpuBuffer::from_batch(b).into_view()
+    }
+
+    /// One image's memory (moved), shape `[H, W, C]`.
+    pub(crate) fn from_image(image: spdl_io::Image, key: String, label: Option<i64>) -> Self {
+        CpuBuffer::from_image(image, key, label).into_view()
+    }
+
+    /// The bytes.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        let len = self.shape.iter().product::<usize>() * self.dtype.size();
+        // SAFETY: `mem` owns `len` initialized bytes at `ptr` (the boxed slice of the buffer
+        // this view was taken from) and is kept alive by `self` for the borrow. Python views
+        // may write the memory concurrently (as with any shared NumPy buffer); bytes are
+        // plain data, so a racing write only changes what is copied.
+        unsafe { std::slice::from_raw_parts(self.mem.ptr.cast::<u8>(), len) }
+    }
+
+    /// The DLPack export description of the memory (device `kDLCPU`), owning it.
+    pub(crate) fn into_export(self) -> spdl_cuda::TensorExport {
+        spdl_cuda::TensorExport {
+            data_ptr: self.mem.ptr as u64,
+            device: spdl_cuda::DLDevice::cpu(),
+            shape: self.shape.iter().map(|&d| d as i64).collect(),
+            dtype: self.dtype,
+            stream: None,
+            keep_alive: Arc::new(self.mem),
+        }
+    }
+}
+
+impl CpuBuffer {
+    fn into_view(self) -> HostView {
+        HostView {
+            mem: self.mem,
+            shape: self.shape.iter().map(|&d| d as usize).collect(),
+            dtype: match self.dtype {
+                DType::U8 => spdl_cuda::DType::U8,
+                DType::U16 => spdl_cuda::DType::U16,
+                DType::F32 => spdl_cuda::DType::F32,
+            },
+            keys: self.keys,
+            labels: self.labels,
+        }
     }
 }
 

@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
 use crate::buffer::CpuBuffer;
+use crate::cuda::CudaBuffer;
 
 /// Where a sample sits in the pipeline: its position in the epoch's source order and the
 /// epoch. Feeds the random draws of `transform="train"` so they do not depend on scheduling.
@@ -44,6 +45,10 @@ pub(crate) enum Item {
     Batch(spdl_io::ImageBatch),
     /// A group of items (from `aggregate`).
     List(Vec<Item>),
+    /// A batch collated into pinned memory (`ops.collate()` right before `ops.to_device()`).
+    HostBatch(spdl_cuda::HostBatch),
+    /// A batch in device memory (from `ops.to_device`).
+    Device(CudaBuffer),
 }
 
 impl Item {
@@ -86,6 +91,19 @@ impl Item {
                     .collect::<PyResult<Vec<_>>>()?;
                 PyList::new(py, objs)?.into_any().unbind()
             }
+            Item::HostBatch(b) => {
+                // Only when the transfer after it is skipped: a CPU copy, the pinned buffer
+                // goes back to its pool.
+                let view = CpuBuffer::from_bytes(
+                    b.dtype,
+                    b.shape.to_vec(),
+                    b.buffer.to_vec(),
+                    b.keys,
+                    b.labels,
+                );
+                Py::new(py, view)?.into_any()
+            }
+            Item::Device(b) => Py::new(py, b)?.into_any(),
         })
     }
 
@@ -99,6 +117,8 @@ impl Item {
             Item::Image { .. } => "a decoded image",
             Item::Batch(_) => "a batch",
             Item::List(_) => "a list",
+            Item::HostBatch(_) => "a batch in pinned memory",
+            Item::Device(_) => "a CUDA batch",
         }
     }
 }

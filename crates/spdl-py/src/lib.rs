@@ -15,6 +15,7 @@ use std::sync::Once;
 use pyo3::prelude::*;
 
 mod buffer;
+mod cuda;
 mod error;
 mod io;
 mod item;
@@ -74,6 +75,14 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         }
     });
     m.add_class::<buffer::CpuBuffer>()?;
+    m.add_class::<cuda::CudaBuffer>()?;
+    m.add_class::<cuda::ExportProbe>()?;
+    m.add_function(wrap_pyfunction!(cuda::transfer_buffer, m)?)?;
+    m.add_function(wrap_pyfunction!(cuda::cuda_built, m)?)?;
+    m.add_function(wrap_pyfunction!(cuda::cuda_available, m)?)?;
+    m.add_function(wrap_pyfunction!(cuda::cuda_unavailable_reason, m)?)?;
+    m.add_function(wrap_pyfunction!(cuda::export_probe, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::to_device, m)?)?;
     m.add_class::<ops::NativeOp>()?;
     m.add_class::<sources::SampleList>()?;
     m.add_class::<sources::Sampler>()?;

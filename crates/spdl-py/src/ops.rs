@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
 use crate::io::{collate_items, decode, make_loader};
@@ -19,6 +19,7 @@ pub(crate) enum NativeKind {
     Decode(Arc<spdl_io::ImageLoader>),
     Load(Arc<spdl_io::ImageLoader>),
     Collate { normalize: bool },
+    ToDevice(Arc<crate::cuda::CudaTarget>),
 }
 
 /// A native pipeline stage (made by `spdl_rs.ops.read_file()`, `decode_image()`,
@@ -92,8 +93,26 @@ fn read(path: &PathBuf) -> Result<Vec<u8>, OpError> {
 }
 
 impl NativeOp {
+    /// The device of a `to_device` stage (to collate into its pinned memory just before).
+    pub(crate) fn cuda_target(&self) -> Option<Arc<crate::cuda::CudaTarget>> {
+        match &self.kind {
+            NativeKind::ToDevice(t) => Some(t.clone()),
+            _ => None,
+        }
+    }
+
     /// Runs the op on one item. Takes the GIL only for an input that is a Python object.
     pub(crate) fn apply(&self, item: Item) -> Result<Option<Item>, OpError> {
+        self.apply_before(item, None)
+    }
+
+    /// As [`NativeOp::apply`]; `next`: the device of a `to_device` stage that directly
+    /// follows, into whose pinned memory `collate` then writes.
+    pub(crate) fn apply_before(
+        &self,
+        item: Item,
+        next: Option<&crate::cuda::CudaTarget>,
+    ) -> Result<Option<Item>, OpError> {
         match &self.kind {
             NativeKind::ReadFile => {
                 let (path, key, label, pos) = path_of(item, "read_file")?;
@@ -158,8 +177,12 @@ impl NativeOp {
                         }
                     }
                 }
-                Ok(Some(Item::Batch(collate_items(batch, *normalize)?)))
+                match next {
+                    Some(target) => Ok(Some(target.collate_pinned(batch, *normalize)?)),
+                    None => Ok(Some(Item::Batch(collate_items(batch, *normalize)?))),
+                }
             }
+            NativeKind::ToDevice(target) => Ok(Some(Item::Device(target.transfer_item(item)?))),
         }
     }
 }
@@ -169,9 +192,12 @@ impl NativeOp {
     /// Runs the op on one value, with the GIL released (except to read a Python input).
     fn __call__(&self, py: Python<'_>, item: Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         let item = Item::from_py(item);
-        let out = py
-            .detach(|| self.apply(item))
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let out = py.detach(|| self.apply(item)).map_err(|e| {
+            match e.downcast_ref::<crate::cuda::GpuError>() {
+                Some(_) => PyRuntimeError::new_err(e.to_string()),
+                None => PyValueError::new_err(e.to_string()),
+            }
+        })?;
         match out {
             Some(i) => i.into_py(py),
             None => Ok(py.None()),
@@ -254,4 +280,19 @@ pub(crate) fn load_image(
 #[pyo3(name = "op_collate", signature = (*, normalize=false))]
 pub(crate) fn collate(normalize: bool) -> NativeOp {
     NativeOp::new(NativeKind::Collate { normalize }, "collate")
+}
+
+/// A stage that copies each batch to a CUDA device and yields a `CUDABuffer` (same shape and
+/// dtype; `[N, H, W, C]` `uint8` after `collate()`). `device`: `"cuda:N"`, `N`, `"cuda"` or
+/// `None` (the `LOCAL_RANK` device, 0 when unset). The device is opened on the first batch.
+/// Raises `RuntimeError` now in a build without the `cuda` feature, `ValueError` for a bad
+/// `device` or `LOCAL_RANK`.
+#[pyfunction]
+#[pyo3(name = "op_to_device", signature = (device=None))]
+pub(crate) fn to_device(device: Option<Bound<'_, PyAny>>) -> PyResult<NativeOp> {
+    let target = crate::cuda::CudaTarget::new(device.as_ref())?;
+    Ok(NativeOp::new(
+        NativeKind::ToDevice(Arc::new(target)),
+        "to_device",
+    ))
 }

@@ -342,7 +342,19 @@ pub(crate) fn build_pipeline(
             done: false,
         })
     };
-    for (kind, op, name, concurrency, order, stage_failures, size, drop_last) in stages {
+    // A `collate` directly followed by a `to_device` writes into the device's pinned memory.
+    let next_targets: Vec<_> = (0..stages.len())
+        .map(|i| {
+            let (kind, op, ..) = stages.get(i + 1)?;
+            if kind != "native" {
+                return None;
+            }
+            op.bind(py).cast::<NativeOp>().ok()?.get().cuda_target()
+        })
+        .collect();
+    for ((kind, op, name, concurrency, order, stage_failures, size, drop_last), next_target) in
+        stages.into_iter().zip(next_targets)
+    {
         let order = match order.as_str() {
             "completion" => Order::Completion,
             "input" => Order::Input,
@@ -367,11 +379,16 @@ pub(crate) fn build_pipeline(
             "native" => {
                 let native: Py<NativeOp> = op.bind(py).cast::<NativeOp>()?.clone().unbind();
                 let shared = shared.clone();
+                // A failed transfer is the device's problem, not the sample's: unless the
+                // stage was given a budget, the first one stops the pipeline.
+                if stage_failures.is_none() && native.get().cuda_target().is_some() {
+                    cfg = cfg.max_failures(0);
+                }
                 b.pipe(
                     Op::blocking(move |item: Item| {
                         native
                             .get()
-                            .apply(item)
+                            .apply_before(item, next_target.as_deref())
                             .map_err(|e| shared.record_native(e))
                     }),
                     cfg,

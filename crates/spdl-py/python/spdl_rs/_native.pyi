@@ -44,6 +44,77 @@ class CPUBuffer:
     def __buffer__(self, flags: int, /) -> memoryview: ...
 
 @final
+class CUDABuffer:
+    """Contiguous row-major array in CUDA device memory: a batch ``[N, H, W, C]`` (``uint8``;
+    ``uint16`` for 16-bit images) or a normalized batch ``[N, C, H, W]`` (``float32``), made by
+    ``ops.to_device()`` or ``io.transfer_buffer()``. Zero-copy through DLPack (``kDLCUDA``)
+    and ``__cuda_array_interface__`` (v3); the device memory stays valid until this object and
+    every tensor made from it are dropped, and is freed after the work queued by then on the
+    consumer streams given to ``__dlpack__``."""
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+    @property
+    def dtype(self) -> str:
+        """``"uint8"``, ``"uint16"`` or ``"float32"``."""
+    @property
+    def device(self) -> str:
+        """``"cuda:N"``."""
+    @property
+    def device_index(self) -> int: ...
+    @property
+    def data_ptr(self) -> int:
+        """Device address of the first element."""
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def stream(self) -> int:
+        """The copy stream (``CUstream`` handle) the data is written on."""
+    @property
+    def keys(self) -> list[str]: ...
+    @property
+    def labels(self) -> list[int | None]: ...
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        """Version 3; ``stream`` is the copy stream, or ``None`` once the copy is complete."""
+    def __len__(self) -> int: ...
+    def synchronize(self) -> None:
+        """Blocks (GIL released) until the copy is complete. ``RuntimeError`` on a CUDA error."""
+    def to_host(self) -> CPUBuffer:
+        """A copy in CPU memory (for checks). ``RuntimeError`` on a CUDA error."""
+    def __dlpack__(
+        self,
+        *,
+        stream: int | None = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> Any:
+        """A ``"dltensor"`` capsule (``"dltensor_versioned"`` for ``max_version >= (1, 0)``)
+        sharing the device memory. ``stream``: the consumer's stream (``None``/``1`` legacy
+        default, ``2`` per-thread default, else a ``cudaStream_t``), made to wait on the GPU
+        for the copy; ``-1``: no synchronization; ``0``: ``ValueError``. ``BufferError`` for
+        ``copy=True`` or another ``dl_device``."""
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """``(2, device_index)``: kDLCUDA."""
+
+@final
+class _ExportProbe:
+    """Test stand-in: a CPUBuffer's memory through CUDABuffer's export code."""
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]: ...
+    def __dlpack__(
+        self,
+        *,
+        stream: int | None = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> Any: ...
+    def __dlpack_device__(self) -> tuple[int, int]: ...
+
+@final
 class NativeOp:
     """A native pipeline stage (see :mod:`spdl_rs.ops`); calling it runs it once without the GIL."""
 
@@ -277,3 +348,22 @@ def init_logging(level: str = "info") -> None:
 
 def _gil_acquisitions() -> int:
     """Times pipeline threads took the GIL since import (tests)."""
+
+def op_to_device(device: str | int | None = None) -> NativeOp: ...
+def transfer_buffer(buffer: CPUBuffer, device: str | int | None = None) -> CUDABuffer:
+    """Copies a CPUBuffer to a CUDA device (GIL released, waits for the copy). ``RuntimeError``
+    without CUDA support, driver or device; ``ValueError`` for a bad ``device``."""
+
+def cuda_built() -> bool:
+    """Whether this build has the ``cuda`` feature."""
+
+def cuda_available() -> bool:
+    """Built with CUDA, a driver, and at least one device (initializes the driver). Never raises."""
+
+def cuda_unavailable_reason() -> str | None:
+    """Why no CUDA device can be used, or ``None``."""
+
+def _export_probe(
+    buffer: CPUBuffer, device_type: int = 1, device_id: int = 0, stream: int | None = None
+) -> _ExportProbe:
+    """Test stand-in of CUDABuffer's export code over host memory."""

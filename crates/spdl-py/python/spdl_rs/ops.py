@@ -26,8 +26,9 @@ from ._native import op_collate as _collate
 from ._native import op_decode_image as _decode_image
 from ._native import op_load_image as _load_image
 from ._native import op_read_file as _read_file
+from ._native import op_to_device as _to_device
 
-__all__ = ["NativeOp", "read_file", "decode_image", "load_image", "collate"]
+__all__ = ["NativeOp", "read_file", "decode_image", "load_image", "collate", "to_device"]
 
 
 def read_file() -> NativeOp:
@@ -125,3 +126,37 @@ def collate(*, normalize: bool = False) -> NativeOp:
     that is not a list of decoded images.
     """
     return _collate(normalize=normalize)
+
+
+def to_device(device: str | int | None = None) -> NativeOp:
+    """A stage copying each batch to a CUDA device: put it right after :func:`collate`.
+
+    Output: a :class:`spdl_rs.io.CUDABuffer` of the same shape and dtype in device memory
+    (``[N, H, W, C]`` ``uint8``, or ``[N, C, H, W]`` ``float32`` with
+    ``collate(normalize=True)``); ``torch.from_dlpack(batch)`` is a CUDA tensor without a
+    copy. Input: the batch of ``collate()`` (or a :class:`spdl_rs.io.CPUBuffer` from Python
+    code, or a decoded image).
+
+    ``device``: ``"cuda:N"``, ``N``, ``"cuda"`` or ``None`` (the ``LOCAL_RANK`` device, 0 when
+    unset: one GPU per rank under ``torchrun``).
+
+    When ``collate()`` comes directly before, it writes each batch into page-locked (pinned)
+    memory of this device (a pool of 8 buffers, reused), and the stage copies it with an
+    asynchronous DMA on a dedicated copy stream, then waits for the copy (GIL released) before
+    passing the batch on; the consumer's ``__dlpack__(stream=...)`` is still ordered after the
+    copy on the GPU. Any other input (or a batch when all pinned buffers are in use) is first
+    copied into a pinned buffer, or sent from pageable memory when none is free.
+
+    No CUDA context is created before the first batch (a pipeline can be built before
+    ``fork()``). Errors:
+
+    - ``RuntimeError`` now, in a build of ``spdl_rs`` without the ``cuda`` feature (the
+      message says how to rebuild); ``ValueError`` for a bad ``device`` or ``LOCAL_RANK``.
+    - At the first batch: no driver (``"no CUDA driver: ..."``), no such device
+      (``"invalid CUDA device 3: 1 device(s) visible"``), a failed driver call. Unlike a bad
+      sample, a failure here stops the pipeline at once (the iterator raises
+      :class:`spdl_rs.pipeline.PipelineFailure` with ``stage="to_device"``) unless ``pipe()``
+      is given ``max_failures``. Calling the op directly (``op(batch)``) raises
+      ``RuntimeError``.
+    """
+    return _to_device(device)

@@ -1,0 +1,773 @@
+//! The GPU end in Python: [`CudaBuffer`] (`spdl_rs.io.CUDABuffer`, a batch in device memory
+//! shared zero-copy through DLPack and `__cuda_array_interface__`), the device handle of the
+//! `ops.to_device` stage ([`CudaTarget`]), and `io.transfer_buffer`.
+//!
+//! The work is spdl-cuda's (pinned pool, copy stream, events, device memory kept alive by every
+//! view); this module only moves items in and out and builds the Python objects.
+//!
+//! No CUDA context is created before the first batch (or a `transfer_buffer` call), so a
+//! pipeline can be built before `fork()`. Without the `cuda` feature every GPU call raises
+//! `RuntimeError` naming the feature and how to rebuild; without a driver, spdl-cuda's
+//! `no CUDA driver: ...`.
+
+use std::ffi::CStr;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use pyo3::exceptions::{PyBufferError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+use spdl_core::buffer::{BufferPool, PoolConfig, PooledBuffer};
+use spdl_cuda::{
+    ConsumerStream, CudaDevice, DType, DeviceBatch, DeviceSelector, HostBatch, PinnedPool,
+    TensorExport, TransferStage,
+};
+
+use crate::buffer::{CpuBuffer, HostView};
+use crate::item::Item;
+
+/// Whether this build has the `cuda` feature.
+pub(crate) const BUILT_WITH_CUDA: bool = cfg!(feature = "cuda");
+
+/// The message of every GPU call in a build without the `cuda` feature.
+pub(crate) const NOT_BUILT: &str = "spdl_rs was built without CUDA support (the `cuda` feature \
+of crates/spdl-py); rebuild it with `MATURIN_PEP517_ARGS=\"--features cuda\" pip install \
+./crates/spdl-py` or `maturin build --release -m crates/spdl-py/Cargo.toml --features cuda` \
+(CUDA is loaded at run time: the build needs no CUDA toolkit)";
+
+/// Pinned batch buffers per device stage: batches collated into pinned memory that wait for
+/// their copy, plus the one being copied. When all are in use, batches go through pageable
+/// memory instead of waiting (a wait could hold every worker thread).
+const PINNED_BUFFERS: usize = 8;
+
+/// An error of the GPU path (no driver, no device, a failed driver call): raised as
+/// `RuntimeError`, where a bad sample is a `ValueError`.
+#[derive(Debug)]
+pub(crate) struct GpuError(pub(crate) String);
+
+impl std::fmt::Display for GpuError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for GpuError {}
+
+impl From<spdl_cuda::Error> for GpuError {
+    fn from(e: spdl_cuda::Error) -> Self {
+        match e {
+            spdl_cuda::Error::Unsupported(_) if !BUILT_WITH_CUDA => GpuError(NOT_BUILT.into()),
+            e => GpuError(e.to_string()),
+        }
+    }
+}
+
+impl From<GpuError> for PyErr {
+    fn from(e: GpuError) -> Self {
+        PyRuntimeError::new_err(e.0)
+    }
+}
+
+/// The device a `device=` argument names: `None` (the `LOCAL_RANK` device, 0 when unset), an
+/// `int`, or a string `"cuda"`, `"cuda:N"`, `"N"` (anything else with such a `str()`, e.g. a
+/// `torch.device`). `ValueError` for anything else or a bad `LOCAL_RANK`.
+fn device_index(device: Option<&Bound<'_, PyAny>>) -> PyResult<usize> {
+    let selector = match device {
+        None => DeviceSelector::LocalRank,
+        Some(d) if d.is_none() => DeviceSelector::LocalRank,
+        Some(d) if d.is_instance_of::<pyo3::types::PyBool>() => {
+            return Err(PyTypeError::new_err("device must be a str, an int or None"))
+        }
+        Some(d) => match d.extract::<i64>() {
+            Ok(i) => DeviceSelector::Index(usize::try_from(i).map_err(|_| {
+                PyValueError::new_err(format!("device {i}: a CUDA device index is >= 0"))
+            })?),
+            Err(_) => d
+                .str()?
+                .to_str()?
+                .parse()
+                .map_err(|e: spdl_cuda::Error| PyValueError::new_err(e.to_string()))?,
+        },
+    };
+    selector
+        .index()
+        .map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// The opened device of a [`CudaTarget`]: its copy stage and pinned pool.
+struct Opened {
+    stage: TransferStage,
+    pool: PinnedPool,
+}
+
+/// The device of a `to_device` stage or a `transfer_buffer` call, opened on first use (the
+/// outcome, success or error, is kept).
+pub(crate) struct CudaTarget {
+    index: usize,
+    opened: OnceLock<Result<Opened, String>>,
+}
+
+impl CudaTarget {
+    /// Checks the build and resolves the device index; opens nothing.
+    ///
+    /// `RuntimeError` without the `cuda` feature; `ValueError` / `TypeError` for a bad
+    /// `device` or `LOCAL_RANK`.
+    pub(crate) fn new(device: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        if !BUILT_WITH_CUDA {
+            return Err(PyRuntimeError::new_err(NOT_BUILT));
+        }
+        Ok(CudaTarget {
+            index: device_index(device)?,
+            opened: OnceLock::new(),
+        })
+    }
+
+    /// The device index (`cuda:N`).
+    pub(crate) fn index(&self) -> usize {
+        self.index
+    }
+
+    /// The device, its copy stream and pinned pool, opened once (driver initialization,
+    /// primary context, stream); every later call returns the first outcome.
+    fn open(&self) -> Result<&Opened, GpuError> {
+        self.opened
+            .get_or_init(|| {
+                let open = || -> Result<Opened, GpuError> {
+                    let dev = CudaDevice::new(self.index)?;
+                    let stage = TransferStage::new(&dev)?;
+                    let pool = spdl_cuda::pinned_pool(
+                        &dev,
+                        PoolConfig::default().max_buffers(PINNED_BUFFERS),
+                    )?;
+                    Ok(Opened { stage, pool })
+                };
+                open().map_err(|e| e.0)
+            })
+            .as_ref()
+            .map_err(|m| GpuError(m.clone()))
+    }
+
+    /// Collates decoded images into pinned memory of this device (for the `to_device` stage
+    /// that follows): a pinned [`Item::HostBatch`], or a plain [`Item::Batch`] when the device
+    /// cannot be opened (the transfer then reports why) or every pinned buffer is in use
+    /// (waiting for one could hold every worker thread while the transfer needs one).
+    pub(crate) fn collate_pinned(
+        &self,
+        items: Vec<spdl_io::BatchItem>,
+        normalize: bool,
+    ) -> Result<Item, OpError> {
+        let Ok(opened) = self.open() else {
+            return Ok(Item::Batch(crate::io::collate_items(items, normalize)?));
+        };
+        let [h, w, c] = spdl_io::batch::common_shape(&items)?;
+        let elem = match (&items[0].image.data, normalize) {
+            (_, true) => 4,
+            (spdl_io::PixelData::U8(_), false) => 1,
+            (spdl_io::PixelData::U16(_), false) => 2,
+        };
+        let reserved = match opened.pool.try_acquire(items.len() * h * w * c * elem) {
+            Ok(Some(b)) => Reserved(std::sync::Mutex::new(Some(b))),
+            _ => return Ok(Item::Batch(crate::io::collate_items(items, normalize)?)),
+        };
+        let pinned = if normalize {
+            spdl_cuda::collate_normalized_into(items, &spdl_io::Normalize::imagenet(), &reserved)
+        } else {
+            spdl_cuda::collate_into(items, &reserved)
+        };
+        pinned.map(Item::HostBatch).map_err(|e| -> OpError {
+            match e {
+                spdl_cuda::Error::Decode(e) => Box::new(e),
+                e => Box::new(GpuError::from(e)),
+            }
+        })
+    }
+
+    /// Copies host bytes to the device: through a pinned buffer when one is free (then an
+    /// asynchronous DMA), else straight from pageable memory; waits for the copy.
+    fn transfer_bytes(
+        &self,
+        bytes: &[u8],
+        shape: [usize; 4],
+        dtype: DType,
+        keys: Vec<String>,
+        labels: Vec<Option<i64>>,
+    ) -> Result<DeviceBatch, GpuError> {
+        let opened = self.open()?;
+        if let Ok(Some(mut buffer)) = opened.pool.try_acquire(bytes.len()) {
+            buffer.copy_from_slice(bytes);
+            let host = HostBatch {
+                buffer,
+                shape,
+                dtype,
+                keys,
+                labels,
+            };
+            return Ok(opened.stage.transfer(host)?);
+        }
+        Ok(opened
+            .stage
+            .transfer_slice(bytes, shape, dtype, keys, labels)?)
+    }
+
+    /// The `to_device` stage on one item: a batch (pinned or not), a decoded image, a
+    /// `CPUBuffer` from Python code, or a `CUDABuffer` already on this device (passed on).
+    pub(crate) fn transfer_item(&self, item: Item) -> Result<CudaBuffer, OpError> {
+        match item {
+            Item::HostBatch(b) => {
+                let shape = b.shape.iter().map(|&d| d as i64).collect();
+                let batch = self.open()?.stage.transfer(b).map_err(GpuError::from)?;
+                Ok(CudaBuffer { batch, shape })
+            }
+            Item::Batch(b) => {
+                let view = HostView::from_batch(b);
+                Ok(self.transfer_view(&view)?)
+            }
+            Item::Image { key, label, image } => {
+                let view = HostView::from_image(image, key, label);
+                Ok(self.transfer_view(&view)?)
+            }
+            Item::Device(b) if b.batch.device_index() == self.index => Ok(b),
+            Item::Device(b) => Err(format!(
+                "to_device(cuda:{}): the batch is already on cuda:{}",
+                self.index,
+                b.batch.device_index()
+            )
+            .into()),
+            Item::Py(obj) => {
+                let view = crate::with_gil(|py| -> Result<Option<HostView>, OpError> {
+                    let obj = obj.bind(py);
+                    if let Ok(cpu) = obj.cast::<CpuBuffer>() {
+                        return Ok(Some(cpu.get().host_view()));
+                    }
+                    if obj.cast::<CudaBuffer>().is_ok() {
+                        return Ok(None);
+                    }
+                    Err(format!(
+                        "to_device expects a batch (ops.collate() before it) or a CPUBuffer, got {}",
+                        obj.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+                    )
+                    .into())
+                })?;
+                match view {
+                    Some(view) => Ok(self.transfer_view(&view)?),
+                    None => crate::with_gil(|py| {
+                        let b = obj
+                            .bind(py)
+                            .cast::<CudaBuffer>()
+                            .map_err(|e| e.to_string())?;
+                        self.transfer_item(Item::Device(b.get().clone()))
+                    }),
+                }
+            }
+            other => Err(format!(
+                "to_device expects a batch (ops.collate() before it) or a CPUBuffer, got {}",
+                other.describe()
+            )
+            .into()),
+        }
+    }
+
+    /// Copies a host view; the device batch is `[rows, H, W, C]` with the view's leading
+    /// dimensions folded into `rows`, the `CUDABuffer` keeps the view's own shape.
+    pub(crate) fn transfer_view(&self, view: &HostView) -> Result<CudaBuffer, GpuError> {
+        let batch = self.transfer_bytes(
+            view.bytes(),
+            fold4(&view.shape),
+            view.dtype,
+            view.keys.clone(),
+            view.labels.clone(),
+        )?;
+        Ok(CudaBuffer {
+            batch,
+            shape: view.shape.iter().map(|&d| d as i64).collect(),
+        })
+    }
+}
+
+type OpError = Box<dyn std::error::Error + Send + Sync>;
+
+/// One buffer already taken from the pinned pool, handed out by the next `acquire` (so that
+/// collating never waits on the pool).
+struct Reserved(std::sync::Mutex<Option<PooledBuffer>>);
+
+impl Reserved {
+    fn take(&self, len: usize) -> spdl_core::Result<Option<PooledBuffer>> {
+        let taken = self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
+        match taken {
+            Some(mut b) => {
+                b.set_len(len)?;
+                Ok(Some(b))
+            }
+            None => Ok(None),
+        }
+    }
+}
+
+impl BufferPool for Reserved {
+    fn kind(&self) -> &'static str {
+        "cuda-pinned"
+    }
+
+    fn acquire(&self, len: usize) -> spdl_core::Result<PooledBuffer> {
+        self.take(len)?.ok_or_else(|| {
+            spdl_core::Error::new(
+                spdl_core::ErrorKind::InvalidArgument,
+                "the reserved pinned buffer was already used",
+            )
+        })
+    }
+
+    fn try_acquire(&self, len: usize) -> spdl_core::Result<Option<PooledBuffer>> {
+        self.take(len)
+    }
+
+    fn stats(&self) -> spdl_core::buffer::PoolStats {
+        spdl_core::buffer::PoolStats::default()
+    }
+
+    fn trim(&self) -> usize {
+        0
+    }
+}
+
+/// Any shape as the 4 dimensions of a device batch with the same element count: leading
+/// dimensions folded into the first, missing ones as 1.
+fn fold4(shape: &[usize]) -> [usize; 4] {
+    let mut out = [1usize; 4];
+    let n = shape.len();
+    if n <= 4 {
+        out[4 - n..].copy_from_slice(shape);
+    } else {
+        out[0] = shape[..n - 3].iter().product();
+        out[1..].copy_from_slice(&shape[n - 3..]);
+    }
+    out
+}
+
+fn dtype_name(d: DType) -> &'static str {
+    match d {
+        DType::U8 => "uint8",
+        DType::U16 => "uint16",
+        DType::F32 => "float32",
+    }
+}
+
+/// A contiguous, row-major array in CUDA device memory: a batch `[N, H, W, C]` (`uint8`, or
+/// `uint16` for 16-bit images) or a normalized batch `[N, C, H, W]` (`float32`), on device
+/// `device_index`.
+///
+/// Zero-copy: `torch.from_dlpack(buf)` (DLPack, `kDLCUDA`), `cupy.asarray(buf)`
+/// (`__cuda_array_interface__` v3). `__dlpack__(stream=s)` makes the consumer's stream `s`
+/// wait (on the GPU) for the copy that fills the buffer, and frees the memory only after the
+/// work queued on `s` when the last view is dropped. The memory stays valid until this object
+/// and every tensor made from it are gone.
+#[pyclass(frozen, module = "spdl_rs.io", name = "CUDABuffer")]
+#[derive(Clone)]
+pub(crate) struct CudaBuffer {
+    batch: DeviceBatch,
+    /// The shape shown to Python (the batch's, or the host view's for other ranks).
+    shape: Vec<i64>,
+}
+
+impl CudaBuffer {
+    /// The export description for `consumer`, with this buffer's shape.
+    ///
+    /// # Safety
+    /// As [`DeviceBatch::export`]: a raw consumer stream is 1, 2 or a live stream of this
+    /// device's context.
+    unsafe fn export(&self, consumer: ConsumerStream) -> Result<TensorExport, GpuError> {
+        // SAFETY: forwarded from the caller.
+        let mut e = unsafe { self.batch.export(consumer) }?;
+        e.shape = self.shape.clone();
+        Ok(e)
+    }
+}
+
+#[pymethods]
+impl CudaBuffer {
+    /// The shape, e.g. `(N, H, W, C)` for a `uint8` batch or `(N, C, H, W)` for `float32`.
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, &self.shape)
+    }
+
+    /// The element type name: `"uint8"`, `"uint16"` or `"float32"`.
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        dtype_name(self.batch.dtype)
+    }
+
+    /// The CUDA device index (the `N` of `cuda:N`).
+    #[getter]
+    fn device_index(&self) -> usize {
+        self.batch.device_index()
+    }
+
+    /// The device as PyTorch names it, `"cuda:N"`.
+    #[getter]
+    fn device(&self) -> String {
+        format!("cuda:{}", self.batch.device_index())
+    }
+
+    /// Device address of the first element (to check that views share memory).
+    #[getter]
+    fn data_ptr(&self) -> u64 {
+        self.batch.data_ptr()
+    }
+
+    /// Size in bytes.
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.batch.nbytes()
+    }
+
+    /// The copy stream that fills the buffer (a `CUstream` handle as an int).
+    #[getter]
+    fn stream(&self) -> usize {
+        self.batch.stream()
+    }
+
+    /// Sample keys (file paths) in batch order.
+    #[getter]
+    fn keys(&self) -> Vec<String> {
+        self.batch.keys.clone()
+    }
+
+    /// Class labels in batch order (`None` where the source had none).
+    #[getter]
+    fn labels(&self) -> Vec<Option<i64>> {
+        self.batch.labels.clone()
+    }
+
+    fn __len__(&self) -> usize {
+        self.shape.first().copied().unwrap_or(0).max(0) as usize
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "CUDABuffer(shape={:?}, dtype={}, device=cuda:{})",
+            self.shape,
+            dtype_name(self.batch.dtype),
+            self.batch.device_index()
+        )
+    }
+
+    /// Blocks (GIL released) until the data is on the device. Raises `RuntimeError` for an
+    /// error of the copy.
+    fn synchronize(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| self.batch.synchronize())
+            .map_err(|e| GpuError::from(e).into())
+    }
+
+    /// A copy in CPU memory, as a `CPUBuffer` of the same shape and dtype (GIL released; for
+    /// checks: training code uses the device tensor). Raises `RuntimeError` if the copy fails.
+    fn to_host(&self, py: Python<'_>) -> PyResult<CpuBuffer> {
+        let bytes = py.detach(|| self.batch.to_host()).map_err(GpuError::from)?;
+        let shape = self.shape.iter().map(|&d| d.max(0) as usize).collect();
+        Ok(CpuBuffer::from_bytes(
+            self.batch.dtype,
+            shape,
+            bytes,
+            self.batch.keys.clone(),
+            self.batch.labels.clone(),
+        ))
+    }
+
+    /// DLPack device: `(2, device_index)`, i.e. `kDLCUDA`.
+    fn __dlpack_device__(&self) -> (i32, i32) {
+        (2, self.batch.device_index() as i32)
+    }
+
+    /// A DLPack capsule sharing the device memory: `"dltensor_versioned"` (DLPack 1.0) when
+    /// `max_version >= (1, 0)`, else `"dltensor"`.
+    ///
+    /// `stream`: the consumer's stream, as the DLPack / array API spec says: `None` or `1`
+    /// the legacy default stream, `2` the per-thread default stream, another int a
+    /// `cudaStream_t`; the stream is made to wait (on the GPU, the host does not block) for
+    /// the copy that fills the buffer. `-1`: no synchronization. `0` raises `ValueError`.
+    /// Raises `BufferError` for `copy=True` or a `dl_device` other than this device.
+    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
+    fn __dlpack__(
+        &self,
+        py: Python<'_>,
+        stream: Option<Bound<'_, PyAny>>,
+        max_version: Option<Bound<'_, PyAny>>,
+        dl_device: Option<(i32, i32)>,
+        copy: Option<bool>,
+    ) -> PyResult<Py<PyAny>> {
+        check_dlpack_args(self.__dlpack_device__(), dl_device, copy, "CUDABuffer")?;
+        let consumer = consumer_stream(stream.as_ref())?;
+        let versioned = wants_versioned(max_version.as_ref())?;
+        // SAFETY: the DLPack protocol makes the caller pass its own live stream of this
+        // device (or 1, 2, -1), which is what `export` requires.
+        let export = py.detach(|| unsafe { self.export(consumer) })?;
+        capsule(py, export, versioned)
+    }
+
+    /// The CUDA Array Interface (version 3): `shape`, `typestr`, `data` (device pointer,
+    /// writable), `strides` (`None`: C-contiguous), `version`, and `stream`: the copy stream
+    /// to synchronize with before reading, or `None` once the copy has completed.
+    #[getter]
+    fn __cuda_array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        // SAFETY: `NoSync` passes no stream handle: nothing is waited on or registered.
+        let mut export = unsafe { self.export(ConsumerStream::NoSync) }?;
+        if self.batch.ready_event().is_complete().unwrap_or(false) {
+            export.stream = None;
+        }
+        cai_dict(py, &export)
+    }
+}
+
+/// `BufferError` for a copy or another device demanded of a zero-copy export.
+fn check_dlpack_args(
+    own: (i32, i32),
+    dl_device: Option<(i32, i32)>,
+    copy: Option<bool>,
+    what: &str,
+) -> PyResult<()> {
+    if copy == Some(true) {
+        return Err(PyBufferError::new_err(format!(
+            "{what} exports without copying only (copy=True is not supported)"
+        )));
+    }
+    match dl_device {
+        Some(dev) if dev != own => Err(PyBufferError::new_err(format!(
+            "{what} lives on DLPack device {own:?}, cannot export to device {dev:?}"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The `stream` argument of `__dlpack__` for CUDA memory.
+fn consumer_stream(stream: Option<&Bound<'_, PyAny>>) -> PyResult<ConsumerStream> {
+    let raw = match stream {
+        None => None,
+        Some(s) if s.is_none() => None,
+        Some(s) => Some(s.extract::<i64>().map_err(|_| {
+            PyTypeError::new_err("__dlpack__: stream must be an int (a CUDA stream handle) or None")
+        })?),
+    };
+    ConsumerStream::from_dlpack_arg(raw).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// Whether `max_version` allows the versioned (DLPack 1.x) capsule.
+fn wants_versioned(max_version: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+    match max_version {
+        None => Ok(false),
+        Some(v) if v.is_none() => Ok(false),
+        Some(v) => {
+            let (major, _minor): (i64, i64) = v.extract().map_err(|_| {
+                PyTypeError::new_err("__dlpack__: max_version must be a (major, minor) tuple")
+            })?;
+            Ok(major >= 1)
+        }
+    }
+}
+
+/// The `__cuda_array_interface__` dict of an export.
+fn cai_dict<'py>(py: Python<'py>, export: &TensorExport) -> PyResult<Bound<'py, PyDict>> {
+    let cai = export
+        .cuda_array_interface()
+        .map_err(|e| PyBufferError::new_err(e.to_string()))?;
+    let d = PyDict::new(py);
+    d.set_item("shape", PyTuple::new(py, &cai.shape)?)?;
+    d.set_item("typestr", cai.typestr)?;
+    d.set_item("data", cai.data)?;
+    d.set_item("strides", py.None())?;
+    d.set_item("version", cai.version)?;
+    d.set_item("stream", cai.stream)?;
+    Ok(d)
+}
+
+const NAME: &CStr = c"dltensor";
+const NAME_VERSIONED: &CStr = c"dltensor_versioned";
+
+/// Frees an unconsumed `"dltensor"` capsule's tensor (a consumer renames the capsule to
+/// `"used_dltensor"` and calls the deleter itself).
+unsafe extern "C" fn destructor(capsule: *mut ffi::PyObject) {
+    // SAFETY: called by the interpreter with a live capsule; `PyCapsule_IsValid` sets no
+    // exception; a valid `"dltensor"` capsule of ours holds a pointer from `into_dlpack`.
+    unsafe {
+        if ffi::PyCapsule_IsValid(capsule, NAME.as_ptr()) == 1 {
+            let m = ffi::PyCapsule_GetPointer(capsule, NAME.as_ptr())
+                .cast::<spdl_cuda::dlpack::DLManagedTensor>();
+            if let Some(d) = (*m).deleter {
+                d(m);
+            }
+        }
+    }
+}
+
+/// As [`destructor`], for `"dltensor_versioned"`.
+unsafe extern "C" fn destructor_versioned(capsule: *mut ffi::PyObject) {
+    // SAFETY: as in `destructor`, with a pointer from `into_dlpack_versioned`.
+    unsafe {
+        if ffi::PyCapsule_IsValid(capsule, NAME_VERSIONED.as_ptr()) == 1 {
+            let m = ffi::PyCapsule_GetPointer(capsule, NAME_VERSIONED.as_ptr())
+                .cast::<spdl_cuda::dlpack::DLManagedTensorVersioned>();
+            if let Some(d) = (*m).deleter {
+                d(m);
+            }
+        }
+    }
+}
+
+/// A DLPack capsule owning `export`'s keep-alive until the consumer (or the capsule's
+/// destructor, if never consumed) calls the deleter.
+fn capsule(py: Python<'_>, export: TensorExport, versioned: bool) -> PyResult<Py<PyAny>> {
+    // SAFETY: the pointers come from `into_dlpack*` (heap, owned by the capsule from here);
+    // if the capsule cannot be made, the tensor is deleted once, here.
+    unsafe {
+        let cap = if versioned {
+            let m = export.into_dlpack_versioned();
+            let cap = ffi::PyCapsule_New(
+                m.cast(),
+                NAME_VERSIONED.as_ptr(),
+                Some(destructor_versioned),
+            );
+            if cap.is_null() {
+                if let Some(d) = (*m).deleter {
+                    d(m);
+                }
+            }
+            cap
+        } else {
+            let m = export.into_dlpack();
+            let cap = ffi::PyCapsule_New(m.cast(), NAME.as_ptr(), Some(destructor));
+            if cap.is_null() {
+                if let Some(d) = (*m).deleter {
+                    d(m);
+                }
+            }
+            cap
+        };
+        if cap.is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        Ok(Bound::from_owned_ptr(py, cap).unbind())
+    }
+}
+
+/// A host stand-in for the export code of [`CudaBuffer`] (tests only: `spdl_rs._native.
+/// _export_probe`): a `CPUBuffer`'s memory described as DLPack device `device`, through the
+/// same argument checks, capsule and `__cuda_array_interface__` code, with no GPU.
+#[pyclass(frozen, module = "spdl_rs._native", name = "_ExportProbe")]
+pub(crate) struct ExportProbe {
+    export: TensorExport,
+}
+
+#[pymethods]
+impl ExportProbe {
+    fn __dlpack_device__(&self) -> (i32, i32) {
+        self.export.dlpack_device()
+    }
+
+    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
+    fn __dlpack__(
+        &self,
+        py: Python<'_>,
+        stream: Option<Bound<'_, PyAny>>,
+        max_version: Option<Bound<'_, PyAny>>,
+        dl_device: Option<(i32, i32)>,
+        copy: Option<bool>,
+    ) -> PyResult<Py<PyAny>> {
+        check_dlpack_args(self.__dlpack_device__(), dl_device, copy, "_ExportProbe")?;
+        if self.export.device.device_type == spdl_cuda::DLDeviceType::CUDA {
+            consumer_stream(stream.as_ref())?;
+        }
+        let versioned = wants_versioned(max_version.as_ref())?;
+        capsule(py, self.export.clone(), versioned)
+    }
+
+    #[getter]
+    fn __cuda_array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        cai_dict(py, &self.export)
+    }
+}
+
+/// The stand-in of [`ExportProbe`] (tests): `buffer`'s memory as DLPack device
+/// `(device_type, device_id)` with `stream` as the producing stream.
+#[pyfunction]
+#[pyo3(name = "_export_probe", signature = (buffer, device_type=1, device_id=0, stream=None))]
+pub(crate) fn export_probe(
+    buffer: PyRef<'_, CpuBuffer>,
+    device_type: i32,
+    device_id: i32,
+    stream: Option<usize>,
+) -> ExportProbe {
+    let mut export = buffer.host_view().into_export();
+    export.device = spdl_cuda::DLDevice {
+        device_type: spdl_cuda::DLDeviceType(device_type),
+        device_id,
+    };
+    export.stream = stream;
+    ExportProbe { export }
+}
+
+/// Copies a `CPUBuffer` to a CUDA device and returns a `CUDABuffer` of the same shape and
+/// dtype (GIL released; waits for the copy).
+#[pyfunction]
+#[pyo3(signature = (buffer, device=None))]
+pub(crate) fn transfer_buffer(
+    py: Python<'_>,
+    buffer: Bound<'_, PyAny>,
+    device: Option<Bound<'_, PyAny>>,
+) -> PyResult<CudaBuffer> {
+    let target = CudaTarget::new(device.as_ref())?;
+    // One target per device for the whole process, so that calls reuse its pinned buffers
+    // (page-locking costs milliseconds per MiB) and copy stream.
+    let target = {
+        static TARGETS: Mutex<Vec<Arc<CudaTarget>>> = Mutex::new(Vec::new());
+        let mut targets = TARGETS.lock().unwrap_or_else(|e| e.into_inner());
+        match targets.iter().find(|t| t.index == target.index) {
+            Some(t) => t.clone(),
+            None => {
+                let t = Arc::new(target);
+                targets.push(t.clone());
+                t
+            }
+        }
+    };
+    let view = match buffer.cast::<CpuBuffer>() {
+        Ok(cpu) => cpu.get().host_view(),
+        Err(_) => {
+            if let Ok(b) = buffer.cast::<CudaBuffer>() {
+                if b.get().batch.device_index() == target.index() {
+                    return Ok(b.get().clone());
+                }
+            }
+            return Err(PyTypeError::new_err(format!(
+                "transfer_buffer expects a CPUBuffer, got {}",
+                buffer.get_type().name()?
+            )));
+        }
+    };
+    Ok(py.detach(|| target.transfer_view(&view))?)
+}
+
+/// Whether this build has CUDA support (the `cuda` feature).
+#[pyfunction]
+pub(crate) fn cuda_built() -> bool {
+    BUILT_WITH_CUDA
+}
+
+/// Whether a CUDA device can be used: built with CUDA, a driver, at least one device. Never
+/// raises; initializes the driver (`cuInit`) when the library is present.
+#[pyfunction]
+pub(crate) fn cuda_available(py: Python<'_>) -> bool {
+    BUILT_WITH_CUDA && py.detach(|| spdl_cuda::device_count().is_ok_and(|n| n > 0))
+}
+
+/// Why no CUDA device can be used (`None` when one can): the build, the driver, or the
+/// device count.
+#[pyfunction]
+pub(crate) fn cuda_unavailable_reason(py: Python<'_>) -> Option<String> {
+    if !BUILT_WITH_CUDA {
+        return Some(NOT_BUILT.into());
+    }
+    py.detach(|| match spdl_cuda::device_count() {
+        Ok(0) => Some("no CUDA device visible".into()),
+        Ok(_) => None,
+        Err(e) => Some(GpuError::from(e).0),
+    })
+}
