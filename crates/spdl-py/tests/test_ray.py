@@ -158,3 +158,22 @@ def test_decoder_rejects_bad_options():
         ImageDecoder()
     with pytest.raises(ValueError, match="fixed channel count"):
         ImageDecoder(size=8, color="unchanged")
+
+
+def test_decoder_as_actor_class(ray, samples):
+    from spdl_rs.ray import ImageDecoder, from_listing
+
+    listing = sources.list_files(samples)
+    rows = (
+        from_listing(listing)
+        .map_batches(
+            ImageDecoder,
+            fn_constructor_kwargs={"size": 32, "transform": "eval"},
+            compute=ray.data.ActorPoolStrategy(size=1),
+            batch_size=5,
+            batch_format="numpy",
+        )
+        .take_all()
+    )
+    assert sorted(r["path"] for r in rows) == sorted(listing.paths)
+    assert all(r["image"].shape == (32, 32, 3) and r["error"] == "" for r in rows)
