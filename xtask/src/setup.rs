@@ -42,6 +42,12 @@ const PROGRAMS: &[&str] = &["cmake", "nasm", "pkg-config", "clang"];
 /// `nvidia-nvjpeg-cu12` (about 5 MB) lets the CUDA tests load libnvjpeg without a GPU.
 const PY_PACKAGES: &[&str] = &["maturin>=1.16,<2", "numpy", "pytest", "nvidia-nvjpeg-cu12"];
 
+/// Installed into the test venv after [`PY_PACKAGES`] where pip can (about 30 s, 650 MB with
+/// pyarrow and pandas); where it cannot (no wheel for this Python), setup warns once (the stamp
+/// is written anyway) and the tests that need it are skipped visibly. Ray Data runs
+/// `crates/spdl-py/tests/test_ray.py`.
+const OPTIONAL_PY_PACKAGES: &[&str] = &["ray[data]"];
+
 /// The pinned local S3 server (newer versions need a newer rustc).
 const S3S_FS: &str = "s3s-fs@0.14.1";
 
@@ -194,7 +200,7 @@ pub(crate) fn venv() -> Result<PathBuf> {
     let dir = venv_dir();
     let python = venv_bin("python");
     let stamp = dir.join(".spdl-xtask-packages");
-    let wanted = PY_PACKAGES.join("\n");
+    let wanted = [PY_PACKAGES, OPTIONAL_PY_PACKAGES].concat().join("\n");
     if python.exists() && std::fs::read_to_string(&stamp).ok().as_deref() == Some(&wanted) {
         return Ok(dir);
     }
@@ -205,6 +211,15 @@ pub(crate) fn venv() -> Result<PathBuf> {
         .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
         .args(PY_PACKAGES)
         .run()?;
+    for package in OPTIONAL_PY_PACKAGES {
+        let installed = Cmd::new(&python)
+            .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
+            .arg(package)
+            .run();
+        if let Err(e) = installed {
+            eprintln!("setup: optional {package} not installed, its tests will be skipped: {e:#}");
+        }
+    }
     std::fs::write(&stamp, wanted).with_context(|| format!("cannot write {}", stamp.display()))?;
     Ok(dir)
 }

@@ -350,3 +350,232 @@ pub(crate) fn random_resized_crop(
         plan.hflip,
     ))
 }
+
+/// Where the samples of [`decode_image_batch`] come from.
+enum BatchInput<'a> {
+    Bytes(Vec<&'a [u8]>),
+    Paths(Vec<std::path::PathBuf>),
+}
+
+/// The `[H, W, C]` every image of a batch gets, when the transform and color fix it.
+fn expected_hwc(
+    transform: &str,
+    width: Option<usize>,
+    height: Option<usize>,
+    size: Option<usize>,
+    color: &str,
+) -> Option<[usize; 3]> {
+    let c = match color {
+        "rgb" => 3,
+        "gray" | "grey" | "l" => 1,
+        "rgba" => 4,
+        _ => return None,
+    };
+    let (h, w) = match (transform, size, width, height) {
+        (_, Some(s), _, _) => (s, s),
+        (_, None, Some(w), Some(h)) => (h, w),
+        _ => return None,
+    };
+    Some([h, w, c])
+}
+
+/// Copies the `m` rows of `src` (`per` values each) to rows `rows` of `n` zeroed rows.
+fn scatter<T: Copy + Default>(src: &[T], per: usize, rows: &[usize], n: usize) -> Vec<T> {
+    let mut out = vec![T::default(); per * n];
+    for (k, &r) in rows.iter().enumerate() {
+        out[r * per..(r + 1) * per].copy_from_slice(&src[k * per..(k + 1) * per]);
+    }
+    out
+}
+
+/// Decodes a batch of encoded images (`data`: a sequence of `bytes`) or reads and decodes
+/// files (`paths`), in parallel on `num_threads` native threads, in one call without the GIL;
+/// a sample that fails does not fail the batch.
+///
+/// Returns `(images, failed)`: `images` is a `CPUBuffer` with one row per input, in order,
+/// `[N, H, W, C]` `uint8` (or `[N, C, H, W]` `float32` with `normalize=True`), whose failed
+/// rows are zeros; `failed` lists `(row, message)` for each sample that could not be read or
+/// decoded (the message names the sample and the reason). `keys` name the samples (default:
+/// the paths, or `"<bytes #i>"`). The other keyword arguments are those of `load_image_batch`;
+/// sample `i` of `transform="train"` is drawn with `index = indices[i]` (default: `i`), so pass
+/// the samples' dataset indices for augmentations that differ across batches.
+///
+/// Raises `ValueError` when both or neither of `data` and `paths` are given, when the size is
+/// not fixed (give width and height, or size), when an item of `data` is not `bytes`, or when
+/// every sample failed and the shape is unknown (`color="unchanged"`).
+///
+/// The batch decoder of `spdl_rs.ray.ImageDecoder` (Ray Data `map_batches`).
+#[pyfunction]
+#[pyo3(signature = (data=None, width=None, height=None, *, paths=None, keys=None, color="rgb", filter="bilinear", lenient=false, normalize=false, num_threads=None, transform="resize", size=None, seed=0, epoch=0, indices=None))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn decode_image_batch(
+    py: Python<'_>,
+    data: Option<Vec<Bound<'_, PyAny>>>,
+    width: Option<usize>,
+    height: Option<usize>,
+    paths: Option<Vec<std::path::PathBuf>>,
+    keys: Option<Vec<String>>,
+    color: &str,
+    filter: &str,
+    lenient: bool,
+    normalize: bool,
+    num_threads: Option<usize>,
+    transform: &str,
+    size: Option<usize>,
+    seed: u64,
+    epoch: u64,
+    indices: Option<Vec<u64>>,
+) -> PyResult<(CpuBuffer, Vec<(usize, String)>)> {
+    let input = match (&data, paths) {
+        (Some(data), None) => BatchInput::Bytes(
+            data.iter()
+                .enumerate()
+                .map(|(i, d)| {
+                    d.cast::<pyo3::types::PyBytes>()
+                        .map(|b| b.as_bytes())
+                        .map_err(|_| {
+                            PyValueError::new_err(format!(
+                                "decode_image_batch: data[{i}] is not bytes"
+                            ))
+                        })
+                })
+                .collect::<PyResult<Vec<&[u8]>>>()?,
+        ),
+        (None, Some(paths)) => BatchInput::Paths(paths),
+        _ => {
+            return Err(PyValueError::new_err(
+                "decode_image_batch: give exactly one of data and paths",
+            ))
+        }
+    };
+    let n = match &input {
+        BatchInput::Bytes(d) => d.len(),
+        BatchInput::Paths(p) => p.len(),
+    };
+    let keys = match keys {
+        Some(k) if k.len() == n => k,
+        Some(k) => {
+            return Err(PyValueError::new_err(format!(
+                "decode_image_batch: {} keys for {n} samples",
+                k.len()
+            )))
+        }
+        None => match &input {
+            BatchInput::Bytes(_) => (0..n).map(|i| format!("<bytes #{i}>")).collect(),
+            BatchInput::Paths(p) => p.iter().map(|p| spdl_io::key_from_path(p)).collect(),
+        },
+    };
+    if let Some(ix) = &indices {
+        if ix.len() != n {
+            return Err(PyValueError::new_err(format!(
+                "decode_image_batch: {} indices for {n} samples",
+                ix.len()
+            )));
+        }
+    }
+    let Some([h, w, c]) = expected_hwc(transform, width, height, size, color).or_else(|| {
+        // "unchanged" keeps the file's channels: the size alone is fixed.
+        (color == "unchanged" && (size.is_some() || (width.is_some() && height.is_some())))
+            .then_some([0, 0, 0])
+    }) else {
+        return Err(PyValueError::new_err(
+            "decode_image_batch: give width and height (or size): a batch needs one image size",
+        ));
+    };
+    let loader = make_loader(width, height, color, filter, lenient, transform, size, seed)?;
+    let threads = num_threads
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(8)
+        })
+        .clamp(1, n.max(1));
+    let (batch, failed) = py.detach(|| -> PyResult<_> {
+        let mut slots: Vec<Option<Result<spdl_io::Image, String>>> = (0..n).map(|_| None).collect();
+        if n > 0 {
+            let chunk = n.div_ceil(threads);
+            std::thread::scope(|s| {
+                for (ci, out) in slots.chunks_mut(chunk).enumerate() {
+                    let (input, keys, loader, indices) = (&input, &keys, &loader, &indices);
+                    s.spawn(move || {
+                        for (j, slot) in out.iter_mut().enumerate() {
+                            let i = ci * chunk + j;
+                            let pos = Pos {
+                                index: indices.as_ref().map_or(i as u64, |ix| ix[i]),
+                                epoch,
+                            };
+                            let decoded = match input {
+                                BatchInput::Bytes(d) => decode(loader, &keys[i], pos, d[i]),
+                                BatchInput::Paths(p) => match spdl_sources::read_file(&p[i]) {
+                                    Ok(d) => decode(loader, &keys[i], pos, &d),
+                                    Err(e) => {
+                                        *slot = Some(Err(e.to_string()));
+                                        continue;
+                                    }
+                                },
+                            };
+                            *slot = Some(decoded.map_err(|e| e.to_string()));
+                        }
+                    });
+                }
+            });
+        }
+        let mut items = Vec::with_capacity(n);
+        let mut rows = Vec::with_capacity(n);
+        let mut failed = Vec::new();
+        for (i, (slot, key)) in slots.into_iter().zip(&keys).enumerate() {
+            match slot {
+                Some(Ok(image)) => {
+                    rows.push(i);
+                    items.push(spdl_io::BatchItem {
+                        key: key.clone(),
+                        label: None,
+                        image,
+                    });
+                }
+                Some(Err(msg)) => failed.push((i, msg)),
+                None => failed.push((i, format!("{key}: not loaded"))),
+            }
+        }
+        let batch = if items.is_empty() {
+            if c == 0 {
+                let first = failed.first().map_or("empty batch", |f| f.1.as_str());
+                return Err(PyValueError::new_err(format!(
+                    "decode_image_batch: all {n} samples failed and color=\"unchanged\" leaves the shape unknown; first error: {first}"
+                )));
+            }
+            let (data, shape) = if normalize {
+                (spdl_io::BatchData::F32(vec![0.0; n * h * w * c]), [n, c, h, w])
+            } else {
+                (spdl_io::BatchData::U8(vec![0; n * h * w * c]), [n, h, w, c])
+            };
+            spdl_io::ImageBatch {
+                data,
+                shape,
+                keys: keys.clone(),
+                labels: vec![None; n],
+            }
+        } else {
+            let mut b = collate_items(items, normalize).map_err(io_err)?;
+            if rows.len() < n {
+                let per = b.shape[1..].iter().product::<usize>();
+                b.data = match b.data {
+                    spdl_io::BatchData::U8(v) => spdl_io::BatchData::U8(scatter(&v, per, &rows, n)),
+                    spdl_io::BatchData::U16(v) => {
+                        spdl_io::BatchData::U16(scatter(&v, per, &rows, n))
+                    }
+                    spdl_io::BatchData::F32(v) => {
+                        spdl_io::BatchData::F32(scatter(&v, per, &rows, n))
+                    }
+                };
+                b.shape[0] = n;
+                b.keys = keys.clone();
+                b.labels = vec![None; n];
+            }
+            b
+        };
+        Ok((batch, failed))
+    })?;
+    drop(data);
+    Ok((CpuBuffer::from_batch(batch), failed))
+}

@@ -95,12 +95,14 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(io::decode_image, m)?)?;
     m.add_function(wrap_pyfunction!(io::load_image_batch, m)?)?;
     m.add_function(wrap_pyfunction!(io::random_resized_crop, m)?)?;
+    m.add_function(wrap_pyfunction!(io::decode_image_batch, m)?)?;
     m.add_function(wrap_pyfunction!(ops::read_file, m)?)?;
     m.add_function(wrap_pyfunction!(ops::load_image, m)?)?;
     m.add_function(wrap_pyfunction!(ops::decode_image, m)?)?;
     m.add_function(wrap_pyfunction!(ops::collate, m)?)?;
     m.add_function(wrap_pyfunction!(sources::list_files, m)?)?;
     m.add_function(wrap_pyfunction!(sources::image_folder, m)?)?;
+    m.add_function(wrap_pyfunction!(sources::merge_states, m)?)?;
     m.add_function(wrap_pyfunction!(pipeline::build_pipeline, m)?)?;
     m.add_function(wrap_pyfunction!(_gil_acquisitions, m)?)?;
     m.add_function(wrap_pyfunction!(init_logging, m)?)?;

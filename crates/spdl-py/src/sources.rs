@@ -394,6 +394,43 @@ impl Sampler {
         })
     }
 
+    /// The sampler of rank `rank` of a new world of `world_size` ranks that deals what
+    /// `progress` (from [`merge_states`]) left of the epoch: elastic resume after the world size
+    /// changed. The new ranks together yield every remaining sample exactly once (plus marked
+    /// padding, or with `drop_last=True` up to `world_size - 1` left out). Without `rank` and
+    /// `world_size`, they come from torchrun's `RANK` / `WORLD_SIZE`.
+    ///
+    /// Raises `ValueError` for a malformed or inconsistent `progress`, or an invalid rank.
+    #[staticmethod]
+    #[pyo3(signature = (progress, *, rank=None, world_size=None, drop_last=false))]
+    fn resume(
+        py: Python<'_>,
+        progress: &str,
+        rank: Option<u64>,
+        world_size: Option<u64>,
+        drop_last: bool,
+    ) -> PyResult<Sampler> {
+        let progress: spdl_sources::EpochProgress = serde_json::from_str(progress)
+            .map_err(|e| PyValueError::new_err(format!("Sampler.resume: bad progress: {e}")))?;
+        let dist = match (rank, world_size) {
+            (None, None) => spdl_sources::DistInfo::from_env(),
+            (r, w) => spdl_sources::DistInfo::new(r.unwrap_or(0), w.unwrap_or(1)),
+        }
+        .map_err(sources_err)?;
+        let remainder = if drop_last {
+            spdl_sources::Remainder::Drop
+        } else {
+            spdl_sources::Remainder::Pad
+        };
+        // Rebuilding the base sequence is O(len): no GIL needed.
+        let inner = py
+            .detach(|| spdl_sources::Sampler::resume(&progress, dist, remainder))
+            .map_err(sources_err)?;
+        Ok(Sampler {
+            inner: Mutex::new(inner),
+        })
+    }
+
     fn __repr__(&self) -> String {
         let s = lock(&self.inner);
         format!(
@@ -405,4 +442,28 @@ impl Sampler {
             s.num_samples()
         )
     }
+}
+
+/// Merges the `state()` of every rank of a job (any order, one per rank) into the epoch's
+/// progress, a JSON string for `Sampler.resume` with a new world size: every sample any rank
+/// delivered is done, every other one remains (see `spdl_sources::merge_states`). Its size
+/// grows with the world sizes and the out-of-order deliveries, not with the dataset.
+///
+/// Raises `ValueError` when a state is malformed, a rank is missing or repeated, or the states
+/// are not of the same job and epoch.
+#[pyfunction]
+pub(crate) fn merge_states(py: Python<'_>, states: Vec<String>) -> PyResult<String> {
+    let states = states
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            serde_json::from_str::<spdl_sources::SamplerState>(s).map_err(|e| {
+                PyValueError::new_err(format!("merge_states: state {i} is malformed: {e}"))
+            })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let progress = py
+        .detach(|| spdl_sources::merge_states(&states))
+        .map_err(sources_err)?;
+    serde_json::to_string(&progress).map_err(|e| PyValueError::new_err(e.to_string()))
 }

@@ -185,6 +185,18 @@ class Sampler:
     def from_state(state: str) -> Sampler:
         """The sampler a :meth:`state` was taken from, where it left off (same world size).
         Raises ``ValueError`` for an invalid state."""
+    @staticmethod
+    def resume(
+        progress: str,
+        *,
+        rank: int | None = None,
+        world_size: int | None = None,
+        drop_last: bool = False,
+    ) -> Sampler:
+        """Rank ``rank`` of a new world of ``world_size`` ranks (default: ``RANK`` /
+        ``WORLD_SIZE``), dealing what ``progress`` (from :func:`merge_states`) left of the epoch:
+        across the new ranks every remaining sample comes exactly once (plus marked padding, or
+        with ``drop_last=True`` up to ``world_size - 1`` left out). Raises ``ValueError``."""
 
 @final
 class TimeSummary:
@@ -304,6 +316,27 @@ def random_resized_crop(
     ``transform="train"`` draws for sample ``index`` of ``epoch`` (no decoding). Raises
     ``ValueError`` for a zero ``width``, ``height`` or ``size``."""
 
+def decode_image_batch(
+    data: Sequence[bytes] | None = None,
+    width: int | None = None,
+    height: int | None = None,
+    *,
+    paths: Sequence[_Path] | None = None,
+    keys: Sequence[str] | None = None,
+    color: str = "rgb",
+    filter: str = "bilinear",
+    lenient: bool = False,
+    normalize: bool = False,
+    num_threads: int | None = None,
+    transform: str = "resize",
+    size: int | None = None,
+    seed: int = 0,
+    epoch: int = 0,
+    indices: Sequence[int] | None = None,
+) -> tuple[CPUBuffer, list[tuple[int, str]]]:
+    """Decodes ``data`` (or reads and decodes ``paths``) to one row per input, in one GIL-free
+    call on native threads; failed rows are zeros and listed as ``(row, message)``."""
+
 def op_read_file() -> NativeOp: ...
 def op_decode_image(
     width: int | None = None,
@@ -333,6 +366,11 @@ def list_files(root: _Path, extensions: Sequence[str] | None = None) -> SampleLi
 
 def image_folder(root: _Path, extensions: Sequence[str] | None = None, allow_empty: bool = False) -> SampleList:
     """torchvision ``ImageFolder`` layout: class ``i`` = ``i``-th sub-folder by name."""
+
+def merge_states(states: Sequence[str]) -> str:
+    """Merges the :meth:`Sampler.state` of every rank of a job into the epoch's progress (a
+    JSON string) for :meth:`Sampler.resume` under a new world size. Raises ``ValueError`` when a
+    rank is missing or repeated or the states are not of one job and epoch."""
 
 def build_pipeline(
     source: Any,

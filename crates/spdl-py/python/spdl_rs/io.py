@@ -1,7 +1,8 @@
 """Image loading with the GIL released, and the zero-copy :class:`CPUBuffer` / :class:`CUDABuffer`.
 
 ``load_image`` / ``decode_image`` return ``[H, W, C]`` buffers; ``load_image_batch`` returns
-``[N, H, W, C]`` (or normalized ``[N, C, H, W]`` ``float32``). ``numpy.asarray(buf)``,
+``[N, H, W, C]`` (or normalized ``[N, C, H, W]`` ``float32``); ``decode_image_batch`` does the
+same for a batch of bytes (or paths) and reports failed samples instead of raising. ``numpy.asarray(buf)``,
 ``numpy.from_dlpack(buf)`` and ``torch.from_dlpack(buf)`` share the buffer's memory.
 ``random_resized_crop`` tells which box ``transform="train"`` takes for a sample, so that
 masks or bounding boxes can follow the image.
@@ -22,6 +23,7 @@ from ._native import (
     cuda_built,
     cuda_unavailable_reason,
     decode_image,
+    decode_image_batch,
     load_image,
     load_image_batch,
     random_resized_crop,
@@ -34,6 +36,7 @@ __all__ = [
     "load_image",
     "decode_image",
     "load_image_batch",
+    "decode_image_batch",
     "random_resized_crop",
     "to_numpy",
     "to_torch",
