@@ -83,3 +83,53 @@ def test_state_dict_between_epochs_and_errors(samples):
     with q.auto_stop():
         assert len(list(q)) == 2
         assert q.epoch == 4
+
+
+_RESUME_IN_A_FRESH_PROCESS = """
+import json, sys
+from spdl_rs import ops, sources
+from spdl_rs.pipeline import PipelineBuilder
+state, root, order = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
+p = (
+    PipelineBuilder()
+    .add_source(sources.list_files(root))
+    .pipe(ops.read_file(), concurrency=4, output_order=order)
+    .pipe(ops.decode_image(transform="eval", size=64), concurrency=4, output_order=order)
+    .add_sink(2)
+    .build(num_threads=4)
+)
+p.load_state_dict(state)
+with p.auto_stop():
+    print(json.dumps([b.keys[0] for b in p]))
+"""
+
+
+@pytest.mark.parametrize("order", ["input", "completion"])
+def test_resume_in_a_fresh_process_mid_epoch(samples, order):
+    import subprocess
+    import sys
+
+    everything = sorted(sources.list_files(samples).paths)
+    first = (
+        PipelineBuilder()
+        .add_source(sources.list_files(samples))
+        .pipe(ops.read_file(), concurrency=4, output_order=order)
+        .pipe(ops.decode_image(transform="eval", size=64), concurrency=4, output_order=order)
+        .add_sink(2)
+        .build(num_threads=4)
+    )
+    with first.auto_stop():
+        it = iter(first)
+        got1 = [next(it).keys[0] for _ in range(6)]
+        # Items are in flight in the stages and the sink; the state covers only what we took.
+        state = first.state_dict()
+    r = subprocess.run(
+        [sys.executable, "-c", _RESUME_IN_A_FRESH_PROCESS, json.dumps(state), str(samples), order],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    got2 = json.loads(r.stdout)
+    assert not set(got1) & set(got2)
+    assert sorted(got1 + got2) == everything
