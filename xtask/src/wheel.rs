@@ -1,4 +1,5 @@
-//! `cargo xtask wheel`: the Python wheel of `crates/spdl-py` (module `spdl_rs`), built with
+//! `cargo xtask wheel`: the Python wheel of `crates/spdl-py` (module `spdl_rs`, with FFmpeg video
+//! and audio: feature `decode-ffmpeg`), built with
 //! maturin from the test venv into `target/wheels`. `cargo xtask test` reuses [`build`] and
 //! [`install`].
 
@@ -11,6 +12,10 @@ use crate::cmd::{repo_root, Cmd};
 use crate::setup;
 
 const MANIFEST: &str = "crates/spdl-py/Cargo.toml";
+
+/// Cargo features of the wheel: video/audio through the system FFmpeg (its dev packages come
+/// with `setup::system`), so the Python video/audio tests run.
+const FEATURES: &str = "decode-ffmpeg";
 
 pub(crate) fn run() -> Result<()> {
     setup::system()?;
@@ -30,7 +35,15 @@ pub(crate) fn build() -> Result<PathBuf> {
     // A little slack: some file systems round modification times.
     let started = SystemTime::now() - Duration::from_secs(2);
     Cmd::new(setup::venv_bin("maturin"))
-        .args(["build", "--release", "-m", MANIFEST, "-i"])
+        .args([
+            "build",
+            "--release",
+            "-m",
+            MANIFEST,
+            "--features",
+            FEATURES,
+            "-i",
+        ])
         .arg(setup::venv_bin("python"))
         .arg("-o")
         .arg(&out)

@@ -44,6 +44,9 @@ pub(crate) enum Item {
     Batch(spdl_io::ImageBatch),
     /// A group of items (from `aggregate`).
     List(Vec<Item>),
+    /// Decoded video frames or audio (from the `ops` video/audio stages).
+    #[cfg_attr(not(feature = "decode-ffmpeg"), allow(dead_code))]
+    Media(crate::media::MediaOut),
 }
 
 impl Item {
@@ -79,6 +82,7 @@ impl Item {
                 Py::new(py, CpuBuffer::from_image(image, key, label))?.into_any()
             }
             Item::Batch(b) => Py::new(py, CpuBuffer::from_batch(b))?.into_any(),
+            Item::Media(m) => m.into_py(py)?,
             Item::List(items) => {
                 let objs = items
                     .into_iter()
@@ -99,6 +103,8 @@ impl Item {
             Item::Image { .. } => "a decoded image",
             Item::Batch(_) => "a batch",
             Item::List(_) => "a list",
+            Item::Media(crate::media::MediaOut::Video(_)) => "decoded video frames",
+            Item::Media(crate::media::MediaOut::Audio(_)) => "decoded audio",
         }
     }
 }

@@ -18,7 +18,16 @@ pub(crate) enum NativeKind {
     ReadFile,
     Decode(Arc<spdl_io::ImageLoader>),
     Load(Arc<spdl_io::ImageLoader>),
-    Collate { normalize: bool },
+    Collate {
+        normalize: bool,
+    },
+    /// Video or audio decoding (`ops.load_video`, `decode_video`, `load_audio`,
+    /// `decode_audio`): from file bytes when `from_bytes`, else from paths.
+    #[cfg(feature = "decode-ffmpeg")]
+    Media {
+        spec: Arc<crate::media::Spec>,
+        from_bytes: bool,
+    },
 }
 
 /// A native pipeline stage (made by `spdl_rs.ops.read_file()`, `decode_image()`,
@@ -33,7 +42,7 @@ pub(crate) struct NativeOp {
 }
 
 impl NativeOp {
-    fn new(kind: NativeKind, name: &'static str) -> Self {
+    pub(crate) fn new(kind: NativeKind, name: &'static str) -> Self {
         NativeOp {
             kind,
             name,
@@ -50,12 +59,12 @@ impl NativeOp {
     }
 }
 
-type OpError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) type OpError = Box<dyn std::error::Error + Send + Sync>;
 
 type PathOf = (PathBuf, String, Option<i64>, Option<Pos>);
 
 /// The path an item designates, its label and its position (for a listed sample).
-fn path_of(item: Item, op: &str) -> Result<PathOf, OpError> {
+pub(crate) fn path_of(item: Item, op: &str) -> Result<PathOf, OpError> {
     match item {
         Item::Str(s) => Ok((PathBuf::from(&s), s, None, None)),
         Item::Sample { path, label, pos } => {
@@ -80,7 +89,7 @@ fn path_of(item: Item, op: &str) -> Result<PathOf, OpError> {
     }
 }
 
-fn type_name(obj: &Bound<'_, PyAny>) -> String {
+pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type()
         .name()
         .map(|n| n.to_string())
@@ -160,6 +169,13 @@ impl NativeOp {
                 }
                 Ok(Some(Item::Batch(collate_items(batch, *normalize)?)))
             }
+            #[cfg(feature = "decode-ffmpeg")]
+            NativeKind::Media { spec, from_bytes } => Ok(Some(Item::Media(crate::media::apply(
+                spec,
+                *from_bytes,
+                self.name,
+                item,
+            )?))),
         }
     }
 }
