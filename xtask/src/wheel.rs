@@ -1,7 +1,6 @@
 //! `cargo xtask wheel`: the Python wheel of `crates/spdl-py` (module `spdl_rs`, with FFmpeg video
-//! and audio: feature `decode-ffmpeg`), built with
-//! maturin from the test venv into `target/wheels`. `cargo xtask test` reuses [`build`] and
-//! [`install`].
+//! and audio: feature `decode-ffmpeg`), built with maturin from the test venv into
+//! `target/wheels`. `cargo xtask test` reuses [`build`] and [`install`].
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
