@@ -13,7 +13,9 @@ use crate::setup;
 const MANIFEST: &str = "crates/spdl-py/Cargo.toml";
 
 /// Cargo features of the wheel: video/audio through the system FFmpeg (its dev packages come
-/// with `setup::system`), so the Python video/audio tests run.
+/// with `setup::system`), so the Python video/audio tests run. That wheel links the system's
+/// FFmpeg libraries, so it gets this machine's tag (`--compatibility linux`): for a manylinux
+/// tag maturin would try to bundle FFmpeg's many shared libraries (with patchelf).
 const FEATURES: &str = "decode-ffmpeg";
 
 pub(crate) fn run() -> Result<()> {
@@ -41,6 +43,8 @@ pub(crate) fn build() -> Result<PathBuf> {
             MANIFEST,
             "--features",
             FEATURES,
+            "--compatibility",
+            "linux",
             "-i",
         ])
         .arg(setup::venv_bin("python"))

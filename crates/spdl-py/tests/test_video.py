@@ -308,6 +308,7 @@ def test_pipeline_of_native_audio_stages_and_a_failing_file(tmp_path):
     with pipeline.auto_stop():
         for a in pipeline:
             lengths[pathlib.Path(a.key).name] = (a.sample_rate, a.shape)
+        errors = pipeline.last_errors()
     want = {
         "sine440_11025Hz_mono_s16.wav": 8001,
         "sine440_22050Hz_mono.mp3": 8000,
@@ -320,7 +321,6 @@ def test_pipeline_of_native_audio_stages_and_a_failing_file(tmp_path):
     for name, n in want.items():
         rate, (c, s) = lengths[name]
         assert (rate, c) == (16000, 1) and abs(s - n) <= 2, (name, s)
-    errors = pipeline.last_errors()
     assert any("zz_broken.wav" in e for e in errors), errors
 
 
