@@ -337,7 +337,7 @@ mod imp {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn video_options(
         timestamps: Option<(f64, f64)>,
-        indices: Option<Vec<usize>>,
+        indices: Option<Vec<i64>>,
         step: Option<usize>,
         played_at: Option<Vec<f64>>,
         width: Option<u32>,
@@ -366,7 +366,15 @@ mod imp {
             }
             FrameSelection::Window { start, end }
         } else if let Some(i) = indices {
-            FrameSelection::Indices(i)
+            let picked: Option<Vec<usize>> = i.iter().map(|&x| usize::try_from(x).ok()).collect();
+            match picked {
+                Some(p) => FrameSelection::Indices(p),
+                None => {
+                    return Err(PyValueError::new_err(format!(
+                        "indices count decoded frames from 0 and must be >= 0, got {i:?}"
+                    )))
+                }
+            }
         } else if let Some(k) = step {
             if k == 0 {
                 return Err(PyValueError::new_err("step must be at least 1"));
@@ -603,7 +611,7 @@ pub(crate) fn load_video(
     py: Python<'_>,
     src: &Bound<'_, PyAny>,
     timestamps: Option<(f64, f64)>,
-    indices: Option<Vec<usize>>,
+    indices: Option<Vec<i64>>,
     step: Option<usize>,
     played_at: Option<Vec<f64>>,
     width: Option<u32>,
@@ -723,7 +731,7 @@ pub(crate) fn load_audio(
 pub(crate) fn op_video(
     from_bytes: bool,
     timestamps: Option<(f64, f64)>,
-    indices: Option<Vec<usize>>,
+    indices: Option<Vec<i64>>,
     step: Option<usize>,
     played_at: Option<Vec<f64>>,
     width: Option<u32>,

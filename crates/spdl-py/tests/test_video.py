@@ -128,6 +128,8 @@ def test_output_size_pixel_format_and_threads():
         io.load_video(BBB, pixel_format="yuv")
     with pytest.raises(ValueError, match="at most one"):
         io.load_video(BBB, indices=[0], step=2)
+    with pytest.raises(ValueError, match="must be >= 0"):
+        io.load_video(BBB, indices=[-1])
 
 
 @needs_ffmpeg
