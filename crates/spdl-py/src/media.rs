@@ -150,7 +150,7 @@ impl VideoFrames {
     }
 
     /// Decoded-frame index of each frame (presentation order from 0); `None` for a
-    /// `timestamps=(start, end)` window (decoding started at a seek point).
+    /// `timestamp=(start, end)` window (decoding started at a seek point).
     #[getter]
     fn indices(&self) -> Option<Vec<usize>> {
         self.indices.clone()
@@ -182,7 +182,7 @@ impl VideoFrames {
         &self.codec
     }
 
-    /// The source's name: its path, or the `key` given with bytes.
+    /// The source's name: its path, or the `name` given with bytes.
     #[getter]
     fn key(&self) -> &str {
         &self.key
@@ -273,7 +273,7 @@ impl AudioFrames {
         &self.codec
     }
 
-    /// The source's name: its path, or the `key` given with bytes.
+    /// The source's name: its path, or the `name` given with bytes.
     #[getter]
     fn key(&self) -> &str {
         &self.key
@@ -355,13 +355,13 @@ mod imp {
         ];
         if given.iter().filter(|g| **g).count() > 1 {
             return Err(PyValueError::new_err(
-                "give at most one of timestamps, indices, step, played_at",
+                "give at most one of timestamp, indices, step, played_at",
             ));
         }
         let selection = if let Some((start, end)) = timestamps {
             if start.is_nan() || end.is_nan() || start < 0.0 || end <= start {
                 return Err(PyValueError::new_err(format!(
-                    "timestamps must be (start, end) seconds with 0 <= start < end, got ({start}, {end})"
+                    "timestamp must be (start, end) seconds with 0 <= start < end, got ({start}, {end})"
                 )));
             }
             FrameSelection::Window { start, end }
@@ -455,7 +455,7 @@ mod imp {
         if let Some((start, end)) = timestamps {
             if start.is_nan() || end.is_nan() || start < 0.0 || end <= start {
                 return Err(PyValueError::new_err(format!(
-                    "timestamps must be (start, end) seconds with 0 <= start < end, got ({start}, {end})"
+                    "timestamp must be (start, end) seconds with 0 <= start < end, got ({start}, {end})"
                 )));
             }
         }
@@ -602,15 +602,15 @@ mod imp {
 pub(crate) use imp::{apply, Spec};
 
 /// Decodes the frames of a video (a path or its bytes) into `[T, H, W, C]` `uint8` with their
-/// timestamps, with the GIL released. See `spdl_rs.io.load_video` (`python/spdl_rs/io.py`)
+/// timestamp, with the GIL released. See `spdl_rs.io.load_video` (`python/spdl_rs/io.py`)
 /// for the arguments.
 #[pyfunction]
-#[pyo3(signature = (src, timestamps=None, *, indices=None, step=None, played_at=None, width=None, height=None, pixel_format="rgb", filter="bicubic", num_threads=1, apply_rotation=true, key=None))]
+#[pyo3(signature = (src, timestamp=None, *, indices=None, step=None, played_at=None, width=None, height=None, pixel_format="rgb", filter="bicubic", num_threads=1, apply_rotation=true, name=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn load_video(
     py: Python<'_>,
     src: &Bound<'_, PyAny>,
-    timestamps: Option<(f64, f64)>,
+    timestamp: Option<(f64, f64)>,
     indices: Option<Vec<i64>>,
     step: Option<usize>,
     played_at: Option<Vec<f64>>,
@@ -620,12 +620,12 @@ pub(crate) fn load_video(
     filter: &str,
     num_threads: usize,
     apply_rotation: bool,
-    key: Option<&str>,
+    name: Option<&str>,
 ) -> PyResult<VideoFrames> {
     #[cfg(feature = "decode-ffmpeg")]
     {
         let opts = imp::video_options(
-            timestamps,
+            timestamp,
             indices,
             step,
             played_at,
@@ -636,15 +636,15 @@ pub(crate) fn load_video(
             num_threads,
             apply_rotation,
         )?;
-        match imp::run_py(py, &Spec::Video(opts), src, key)? {
+        match imp::run_py(py, &Spec::Video(opts), src, name)? {
             MediaOut::Video(v) => Ok(v),
             MediaOut::Audio(_) => unreachable!("a video spec gives a video"),
         }
     }
     #[cfg(not(feature = "decode-ffmpeg"))]
     {
-        let _ = (py, src, timestamps, indices, step, played_at, width, height);
-        let _ = (pixel_format, filter, num_threads, apply_rotation, key);
+        let _ = (py, src, timestamp, indices, step, played_at, width, height);
+        let _ = (pixel_format, filter, num_threads, apply_rotation, name);
         Err(no_ffmpeg("load_video"))
     }
 }
@@ -653,7 +653,7 @@ pub(crate) fn load_video(
 /// evenly over a video, in one decode pass: `[N, T, H, W, C]` `uint8`. See
 /// `spdl_rs.io.load_video_clips`.
 #[pyfunction]
-#[pyo3(signature = (src, num_clips, frames_per_clip, *, stride=1, width=None, height=None, pixel_format="rgb", filter="bicubic", num_threads=1, apply_rotation=true, key=None))]
+#[pyo3(signature = (src, num_clips, frames_per_clip, *, stride=1, width=None, height=None, pixel_format="rgb", filter="bicubic", num_threads=1, apply_rotation=true, name=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn load_video_clips(
     py: Python<'_>,
@@ -667,7 +667,7 @@ pub(crate) fn load_video_clips(
     filter: &str,
     num_threads: usize,
     apply_rotation: bool,
-    key: Option<&str>,
+    name: Option<&str>,
 ) -> PyResult<VideoFrames> {
     #[cfg(feature = "decode-ffmpeg")]
     {
@@ -684,7 +684,7 @@ pub(crate) fn load_video_clips(
             num_threads,
             apply_rotation,
         )?;
-        match imp::run_py(py, &Spec::Clips(sampling, opts), src, key)? {
+        match imp::run_py(py, &Spec::Clips(sampling, opts), src, name)? {
             MediaOut::Video(v) => Ok(v),
             MediaOut::Audio(_) => unreachable!("a clip spec gives a video"),
         }
@@ -692,7 +692,7 @@ pub(crate) fn load_video_clips(
     #[cfg(not(feature = "decode-ffmpeg"))]
     {
         let _ = (py, src, num_clips, frames_per_clip, stride, width, height);
-        let _ = (pixel_format, filter, num_threads, apply_rotation, key);
+        let _ = (pixel_format, filter, num_threads, apply_rotation, name);
         Err(no_ffmpeg("load_video_clips"))
     }
 }
@@ -700,37 +700,37 @@ pub(crate) fn load_video_clips(
 /// Decodes the best audio stream of a file (a path or its bytes) into `[C, S]` `float32`,
 /// with the GIL released. See `spdl_rs.io.load_audio`.
 #[pyfunction]
-#[pyo3(signature = (src, timestamps=None, *, sample_rate=None, num_channels=None, key=None))]
+#[pyo3(signature = (src, timestamp=None, *, sample_rate=None, num_channels=None, name=None))]
 pub(crate) fn load_audio(
     py: Python<'_>,
     src: &Bound<'_, PyAny>,
-    timestamps: Option<(f64, f64)>,
+    timestamp: Option<(f64, f64)>,
     sample_rate: Option<u32>,
     num_channels: Option<u16>,
-    key: Option<&str>,
+    name: Option<&str>,
 ) -> PyResult<AudioFrames> {
     #[cfg(feature = "decode-ffmpeg")]
     {
-        let opts = imp::audio_options(sample_rate, num_channels, timestamps)?;
-        match imp::run_py(py, &Spec::Audio(opts), src, key)? {
+        let opts = imp::audio_options(sample_rate, num_channels, timestamp)?;
+        match imp::run_py(py, &Spec::Audio(opts), src, name)? {
             MediaOut::Audio(a) => Ok(a),
             MediaOut::Video(_) => unreachable!("an audio spec gives audio"),
         }
     }
     #[cfg(not(feature = "decode-ffmpeg"))]
     {
-        let _ = (py, src, timestamps, sample_rate, num_channels, key);
+        let _ = (py, src, timestamp, sample_rate, num_channels, name);
         Err(no_ffmpeg("load_audio"))
     }
 }
 
 /// The stage behind `spdl_rs.ops.load_video` (paths) and `decode_video` (`from_bytes`).
 #[pyfunction]
-#[pyo3(name = "op_video", signature = (from_bytes, timestamps=None, *, indices=None, step=None, played_at=None, width=None, height=None, pixel_format="rgb", filter="bicubic", num_threads=1, apply_rotation=true, num_clips=None, frames_per_clip=None, stride=1))]
+#[pyo3(name = "op_video", signature = (from_bytes, timestamp=None, *, indices=None, step=None, played_at=None, width=None, height=None, pixel_format="rgb", filter="bicubic", num_threads=1, apply_rotation=true, num_clips=None, frames_per_clip=None, stride=1))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn op_video(
     from_bytes: bool,
-    timestamps: Option<(f64, f64)>,
+    timestamp: Option<(f64, f64)>,
     indices: Option<Vec<i64>>,
     step: Option<usize>,
     played_at: Option<Vec<f64>>,
@@ -752,7 +752,7 @@ pub(crate) fn op_video(
     #[cfg(feature = "decode-ffmpeg")]
     {
         let opts = imp::video_options(
-            timestamps,
+            timestamp,
             indices,
             step,
             played_at,
@@ -768,7 +768,7 @@ pub(crate) fn op_video(
             (Some(n), Some(t)) => {
                 if !matches!(opts.selection, spdl_io::FrameSelection::All) {
                     return Err(pyo3::exceptions::PyValueError::new_err(
-                        "clips (num_clips, frames_per_clip) choose their own frames: do not also give timestamps, indices, step or played_at",
+                        "clips (num_clips, frames_per_clip) choose their own frames: do not also give timestamp, indices, step or played_at",
                     ));
                 }
                 Spec::Clips(imp::clip_sampling(n, t, stride)?, opts)
@@ -784,7 +784,7 @@ pub(crate) fn op_video(
     #[cfg(not(feature = "decode-ffmpeg"))]
     {
         let _ = (
-            timestamps,
+            timestamp,
             indices,
             step,
             played_at,
@@ -806,10 +806,10 @@ pub(crate) fn op_video(
 
 /// The stage behind `spdl_rs.ops.load_audio` (paths) and `decode_audio` (`from_bytes`).
 #[pyfunction]
-#[pyo3(name = "op_audio", signature = (from_bytes, timestamps=None, *, sample_rate=None, num_channels=None))]
+#[pyo3(name = "op_audio", signature = (from_bytes, timestamp=None, *, sample_rate=None, num_channels=None))]
 pub(crate) fn op_audio(
     from_bytes: bool,
-    timestamps: Option<(f64, f64)>,
+    timestamp: Option<(f64, f64)>,
     sample_rate: Option<u32>,
     num_channels: Option<u16>,
 ) -> PyResult<NativeOp> {
@@ -820,12 +820,12 @@ pub(crate) fn op_audio(
     };
     #[cfg(feature = "decode-ffmpeg")]
     {
-        let opts = imp::audio_options(sample_rate, num_channels, timestamps)?;
+        let opts = imp::audio_options(sample_rate, num_channels, timestamp)?;
         Ok(imp::op(Spec::Audio(opts), from_bytes, name))
     }
     #[cfg(not(feature = "decode-ffmpeg"))]
     {
-        let _ = (timestamps, sample_rate, num_channels);
+        let _ = (timestamp, sample_rate, num_channels);
         Err(no_ffmpeg(name))
     }
 }

@@ -203,7 +203,7 @@ def test_corrupt_and_missing_files_name_the_source(tmp_path):
     with pytest.raises(ValueError, match=r"not_a_video\.mp4: "):
         io.load_video(junk)
     with pytest.raises(ValueError, match=r"^clip-7: "):
-        io.load_video(b"\x00" * 100, key="clip-7")
+        io.load_video(b"\x00" * 100, name="clip-7")
     with pytest.raises(FileNotFoundError, match=r"missing\.mp4"):
         io.load_video(tmp_path / "missing.mp4")
     with pytest.raises(ValueError, match=r"vtest_384x288_msmpeg4\.avi: unsupported"):
@@ -331,5 +331,9 @@ def test_native_op_called_directly():
     op = ops.load_video(num_clips=2, frames_per_clip=3, stride=5)
     v = op(str(VTEST))
     assert v.shape == [2, 3, 288, 384, 3]
+    a = ops.decode_audio(sample_rate=8000)((AUDIO / "sine_44100Hz_stereo_LR.flac").read_bytes())
+    assert (a.key, a.sample_rate, a.shape) == ("<bytes>", 8000, (2, 2000))
+    with pytest.raises(ValueError, match="decode_video expects bytes"):
+        ops.decode_video()(12)
     with pytest.raises(ValueError, match="at most one|choose their own frames"):
         ops.load_video(num_clips=2, frames_per_clip=3, step=2)

@@ -329,7 +329,7 @@ class AudioFrames:
 
 def load_video(
     src: _Src,
-    timestamps: tuple[float, float] | None = None,
+    timestamp: tuple[float, float] | None = None,
     *,
     indices: Sequence[int] | None = None,
     step: int | None = None,
@@ -340,7 +340,7 @@ def load_video(
     filter: str = "bicubic",
     num_threads: int = 1,
     apply_rotation: bool = True,
-    key: str | None = None,
+    name: str | None = None,
 ) -> VideoFrames: ...
 def load_video_clips(
     src: _Src,
@@ -354,22 +354,22 @@ def load_video_clips(
     filter: str = "bicubic",
     num_threads: int = 1,
     apply_rotation: bool = True,
-    key: str | None = None,
+    name: str | None = None,
 ) -> VideoFrames: ...
 def load_audio(
     src: _Src,
-    timestamps: tuple[float, float] | None = None,
+    timestamp: tuple[float, float] | None = None,
     *,
     sample_rate: int | None = None,
     num_channels: int | None = None,
-    key: str | None = None,
+    name: str | None = None,
 ) -> AudioFrames: ...
 def ffmpeg_versions() -> str | None:
     """FFmpeg library versions, or ``None`` when built without FFmpeg."""
 
 def op_video(
     from_bytes: bool,
-    timestamps: tuple[float, float] | None = None,
+    timestamp: tuple[float, float] | None = None,
     *,
     indices: Sequence[int] | None = None,
     step: int | None = None,
@@ -386,7 +386,7 @@ def op_video(
 ) -> NativeOp: ...
 def op_audio(
     from_bytes: bool,
-    timestamps: tuple[float, float] | None = None,
+    timestamp: tuple[float, float] | None = None,
     *,
     sample_rate: int | None = None,
     num_channels: int | None = None,

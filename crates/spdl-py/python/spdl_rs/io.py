@@ -49,7 +49,7 @@ Src = str | os.PathLike[str] | bytes | bytearray | memoryview
 
 def load_video(
     src: Src,
-    timestamps: tuple[float, float] | None = None,
+    timestamp: tuple[float, float] | None = None,
     *,
     indices: Sequence[int] | None = None,
     step: int | None = None,
@@ -60,19 +60,19 @@ def load_video(
     filter: str = "bicubic",
     num_threads: int = 1,
     apply_rotation: bool = True,
-    key: str | None = None,
+    name: str | None = None,
 ) -> VideoFrames:
     """Decodes frames of a video into one ``uint8`` array, with the GIL released.
 
     ``src``: a path (``str`` / ``os.PathLike``, demuxed straight from the file) or the bytes of
     a whole file (``bytes`` without a copy; ``bytearray``, ``memoryview`` or a ``uint8``
-    buffer are copied once). ``key`` names in-memory bytes in errors (default ``"<bytes>"``).
+    buffer are copied once). ``name`` names in-memory bytes in errors (default ``"<bytes>"``; SPDL's ``name``).
 
     Which frames (at most one of these; default: every frame, in presentation order):
 
-    - ``timestamps=(start, end)``: frames with ``start <= pts < end``, seconds (``end`` may be
+    - ``timestamp=(start, end)``: frames with ``start <= pts < end``, seconds (``end`` may be
       ``float("inf")``); seeks first, so ``indices`` of the result is ``None``. As SPDL's
-      ``load_video(src, timestamps=...)``;
+      ``load_video(src, timestamp=...)``;
     - ``indices=[...]``: these decoded-frame indices (from 0, presentation order), in this
       order, repeats allowed (decord's ``get_batch``);
     - ``step=k``: frames 0, k, 2k, ...;
@@ -98,7 +98,7 @@ def load_video(
     """
     return _native.load_video(
         src,
-        timestamps,
+        timestamp,
         indices=None if indices is None else list(indices),
         step=step,
         played_at=None if played_at is None else list(played_at),
@@ -108,7 +108,7 @@ def load_video(
         filter=filter,
         num_threads=num_threads,
         apply_rotation=apply_rotation,
-        key=key,
+        name=name,
     )
 
 
@@ -124,7 +124,7 @@ def load_video_clips(
     filter: str = "bicubic",
     num_threads: int = 1,
     apply_rotation: bool = True,
-    key: str | None = None,
+    name: str | None = None,
 ) -> VideoFrames:
     """Samples ``num_clips`` clips of ``frames_per_clip`` frames, ``stride`` frames apart,
     spread evenly over the video (first clip at frame 0, last one ending at the last frame;
@@ -146,21 +146,21 @@ def load_video_clips(
         filter=filter,
         num_threads=num_threads,
         apply_rotation=apply_rotation,
-        key=key,
+        name=name,
     )
 
 
 def load_audio(
     src: Src,
-    timestamps: tuple[float, float] | None = None,
+    timestamp: tuple[float, float] | None = None,
     *,
     sample_rate: int | None = None,
     num_channels: int | None = None,
-    key: str | None = None,
+    name: str | None = None,
 ) -> AudioFrames:
     """Decodes the best audio stream of a file into a ``float32`` waveform, GIL released.
 
-    ``src`` and ``key`` as :func:`load_video`. ``timestamps=(start, end)`` keeps the samples
+    ``src`` and ``name`` as :func:`load_video`. ``timestamp=(start, end)`` keeps the samples
     with ``start <= t < end`` (seconds). ``sample_rate`` (Hz) and ``num_channels`` resample and
     remix through FFmpeg's swresample, like ``ffmpeg -ar R -ac C`` (a fresh resampler per call).
 
@@ -170,7 +170,7 @@ def load_audio(
 
     Raises as :func:`load_video` (``"unsupported"``: no audio stream).
     """
-    return _native.load_audio(src, timestamps, sample_rate=sample_rate, num_channels=num_channels, key=key)
+    return _native.load_audio(src, timestamp, sample_rate=sample_rate, num_channels=num_channels, name=name)
 
 
 def to_numpy(buffer: CPUBuffer) -> Any:

@@ -145,7 +145,7 @@ def collate(*, normalize: bool = False) -> NativeOp:
 
 
 def load_video(
-    timestamps: tuple[float, float] | None = None,
+    timestamp: tuple[float, float] | None = None,
     *,
     indices: Sequence[int] | None = None,
     step: int | None = None,
@@ -171,7 +171,7 @@ def load_video(
     """
     return _video(
         False,
-        timestamps,
+        timestamp,
         indices=None if indices is None else list(indices),
         step=step,
         played_at=None if played_at is None else list(played_at),
@@ -188,7 +188,7 @@ def load_video(
 
 
 def decode_video(
-    timestamps: tuple[float, float] | None = None,
+    timestamp: tuple[float, float] | None = None,
     *,
     indices: Sequence[int] | None = None,
     step: int | None = None,
@@ -209,7 +209,7 @@ def decode_video(
     """
     return _video(
         True,
-        timestamps,
+        timestamp,
         indices=None if indices is None else list(indices),
         step=step,
         played_at=None if played_at is None else list(played_at),
@@ -226,7 +226,7 @@ def decode_video(
 
 
 def load_audio(
-    timestamps: tuple[float, float] | None = None,
+    timestamp: tuple[float, float] | None = None,
     *,
     sample_rate: int | None = None,
     num_channels: int | None = None,
@@ -238,11 +238,11 @@ def load_audio(
     resampler, so no state carries from one file to the next. Failure: the message names the
     file and the reason. Raises ``RuntimeError`` in a build without FFmpeg.
     """
-    return _audio(False, timestamps, sample_rate=sample_rate, num_channels=num_channels)
+    return _audio(False, timestamp, sample_rate=sample_rate, num_channels=num_channels)
 
 
 def decode_audio(
-    timestamps: tuple[float, float] | None = None,
+    timestamp: tuple[float, float] | None = None,
     *,
     sample_rate: int | None = None,
     num_channels: int | None = None,
@@ -250,4 +250,4 @@ def decode_audio(
     """A stage decoding the bytes of each audio file (from :func:`read_file`). Arguments and
     output as :func:`load_audio`.
     """
-    return _audio(True, timestamps, sample_rate=sample_rate, num_channels=num_channels)
+    return _audio(True, timestamp, sample_rate=sample_rate, num_channels=num_channels)
