@@ -545,14 +545,21 @@ mod imp {
         .map_err(crate::error::io_err)
     }
 
+    /// What a video/audio native stage does.
+    #[derive(Debug)]
+    pub(crate) struct Stage {
+        /// The decoding.
+        pub(crate) spec: Spec,
+        /// Takes file bytes (`ops.read_file()`) when true, else paths.
+        pub(crate) from_bytes: bool,
+    }
+
     /// The native stage for `spec`: `from_bytes` takes file bytes (`ops.read_file()`), else
     /// paths.
     pub(crate) fn op(spec: Spec, from_bytes: bool, name: &'static str) -> NativeOp {
+        let stage = Stage { spec, from_bytes };
         NativeOp::new(
-            crate::ops::NativeKind::Media {
-                spec: std::sync::Arc::new(spec),
-                from_bytes,
-            },
+            crate::ops::NativeKind::Media(std::sync::Arc::new(stage)),
             name,
         )
     }
@@ -560,13 +567,13 @@ mod imp {
     /// One item through a media stage (runs on a worker thread, without the GIL unless the
     /// item is a Python object).
     pub(crate) fn apply(
-        spec: &Spec,
-        from_bytes: bool,
+        stage: &Stage,
         name: &str,
         item: crate::item::Item,
     ) -> Result<MediaOut, crate::ops::OpError> {
         use crate::item::Item;
-        if from_bytes {
+        let spec = &stage.spec;
+        if stage.from_bytes {
             let (key, label, data) = match item {
                 Item::Bytes {
                     key, label, data, ..
@@ -599,7 +606,7 @@ mod imp {
 }
 
 #[cfg(feature = "decode-ffmpeg")]
-pub(crate) use imp::{apply, Spec};
+pub(crate) use imp::{apply, Spec, Stage};
 
 /// Decodes the frames of a video (a path or its bytes) into `[T, H, W, C]` `uint8` with their
 /// timestamp, with the GIL released. See `spdl_rs.io.load_video` (`python/spdl_rs/io.py`)

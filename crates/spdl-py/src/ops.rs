@@ -22,12 +22,9 @@ pub(crate) enum NativeKind {
         normalize: bool,
     },
     /// Video or audio decoding (`ops.load_video`, `decode_video`, `load_audio`,
-    /// `decode_audio`): from file bytes when `from_bytes`, else from paths.
+    /// `decode_audio`).
     #[cfg(feature = "decode-ffmpeg")]
-    Media {
-        spec: Arc<crate::media::Spec>,
-        from_bytes: bool,
-    },
+    Media(Arc<crate::media::Stage>),
 }
 
 /// A native pipeline stage (made by `spdl_rs.ops.read_file()`, `decode_image()`,
@@ -170,11 +167,8 @@ impl NativeOp {
                 Ok(Some(Item::Batch(collate_items(batch, *normalize)?)))
             }
             #[cfg(feature = "decode-ffmpeg")]
-            NativeKind::Media { spec, from_bytes } => Ok(Some(Item::Media(crate::media::apply(
-                spec,
-                *from_bytes,
-                self.name,
-                item,
+            NativeKind::Media(stage) => Ok(Some(Item::Media(crate::media::apply(
+                stage, self.name, item,
             )?))),
         }
     }
