@@ -366,3 +366,21 @@ def test_native_op_called_directly():
         ops.decode_video()(12)
     with pytest.raises(ValueError, match="at most one|choose their own frames"):
         ops.load_video(num_clips=2, frames_per_clip=3, step=2)
+
+
+@needs_ffmpeg
+def test_labelled_listing_keeps_labels_through_the_video_stage(tmp_path):
+    for cls, src in [("cats", VTEST), ("dogs", VFR)]:
+        (tmp_path / cls).mkdir()
+        (tmp_path / cls / src.name).write_bytes(src.read_bytes())
+    files = sources.image_folder(tmp_path, extensions=["avi", "mp4"])
+    pipeline = (
+        PipelineBuilder()
+        .add_source(files)
+        .pipe(ops.load_video(step=10), concurrency=2)
+        .add_sink(2)
+        .build(num_threads=2)
+    )
+    with pipeline.auto_stop():
+        got = {pathlib.Path(v.key).name: (v.label, v.indices) for v in pipeline}
+    assert got == {VTEST.name: (0, [0, 10]), VFR.name: (1, [0, 10])}
