@@ -1,6 +1,6 @@
-//! `cargo xtask wheel`: the Python wheel of `crates/spdl-py` (module `spdl_rs`), built with
-//! maturin from the test venv into `target/wheels`. `cargo xtask test` reuses [`build`] and
-//! [`install`].
+//! `cargo xtask wheel`: the Python wheel of `crates/spdl-py` (module `spdl_rs`, with FFmpeg video
+//! and audio: feature `decode-ffmpeg`), built with maturin from the test venv into
+//! `target/wheels`. `cargo xtask test` reuses [`build`] and [`install`].
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
@@ -12,11 +12,14 @@ use crate::setup;
 
 const MANIFEST: &str = "crates/spdl-py/Cargo.toml";
 
-/// Cargo features of `spdl-py` in the wheel (and so in the Python tests). Each loads its native
-/// library at run time or builds it in, so the wheel still builds on any machine:
-/// - `cuda`: `ops.to_device`, `io.transfer_buffer`, `CUDABuffer` (the tests check the
-///   no-driver errors without a GPU).
-const FEATURES: &[&str] = &["cuda"];
+/// Cargo features of `spdl-py` in the wheel (and so in the Python tests):
+/// - `cuda`: `ops.to_device`, `io.transfer_buffer`, `CUDABuffer`; CUDA is loaded at run time, so
+///   this builds anywhere (the tests check the no-driver errors without a GPU);
+/// - `decode-ffmpeg`: video/audio through the system FFmpeg (its dev packages come with
+///   `setup::system`). That wheel links the system's FFmpeg libraries, so it gets this
+///   machine's tag (`--compatibility linux`): for a manylinux tag maturin would try to bundle
+///   FFmpeg's many shared libraries (with patchelf).
+const FEATURES: &[&str] = &["cuda", "decode-ffmpeg"];
 
 pub(crate) fn run() -> Result<()> {
     setup::system()?;
@@ -38,7 +41,7 @@ pub(crate) fn build() -> Result<PathBuf> {
     Cmd::new(setup::venv_bin("maturin"))
         .args(["build", "--release", "-m", MANIFEST])
         .arg(format!("--features={}", FEATURES.join(",")))
-        .arg("-i")
+        .args(["--compatibility", "linux", "-i"])
         .arg(setup::venv_bin("python"))
         .arg("-o")
         .arg(&out)

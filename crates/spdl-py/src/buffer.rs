@@ -214,6 +214,44 @@ impl CpuBuffer {
         }
     }
 
+    /// `u8` samples of `shape` (e.g. video frames `[T, H, W, C]`); the vector is moved, not
+    /// copied. `data.len()` must equal the product of `shape`.
+    #[cfg_attr(not(feature = "decode-ffmpeg"), allow(dead_code))]
+    pub(crate) fn from_u8(data: Vec<u8>, shape: Vec<usize>, key: String) -> Self {
+        debug_assert_eq!(data.len(), shape.iter().product::<usize>());
+        CpuBuffer::new(
+            Storage::U8(data.into_boxed_slice()),
+            shape,
+            vec![key],
+            vec![None],
+        )
+    }
+
+    /// `f32` samples of `shape` (e.g. a waveform `[C, S]`); the vector is moved, not copied.
+    /// `data.len()` must equal the product of `shape`.
+    #[cfg_attr(not(feature = "decode-ffmpeg"), allow(dead_code))]
+    pub(crate) fn from_f32(data: Vec<f32>, shape: Vec<usize>, key: String) -> Self {
+        debug_assert_eq!(data.len(), shape.iter().product::<usize>());
+        CpuBuffer::new(
+            Storage::F32(data.into_boxed_slice()),
+            shape,
+            vec![key],
+            vec![None],
+        )
+    }
+
+    /// Another `CPUBuffer` over the same memory (no copy): the memory lives while either does.
+    pub(crate) fn share(&self) -> Self {
+        CpuBuffer {
+            mem: Arc::clone(&self.mem),
+            dtype: self.dtype,
+            shape: self.shape.clone(),
+            strides: self.strides.clone(),
+            keys: self.keys.clone(),
+            labels: self.labels.clone(),
+        }
+    }
+
     fn nbytes(&self) -> usize {
         self.shape.iter().product::<isize>() as usize * self.dtype.itemsize()
     }

@@ -49,6 +49,9 @@ pub(crate) enum Item {
     HostBatch(spdl_cuda::HostBatch),
     /// A batch in device memory (from `ops.to_device`).
     Device(CudaBuffer),
+    /// Decoded video frames or audio (from the `ops` video/audio stages).
+    #[cfg_attr(not(feature = "decode-ffmpeg"), allow(dead_code))]
+    Media(crate::media::MediaOut),
 }
 
 impl Item {
@@ -84,6 +87,7 @@ impl Item {
                 Py::new(py, CpuBuffer::from_image(image, key, label))?.into_any()
             }
             Item::Batch(b) => Py::new(py, CpuBuffer::from_batch(b))?.into_any(),
+            Item::Media(m) => m.into_py(py)?,
             Item::List(items) => {
                 let objs = items
                     .into_iter()
@@ -119,6 +123,8 @@ impl Item {
             Item::List(_) => "a list",
             Item::HostBatch(_) => "a batch in pinned memory",
             Item::Device(_) => "a CUDA batch",
+            Item::Media(crate::media::MediaOut::Video(_)) => "decoded video frames",
+            Item::Media(crate::media::MediaOut::Audio(_)) => "decoded audio",
         }
     }
 }

@@ -19,6 +19,7 @@ mod cuda;
 mod error;
 mod io;
 mod item;
+mod media;
 mod ops;
 mod pipeline;
 mod sources;
@@ -104,6 +105,14 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sources::image_folder, m)?)?;
     m.add_function(wrap_pyfunction!(sources::merge_states, m)?)?;
     m.add_function(wrap_pyfunction!(pipeline::build_pipeline, m)?)?;
+    m.add_class::<media::VideoFrames>()?;
+    m.add_class::<media::AudioFrames>()?;
+    m.add_function(wrap_pyfunction!(media::load_video, m)?)?;
+    m.add_function(wrap_pyfunction!(media::load_video_clips, m)?)?;
+    m.add_function(wrap_pyfunction!(media::load_audio, m)?)?;
+    m.add_function(wrap_pyfunction!(media::ffmpeg_versions, m)?)?;
+    m.add_function(wrap_pyfunction!(media::op_video, m)?)?;
+    m.add_function(wrap_pyfunction!(media::op_audio, m)?)?;
     m.add_function(wrap_pyfunction!(_gil_acquisitions, m)?)?;
     m.add_function(wrap_pyfunction!(init_logging, m)?)?;
     Ok(())

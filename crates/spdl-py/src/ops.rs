@@ -18,8 +18,15 @@ pub(crate) enum NativeKind {
     ReadFile,
     Decode(Arc<spdl_io::ImageLoader>),
     Load(Arc<spdl_io::ImageLoader>),
-    Collate { normalize: bool },
+    Collate {
+        normalize: bool,
+    },
+    /// A host-to-device copy (`ops.to_device`).
     ToDevice(Arc<crate::cuda::CudaTarget>),
+    /// Video or audio decoding (`ops.load_video`, `decode_video`, `load_audio`,
+    /// `decode_audio`).
+    #[cfg(feature = "decode-ffmpeg")]
+    Media(Arc<crate::media::Stage>),
 }
 
 /// A native pipeline stage (made by `spdl_rs.ops.read_file()`, `decode_image()`,
@@ -34,7 +41,7 @@ pub(crate) struct NativeOp {
 }
 
 impl NativeOp {
-    fn new(kind: NativeKind, name: &'static str) -> Self {
+    pub(crate) fn new(kind: NativeKind, name: &'static str) -> Self {
         NativeOp {
             kind,
             name,
@@ -51,12 +58,12 @@ impl NativeOp {
     }
 }
 
-type OpError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) type OpError = Box<dyn std::error::Error + Send + Sync>;
 
 type PathOf = (PathBuf, String, Option<i64>, Option<Pos>);
 
 /// The path an item designates, its label and its position (for a listed sample).
-fn path_of(item: Item, op: &str) -> Result<PathOf, OpError> {
+pub(crate) fn path_of(item: Item, op: &str) -> Result<PathOf, OpError> {
     match item {
         Item::Str(s) => Ok((PathBuf::from(&s), s, None, None)),
         Item::Sample { path, label, pos } => {
@@ -81,7 +88,7 @@ fn path_of(item: Item, op: &str) -> Result<PathOf, OpError> {
     }
 }
 
-fn type_name(obj: &Bound<'_, PyAny>) -> String {
+pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type()
         .name()
         .map(|n| n.to_string())
@@ -183,6 +190,10 @@ impl NativeOp {
                 }
             }
             NativeKind::ToDevice(target) => Ok(Some(Item::Device(target.transfer_item(item)?))),
+            #[cfg(feature = "decode-ffmpeg")]
+            NativeKind::Media(stage) => Ok(Some(Item::Media(crate::media::apply(
+                stage, self.name, item,
+            )?))),
         }
     }
 }

@@ -4,9 +4,11 @@ Submodules:
 
 - :mod:`spdl_rs.pipeline`: ``PipelineBuilder`` / ``Pipeline`` with SPDL 0.8's names and semantics.
 - :mod:`spdl_rs.ops`: native pipeline stages (``read_file``, ``decode_image``, ``load_image``,
-  ``collate``, ``to_device``) that run on Rust threads without the GIL.
-- :mod:`spdl_rs.io`: ``load_image``, ``decode_image``, ``load_image_batch`` (GIL released),
-  the zero-copy ``CPUBuffer`` and ``CUDABuffer``, ``transfer_buffer``.
+  ``collate``, ``to_device``; ``load_video``, ``decode_video``, ``load_audio``, ``decode_audio``
+  with FFmpeg) that run on Rust threads without the GIL.
+- :mod:`spdl_rs.io`: ``load_image``, ``decode_image``, ``load_image_batch``, ``load_video``,
+  ``load_video_clips``, ``load_audio`` (GIL released), the zero-copy ``CPUBuffer`` and
+  ``CUDABuffer``, ``transfer_buffer``.
 - :mod:`spdl_rs.sources`: native file listings (``list_files``, ``image_folder``).
 """
 

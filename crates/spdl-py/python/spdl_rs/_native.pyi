@@ -405,3 +405,124 @@ def _export_probe(
     buffer: CPUBuffer, device_type: int = 1, device_id: int = 0, stream: int | None = None
 ) -> _ExportProbe:
     """Test stand-in of CUDABuffer's export code over host memory."""
+
+# Video and audio (feature `decode-ffmpeg`; without it these raise RuntimeError).
+
+_Src = str | PathLike[str] | bytes | bytearray | memoryview
+
+@final
+class VideoFrames:
+    """Decoded frames: ``frames`` ``uint8`` ``[T, H, W, C]`` (``[N, T, H, W, C]`` for clips),
+    ``pts`` in seconds, decoded-frame ``indices`` (``None`` after a time-window seek)."""
+
+    @property
+    def frames(self) -> CPUBuffer: ...
+    @property
+    def shape(self) -> list[int]: ...
+    @property
+    def pts(self) -> list[float]: ...
+    @property
+    def indices(self) -> list[int] | None: ...
+    @property
+    def rotation(self) -> int: ...
+    @property
+    def stream_rotation(self) -> int: ...
+    @property
+    def num_decoded(self) -> int | None: ...
+    @property
+    def codec(self) -> str: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def label(self) -> int | None: ...
+    def __len__(self) -> int: ...
+
+@final
+class AudioFrames:
+    """Decoded waveform: ``waveform`` ``float32`` ``[C, S]``, ``sample_rate`` in Hz."""
+
+    @property
+    def waveform(self) -> CPUBuffer: ...
+    @property
+    def shape(self) -> tuple[int, int]: ...
+    @property
+    def sample_rate(self) -> int: ...
+    @property
+    def num_channels(self) -> int: ...
+    @property
+    def num_samples(self) -> int: ...
+    @property
+    def start(self) -> float: ...
+    @property
+    def duration(self) -> float: ...
+    @property
+    def codec(self) -> str: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def label(self) -> int | None: ...
+
+def load_video(
+    src: _Src,
+    timestamp: tuple[float, float] | None = None,
+    *,
+    indices: Sequence[int] | None = None,
+    step: int | None = None,
+    played_at: Sequence[float] | None = None,
+    width: int | None = None,
+    height: int | None = None,
+    pixel_format: str = "rgb",
+    filter: str = "bicubic",
+    num_threads: int = 1,
+    apply_rotation: bool = True,
+    name: str | None = None,
+) -> VideoFrames: ...
+def load_video_clips(
+    src: _Src,
+    num_clips: int,
+    frames_per_clip: int,
+    *,
+    stride: int = 1,
+    width: int | None = None,
+    height: int | None = None,
+    pixel_format: str = "rgb",
+    filter: str = "bicubic",
+    num_threads: int = 1,
+    apply_rotation: bool = True,
+    name: str | None = None,
+) -> VideoFrames: ...
+def load_audio(
+    src: _Src,
+    timestamp: tuple[float, float] | None = None,
+    *,
+    sample_rate: int | None = None,
+    num_channels: int | None = None,
+    name: str | None = None,
+) -> AudioFrames: ...
+def ffmpeg_versions() -> str | None:
+    """FFmpeg library versions, or ``None`` when built without FFmpeg."""
+
+def op_video(
+    from_bytes: bool,
+    timestamp: tuple[float, float] | None = None,
+    *,
+    indices: Sequence[int] | None = None,
+    step: int | None = None,
+    played_at: Sequence[float] | None = None,
+    width: int | None = None,
+    height: int | None = None,
+    pixel_format: str = "rgb",
+    filter: str = "bicubic",
+    num_threads: int = 1,
+    apply_rotation: bool = True,
+    num_clips: int | None = None,
+    frames_per_clip: int | None = None,
+    stride: int = 1,
+) -> NativeOp: ...
+def op_audio(
+    from_bytes: bool,
+    timestamp: tuple[float, float] | None = None,
+    *,
+    sample_rate: int | None = None,
+    num_channels: int | None = None,
+) -> NativeOp: ...

@@ -17,18 +17,36 @@ Typical chain::
         .pipe(ops.collate())
         .add_sink(4)
         .build(num_threads=4)
+
+Video and audio stages (``load_video``, ``decode_video``, ``load_audio``, ``decode_audio``) need
+a build with FFmpeg (see :mod:`spdl_rs.io`); without it, making one raises ``RuntimeError``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ._native import NativeOp
+from ._native import op_audio as _audio
 from ._native import op_collate as _collate
 from ._native import op_decode_image as _decode_image
 from ._native import op_load_image as _load_image
 from ._native import op_read_file as _read_file
 from ._native import op_to_device as _to_device
+from ._native import op_video as _video
 
-__all__ = ["NativeOp", "read_file", "decode_image", "load_image", "collate", "to_device"]
+__all__ = [
+    "NativeOp",
+    "read_file",
+    "decode_image",
+    "load_image",
+    "collate",
+    "to_device",
+    "load_video",
+    "decode_video",
+    "load_audio",
+    "decode_audio",
+]
 
 
 def read_file() -> NativeOp:
@@ -160,3 +178,112 @@ def to_device(device: str | int | None = None) -> NativeOp:
       ``RuntimeError``.
     """
     return _to_device(device)
+
+
+def load_video(
+    timestamp: tuple[float, float] | None = None,
+    *,
+    indices: Sequence[int] | None = None,
+    step: int | None = None,
+    played_at: Sequence[float] | None = None,
+    width: int | None = None,
+    height: int | None = None,
+    pixel_format: str = "rgb",
+    filter: str = "bicubic",
+    num_threads: int = 1,
+    apply_rotation: bool = True,
+    num_clips: int | None = None,
+    frames_per_clip: int | None = None,
+    stride: int = 1,
+) -> NativeOp:
+    """A stage decoding each video path (``str``, ``os.PathLike`` or a listed sample), GIL-free.
+
+    Output: a :class:`spdl_rs.io.VideoFrames` (``frames`` ``uint8`` ``[T, H, W, C]``, ``pts``
+    in seconds, ``label`` of a labelled listing). Frame selection and output arguments as
+    :func:`spdl_rs.io.load_video`; with ``num_clips`` and ``frames_per_clip`` (and
+    ``stride``), clips as :func:`spdl_rs.io.load_video_clips` (``[N, T, H, W, C]``).
+    Failure (counted against ``max_failures``): the message names the file and the reason.
+    Raises ``ValueError`` now for bad arguments, ``RuntimeError`` in a build without FFmpeg.
+    """
+    return _video(
+        False,
+        timestamp,
+        indices=None if indices is None else list(indices),
+        step=step,
+        played_at=None if played_at is None else list(played_at),
+        width=width,
+        height=height,
+        pixel_format=pixel_format,
+        filter=filter,
+        num_threads=num_threads,
+        apply_rotation=apply_rotation,
+        num_clips=num_clips,
+        frames_per_clip=frames_per_clip,
+        stride=stride,
+    )
+
+
+def decode_video(
+    timestamp: tuple[float, float] | None = None,
+    *,
+    indices: Sequence[int] | None = None,
+    step: int | None = None,
+    played_at: Sequence[float] | None = None,
+    width: int | None = None,
+    height: int | None = None,
+    pixel_format: str = "rgb",
+    filter: str = "bicubic",
+    num_threads: int = 1,
+    apply_rotation: bool = True,
+    num_clips: int | None = None,
+    frames_per_clip: int | None = None,
+    stride: int = 1,
+) -> NativeOp:
+    """A stage decoding the bytes of each video file (from :func:`read_file`, or ``bytes``
+    from a Python op), demuxed from memory without a temporary file. Arguments and output as
+    :func:`load_video`.
+    """
+    return _video(
+        True,
+        timestamp,
+        indices=None if indices is None else list(indices),
+        step=step,
+        played_at=None if played_at is None else list(played_at),
+        width=width,
+        height=height,
+        pixel_format=pixel_format,
+        filter=filter,
+        num_threads=num_threads,
+        apply_rotation=apply_rotation,
+        num_clips=num_clips,
+        frames_per_clip=frames_per_clip,
+        stride=stride,
+    )
+
+
+def load_audio(
+    timestamp: tuple[float, float] | None = None,
+    *,
+    sample_rate: int | None = None,
+    num_channels: int | None = None,
+) -> NativeOp:
+    """A stage decoding each audio path, GIL-free.
+
+    Output: a :class:`spdl_rs.io.AudioFrames` (``waveform`` ``float32`` ``[C, S]``,
+    ``sample_rate`` in Hz). Arguments as :func:`spdl_rs.io.load_audio`; each file gets its own
+    resampler, so no state carries from one file to the next. Failure: the message names the
+    file and the reason. Raises ``RuntimeError`` in a build without FFmpeg.
+    """
+    return _audio(False, timestamp, sample_rate=sample_rate, num_channels=num_channels)
+
+
+def decode_audio(
+    timestamp: tuple[float, float] | None = None,
+    *,
+    sample_rate: int | None = None,
+    num_channels: int | None = None,
+) -> NativeOp:
+    """A stage decoding the bytes of each audio file (from :func:`read_file`). Arguments and
+    output as :func:`load_audio`.
+    """
+    return _audio(True, timestamp, sample_rate=sample_rate, num_channels=num_channels)
