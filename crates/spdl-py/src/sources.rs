@@ -207,6 +207,29 @@ fn remainder_name(r: spdl_sources::Remainder) -> &'static str {
     }
 }
 
+/// `(done_below, done_above)` of a pipeline `state_dict()` (`{"epoch", "done_below",
+/// "done_above"}`); `done_below` is `None` when the pipeline finished its epoch 0 (it then
+/// reports `{"epoch": 1, "done_below": 0}`): every position is done.
+fn pipeline_progress(d: &Bound<'_, PyDict>) -> PyResult<(Option<u64>, Vec<u64>)> {
+    let field = |k: &str| {
+        d.get_item(k)?.ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "pipeline_state has no {k:?}: pass a pipeline's state_dict()"
+            ))
+        })
+    };
+    let epoch: u64 = field("epoch")?.extract()?;
+    let done_below: u64 = field("done_below")?.extract()?;
+    let done_above: Vec<u64> = field("done_above")?.extract()?;
+    match epoch {
+        0 => Ok((Some(done_below), done_above)),
+        1 if done_below == 0 && done_above.is_empty() => Ok((None, Vec::new())),
+        _ => Err(PyValueError::new_err(format!(
+            "pipeline_state is for pipeline epoch {epoch}: a sampler's state covers one epoch, so build one pipeline per sampler epoch"
+        ))),
+    }
+}
+
 fn invalid_state(msg: impl std::fmt::Display) -> PyErr {
     PyValueError::new_err(format!("Sampler.from_state: {msg}"))
 }
@@ -293,8 +316,31 @@ impl Sampler {
     }
 
     /// The resumable state of this rank (`spdl_sources::SamplerState`) as a JSON string.
-    fn state(&self, py: Python<'_>) -> PyResult<String> {
-        let s = lock(&self.inner).state();
+    ///
+    /// With `pipeline_state` (a pipeline's `state_dict()`, whose source is this sampler's
+    /// share as listed when it started, e.g. `files.select(list(sampler))`), the state also
+    /// records what that pipeline delivered; the sampler itself is not changed. Raises
+    /// `ValueError` for a malformed `pipeline_state` or a position past the share.
+    #[pyo3(signature = (pipeline_state=None))]
+    fn state(
+        &self,
+        py: Python<'_>,
+        pipeline_state: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<String> {
+        let sampler = lock(&self.inner);
+        let s = match pipeline_state {
+            None => sampler.state(),
+            Some(p) => {
+                let (done_below, done_above) = pipeline_progress(p)?;
+                // A finished epoch: every item the pipeline was given.
+                let done_below =
+                    done_below.unwrap_or(sampler.num_samples() - sampler.num_delivered());
+                sampler
+                    .state_after(done_below, &done_above)
+                    .map_err(|e| PyValueError::new_err(e.to_string()))?
+            }
+        };
+        drop(sampler);
         let d = PyDict::new(py);
         d.set_item("version", s.version)?;
         d.set_item("len", s.len)?;

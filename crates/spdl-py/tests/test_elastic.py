@@ -106,3 +106,62 @@ def test_merge_states_rejects_incomplete_or_mixed():
     progress = sources.merge_states(states)
     with pytest.raises(ValueError):
         sources.Sampler.resume(progress, rank=6, world_size=6)
+
+
+def test_checkpoint_sampler_with_pipeline_state_then_change_world_size(samples):
+    """The loop a sharded job runs: each rank's pipeline is fed with its sampler's share; a
+    checkpoint saves `sampler.state(pipeline.state_dict())` (items in flight are not counted);
+    after 2 -> 3 ranks, the new pipelines deliver exactly the rest."""
+    from spdl_rs import ops
+    from spdl_rs.pipeline import PipelineBuilder
+
+    files = sources.list_files(samples)
+    everything = sorted(files.paths)
+
+    def pipeline(sampler):
+        return (
+            PipelineBuilder()
+            .add_source(files.select(list(sampler)))
+            .pipe(ops.read_file(), concurrency=4, output_order="completion")
+            .pipe(ops.decode_image(transform="eval", size=32), concurrency=4, output_order="completion")
+            .add_sink(2)
+            .build(num_threads=4)
+        )
+
+    before, states = [], []
+    for rank, take in ((0, 3), (1, 5)):
+        sampler = sources.Sampler(len(files), rank=rank, world_size=2, seed=SEED)
+        sampler.set_epoch(EPOCH)
+        p = pipeline(sampler)
+        with p.auto_stop():
+            it = iter(p)
+            before += [next(it).keys[0] for _ in range(take)]
+            states.append(sampler.state(p.state_dict()))
+        # The sampler is unchanged: asking again without the pipeline gives no progress.
+        assert json.loads(sampler.state())["delivered"] == 0
+    progress = sources.merge_states(states)
+
+    after, counts = [], set()
+    for rank in range(3):
+        sampler = sources.Sampler.resume(progress, rank=rank, world_size=3)
+        p = pipeline(sampler)
+        with p.auto_stop():
+            got = [b.keys[0] for b in p]
+            # A finished pipeline epoch: the state covers the whole share.
+            done = json.loads(sampler.state(p.state_dict()))
+        assert done["delivered"] == len(got)
+        counts.add(len(got))
+        after += got
+    assert len(counts) == 1  # equal shares (6 left over 3 ranks)
+    assert sorted(before + after) == everything
+
+
+def test_sampler_state_rejects_bad_pipeline_states():
+    s = sources.Sampler(10, rank=0, world_size=2)
+    with pytest.raises(ValueError, match="past the 5 items"):
+        s.state({"epoch": 0, "done_below": 6, "done_above": []})
+    with pytest.raises(ValueError, match="no 'done_below'"):
+        s.state({"epoch": 0})
+    with pytest.raises(ValueError, match="pipeline epoch 2"):
+        s.state({"epoch": 2, "done_below": 0, "done_above": []})
+    assert json.loads(s.state({"epoch": 0, "done_below": 2, "done_above": [4]}))["delivered"] == 2

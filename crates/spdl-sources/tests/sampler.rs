@@ -203,6 +203,41 @@ proptest! {
         }
     }
 
+    /// `state_after(pipeline positions)` equals marking the same items one by one, also on a
+    /// sampler that already had progress (a resumed run): position p = the p-th item of `iter()`.
+    #[test]
+    fn state_after_maps_pipeline_positions_to_items(
+        len in 0u64..300,
+        world_size in 1u64..12,
+        options in options(),
+        dice in any::<u64>(),
+    ) {
+        let mut dice = Dice(dice | 1);
+        for mut sampler in ranks(len, world_size, options, 2) {
+            deliver_some(&mut sampler, &mut dice); // progress before this pipeline started
+            let fed: Vec<SampledIndex> = sampler.iter().collect();
+            let n = fed.len() as u64;
+            let done_below = if n == 0 { 0 } else { dice.below(n + 1) };
+            let done_above: Vec<u64> =
+                (done_below..n).filter(|_| dice.below(3) == 0).collect();
+            let got = json_round_trip(&sampler.state_after(done_below, &done_above).unwrap());
+            let mut want = sampler.clone();
+            for (p, item) in fed.iter().enumerate() {
+                let p = p as u64;
+                if p < done_below || done_above.contains(&p) {
+                    want.mark_delivered(item.position).unwrap();
+                }
+            }
+            prop_assert_eq!(&got, &want.state());
+            // Unchanged: a later checkpoint asks again with the pipeline's newer state.
+            prop_assert_eq!(sampler.iter().len() as u64, n);
+            prop_assert_eq!(
+                sampler.state_after(n + 1, &[]).unwrap_err().kind(),
+                ErrorKind::InvalidArgument
+            );
+        }
+    }
+
     /// After a change of world size, the new ranks deliver every remaining position exactly once
     /// (with `Pad`; with `Drop`, fewer than W' are left out), with equal shares.
     #[test]

@@ -179,8 +179,12 @@ class Sampler:
         :meth:`mark_delivered`); ``padded`` marks a repeat that only evens out the ranks."""
     def mark_delivered(self, position: int) -> None:
         """Records that the item at global ``position`` was delivered (for :meth:`state`)."""
-    def state(self) -> str:
-        """This rank's resumable state (``SamplerState``), a JSON string of about 200 bytes."""
+    def state(self, pipeline_state: dict[str, Any] | None = None) -> str:
+        """This rank's resumable state (``SamplerState``), a JSON string of about 200 bytes.
+        With ``pipeline_state`` (the ``state_dict()`` of a pipeline fed with this sampler's
+        share as listed when it started), it also records what that pipeline delivered; the
+        sampler is not changed. ``ValueError`` for a malformed state or a position past the
+        share."""
     @staticmethod
     def from_state(state: str) -> Sampler:
         """The sampler a :meth:`state` was taken from, where it left off (same world size).

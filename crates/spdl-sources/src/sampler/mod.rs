@@ -325,6 +325,45 @@ impl Sampler {
         }
     }
 
+    /// The state once a pipeline fed with [`Self::iter`] (taken at this sampler's present
+    /// progress) has delivered the source positions below `done_below` and those in
+    /// `done_above`: position `p` is the `p`-th item that iterator yields. These are the fields
+    /// of the pipeline's `spdl_core::PipelineState`, so a sharded job checkpoints one value that
+    /// [`merge_states`] and [`Self::resume`] understand, even for a new world size. The sampler
+    /// itself is unchanged: ask again at the next checkpoint with the pipeline's newer state.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidArgument`] when a position is not below the number of items the
+    /// iterator yields.
+    pub fn state_after(&self, done_below: u64, done_above: &[u64]) -> Result<SamplerState> {
+        let left = self.schedule.num_items() - self.num_delivered();
+        let mut above = done_above.to_vec();
+        above.sort_unstable();
+        above.dedup();
+        let last = above.last().map_or(done_below, |&p| done_below.max(p + 1));
+        if last > left {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "pipeline position {} is past the {left} items rank {} had left in epoch {}",
+                    last - 1,
+                    self.dist.rank(),
+                    self.epoch
+                ),
+            ));
+        }
+        let mut after = self.clone();
+        // The items the iterator yields, in order: the undelivered ones after the watermark.
+        let remaining =
+            (self.delivered..self.schedule.num_items()).filter(|i| !self.ahead.contains(i));
+        for (p, item) in (0..last).zip(remaining) {
+            if p < done_below || above.binary_search(&p).is_ok() {
+                after.mark_item(item);
+            }
+        }
+        Ok(after.state())
+    }
+
     /// Restores the sampler of rank `state.rank` exactly where `state` left it, for a restart
     /// with the same world size (torchdata `load_state_dict`). Its iterator yields the rank's
     /// items that were not delivered.
