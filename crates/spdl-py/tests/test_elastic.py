@@ -160,7 +160,7 @@ def test_sampler_state_rejects_bad_pipeline_states():
     s = sources.Sampler(10, rank=0, world_size=2)
     with pytest.raises(ValueError, match="past the 5 items"):
         s.state({"epoch": 0, "done_below": 6, "done_above": []})
-    with pytest.raises(ValueError, match="no 'done_below'"):
+    with pytest.raises(ValueError, match='no "done_below"'):
         s.state({"epoch": 0})
     with pytest.raises(ValueError, match="pipeline epoch 2"):
         s.state({"epoch": 2, "done_below": 0, "done_above": []})
