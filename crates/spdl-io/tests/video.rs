@@ -557,6 +557,7 @@ fn invalid_arguments_are_rejected() {
             end: 1.0,
         },
         FrameSelection::PlayedAt(vec![f64::NAN]),
+        FrameSelection::Indices(vec![]),
     ] {
         let err = load_video(&path, &opts(sel)).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");

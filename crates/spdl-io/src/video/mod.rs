@@ -279,8 +279,8 @@ pub fn probe_video<'a>(src: impl Into<MediaSource<'a>>) -> Result<VideoInfo> {
 ///   short; damaged container or bitstream).
 /// - `Unsupported`: no video stream, or no decoder for its codec.
 /// - `InvalidArgument`: a frame index or time out of range (after decoding
-///   to the end of the stream), `Step(0)`, an empty or reversed window, a
-///   zero output size.
+///   to the end of the stream), no indices, `Step(0)`, an empty or reversed
+///   window, a zero output size.
 /// - `LimitExceeded`: the output would exceed `opts.max_output_bytes`.
 pub fn load_video<'a>(src: impl Into<MediaSource<'a>>, opts: &VideoOptions) -> Result<Video> {
     let src = src.into();
@@ -650,6 +650,10 @@ fn load(src: &MediaSource<'_>, opts: &VideoOptions) -> Result<Video> {
             };
             load_filtered(src, opts, keep, Some(start))
         }
+        FrameSelection::Indices(indices) if indices.is_empty() => Err(Error::new(
+            ErrorKind::InvalidArgument,
+            "no frame indices given: ask for at least one frame",
+        )),
         FrameSelection::Indices(indices) => load_indices(src, opts, indices, false),
         FrameSelection::PlayedAt(times) => load_played_at(src, opts, times),
     }
