@@ -226,6 +226,7 @@ impl CudaTarget {
                 let view = HostView::from_image(image, key, label);
                 Ok(self.transfer_view(&view)?)
             }
+            Item::Media(m) => Ok(self.transfer_view(&m.host_view())?),
             Item::Device(b) if b.batch.device_index() == self.index => Ok(b),
             Item::Device(b) => Err(format!(
                 "to_device(cuda:{}): the batch is already on cuda:{}",
@@ -239,11 +240,14 @@ impl CudaTarget {
                     if let Ok(cpu) = obj.cast::<CpuBuffer>() {
                         return Ok(Some(cpu.get().host_view()));
                     }
+                    if let Some(view) = crate::media::MediaOut::host_view_of(obj) {
+                        return Ok(Some(view));
+                    }
                     if obj.cast::<CudaBuffer>().is_ok() {
                         return Ok(None);
                     }
                     Err(format!(
-                        "to_device expects a batch (ops.collate() before it) or a CPUBuffer, got {}",
+                        "to_device expects a batch (ops.collate() before it), decoded video or audio, or a CPUBuffer, got {}",
                         obj.get_type().name().map(|n| n.to_string()).unwrap_or_default()
                     )
                     .into())
@@ -260,7 +264,7 @@ impl CudaTarget {
                 }
             }
             other => Err(format!(
-                "to_device expects a batch (ops.collate() before it) or a CPUBuffer, got {}",
+                "to_device expects a batch (ops.collate() before it), decoded video or audio, or a CPUBuffer, got {}",
                 other.describe()
             )
             .into()),

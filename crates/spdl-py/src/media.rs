@@ -302,6 +302,25 @@ pub(crate) enum MediaOut {
 }
 
 impl MediaOut {
+    /// The decoded samples' memory (shared, not copied) for `ops.to_device`: video frames
+    /// `[T, H, W, C]` (`[N, T, H, W, C]` for clips) `uint8`, audio `[C, S]` `float32`.
+    pub(crate) fn host_view(&self) -> crate::buffer::HostView {
+        match self {
+            MediaOut::Video(v) => v.frames.host_view(),
+            MediaOut::Audio(a) => a.waveform.host_view(),
+        }
+    }
+
+    /// The same view of a `VideoFrames` / `AudioFrames` handed over from Python, else `None`.
+    pub(crate) fn host_view_of(obj: &Bound<'_, PyAny>) -> Option<crate::buffer::HostView> {
+        if let Ok(v) = obj.cast::<VideoFrames>() {
+            return Some(v.get().frames.host_view());
+        }
+        obj.cast::<AudioFrames>()
+            .ok()
+            .map(|a| a.get().waveform.host_view())
+    }
+
     /// The Python object: `VideoFrames` or `AudioFrames`.
     pub(crate) fn into_py(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         Ok(match self {

@@ -26,7 +26,7 @@ from spdl_rs import io, ops
 from spdl_rs._native import _export_probe
 from spdl_rs.pipeline import PipelineBuilder, PipelineFailure
 
-from conftest import SAMPLES
+from conftest import REPO, SAMPLES
 
 BUILT = io.cuda_built()
 REASON = io.cuda_unavailable_reason()
@@ -138,6 +138,16 @@ def test_local_rank_picks_the_device_and_a_bad_one_is_a_value_error(monkeypatch)
     ops.to_device(0)  # an explicit index does not read LOCAL_RANK
     monkeypatch.setenv("LOCAL_RANK", "1")
     ops.to_device()
+
+
+@requires_build
+@requires_no_gpu
+@pytest.mark.skipif(io.ffmpeg_versions() is None, reason="spdl_rs built without FFmpeg")
+def test_to_device_takes_decoded_video_and_fails_only_for_the_missing_driver():
+    clip = REPO / "crates/spdl-io/tests/fixtures/media/clips/bbb_320x180_bframes.mp4"
+    frames = ops.load_video(indices=[0, 1], width=32, height=32)(str(clip))
+    with pytest.raises(RuntimeError, match="^no CUDA driver: "):
+        ops.to_device("cuda:0")(frames)
 
 
 @requires_build

@@ -153,7 +153,8 @@ def to_device(device: str | int | None = None) -> NativeOp:
     (``[N, H, W, C]`` ``uint8``, or ``[N, C, H, W]`` ``float32`` with
     ``collate(normalize=True)``); ``torch.from_dlpack(batch)`` is a CUDA tensor without a
     copy. Input: the batch of ``collate()`` (or a :class:`spdl_rs.io.CPUBuffer` from Python
-    code, or a decoded image).
+    code, a decoded image, or decoded video / audio: its ``frames`` / ``waveform`` are copied,
+    e.g. ``[T, H, W, C]`` ``uint8``).
 
     ``device``: ``"cuda:N"``, ``N``, ``"cuda"`` or ``None`` (the ``LOCAL_RANK`` device, 0 when
     unset: one GPU per rank under ``torchrun``).
