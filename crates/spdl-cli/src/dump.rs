@@ -5,16 +5,22 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Mutex;
 
 use anyhow::{bail, Context, Result};
 use npyz::WriterBuilder;
 use spdl_io::{BatchData, ImageBatch};
 
+use crate::report::Failure;
+
 /// Takes the first batch of `pipeline`, writes it to `path` as `.npy` (NumPy format 1.0,
 /// C order: `[N, H, W, C]` u8 / u16 or `[N, C, H, W]` f32, as collated) and stops the pipeline.
+/// Samples that failed before the batch was complete are named after the line that says what
+/// was written (the batch then holds fewer than `--batch-size` images).
 pub(crate) fn first_batch(
     mut pipeline: spdl_core::Pipeline<ImageBatch>,
     path: &Path,
+    failures: &Mutex<Vec<Failure>>,
 ) -> Result<ExitCode> {
     let batch = match pipeline.iter().next() {
         Some(batch) => batch.context("the pipeline failed before its first batch")?,
@@ -33,6 +39,9 @@ pub(crate) fn first_batch(
         },
         path.display()
     ));
+    for f in failures.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        crate::emit(&format!("  failed: {}: {}", f.path, f.reason));
+    }
     Ok(ExitCode::SUCCESS)
 }
 

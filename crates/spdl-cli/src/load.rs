@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressStyle};
 use spdl_core::{Op, Order, PipelineBuilder, StageConfig};
 use spdl_io::{
@@ -145,7 +146,13 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
     let (dtype, layout) = match (args.dtype, args.layout) {
         (DtypeArg::U8, None | Some(LayoutArg::Nhwc)) => (DtypeArg::U8, LayoutArg::Nhwc),
         (DtypeArg::F32, None | Some(LayoutArg::Nchw)) => (DtypeArg::F32, LayoutArg::Nchw),
-        (d, Some(l)) => bail!("--dtype {d:?} with --layout {l:?} is not supported: use u8 with nhwc, or f32 with nchw"),
+        (d, Some(l)) => bail!(
+            "--dtype {} with --layout {} is not supported: use u8 with nhwc, or f32 with nchw",
+            d.to_possible_value()
+                .map_or_else(String::new, |v| v.get_name().to_owned()),
+            l.to_possible_value()
+                .map_or_else(String::new, |v| v.get_name().to_owned())
+        ),
     };
     if args.batch_size == 0 {
         bail!("--batch-size must be at least 1");
@@ -284,7 +291,7 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
             .sink(3)
             .build(threads)?;
         if let Some(path) = &args.dump {
-            return crate::dump::first_batch(pipeline, path);
+            return crate::dump::first_batch(pipeline, path, &failures);
         }
         consume(pipeline, &args, per_epoch, &failures)
     };

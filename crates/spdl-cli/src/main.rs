@@ -86,7 +86,8 @@ pub(crate) struct LoadArgs {
     /// The per-image transform.
     #[arg(long, value_enum, default_value_t = TransformArg::Eval)]
     pub(crate) transform: TransformArg,
-    /// Decode only the region the transform keeps (libjpeg-turbo cropping); on by default.
+    /// Decode whole JPEGs even when the transform keeps only a region (by default only the
+    /// kept region is decoded, with libjpeg-turbo's cropping).
     #[arg(long)]
     pub(crate) no_region_decode: bool,
     /// Worker threads for decoding (default: the number of cores).

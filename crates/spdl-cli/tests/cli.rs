@@ -109,7 +109,17 @@ fn bad_arguments_are_clear_errors() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("not supported"), "{err}");
+    assert!(
+        err.contains("--dtype u8 with --layout nchw is not supported"),
+        "{err}"
+    );
+
+    // A huge output size fails each sample with a named limit error; the run goes on.
+    let r = json(spdl().args(["load", "--size", "100000", "--limit", "2", "--quiet"]));
+    assert_eq!(r["images"], 0);
+    assert_eq!(r["failed"], 2);
+    let failures = r["failures"].to_string();
+    assert!(failures.contains("output of 100000x100000"), "{failures}");
 
     let out = spdl()
         .args(["load", "/nonexistent/folder"])

@@ -60,6 +60,15 @@ impl ImageLoader {
         let Some(mut plan) = self.transform.plan(w, h, ctx)? else {
             return decoder.decode(bytes, &self.options);
         };
+        // The decoded input was checked on the header; the requested output is checked here,
+        // before the resize allocates it (at least 3 channels: RGB unless asked otherwise).
+        let bytes_per_sample = if info.bit_depth > 8 { 2 } else { 1 };
+        self.options.limits.check_output(
+            plan.width,
+            plan.height,
+            info.channels.max(3),
+            bytes_per_sample,
+        )?;
         let region = covering_region(&plan.src, w, h);
         let img = if self.region_decode
             && decoder.supports_region()

@@ -82,3 +82,32 @@ proptest! {
         decode_all(&file);
     }
 }
+
+/// A requested output larger than the limits is a named error before anything is allocated
+/// (a 100000x100000 resize would otherwise abort the process on allocation failure).
+#[test]
+fn huge_output_sizes_are_limit_errors() {
+    let bytes = read(&hard("02-truncated-jpeg-png", "good.jpg"));
+    let ctx = SampleContext {
+        key: "good.jpg",
+        index: 0,
+        epoch: 0,
+    };
+    for transform in [
+        Transform::Resize {
+            width: 100_000,
+            height: 100_000,
+            filter: spdl_io::Filter::Bilinear,
+        },
+        Transform::eval(100_000, spdl_io::Filter::Bilinear),
+        Transform::RandomResizedCrop(spdl_io::RandomResizedCrop::new(100_000, 0)),
+    ] {
+        let err = ImageLoader::new(transform).load(&bytes, &ctx).unwrap_err();
+        assert_eq!(err.kind(), spdl_io::ErrorKind::LimitExceeded, "{err}");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("good.jpg") && msg.contains("output of 100000x100000"),
+            "{msg}"
+        );
+    }
+}

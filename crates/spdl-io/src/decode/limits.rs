@@ -70,6 +70,39 @@ impl Limits {
     }
 }
 
+impl Limits {
+    /// Checks the output a transform asks for (`width x height x channels`, samples of
+    /// `bytes_per_sample` bytes) before it is allocated, so that a huge requested size is a
+    /// named error rather than an allocation failure that aborts the process.
+    ///
+    /// # Errors
+    /// [`ErrorKind::LimitExceeded`], e.g. `"output of 100000x100000x3 (30000000000 bytes)
+    /// exceeds the limit of 1073741824 bytes"`.
+    pub fn check_output(
+        &self,
+        width: usize,
+        height: usize,
+        channels: usize,
+        bytes_per_sample: usize,
+    ) -> Result<()> {
+        let pixels = (width as u64).saturating_mul(height as u64);
+        let bytes = pixels
+            .saturating_mul(channels as u64)
+            .saturating_mul(bytes_per_sample as u64);
+        if pixels > self.max_pixels || bytes > self.max_bytes {
+            return Err(Error::new(
+                ErrorKind::LimitExceeded,
+                format!(
+                    "output of {width}x{height}x{channels} ({bytes} bytes) exceeds the limit of \
+                     {} pixels / {} bytes: ask for a smaller size",
+                    self.max_pixels, self.max_bytes
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {
