@@ -22,10 +22,18 @@ pub(crate) fn run(args: LimitArgs) -> Result<ExitCode> {
         .max(1);
     let mut loader = ImageLoader::new(transform(&args.load)?);
     loader.region_decode = !args.load.no_region_decode;
+    // Unreadable files are counted as failed (and named), as `spdl load` does, not fatal.
+    let mut unreadable = Vec::new();
     let files: Vec<(String, Vec<u8>)> = dataset
         .iter()
-        .map(|s| Ok((spdl_io::key_from_path(&s.path), read_file(&s.path)?)))
-        .collect::<Result<_>>()?;
+        .filter_map(|s| match read_file(&s.path) {
+            Ok(bytes) => Some((spdl_io::key_from_path(&s.path), bytes)),
+            Err(e) => {
+                unreadable.push(e.to_string());
+                None
+            }
+        })
+        .collect();
     let bytes: u64 = files.iter().map(|(_, b)| b.len() as u64).sum();
 
     let next = AtomicUsize::new(0);
@@ -64,6 +72,7 @@ pub(crate) fn run(args: LimitArgs) -> Result<ExitCode> {
         "threads": threads,
         "images": images,
         "failed": failed.load(Ordering::Relaxed),
+        "unreadable": unreadable,
         "bytes_in_memory": bytes,
         "seconds": seconds,
         "images_per_second": images as f64 / seconds,
@@ -72,10 +81,14 @@ pub(crate) fn run(args: LimitArgs) -> Result<ExitCode> {
         crate::emit(&serde_json::to_string_pretty(&report)?);
     } else {
         crate::emit(&format!(
-            "spdl limit: {shown}\n  {images} images decoded + transformed from memory on {threads} threads in {seconds:.3} s: {:.1} images/s ({} failed)\n",
+            "spdl limit: {shown}\n  {images} images decoded + transformed from memory on {threads} threads in {seconds:.3} s: {:.1} images/s ({} failed, {} not read)\n",
             images as f64 / seconds,
-            failed.load(Ordering::Relaxed)
+            failed.load(Ordering::Relaxed),
+            unreadable.len()
         ));
+        for reason in &unreadable {
+            crate::emit(&format!("  not read: {reason}"));
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
