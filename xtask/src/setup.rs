@@ -40,7 +40,13 @@ const PROGRAMS: &[&str] = &["cmake", "nasm", "pkg-config", "clang"];
 
 /// What the test venv holds. Changing this list reinstalls it on the next setup.
 /// `nvidia-nvjpeg-cu12` (about 5 MB) lets the CUDA tests load libnvjpeg without a GPU.
-const PY_PACKAGES: &[&str] = &["maturin>=1.16,<2", "numpy", "pytest", "nvidia-nvjpeg-cu12"];
+const PY_PACKAGES: &[&str] = &[
+    "maturin>=1.16,<2",
+    "numpy",
+    "pytest",
+    "pillow", // the reference decoder of test_io's pixel comparison
+    "nvidia-nvjpeg-cu12",
+];
 
 /// Installed into the test venv after [`PY_PACKAGES`] where pip can (about 30 s, 650 MB with
 /// pyarrow and pandas); where it cannot (no wheel for this Python), setup warns once (the stamp

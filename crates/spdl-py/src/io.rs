@@ -10,6 +10,11 @@ use crate::buffer::CpuBuffer;
 use crate::error::{io_err, sources_err};
 use crate::item::Pos;
 
+/// An optional argument as Python shows it: the number, or `None`.
+fn py_opt(v: Option<usize>) -> String {
+    v.map_or_else(|| "None".to_owned(), |n| n.to_string())
+}
+
 /// The side of the square output of `transform="eval"`/`"train"`: `size`, or `width` when
 /// `width == height` are given instead.
 fn square_size(
@@ -24,7 +29,10 @@ fn square_size(
         (Some(s), Some(w), Some(h)) if w == s && h == s => s,
         _ => {
             return Err(PyValueError::new_err(format!(
-                "transform={transform:?} makes a square image: give size (or width == height), got size={size:?}, width={width:?}, height={height:?}"
+                "transform={transform:?} makes a square image: give size (or width == height), got size={}, width={}, height={}",
+                py_opt(size),
+                py_opt(width),
+                py_opt(height)
             )))
         }
     };
@@ -73,7 +81,10 @@ pub(crate) fn make_loader(
             },
             (w, h, s) => {
                 return Err(PyValueError::new_err(format!(
-                    "width and height must both be given (and positive) or both be None (or size alone), got width={w:?}, height={h:?}, size={s:?}"
+                    "width and height must both be given (and positive) or both be None (or size alone), got width={}, height={}, size={}",
+                    py_opt(w),
+                    py_opt(h),
+                    py_opt(s)
                 )))
             }
         },

@@ -373,7 +373,11 @@ impl Sampler {
     /// The sampler `state()` was taken from, where it left off (same world size).
     #[staticmethod]
     fn from_state(py: Python<'_>, state: &str) -> PyResult<Sampler> {
-        let d = py.import("json")?.getattr("loads")?.call1((state,))?;
+        let d = py
+            .import("json")?
+            .getattr("loads")?
+            .call1((state,))
+            .map_err(|e| invalid_state(format!("not a JSON state ({e})")))?;
         let get = |k: &str| -> PyResult<Bound<'_, PyAny>> {
             d.get_item(k)
                 .map_err(|_| invalid_state(format!("missing {k:?}")))
