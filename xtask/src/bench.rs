@@ -1,16 +1,16 @@
 //! `cargo xtask bench <what>`: the benchmarks, one variant each.
 //!
-//! `overhead` runs the `spdl-benches` crate (criterion, then a Markdown table). `decode`,
-//! `images` and `video` are the places for the decode, image-pipeline and video benchmarks:
-//! fill in their arms below as they come.
+//! `overhead` runs the `spdl-benches` crate (criterion, then a Markdown table); `decode`,
+//! `images` and `video` are the decode, image-pipeline and video benchmarks.
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use clap::Subcommand;
 
 use crate::cmd::cargo;
 
 mod decode;
 mod images;
+mod video;
 
 /// Arguments of `cargo xtask bench`.
 #[derive(clap::Args)]
@@ -31,8 +31,8 @@ enum What {
     Decode(decode::Args),
     /// The whole image pipeline: spdl-rs against SPDL 0.8, DataLoader and the limits.
     Images(images::Args),
-    /// Video decoding (not yet implemented).
-    Video,
+    /// Video decoding: spdl-io's `load_video` against SPDL 0.8's on H.264 clips.
+    Video(video::Args),
 }
 
 pub(crate) fn run(args: &Args) -> Result<()> {
@@ -56,10 +56,6 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         }
         What::Decode(a) => decode::run(a),
         What::Images(a) => images::run(a),
-        What::Video => not_yet("video"),
+        What::Video(a) => video::run(a),
     }
-}
-
-fn not_yet(what: &str) -> Result<()> {
-    bail!("`cargo xtask bench {what}` is not yet implemented")
 }
