@@ -55,9 +55,8 @@ fn _gil_acquisitions() -> u64 {
 
 /// Sends the engine's log (stage failures, `report_stats_interval` tables) to stderr at
 /// `level` (`"error"`, `"warn"`, `"info"`, `"debug"`, or a `tracing` filter such as
-/// `"spdl_core=info"`). Only the first call has an effect, and building a pipeline makes that
-/// first call itself (level from `$SPDL_RS_LOG`, else `"warn"`: each failed item is printed
-/// with its stage and reason); call this before building to choose another level.
+/// `"spdl_core=info"`). Only the first call has an effect. Without it, failed items are still
+/// counted, and `spdl_rs.pipeline` warns once per epoch with the count and the last errors.
 #[pyfunction]
 #[pyo3(signature = (level="info"))]
 fn init_logging(level: &str) {
@@ -65,12 +64,6 @@ fn init_logging(level: &str) {
         .with_env_filter(tracing_subscriber::EnvFilter::new(level))
         .with_writer(std::io::stderr)
         .try_init();
-}
-
-/// The logging a pipeline gets when the user chose none: `$SPDL_RS_LOG`, else warnings.
-pub(crate) fn init_default_logging() {
-    let level = std::env::var("SPDL_RS_LOG").unwrap_or_else(|_| "warn".to_owned());
-    init_logging(&level);
 }
 
 #[pymodule(gil_used = false)]

@@ -328,8 +328,6 @@ pub(crate) fn build_pipeline(
     max_failures: i64,
     report_stats_interval: f64,
 ) -> PyResult<PyPipeline> {
-    // Failed items are skipped and counted; without a logger nobody would see why.
-    crate::init_default_logging();
     let shared = Arc::new(Shared::default());
     let mut b: PipelineBuilder<Item> = if let Ok(list) = source.cast::<SampleList>() {
         let samples = list.get().samples.clone();

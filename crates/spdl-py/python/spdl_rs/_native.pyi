@@ -386,9 +386,7 @@ def build_pipeline(
     report_stats_interval: float,
 ) -> _Pipeline: ...
 def init_logging(level: str = "info") -> None:
-    """Sends the engine's log (failures, stats reports) to stderr; first call only. Building a
-    pipeline makes that call if nobody did (``$SPDL_RS_LOG``, else ``"warn"``: every failed
-    item is printed with its stage and reason)."""
+    """Sends the engine's log (each failure, stats reports) to stderr; first call only."""
 
 def _gil_acquisitions() -> int:
     """Times pipeline threads took the GIL since import (tests)."""

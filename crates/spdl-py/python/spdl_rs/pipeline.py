@@ -38,6 +38,7 @@ import asyncio
 import concurrent.futures
 import inspect
 import threading
+import warnings
 import weakref
 from collections.abc import AsyncIterable, Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -369,6 +370,7 @@ class Pipeline(Generic[T]):
         self._native = native
         self._loop = loop
         self._started = False
+        self._failures_warned = 0  # failures already reported by _warn_failures
         self._finalizer = weakref.finalize(self, _stop_impl, native, loop)
         _register_stop_at_exit(self)
 
@@ -429,6 +431,27 @@ class Pipeline(Generic[T]):
         Raises ``RuntimeError`` once stopped."""
         return self._native.stats()
 
+    def _warn_failures(self) -> None:
+        """At the end of an epoch: one ``RuntimeWarning`` if items failed and were skipped since
+        the last warning (with the default ``max_failures=-1`` nothing else would tell)."""
+        try:
+            failed = {st.name: st.failures for st in self._native.stats().stages if st.failures}
+        except RuntimeError:  # stopped
+            return
+        total = sum(failed.values())
+        if total <= self._failures_warned:
+            return
+        new = total - self._failures_warned
+        self._failures_warned = total
+        per_stage = ", ".join(f"{name}: {n}" for name, n in failed.items())
+        last = "; ".join(self.last_errors()[-3:])
+        warnings.warn(
+            f"{new} item(s) failed and were skipped ({per_stage}); last: {last}. Give "
+            "max_failures to stop on failures, or call spdl_rs.init_logging('warn') to log each.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
     def last_errors(self) -> list[str]:
         """The most recent failures (up to 5), each naming its stage and sample position."""
         return self._native.last_errors()
@@ -488,6 +511,7 @@ class PipelineIterator(Generic[T]):
             return self._pipeline.get_item(timeout=self._timeout)
         except EOFError:
             self._done = True
+            self._pipeline._warn_failures()
             raise StopIteration from None
         except PipelineFailure:
             self._done = True
