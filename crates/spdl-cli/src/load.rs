@@ -68,11 +68,20 @@ pub(crate) fn list_dataset(args: &LoadArgs) -> Result<(SampleList, String)> {
         ImageFolder::open(&path, &Extensions::images(), true)
             .with_context(|| format!("cannot open ImageFolder {shown}"))?
             .into_samples()
+    } else if path.is_file() && Extensions::images().matches(&path) {
+        // One image (by its extension): a dataset of one sample, not a list file.
+        SampleList::new(
+            shown.clone(),
+            vec![spdl_sources::Sample::new(path.clone(), None)],
+        )
     } else if path.is_file() {
         read_list_file(&path).with_context(|| format!("cannot read list file {shown}"))?
     } else {
         walk_dir(&path, &Extensions::images()).with_context(|| format!("cannot list {shown}"))?
     };
+    if args.limit == Some(0) {
+        bail!("--limit must be at least 1");
+    }
     if let Some(n) = args.limit {
         let name = list.name().to_string();
         let samples: Vec<_> = list.into_samples().into_iter().take(n).collect();
@@ -156,6 +165,16 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
     };
     if args.batch_size == 0 {
         bail!("--batch-size must be at least 1");
+    }
+    for (flag, value) in [
+        ("--threads", args.threads),
+        ("--decode-concurrency", args.decode_concurrency),
+        ("--read-concurrency", Some(args.read_concurrency)),
+        ("--fetch-concurrency", args.fetch_concurrency),
+    ] {
+        if value == Some(0) {
+            bail!("{flag} must be at least 1");
+        }
     }
     let threads = args
         .threads

@@ -130,6 +130,24 @@ fn bad_arguments_are_clear_errors() {
 
     let out = spdl().args(["load", "--batch-size", "0"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
+
+    let out = spdl().args(["load", "--limit", "0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--limit must be at least 1"), "{err}");
+
+    let out = spdl().args(["load", "--threads", "0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--threads must be at least 1"), "{err}");
+}
+
+#[test]
+fn one_image_file_is_a_dataset_of_one() {
+    let r = json(spdl().args(["load", "data/samples/opencv_fruits.jpg", "--quiet"]));
+    assert_eq!(r["listed"], 1);
+    assert_eq!(r["images"], 1);
+    assert_eq!(r["failed"], 0);
 }
 
 #[test]
