@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use crate::buffer::CpuBuffer;
@@ -256,55 +256,61 @@ pub(crate) fn load_image_batch(
     let loader = Arc::new(make_loader(
         width, height, color, filter, lenient, transform, size, seed,
     )?);
-    let threads = num_threads
+    let threads = batch_threads(num_threads, paths.len());
+    let batch = py.detach(|| -> PyResult<spdl_io::ImageBatch> {
+        let keys: Vec<String> = paths.iter().map(|p| spdl_io::key_from_path(p)).collect();
+        let loaded = parallel_map(paths.len(), threads, |i| {
+            let pos = Pos {
+                index: i as u64,
+                epoch,
+            };
+            spdl_sources::read_file(&paths[i])
+                .map_err(sources_err)
+                .and_then(|d| decode(&loader, &keys[i], pos, &d).map_err(io_err))
+        });
+        let mut items = Vec::with_capacity(paths.len());
+        for (image, key) in loaded.into_iter().zip(keys) {
+            items.push(spdl_io::BatchItem {
+                key,
+                label: None,
+                image: image?,
+            });
+        }
+        collate_items(items, normalize).map_err(io_err)
+    })?;
+    Ok(CpuBuffer::from_batch(batch))
+}
+
+/// Threads for a batch of `n` samples: `num_threads`, else the CPUs (at most 8), within `1..=n`.
+fn batch_threads(num_threads: Option<usize>, n: usize) -> usize {
+    num_threads
         .unwrap_or_else(|| {
             std::thread::available_parallelism()
                 .map_or(1, |n| n.get())
                 .min(8)
         })
-        .clamp(1, paths.len());
-    let batch = py.detach(|| -> PyResult<spdl_io::ImageBatch> {
-        let keys: Vec<String> = paths.iter().map(|p| spdl_io::key_from_path(p)).collect();
-        let mut slots: Vec<Option<PyResult<spdl_io::Image>>> =
-            (0..paths.len()).map(|_| None).collect();
-        let chunk = paths.len().div_ceil(threads);
+        .clamp(1, n.max(1))
+}
+
+/// `f(i)` for every `i` in `0..n`, on `threads` scoped threads that take contiguous chunks;
+/// the results in order.
+fn parallel_map<T: Send>(n: usize, threads: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let mut out: Vec<Option<T>> = (0..n).map(|_| None).collect();
+    if n > 0 {
+        let chunk = n.div_ceil(threads.max(1));
         std::thread::scope(|s| {
-            for (ci, out) in slots.chunks_mut(chunk).enumerate() {
-                let (paths, keys, loader) = (&paths, &keys, &loader);
+            for (ci, slots) in out.chunks_mut(chunk).enumerate() {
+                let f = &f;
                 s.spawn(move || {
-                    for (j, slot) in out.iter_mut().enumerate() {
-                        let i = ci * chunk + j;
-                        *slot = Some(
-                            spdl_sources::read_file(&paths[i])
-                                .map_err(sources_err)
-                                .and_then(|d| {
-                                    let pos = Pos {
-                                        index: i as u64,
-                                        epoch,
-                                    };
-                                    decode(loader, &keys[i], pos, &d).map_err(io_err)
-                                }),
-                        );
+                    for (j, slot) in slots.iter_mut().enumerate() {
+                        *slot = Some(f(ci * chunk + j));
                     }
                 });
             }
         });
-        let mut items = Vec::with_capacity(paths.len());
-        for (slot, key) in slots.into_iter().zip(keys) {
-            let image = slot.ok_or_else(|| PyOSError::new_err(format!("{key}: not loaded")))??;
-            items.push(spdl_io::BatchItem {
-                key,
-                label: None,
-                image,
-            });
-        }
-        if normalize {
-            spdl_io::collate_normalized(items, &spdl_io::Normalize::imagenet()).map_err(io_err)
-        } else {
-            spdl_io::collate(items).map_err(io_err)
-        }
-    })?;
-    Ok(CpuBuffer::from_batch(batch))
+    }
+    // Every slot was filled: each chunk's thread ran to the end (scope joins them all).
+    out.into_iter().flatten().collect()
 }
 
 /// Stacks images into one batch: `[N, H, W, C]` (or normalized `[N, C, H, W]` `float32`).
@@ -494,49 +500,26 @@ pub(crate) fn decode_image_batch(
         ));
     };
     let loader = make_loader(width, height, color, filter, lenient, transform, size, seed)?;
-    let threads = num_threads
-        .unwrap_or_else(|| {
-            std::thread::available_parallelism()
-                .map_or(1, |n| n.get())
-                .min(8)
-        })
-        .clamp(1, n.max(1));
+    let threads = batch_threads(num_threads, n);
     let (batch, failed) = py.detach(|| -> PyResult<_> {
-        let mut slots: Vec<Option<Result<spdl_io::Image, String>>> = (0..n).map(|_| None).collect();
-        if n > 0 {
-            let chunk = n.div_ceil(threads);
-            std::thread::scope(|s| {
-                for (ci, out) in slots.chunks_mut(chunk).enumerate() {
-                    let (input, keys, loader, indices) = (&input, &keys, &loader, &indices);
-                    s.spawn(move || {
-                        for (j, slot) in out.iter_mut().enumerate() {
-                            let i = ci * chunk + j;
-                            let pos = Pos {
-                                index: indices.as_ref().map_or(i as u64, |ix| ix[i]),
-                                epoch,
-                            };
-                            let decoded = match input {
-                                BatchInput::Bytes(d) => decode(loader, &keys[i], pos, d[i]),
-                                BatchInput::Paths(p) => match spdl_sources::read_file(&p[i]) {
-                                    Ok(d) => decode(loader, &keys[i], pos, &d),
-                                    Err(e) => {
-                                        *slot = Some(Err(e.to_string()));
-                                        continue;
-                                    }
-                                },
-                            };
-                            *slot = Some(decoded.map_err(|e| e.to_string()));
-                        }
-                    });
-                }
-            });
-        }
+        let loaded = parallel_map(n, threads, |i| {
+            let pos = Pos {
+                index: indices.as_ref().map_or(i as u64, |ix| ix[i]),
+                epoch,
+            };
+            match &input {
+                BatchInput::Bytes(d) => decode(&loader, &keys[i], pos, d[i]).map_err(|e| e.to_string()),
+                BatchInput::Paths(p) => spdl_sources::read_file(&p[i])
+                    .map_err(|e| e.to_string())
+                    .and_then(|d| decode(&loader, &keys[i], pos, &d).map_err(|e| e.to_string())),
+            }
+        });
         let mut items = Vec::with_capacity(n);
         let mut rows = Vec::with_capacity(n);
         let mut failed = Vec::new();
-        for (i, (slot, key)) in slots.into_iter().zip(&keys).enumerate() {
-            match slot {
-                Some(Ok(image)) => {
+        for (i, (result, key)) in loaded.into_iter().zip(&keys).enumerate() {
+            match result {
+                Ok(image) => {
                     rows.push(i);
                     items.push(spdl_io::BatchItem {
                         key: key.clone(),
@@ -544,8 +527,7 @@ pub(crate) fn decode_image_batch(
                         image,
                     });
                 }
-                Some(Err(msg)) => failed.push((i, msg)),
-                None => failed.push((i, format!("{key}: not loaded"))),
+                Err(msg) => failed.push((i, msg)),
             }
         }
         let batch = if items.is_empty() {
