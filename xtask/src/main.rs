@@ -14,6 +14,7 @@ mod features;
 mod gpu_check;
 mod setup;
 mod test;
+mod tidy;
 mod wheel;
 
 use std::process::ExitCode;
@@ -49,6 +50,9 @@ enum Command {
     /// On a GPU machine: CUDA tests, H2D GB/s, nvJPEG pixels and images/s, the Python GPU tests
     /// (see gpu_check.rs).
     GpuCheck(gpu_check::Args),
+    /// Check ARCHITECTURE.md's invariants: spdl-core's dependencies, only spdl-py uses PyO3, no
+    /// raw task spawns, no module circles.
+    Tidy,
 }
 
 fn main() -> ExitCode {
@@ -61,6 +65,7 @@ fn main() -> ExitCode {
         Command::Wheel => wheel::run(),
         Command::Bench(args) => bench::run(&args),
         Command::GpuCheck(args) => gpu_check::run(&args),
+        Command::Tidy => tidy::run(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

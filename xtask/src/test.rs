@@ -1,6 +1,6 @@
 //! `cargo xtask test`: the whole gate, the one command CI runs (`.ci/run`).
 //!
-//! Steps, in order: setup; `cargo fmt --check`; clippy `-D warnings` with the default features
+//! Steps, in order: setup; `cargo fmt --check`; `cargo xtask tidy` (see tidy.rs); clippy `-D warnings` with the default features
 //! and again with the optional ones; `cargo test` likewise; rustdoc with `-D warnings`; then,
 //! once `crates/spdl-py` has a `pyproject.toml`, the wheel into the venv and pytest.
 //! A failed step does not stop the others (except setup); the last line printed is always
@@ -78,6 +78,7 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     }
 
     report.run("fmt", cargo(&["fmt", "--all", "--", "--check"]));
+    report.step("tidy", crate::tidy::run);
     if !args.quick {
         let clippy = ["clippy", "--workspace", "--all-targets"];
         report.run("clippy", cargo(&clippy).args(["--", "-D", "warnings"]));

@@ -49,6 +49,15 @@ fn bundled_samples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/samples")
 }
 
+/// The extensions a listing accepts: the built-in image formats and those of every loaded
+/// decoder plugin (`--decoder-plugin`).
+fn image_extensions() -> Extensions {
+    let plugins = spdl_io::Registry::with_defaults().extensions();
+    let mut all: Vec<String> = Extensions::images().names().to_vec();
+    all.extend(plugins);
+    Extensions::new(all)
+}
+
 pub(crate) fn list_dataset(args: &LoadArgs) -> Result<(SampleList, String)> {
     let path = args.path.clone().unwrap_or_else(bundled_samples);
     let shown = path.display().to_string();
@@ -59,16 +68,16 @@ pub(crate) fn list_dataset(args: &LoadArgs) -> Result<(SampleList, String)> {
         let list = Fetcher::new(FetchOptions::default())?
             .list_blocking(&uri)
             .with_context(|| format!("cannot list {shown}"))?;
-        let images = Extensions::images();
+        let images = image_extensions();
         let name = list.name().to_string();
         let samples = list.into_samples().into_iter();
         let samples = samples.filter(|s| !uri.names_prefix() || images.matches(&s.path));
         SampleList::new(name, samples.collect())
     } else if args.image_folder {
-        ImageFolder::open(&path, &Extensions::images(), true)
+        ImageFolder::open(&path, &image_extensions(), true)
             .with_context(|| format!("cannot open ImageFolder {shown}"))?
             .into_samples()
-    } else if path.is_file() && Extensions::images().matches(&path) {
+    } else if path.is_file() && image_extensions().matches(&path) {
         // One image (by its extension): a dataset of one sample, not a list file.
         SampleList::new(
             shown.clone(),
@@ -77,7 +86,7 @@ pub(crate) fn list_dataset(args: &LoadArgs) -> Result<(SampleList, String)> {
     } else if path.is_file() {
         read_list_file(&path).with_context(|| format!("cannot read list file {shown}"))?
     } else {
-        walk_dir(&path, &Extensions::images()).with_context(|| format!("cannot list {shown}"))?
+        walk_dir(&path, &image_extensions()).with_context(|| format!("cannot list {shown}"))?
     };
     if args.limit == Some(0) {
         bail!("--limit must be at least 1");

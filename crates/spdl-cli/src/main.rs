@@ -151,6 +151,27 @@ pub(crate) struct LoadArgs {
     /// No progress bar.
     #[arg(long, short = 'q')]
     pub(crate) quiet: bool,
+    /// Load a decoder plugin (a shared library built with `spdl_io::export_decoder_plugin!`,
+    /// e.g. `libspdl_decoder_pnm.so`) before listing: its formats are decoded, picked by
+    /// content, and its file extensions are listed. Repeatable.
+    #[arg(long, value_name = "LIB")]
+    pub(crate) decoder_plugin: Vec<PathBuf>,
+}
+
+/// Loads every `--decoder-plugin` library.
+fn load_plugins(args: &LoadArgs) -> anyhow::Result<()> {
+    if !cfg!(feature = "decoder-plugins") && !args.decoder_plugin.is_empty() {
+        anyhow::bail!(
+            "--decoder-plugin: this spdl was built without the `decoder-plugins` feature"
+        );
+    }
+    #[cfg(feature = "decoder-plugins")]
+    for path in &args.decoder_plugin {
+        // SAFETY: the user asked for this library by path, as with `LD_PRELOAD`.
+        let name = unsafe { spdl_io::decode::plugin::load(path) }?;
+        tracing::debug!(plugin = %path.display(), decoder = %name, "loaded decoder plugin");
+    }
+    Ok(())
 }
 
 /// Writes the report to stdout; a closed pipe (`spdl load | head`) is not an error.
@@ -170,8 +191,8 @@ pub(crate) fn emit(text: &str) {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Load(args) => load::run(args),
-        Command::Limit(args) => limit::run(args),
+        Command::Load(args) => load_plugins(&args).and_then(|()| load::run(args)),
+        Command::Limit(args) => load_plugins(&args.load).and_then(|()| limit::run(args)),
     };
     match result {
         Ok(code) => code,

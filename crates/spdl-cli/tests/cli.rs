@@ -380,3 +380,59 @@ fn dump_saves_the_first_batch_in_listing_order() {
     }
     assert!(got == want, "the dump differs from a direct decode");
 }
+
+/// A third-party decoder loaded at run time: its files are listed by extension, decoded by
+/// content, and counted like any other sample.
+#[test]
+fn a_decoder_plugin_from_the_command_line() {
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_spdl"));
+    let lib = bin.parent().unwrap().join(format!(
+        "{}spdl_decoder_pnm{}",
+        std::env::consts::DLL_PREFIX,
+        std::env::consts::DLL_SUFFIX
+    ));
+    if !lib.is_file() {
+        // `cargo test --workspace` (the gate) builds it; `cargo test -p spdl-cli` alone may not.
+        eprintln!(
+            "SKIPPED: {} not built (cargo build -p spdl-decoder-pnm)",
+            lib.display()
+        );
+        return;
+    }
+    let pnm =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/decoder-plugin-pnm/tests/data");
+    let dir = tempfile::tempdir().unwrap();
+    for f in ["orange.ppm", "deep.pgm"] {
+        std::fs::copy(pnm.join(f), dir.path().join(f)).unwrap();
+    }
+    std::fs::write(dir.path().join("cut.ppm"), b"P6 64 48 255\n\x00\x01").unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/samples/opencv_orange.jpg"),
+        dir.path().join("orange.jpg"),
+    )
+    .unwrap();
+
+    let without = json(spdl().args(["load", "-q"]).arg(dir.path()));
+    assert_eq!(
+        without["listed"], 1,
+        "without the plugin only the JPEG is an image"
+    );
+
+    let with = json(
+        spdl()
+            .args(["load", "-q", "--decoder-plugin"])
+            .arg(&lib)
+            .arg(dir.path()),
+    );
+    assert_eq!(with["listed"], 4);
+    assert_eq!(with["images"], 3);
+    assert_eq!(with["failed"], 1, "cut.ppm is truncated");
+
+    let out = spdl()
+        .args(["load", "-q", "--decoder-plugin", "no/such/lib.so"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("decoder plugin no/such/lib.so"), "{err}");
+}

@@ -42,11 +42,13 @@ pub mod buffer;
 mod error;
 mod exec;
 mod pipeline;
+mod progress;
 mod stage;
 mod stats;
 
 pub use error::{BoxError, Error, ErrorKind, Result};
-pub use pipeline::{EpochIter, EpochStream, Pipeline, PipelineBuilder, PipelineState, Progress};
+pub use pipeline::{EpochIter, EpochStream, Pipeline, PipelineBuilder, PipelineState};
+pub use progress::Progress;
 pub use stage::source::BoxIter;
 pub use stage::stream::BoxStream;
 pub use stage::{Aggregator, Batcher, BoxFuture, FailureBudget, Op, OpResult, Order, StageConfig};

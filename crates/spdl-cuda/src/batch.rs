@@ -6,42 +6,8 @@ use std::sync::Arc;
 use spdl_core::buffer::{BufferPool, PooledBuffer};
 use spdl_io::{BatchItem, Normalize, PixelData};
 
-use crate::dlpack::{DLDevice, TensorExport};
+use crate::dlpack::{DLDevice, DType, TensorExport};
 use crate::error::{Error, Result};
-
-/// Element type of a batch buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DType {
-    /// 8-bit unsigned (images).
-    U8,
-    /// 16-bit unsigned, native endian (16-bit PNG/TIFF).
-    U16,
-    /// 32-bit float (normalized images).
-    F32,
-}
-
-impl DType {
-    /// Bytes per element.
-    pub fn size(self) -> usize {
-        match self {
-            DType::U8 => 1,
-            DType::U16 => 2,
-            DType::F32 => 4,
-        }
-    }
-
-    /// The NumPy type string of `__array_interface__` / `__cuda_array_interface__`
-    /// (`"|u1"`, `"<u2"`, `"<f4"` on little-endian hosts).
-    pub fn typestr(self) -> &'static str {
-        match self {
-            DType::U8 => "|u1",
-            DType::U16 if cfg!(target_endian = "little") => "<u2",
-            DType::U16 => ">u2",
-            DType::F32 if cfg!(target_endian = "little") => "<f4",
-            DType::F32 => ">f4",
-        }
-    }
-}
 
 /// A collated batch in host memory from a [`BufferPool`]: `shape` is `[N, H, W, C]` for
 /// [`DType::U8`]/[`DType::U16`] and `[N, C, H, W]` for [`DType::F32`], row-major contiguous.

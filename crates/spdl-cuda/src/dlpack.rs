@@ -9,8 +9,41 @@ use std::any::Any;
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use crate::batch::DType;
 use crate::error::{Error, Result};
+
+/// Element type of a batch buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DType {
+    /// 8-bit unsigned (images).
+    U8,
+    /// 16-bit unsigned, native endian (16-bit PNG/TIFF).
+    U16,
+    /// 32-bit float (normalized images).
+    F32,
+}
+
+impl DType {
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            DType::U8 => 1,
+            DType::U16 => 2,
+            DType::F32 => 4,
+        }
+    }
+
+    /// The NumPy type string of `__array_interface__` / `__cuda_array_interface__`
+    /// (`"|u1"`, `"<u2"`, `"<f4"` on little-endian hosts).
+    pub fn typestr(self) -> &'static str {
+        match self {
+            DType::U8 => "|u1",
+            DType::U16 if cfg!(target_endian = "little") => "<u2",
+            DType::U16 => ">u2",
+            DType::F32 if cfg!(target_endian = "little") => "<f4",
+            DType::F32 => ">f4",
+        }
+    }
+}
 
 /// `DLDeviceType`: where the memory lives.
 #[repr(transparent)]

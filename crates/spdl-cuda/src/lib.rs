@@ -43,8 +43,8 @@ pub mod pinned;
 pub mod stream;
 pub mod transfer;
 
-pub use batch::{collate_into, collate_normalized_into, DType, HostBatch};
-pub use dlpack::{CudaArrayInterface, DLDevice, DLDeviceType, TensorExport};
+pub use batch::{collate_into, collate_normalized_into, HostBatch};
+pub use dlpack::{CudaArrayInterface, DLDevice, DLDeviceType, DType, TensorExport};
 pub use driver::{device_count, driver_available, local_rank, CudaDevice, DeviceSelector};
 pub use error::{Error, Result};
 pub use pinned::{pinned_pool, PinnedAllocator, PinnedPool};

@@ -14,7 +14,8 @@ use std::sync::{Arc, Mutex};
 use spdl_core::buffer::PooledBuffer;
 use spdl_core::OpResult;
 
-use crate::batch::{DType, HostBatch};
+use crate::batch::HostBatch;
+use crate::dlpack::DType;
 use crate::dlpack::{DLDevice, TensorExport};
 use crate::driver::CudaDevice;
 use crate::error::{Error, Result};

@@ -1,7 +1,7 @@
 //! Collation: many decoded images into one contiguous batch buffer.
 
+use crate::decode::{Image, PixelData};
 use crate::error::{Error, ErrorKind, Result};
-use crate::image::{Image, PixelData};
 use crate::transform::Normalize;
 
 /// One image with its sample key and optional class label.

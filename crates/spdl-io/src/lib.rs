@@ -52,7 +52,6 @@ pub mod decode;
 mod error;
 #[cfg(feature = "decode-ffmpeg")]
 pub mod ffmpeg;
-mod image;
 mod loader;
 pub mod transform;
 #[cfg(feature = "decode-ffmpeg")]
@@ -60,11 +59,10 @@ pub mod video;
 
 pub use batch::{collate, collate_normalized, BatchData, BatchItem, ImageBatch};
 pub use decode::{
-    crop, sniff, ColorMode, DecodeOptions, Decoder, ImageFormat, Limits, Orientation, OutputShape,
-    Region, Registry,
+    crop, sniff, ColorMode, DecodeOptions, Decoder, Image, ImageFormat, ImageInfo, Limits,
+    Orientation, OutputShape, PixelData, Region, Registry,
 };
 pub use error::{Error, ErrorKind, Result};
-pub use image::{Image, ImageInfo, PixelData};
 pub use loader::{key_from_path, ImageLoader};
 pub use transform::{Filter, Normalize, RandomResizedCrop, SampleContext, Transform};
 

@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
+use crate::decode::Image;
 use crate::decode::{DecodeOptions, Region, Registry};
 use crate::error::Result;
-use crate::image::Image;
 use crate::transform::{apply_plan, CropBox, SampleContext, Transform};
 
 /// Decodes and transforms one encoded image per call. Cheap to clone and

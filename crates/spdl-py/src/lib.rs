@@ -22,6 +22,7 @@ mod item;
 mod media;
 mod ops;
 mod pipeline;
+mod plugin;
 mod sources;
 mod stats;
 
@@ -98,6 +99,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(io::load_image_batch, m)?)?;
     m.add_function(wrap_pyfunction!(io::random_resized_crop, m)?)?;
     m.add_function(wrap_pyfunction!(io::decode_image_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(plugin::load_decoder_plugin, m)?)?;
     m.add_function(wrap_pyfunction!(ops::read_file, m)?)?;
     m.add_function(wrap_pyfunction!(ops::load_image, m)?)?;
     m.add_function(wrap_pyfunction!(ops::decode_image, m)?)?;

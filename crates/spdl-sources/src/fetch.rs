@@ -11,7 +11,7 @@
 //! | [`timeout`](FetchOptions::timeout) | 30 s | one attempt, from sending the request to the last byte |
 //! | [`stall_timeout`](FetchOptions::stall_timeout) | 10 s | no byte of the body (or no response) for this long |
 //! | [`total_timeout`](FetchOptions::total_timeout) | 120 s | all attempts and waits of one fetch together |
-//! | [`retry`](FetchOptions::retry) | 3 retries, 200 ms doubling to 10 s, equal jitter, `Retry-After` up to 60 s | see [`RetryPolicy`] |
+//! | [`retry`](FetchOptions::retry) | 3 retries, 200 ms doubling to 10 s, equal jitter, `Retry-After` up to 60 s | see [`RetryPolicy`](crate::RetryPolicy) |
 //! | [`reject_html`](FetchOptions::reject_html) | on | an HTML page (by `Content-Type` or content) is [`ErrorKind::NotAnImage`] |
 //! | [`S3Options`] | credentials and region from the environment and profile files, path-style addressing | see [`S3Options`] |
 //!
@@ -23,131 +23,13 @@
 use std::fmt;
 use std::ops::Range;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::list::SampleList;
-use crate::retry::RetryPolicy;
+pub use crate::options::{FetchOptions, S3Options, Secret};
 use crate::uri::Uri;
-
-/// A secret (an S3 secret key or session token) that never shows in `Debug` output, logs or
-/// error messages.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps a secret value.
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(value.into())
-    }
-
-    /// The value, for the one place that signs requests with it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(***)")
-    }
-}
-
-impl From<&str> for Secret {
-    fn from(value: &str) -> Self {
-        Self::new(value)
-    }
-}
-
-impl From<String> for Secret {
-    fn from(value: String) -> Self {
-        Self::new(value)
-    }
-}
-
-/// How S3 (and S3-compatible servers: MinIO, Ceph, R2, s3s-fs) are reached.
-///
-/// With [`load_config`](Self::load_config) on (the default), whatever is not set here comes
-/// from the standard AWS sources, through OpenDAL's (reqsign's) loader: `AWS_ACCESS_KEY_ID`,
-/// `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_PROFILE`, `AWS_CONFIG_FILE`,
-/// `AWS_SHARED_CREDENTIALS_FILE` (`~/.aws/config`, `~/.aws/credentials`), web identity / STS,
-/// EC2 instance metadata; `AWS_ENDPOINT_URL` for the endpoint; `AWS_REGION` /
-/// `AWS_DEFAULT_REGION` for the region (else `us-east-1`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct S3Options {
-    /// The endpoint, e.g. `http://127.0.0.1:9000` for a local server. Default: AWS (or
-    /// `AWS_ENDPOINT_URL`).
-    pub endpoint: Option<String>,
-    /// The region. Default: `AWS_REGION`, `AWS_DEFAULT_REGION`, else `us-east-1`.
-    pub region: Option<String>,
-    /// Path-style addressing (`endpoint/bucket/key`), which S3-compatible servers need; off
-    /// means virtual-host style (`bucket.endpoint/key`). Default on.
-    pub path_style: bool,
-    /// An access key id, instead of the environment's.
-    pub access_key_id: Option<String>,
-    /// A secret access key, instead of the environment's.
-    pub secret_access_key: Option<Secret>,
-    /// A session token for temporary credentials.
-    pub session_token: Option<Secret>,
-    /// A profile of the AWS config files, instead of `AWS_PROFILE` / `default`.
-    pub profile: Option<String>,
-    /// Read credentials, region and endpoint from the environment, profile files and instance
-    /// metadata. Default on; off uses only what is set here.
-    pub load_config: bool,
-    /// Send unsigned requests (public buckets). Default off.
-    pub anonymous: bool,
-}
-
-impl Default for S3Options {
-    fn default() -> Self {
-        Self {
-            endpoint: None,
-            region: None,
-            path_style: true,
-            access_key_id: None,
-            secret_access_key: None,
-            session_token: None,
-            profile: None,
-            load_config: true,
-            anonymous: false,
-        }
-    }
-}
-
-/// How a [`Fetcher`] fetches: timeouts, retries, checks, S3 settings. See the [module
-/// docs](self) for the defaults.
-#[derive(Debug, Clone, PartialEq)]
-pub struct FetchOptions {
-    /// One attempt, from sending the request to the last byte. Default 30 s.
-    pub timeout: Duration,
-    /// The longest wait for the response headers or for the next chunk of the body. Default
-    /// 10 s.
-    pub stall_timeout: Duration,
-    /// All attempts and backoff waits of one fetch together. Default 120 s.
-    pub total_timeout: Duration,
-    /// When and how failed attempts are retried.
-    pub retry: RetryPolicy,
-    /// Treat an HTML page (`Content-Type: text/html`, or a body that starts with `<!DOCTYPE
-    /// html` or `<html`) as an error ([`ErrorKind::NotAnImage`]). Default on.
-    pub reject_html: bool,
-    /// S3 settings.
-    pub s3: S3Options,
-}
-
-impl Default for FetchOptions {
-    fn default() -> Self {
-        Self {
-            timeout: Duration::from_secs(30),
-            stall_timeout: Duration::from_secs(10),
-            total_timeout: Duration::from_secs(120),
-            retry: RetryPolicy::default(),
-            reject_html: true,
-            s3: S3Options::default(),
-        }
-    }
-}
 
 /// Reads samples' bytes from any [`Uri`], retrying temporary failures. Clones share one
 /// connection pool and one set of S3 clients.
@@ -343,6 +225,8 @@ impl Fetcher {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]

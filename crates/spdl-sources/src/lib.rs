@@ -56,6 +56,8 @@ pub mod fetch;
 mod list;
 #[cfg(feature = "source-local")]
 pub mod local;
+#[cfg(feature = "fetch")]
+mod options;
 pub mod retry;
 pub mod sampler;
 pub mod uri;

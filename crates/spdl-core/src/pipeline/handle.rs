@@ -9,12 +9,12 @@ use std::time::Duration;
 
 use futures_core::Stream;
 
-use super::progress::Progress;
 use crate::error::{Error, ErrorKind, Result};
-use crate::exec::failures::Failures;
 use crate::exec::pool::WorkerPool;
 use crate::exec::queue::{QueueMeter, QueueRx};
 use crate::exec::spawned::SpawnedTask;
+use crate::progress::Progress;
+use crate::stage::failures::Failures;
 use crate::stage::source::StartEpoch;
 use crate::stage::{Ids, Msg};
 use crate::stats::{PipelineStats, StageMeter};

@@ -2,8 +2,6 @@
 
 pub(crate) mod builder;
 pub(crate) mod handle;
-pub(crate) mod progress;
 
 pub use builder::PipelineBuilder;
 pub use handle::{EpochIter, EpochStream, Pipeline, PipelineState};
-pub use progress::Progress;

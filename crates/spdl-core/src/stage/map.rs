@@ -20,9 +20,9 @@ use tracing::Instrument;
 
 use super::{FailureBudget, Ids, Msg, Op, OpKind, Order, Outputs};
 use crate::error::{BoxError, Error, ErrorKind};
-use crate::exec::failures::Failures;
 use crate::exec::pool::Submitter;
 use crate::exec::queue::{QueueRx, QueueTx};
+use crate::stage::failures::Failures;
 use crate::stats::{StageMeter, TaskOutcome};
 
 /// One finished task: its ticket (input sequence in this stage), positions, outcome, duration.

@@ -10,6 +10,7 @@
 //! plus [`crate::PipelineBuilder::aggregate`] / [`disaggregate`](crate::PipelineBuilder::disaggregate).
 
 pub(crate) mod aggregate;
+pub(crate) mod failures;
 pub(crate) mod map;
 pub(crate) mod source;
 pub(crate) mod stream;

@@ -9,9 +9,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::{Ids, Msg};
-use crate::exec::failures::Failures;
 use crate::exec::queue::QueueTx;
-use crate::pipeline::progress::Progress;
+use crate::progress::Progress;
+use crate::stage::failures::Failures;
 use crate::stats::StageMeter;
 
 /// A boxed iterator, as a source returns for each epoch.

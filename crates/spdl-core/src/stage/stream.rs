@@ -14,8 +14,8 @@ use futures_util::StreamExt;
 
 use super::{Ids, Msg};
 use crate::error::{BoxError, Error, ErrorKind};
-use crate::exec::failures::Failures;
 use crate::exec::queue::{QueueRx, QueueTx};
+use crate::stage::failures::Failures;
 use crate::stats::{StageMeter, TaskOutcome};
 
 /// A boxed `Send` stream.

@@ -10,7 +10,7 @@ use spdl_io::{ImageLoader, SampleContext, Transform};
 
 use super::ffi;
 use super::{check, load_library, NvjpegLibrary};
-use crate::batch::DType;
+use crate::dlpack::DType;
 use crate::driver::CudaDevice;
 use crate::error::{Error, Result};
 use crate::stream::CopyStream;
@@ -254,6 +254,7 @@ pub struct NvjpegDecoder {
     kernel: Kernel,
     stream: Arc<CopyStream>,
     counters: Counters,
+    limits: spdl_io::Limits,
 }
 
 impl std::fmt::Debug for NvjpegDecoder {
@@ -300,7 +301,17 @@ impl NvjpegDecoder {
             kernel,
             stream,
             counters: Counters::default(),
+            limits: spdl_io::Limits::default(),
         })
+    }
+
+    /// Sets the size limits checked on every header (and on the target size) before any
+    /// device memory is allocated; default [`spdl_io::Limits::default`]. A file over the
+    /// limit is not decoded on the GPU: it goes to the CPU path, which refuses it with a
+    /// limit-exceeded error naming the file.
+    pub fn with_limits(mut self, limits: spdl_io::Limits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// Counters so far.
@@ -361,6 +372,12 @@ impl NvjpegDecoder {
                 Some(format!("{n} components (CMYK/YCCK)"))
             } else if css == ffi::CSS_UNKNOWN {
                 Some("unknown chroma subsampling".to_string())
+            } else if let Err(e) =
+                self.limits
+                    .check(w[0].max(0) as usize, h[0].max(0) as usize, 3, 1)
+            {
+                // Checked before any device allocation: a header may claim 65535x65535.
+                Some(e.message().to_string())
             } else {
                 None
             };
@@ -401,6 +418,12 @@ impl NvjpegDecoder {
         };
         if tw == 0 || th == 0 {
             return Err(Error::InvalidArgument("target size is zero".into()));
+        }
+        if let Err(e) = self.limits.check(tw, th, 3, 1) {
+            return Err(Error::InvalidArgument(format!(
+                "target size: {}",
+                e.message()
+            )));
         }
         let slot = tw * th * 3;
         let out = DeviceBuffer::alloc(&self.stream, slot * jpegs.len())?;

@@ -1,10 +1,12 @@
-//! Channel conversions shared by the decoders (Pillow's conventions:
-//! ITU-R 601-2 luma, alpha dropped without compositing, 16 -> 8 bit as round(v / 257)).
+//! Channel conversions shared by the decoders, built-in and third-party (Pillow's conventions:
+//! ITU-R 601-2 luma, alpha dropped without compositing, 16 -> 8 bit as round(v / 257)). A
+//! plugin that uses them produces the same pixels as the built-in decoders for the same
+//! [`ColorMode`].
 
 use super::ColorMode;
 
 /// Output channels for `mode` given the source's channels.
-pub(crate) fn out_channels(mode: ColorMode, src_channels: usize) -> usize {
+pub fn out_channels(mode: ColorMode, src_channels: usize) -> usize {
     match mode {
         ColorMode::Gray => 1,
         ColorMode::Rgb => 3,
@@ -19,14 +21,14 @@ fn luma(r: u8, g: u8, b: u8) -> u8 {
 }
 
 /// 16-bit to 8-bit as round(v / 257), so 65535 -> 255 and 257 -> 1.
-pub(crate) fn u16_to_u8(v: u16) -> u8 {
+pub fn u16_to_u8(v: u16) -> u8 {
     ((u32::from(v) * 2 + 257) / 514) as u8
 }
 
 /// Converts interleaved 8-bit pixels with `src_c` channels (1 gray, 2 gray+alpha,
 /// 3 RGB, 4 RGBA) to `dst_c` channels (1, 3 or 4; or `src_c` to copy).
 /// Stops at the shorter of the two buffers.
-pub(crate) fn convert_u8(src: &[u8], src_c: usize, dst: &mut [u8], dst_c: usize) {
+pub fn convert_u8(src: &[u8], src_c: usize, dst: &mut [u8], dst_c: usize) {
     if src_c == dst_c {
         let n = src.len().min(dst.len());
         dst[..n].copy_from_slice(&src[..n]);

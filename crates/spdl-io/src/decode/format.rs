@@ -18,6 +18,9 @@ pub enum ImageFormat {
     Bmp,
     /// TIFF (`II*\0` or `MM\0*`).
     Tiff,
+    /// A format read by a third-party decoder, by the name it gives (e.g. `"PNM"`).
+    /// [`sniff`] never returns it: only a registered decoder knows such a format.
+    Other(&'static str),
     /// None of the above.
     Unknown,
 }
@@ -32,6 +35,7 @@ impl ImageFormat {
             ImageFormat::WebP => "WebP",
             ImageFormat::Bmp => "BMP",
             ImageFormat::Tiff => "TIFF",
+            ImageFormat::Other(name) => name,
             ImageFormat::Unknown => "unknown",
         }
     }

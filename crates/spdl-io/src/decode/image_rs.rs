@@ -8,8 +8,8 @@ use image::{ColorType, ImageDecoder, ImageReader};
 
 use super::jpeg_markers;
 use super::{check_out_len, color, DecodeOptions, Decoder, ImageFormat, Orientation};
+use super::{Image, ImageInfo, PixelData};
 use crate::error::{Error, ErrorKind, Result};
-use crate::image::{Image, ImageInfo, PixelData};
 
 /// Decoder over image-rs 0.25 for every format it was built with.
 ///
@@ -38,7 +38,7 @@ fn image_format(f: ImageFormat) -> Option<image::ImageFormat> {
         ImageFormat::WebP => image::ImageFormat::WebP,
         ImageFormat::Bmp => image::ImageFormat::Bmp,
         ImageFormat::Tiff => image::ImageFormat::Tiff,
-        ImageFormat::Unknown => return None,
+        ImageFormat::Other(_) | ImageFormat::Unknown => return None,
     })
 }
 

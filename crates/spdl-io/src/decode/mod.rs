@@ -12,12 +12,14 @@
     allow(dead_code)
 )]
 
-pub(crate) mod color;
+pub mod color;
 mod format;
+mod image;
 #[cfg(any(feature = "decode-turbojpeg", feature = "decode-image"))]
 mod jpeg_markers;
 mod limits;
 mod orientation;
+pub mod plugin;
 mod registry;
 
 #[cfg(feature = "decode-image")]
@@ -26,11 +28,12 @@ mod image_rs;
 mod turbojpeg;
 
 pub use format::{sniff, ImageFormat};
+pub use image::{Image, ImageInfo, PixelData};
 #[cfg(feature = "decode-image")]
 pub use image_rs::ImageRsDecoder;
 pub use limits::Limits;
 pub use orientation::Orientation;
-pub use registry::Registry;
+pub use registry::{register_global, Registry};
 #[cfg(feature = "decode-turbojpeg")]
 pub use turbojpeg::TurboJpegDecoder;
 
@@ -38,7 +41,6 @@ pub(crate) use format::describe_unknown;
 pub(crate) use orientation::apply as apply_orientation;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::image::{Image, ImageInfo, PixelData};
 
 /// Which channels the decoder outputs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -171,6 +173,13 @@ pub trait Decoder: Send + Sync {
 
     /// True when this decoder handles `bytes` (magic-byte check only).
     fn matches(&self, bytes: &[u8]) -> bool;
+
+    /// File extensions this format usually has, lower case without the dot (e.g. `["ppm",
+    /// "pgm"]`). Used only to *list* files (the `spdl` command lists the extensions of every
+    /// registered decoder); the decoder is still chosen by content. Default: none.
+    fn extensions(&self) -> Vec<String> {
+        Vec::new()
+    }
 
     /// Reads the header only: size, channels, depth, orientation. Allocates
     /// no pixel memory.

@@ -1,10 +1,24 @@
 //! The decoder registry: picks a decoder by magic bytes, never by extension.
 
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use super::{describe_unknown, sniff, DecodeOptions, Decoder, ImageFormat, Region};
+use super::{Image, ImageInfo};
 use crate::error::{Error, ErrorKind, Result};
-use crate::image::{Image, ImageInfo};
+
+/// Decoders added for the whole process (see [`register_global`]).
+static GLOBAL: RwLock<Vec<Arc<dyn Decoder>>> = RwLock::new(Vec::new());
+
+/// Adds `decoder` to every [`Registry::with_defaults`] made from now on, ahead of the
+/// built-in decoders, so that code which builds its own registry (the `spdl` command, the
+/// Python module, [`ImageLoader`](crate::ImageLoader)) picks it by content too. Decoder
+/// plugins loaded from a shared library arrive here (`decode::plugin::load`).
+pub fn register_global(decoder: Arc<dyn Decoder>) {
+    GLOBAL
+        .write()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(decoder);
+}
 
 /// An ordered set of decoders. The most recently registered decoder whose
 /// [`Decoder::matches`] accepts the bytes wins, so a third-party decoder
@@ -29,7 +43,8 @@ impl Registry {
     }
 
     /// The built-in decoders of the enabled features: image-rs (all its
-    /// formats), then libjpeg-turbo, which takes JPEG over image-rs.
+    /// formats), then libjpeg-turbo, which takes JPEG over image-rs; then the
+    /// decoders given to [`register_global`] (plugins), which take precedence.
     pub fn with_defaults() -> Self {
         #[allow(unused_mut)]
         let mut r = Self::new();
@@ -37,6 +52,8 @@ impl Registry {
         r.register(Arc::new(super::ImageRsDecoder::new()));
         #[cfg(feature = "decode-turbojpeg")]
         r.register(Arc::new(super::TurboJpegDecoder::new()));
+        let globals = GLOBAL.read().unwrap_or_else(PoisonError::into_inner);
+        r.decoders.extend(globals.iter().cloned());
         r
     }
 
@@ -44,6 +61,14 @@ impl Registry {
     pub fn register(&mut self, decoder: Arc<dyn Decoder>) -> &mut Self {
         self.decoders.push(decoder);
         self
+    }
+
+    /// The [`Decoder::extensions`] of every registered decoder, sorted, without repeats.
+    pub fn extensions(&self) -> Vec<String> {
+        let mut all: Vec<String> = self.decoders.iter().flat_map(|d| d.extensions()).collect();
+        all.sort();
+        all.dedup();
+        all
     }
 
     /// Names of the registered decoders, highest precedence first.

@@ -9,8 +9,8 @@ use turbojpeg::raw;
 
 use super::jpeg_markers::{self, JpegHeader};
 use super::{check_out_len, color, ColorMode, DecodeOptions, Decoder, ImageFormat, Region};
+use super::{Image, ImageInfo};
 use crate::error::{Error, ErrorKind, Result};
-use crate::image::{Image, ImageInfo};
 
 /// JPEG decoder on libjpeg-turbo 3 (vendored, statically linked).
 ///

@@ -9,8 +9,8 @@ mod resize;
 pub use normalize::Normalize;
 pub use resize::{hflip, resize, resize_crop, CropBox, Filter};
 
+use crate::decode::Image;
 use crate::error::{Error, ErrorKind, Result};
-use crate::image::Image;
 use random::SplitMix64;
 
 /// Which sample in which epoch a transform runs for; seeds random transforms.

@@ -1,7 +1,7 @@
 //! Conversion to normalized `f32` `[C, H, W]`.
 
+use crate::decode::{Image, PixelData};
 use crate::error::{Error, ErrorKind, Result};
-use crate::image::{Image, PixelData};
 
 /// Per-channel `(x - mean) / std` on samples scaled to `[0, 1]`
 /// (8-bit: `v / 255`; 16-bit: `v / 65535`), like torchvision's

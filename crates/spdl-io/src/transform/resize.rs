@@ -2,8 +2,8 @@
 
 use fast_image_resize as fr;
 
+use crate::decode::Image;
 use crate::error::{Error, ErrorKind, Result};
-use crate::image::Image;
 
 /// Resampling filter. Convolution filters widen their support when
 /// downscaling, i.e. they antialias like Pillow's `resize` and torchvision's
@@ -157,7 +157,7 @@ pub fn hflip(img: &mut Image) {
         }
     }
     match &mut img.data {
-        crate::image::PixelData::U8(v) => flip_rows(v, row, w, c),
-        crate::image::PixelData::U16(v) => flip_rows(v, row, w, c),
+        crate::decode::PixelData::U8(v) => flip_rows(v, row, w, c),
+        crate::decode::PixelData::U16(v) => flip_rows(v, row, w, c),
     }
 }

@@ -530,3 +530,10 @@ def op_audio(
     sample_rate: int | None = None,
     num_channels: int | None = None,
 ) -> NativeOp: ...
+
+def load_decoder_plugin(path: _Path) -> str:
+    """Loads a decoder plugin (a shared library built with ``spdl_io::export_decoder_plugin!``)
+    and returns its name. Every image loader of the process then decodes its format, chosen
+    by content. Raises ``ValueError`` naming the path when the file is not such a plugin.
+    Only load libraries you trust: loading runs their code."""
+    ...

@@ -37,6 +37,7 @@ from ._native import (
     decode_image_batch,
     ffmpeg_versions,
     load_image,
+    load_decoder_plugin,
     load_image_batch,
     random_resized_crop,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "ffmpeg_versions",
     "to_numpy",
     "to_torch",
+    "load_decoder_plugin",
 ]
 
 #: A video/audio source: a local path, or the bytes of a whole file.

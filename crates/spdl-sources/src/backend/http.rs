@@ -14,7 +14,7 @@ use opendal::raw::oio::ReadStream as _;
 use opendal::{Buffer, HttpTransporter};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::fetch::FetchOptions;
+use crate::options::FetchOptions;
 
 /// One attempt: GET `url` (with a `Range` header for `range`), check status, type and length.
 pub(crate) async fn get(

@@ -18,7 +18,7 @@ use bytes::Bytes;
 use crate::error::Result;
 use crate::error::{Error, ErrorKind};
 #[cfg(feature = "remote")]
-use crate::fetch::FetchOptions;
+use crate::options::FetchOptions;
 use crate::uri::Uri;
 
 /// The URI as errors show it: credentials in a URL (user info, signature or token query

@@ -9,8 +9,8 @@ use bytes::Bytes;
 use opendal::Operator;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::fetch::{FetchOptions, S3Options};
 use crate::list::{Sample, SampleList};
+use crate::options::{FetchOptions, S3Options};
 use crate::uri::Uri;
 
 /// The operators, one per bucket, built lazily from the options.

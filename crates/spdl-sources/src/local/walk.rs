@@ -59,6 +59,11 @@ impl Extensions {
             .any(|a| a.as_bytes().eq_ignore_ascii_case(ext))
     }
 
+    /// The accepted extensions (lower case, no dot); empty for [`Extensions::any`].
+    pub fn names(&self) -> &[String] {
+        self.accepted.as_deref().unwrap_or_default()
+    }
+
     /// A readable list for error messages, e.g. `jpg, png`.
     pub(crate) fn describe(&self) -> String {
         match &self.accepted {

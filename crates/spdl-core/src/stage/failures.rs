@@ -5,8 +5,8 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use super::FailureBudget;
 use crate::error::{Error, ErrorKind};
-use crate::stage::FailureBudget;
 use crate::stats::StageMeter;
 
 /// How many recent errors are kept for the report and the final error.

@@ -1,6 +1,6 @@
 //! Owned decoded images (`[H, W, C]`, row-major, interleaved) and probe results.
 
-use crate::decode::{ImageFormat, Orientation};
+use super::{ImageFormat, Orientation};
 
 /// Pixel samples of an [`Image`]: 8-bit, or 16-bit for high-depth PNG/TIFF
 /// decoded with [`crate::ColorMode::Unchanged`].

@@ -1,0 +1,415 @@
+//! `cargo xtask tidy`: the checkable invariants of ARCHITECTURE.md, as plain checks over the
+//! source tree (rust-analyzer's habit: tidy checks are ordinary code, run by the gate).
+//!
+//! - spdl-core depends only on the engine's small set of crates (no image, CUDA or Python);
+//! - only spdl-py depends on PyO3 and numpy;
+//! - no task is spawned outside spdl-core's abort-on-drop wrapper (`exec/spawned.rs`);
+//! - no module circle in any crate: at every level of a crate's module tree, the "uses"
+//!   relation between sibling modules has no cycle (a child may use its parent freely).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+
+use crate::cmd::repo_root;
+
+/// What spdl-core may depend on (normal dependencies): the engine and nothing else.
+const CORE_DEPENDENCIES: &[&str] = &[
+    "tokio",
+    "crossbeam-channel",
+    "futures-core",
+    "futures-util",
+    "tracing",
+    "thiserror",
+];
+
+/// The only crate that may touch Python.
+const PYTHON_CRATE: &str = "spdl-py";
+const PYTHON_DEPENDENCIES: &[&str] = &["pyo3", "numpy"];
+
+/// Text that spawns a task bypassing `SpawnedTask` (clippy bans the first two by path; these
+/// catch the other spellings too).
+const RAW_SPAWNS: &[&str] = &[
+    "tokio::spawn(",
+    "spawn_blocking(",
+    "Handle::current().spawn(",
+];
+const SPAWN_WRAPPER: &str = "crates/spdl-core/src/exec/spawned.rs";
+
+/// Runs every check and prints each violation; fails if there is any.
+pub(crate) fn run() -> Result<()> {
+    let problems = check(&repo_root())?;
+    for p in &problems {
+        eprintln!("tidy: {p}");
+    }
+    if !problems.is_empty() {
+        bail!("{} tidy violation(s)", problems.len());
+    }
+    eprintln!("tidy: dependency rules, spawn rule and module graphs are clean");
+    Ok(())
+}
+
+/// All violations in the workspace at `root`, as messages.
+pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
+    let mut problems = dependency_rules(root)?;
+    for krate in crate_dirs(root)? {
+        let src = krate.join("src");
+        problems.extend(spawn_rule(root, &src)?);
+        problems.extend(module_cycles(root, &src)?);
+    }
+    Ok(problems)
+}
+
+/// The workspace's crates under `crates/`.
+fn crate_dirs(root: &Path) -> Result<Vec<PathBuf>> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root.join("crates"))
+        .context("reading crates/")?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("Cargo.toml").is_file() && p.join("src").is_dir())
+        .collect();
+    dirs.sort();
+    Ok(dirs)
+}
+
+fn dependency_rules(root: &Path) -> Result<Vec<String>> {
+    let out = std::process::Command::new(std::env::var("CARGO").unwrap_or("cargo".into()))
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(root)
+        .output()
+        .context("running cargo metadata")?;
+    if !out.status.success() {
+        bail!(
+            "cargo metadata failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let mut problems = Vec::new();
+    for pkg in meta["packages"].as_array().into_iter().flatten() {
+        let name = pkg["name"].as_str().unwrap_or_default();
+        for dep in pkg["dependencies"].as_array().into_iter().flatten() {
+            let dep_name = dep["name"].as_str().unwrap_or_default();
+            let normal = dep["kind"].is_null();
+            if name == "spdl-core" && normal && !CORE_DEPENDENCIES.contains(&dep_name) {
+                problems.push(format!(
+                    "spdl-core depends on `{dep_name}`; the engine may only use {CORE_DEPENDENCIES:?}"
+                ));
+            }
+            if name != PYTHON_CRATE && PYTHON_DEPENDENCIES.contains(&dep_name) {
+                problems.push(format!(
+                    "{name} depends on `{dep_name}`; only {PYTHON_CRATE} touches Python"
+                ));
+            }
+        }
+    }
+    Ok(problems)
+}
+
+fn rust_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).with_context(|| format!("reading {}", d.display()))? {
+            let path = entry?.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+fn spawn_rule(root: &Path, src: &Path) -> Result<Vec<String>> {
+    let mut problems = Vec::new();
+    for file in rust_files(src)? {
+        let rel = file.strip_prefix(root).unwrap_or(&file);
+        if rel == Path::new(SPAWN_WRAPPER) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file)?;
+        for (n, line) in code_lines(&text) {
+            if let Some(s) = RAW_SPAWNS.iter().find(|s| line.contains(*s)) {
+                problems.push(format!(
+                    "{}:{n}: `{s}` outside {SPAWN_WRAPPER}: use SpawnedTask",
+                    rel.display()
+                ));
+            }
+        }
+    }
+    Ok(problems)
+}
+
+/// Lines with their 1-based numbers, comments removed, up to the first `#[cfg(test)]` at the
+/// start of a line (unit tests may reach anywhere).
+fn code_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.lines()
+        .enumerate()
+        .take_while(|(_, l)| !l.starts_with("#[cfg(test)]"))
+        .map(|(i, l)| (i + 1, l.split("//").next().unwrap_or_default()))
+}
+
+/// A module's path inside its crate: `["decode", "registry"]`; the crate root is `[]`.
+type ModPath = Vec<String>;
+
+fn module_path(src: &Path, file: &Path) -> ModPath {
+    let rel = file.strip_prefix(src).unwrap_or(file).with_extension("");
+    let mut parts: ModPath = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
+        parts.pop();
+    }
+    parts
+}
+
+/// Finds cycles among sibling modules, at every level of the crate at `src`.
+fn module_cycles(root: &Path, src: &Path) -> Result<Vec<String>> {
+    let files = rust_files(src)?;
+    let modules: BTreeSet<ModPath> = files.iter().map(|f| module_path(src, f)).collect();
+    // parent -> sibling -> sibling it uses, with one piece of evidence per edge.
+    let mut edges: BTreeMap<ModPath, BTreeMap<String, BTreeMap<String, String>>> = BTreeMap::new();
+    for file in &files {
+        let from = module_path(src, file);
+        let rel = file
+            .strip_prefix(root)
+            .unwrap_or(file)
+            .display()
+            .to_string();
+        let text = std::fs::read_to_string(file)?;
+        for (n, line) in code_lines(&text) {
+            for path in referenced_paths(line, &from) {
+                let to = deepest_module(&modules, &path);
+                let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+                if common == from.len() || common == to.len() {
+                    continue; // one contains the other: parent and child may use each other
+                }
+                edges
+                    .entry(from[..common].to_vec())
+                    .or_default()
+                    .entry(from[common].clone())
+                    .or_default()
+                    .entry(to[common].clone())
+                    .or_insert_with(|| format!("{rel}:{n}"));
+            }
+        }
+    }
+    let krate = src.parent().unwrap_or(src);
+    let krate = krate
+        .strip_prefix(root)
+        .unwrap_or(krate)
+        .display()
+        .to_string();
+    let mut problems = Vec::new();
+    for (parent, graph) in &edges {
+        for group in cycles(graph) {
+            let steps: Vec<String> = group
+                .iter()
+                .flat_map(|a| graph[a].iter().map(move |(b, at)| (a, b, at)))
+                .filter(|(_, b, _)| group.contains(b))
+                .map(|(a, b, at)| format!("{a} -> {b} ({at})"))
+                .collect();
+            let at = if parent.is_empty() {
+                "the crate root".to_string()
+            } else {
+                parent.join("::")
+            };
+            problems.push(format!(
+                "module circle in {krate} under {at} among {}: {}",
+                group.join(", "),
+                steps.join(", ")
+            ));
+        }
+    }
+    Ok(problems)
+}
+
+/// The longest prefix of `path` that names a module file of the crate.
+fn deepest_module(modules: &BTreeSet<ModPath>, path: &[String]) -> ModPath {
+    (0..=path.len())
+        .rev()
+        .map(|n| path[..n].to_vec())
+        .find(|p| modules.contains(p))
+        .unwrap_or_default()
+}
+
+/// Absolute module paths named on a line: `crate::a::b`, `super::c`, and the branches of
+/// `use crate::{a::X, b::{Y, Z}}`.
+fn referenced_paths(line: &str, from: &ModPath) -> Vec<ModPath> {
+    let mut out = Vec::new();
+    for (anchor, base) in [("crate::", Vec::new()), ("super::", parent_of(from))] {
+        let mut rest = line;
+        while let Some(i) = rest.find(anchor) {
+            let before = rest[..i].chars().last();
+            let tail = &rest[i + anchor.len()..];
+            rest = tail;
+            // `$crate::` (macros) and `foo_crate::` are not this crate.
+            if before.is_some_and(|c| c == '$' || c == '_' || c.is_alphanumeric()) {
+                continue;
+            }
+            let mut base = base.clone();
+            let mut tail = tail;
+            // `super::super::x`
+            while let Some(t) = tail.strip_prefix("super::") {
+                base = parent_of(&base);
+                tail = t;
+            }
+            expand(tail, &base, &mut out);
+        }
+    }
+    out
+}
+
+fn parent_of(path: &[String]) -> ModPath {
+    path[..path.len().saturating_sub(1)].to_vec()
+}
+
+/// Expands a path text (`a::b::X`, or `{a::X, b::{Y}}`) after `prefix` into full paths.
+fn expand(text: &str, prefix: &ModPath, out: &mut Vec<ModPath>) {
+    let mut path = prefix.clone();
+    let mut rest = text.trim_start();
+    loop {
+        if let Some(inner) = rest.strip_prefix('{') {
+            for branch in split_top_level(inner) {
+                expand(branch, &path, out);
+            }
+            return;
+        }
+        let end = rest
+            .find(|c: char| !(c == '_' || c.is_alphanumeric()))
+            .unwrap_or(rest.len());
+        if end == 0 {
+            break;
+        }
+        path.push(rest[..end].to_string());
+        match rest[end..].strip_prefix("::") {
+            Some(r) => rest = r,
+            None => break,
+        }
+    }
+    out.push(path);
+}
+
+/// The comma-separated items of a brace group (up to its closing brace).
+fn split_top_level(text: &str) -> Vec<&str> {
+    let (mut depth, mut start, mut items) = (0usize, 0usize, Vec::new());
+    for (i, c) in text.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => {
+                items.push(&text[start..i]);
+                return items;
+            }
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(&text[start..]);
+    items
+}
+
+/// The groups of modules that use each other in a circle (strongly connected components of
+/// more than one module), each as its sorted member names.
+fn cycles(graph: &BTreeMap<String, BTreeMap<String, String>>) -> Vec<Vec<String>> {
+    let reaches = |from: &String| {
+        let mut seen: BTreeSet<&String> = BTreeSet::new();
+        let mut stack = vec![from];
+        while let Some(n) = stack.pop() {
+            for next in graph.get(n).into_iter().flat_map(|m| m.keys()) {
+                if seen.insert(next) {
+                    stack.push(next);
+                }
+            }
+        }
+        seen
+    };
+    let reach: BTreeMap<&String, BTreeSet<&String>> =
+        graph.keys().map(|k| (k, reaches(k))).collect();
+    let mut groups: BTreeSet<Vec<String>> = BTreeSet::new();
+    for (a, from_a) in &reach {
+        let group: Vec<String> = from_a
+            .iter()
+            .filter(|b| *b != a && reach.get(*b).is_some_and(|r| r.contains(a)))
+            .chain(std::iter::once(a))
+            .map(|s| s.to_string())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        if group.len() > 1 {
+            groups.insert(group);
+        }
+    }
+    groups.into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> ModPath {
+        s.split("::")
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect()
+    }
+
+    #[test]
+    fn paths_on_a_line() {
+        let from = p("decode::registry");
+        let got = referenced_paths(
+            "use crate::{error::{Error, Kind}, image::Image}; let x = super::sniff(b);",
+            &from,
+        );
+        assert_eq!(
+            got,
+            vec![
+                p("error::Error"),
+                p("error::Kind"),
+                p("image::Image"),
+                p("decode::sniff")
+            ]
+        );
+        assert!(referenced_paths("$crate::x; spdl_crate::y", &from).is_empty());
+    }
+
+    #[test]
+    fn finds_a_circle_once() {
+        let mut g: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+        g.entry("a".into())
+            .or_default()
+            .insert("b".into(), "x".into());
+        g.entry("b".into())
+            .or_default()
+            .insert("a".into(), "y".into());
+        g.entry("b".into())
+            .or_default()
+            .insert("c".into(), "z".into());
+        assert_eq!(cycles(&g), vec![vec!["a", "b"]]);
+    }
+
+    /// The workspace itself is tidy (the gate runs `cargo xtask tidy` too; this keeps
+    /// `cargo test -p xtask` honest on its own).
+    #[test]
+    fn workspace_is_tidy() {
+        let problems = check(&repo_root()).unwrap();
+        assert!(problems.is_empty(), "{problems:#?}");
+    }
+}
