@@ -26,6 +26,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::backend::Backends;
+pub use crate::backend::Capability;
 use crate::error::{Error, ErrorKind, Result};
 use crate::list::SampleList;
 pub use crate::options::{FetchOptions, S3Options, Secret};
@@ -53,8 +55,7 @@ pub struct Fetcher {
 
 struct Inner {
     options: FetchOptions,
-    #[cfg(feature = "source-s3")]
-    s3: crate::backend::s3::S3Clients,
+    backends: Backends,
 }
 
 impl fmt::Debug for Fetcher {
@@ -87,8 +88,7 @@ impl Fetcher {
         opendal::install_default();
         Ok(Self {
             inner: Arc::new(Inner {
-                #[cfg(feature = "source-s3")]
-                s3: crate::backend::s3::S3Clients::new(&options.s3),
+                backends: Backends::new(&options),
                 options,
             }),
         })
@@ -97,6 +97,14 @@ impl Fetcher {
     /// The options this fetcher was built with.
     pub fn options(&self) -> &FetchOptions {
         &self.inner.options
+    }
+
+    /// What the backend for `uri`'s scheme can do in this build.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unsupported`] naming the feature when this build has no such backend.
+    pub fn capability(&self, uri: &Uri) -> Result<Capability> {
+        Ok(self.inner.backends.for_uri(uri)?.capability())
     }
 
     /// The whole object at `uri`, retried as [`FetchOptions::retry`] says.
@@ -131,30 +139,8 @@ impl Fetcher {
     }
 
     async fn fetch_inner(&self, uri: &Uri, range: Option<Range<u64>>) -> Result<Bytes> {
-        let opts = &self.inner.options;
-        match uri {
-            Uri::Local(path) => crate::backend::local::read(path, range).await,
-            #[cfg(feature = "source-http")]
-            Uri::Http(url) => {
-                crate::backend::with_retries(opts, uri, || {
-                    crate::backend::http::get(opts, url, range.clone())
-                })
-                .await
-            }
-            #[cfg(feature = "source-s3")]
-            Uri::S3 { bucket, key } => {
-                let op = self.inner.s3.operator(bucket, uri)?;
-                crate::backend::with_retries(opts, uri, || {
-                    crate::backend::s3::get(opts, &op, key, range.clone())
-                })
-                .await
-            }
-            #[allow(unreachable_patterns)]
-            _ => {
-                let _ = opts;
-                Err(crate::backend::unsupported(uri))
-            }
-        }
+        let backend = self.inner.backends.for_uri(uri)?;
+        backend.read(&self.inner.options, uri, range).await
     }
 
     /// The samples at `uri`:
@@ -173,34 +159,18 @@ impl Fetcher {
     /// The errors of [`Fetcher::fetch`] and of listing, naming `uri`;
     /// [`ErrorKind::InvalidListLine`] naming the manifest and line.
     pub async fn list(&self, uri: &Uri) -> Result<SampleList> {
-        match uri {
-            #[cfg(feature = "source-local")]
-            Uri::Local(path) => {
-                if path.is_dir() {
-                    crate::local::walk_dir(path, &crate::local::Extensions::any())
-                } else {
-                    crate::local::read_list_file(path)
-                }
-            }
-            #[cfg(feature = "source-s3")]
-            Uri::S3 { bucket, key } if uri.names_prefix() => {
-                let op = self.inner.s3.operator(bucket, uri)?;
-                let prefix = if key.is_empty() || key.ends_with('/') {
-                    key.clone()
-                } else {
-                    format!("{key}/")
-                };
-                let opts = &self.inner.options;
-                crate::backend::with_retries(opts, uri, || {
-                    crate::backend::s3::list(&op, bucket, &prefix)
-                })
-                .await
-            }
-            _ => {
-                let bytes = self.fetch_manifest(uri).await?;
-                crate::list::parse_manifest(&bytes, uri)
-            }
+        let backend = self.inner.backends.for_uri(uri)?;
+        // A local path is a folder or a list file; an S3 key names a prefix or a manifest; a
+        // URL is always a manifest.
+        let listing = match uri {
+            Uri::Local(_) => true,
+            _ => uri.names_prefix(),
+        };
+        if listing && backend.capability().list {
+            return backend.list(&self.inner.options, uri).await;
         }
+        let bytes = self.fetch_manifest(uri).await?;
+        crate::list::parse_manifest(&bytes, uri)
     }
 
     async fn fetch_manifest(&self, uri: &Uri) -> Result<Bytes> {

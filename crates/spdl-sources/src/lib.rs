@@ -66,7 +66,7 @@ pub use bytes::Bytes;
 pub use dist::DistInfo;
 pub use error::{Error, ErrorKind, Result};
 #[cfg(feature = "fetch")]
-pub use fetch::{FetchOptions, Fetcher, S3Options, Secret};
+pub use fetch::{Capability, FetchOptions, Fetcher, S3Options, Secret};
 pub use list::{parse_manifest, Sample, SampleList};
 #[cfg(feature = "source-local")]
 pub use local::{

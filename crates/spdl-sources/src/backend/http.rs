@@ -13,8 +13,53 @@ use http::StatusCode;
 use opendal::raw::oio::ReadStream as _;
 use opendal::{Buffer, HttpTransporter};
 
+use super::{Backend, BoxFuture, Capability};
 use crate::error::{Error, ErrorKind, Result};
+use crate::list::SampleList;
 use crate::options::FetchOptions;
+use crate::uri::Uri;
+
+/// HTTP(S): reads and ranges with retries; no listing (a URL is read as a manifest).
+pub(crate) struct HttpBackend;
+
+impl Backend for HttpBackend {
+    fn capability(&self) -> Capability {
+        Capability {
+            read: true,
+            read_range: true,
+            list: false,
+            retry: true,
+        }
+    }
+
+    fn read<'a>(
+        &'a self,
+        opts: &'a FetchOptions,
+        uri: &'a Uri,
+        range: Option<Range<u64>>,
+    ) -> BoxFuture<'a, Result<Bytes>> {
+        Box::pin(async move {
+            let Uri::Http(url) = uri else {
+                return Err(super::unsupported(uri));
+            };
+            super::with_retries(opts, uri, || get(opts, url, range.clone())).await
+        })
+    }
+
+    fn list<'a>(
+        &'a self,
+        _opts: &'a FetchOptions,
+        uri: &'a Uri,
+    ) -> BoxFuture<'a, Result<SampleList>> {
+        Box::pin(async move {
+            Err(Error::new(
+                ErrorKind::Unsupported,
+                "HTTP has no listing; give a manifest URL",
+            )
+            .with_uri(super::shown(uri)))
+        })
+    }
+}
 
 /// One attempt: GET `url` (with a `Range` header for `range`), check status, type and length.
 pub(crate) async fn get(

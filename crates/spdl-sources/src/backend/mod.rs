@@ -1,5 +1,6 @@
-//! One small module per backend, each behind its feature, and what they share: the retry loop,
-//! the body reader with its stall timeout and length check, the HTML check, redaction.
+//! One small module per backend, each behind its feature, all behind one [`Backend`] trait with
+//! a [`Capability`] (OpenDAL's shape), and what they share: the retry loop, the body reader with
+//! its stall timeout and length check, the HTML check, redaction.
 
 pub(crate) mod local;
 
@@ -8,18 +9,98 @@ pub(crate) mod http;
 #[cfg(feature = "source-s3")]
 pub(crate) mod s3;
 
-#[cfg(feature = "remote")]
 use std::future::Future;
+use std::ops::Range;
+use std::pin::Pin;
 
-#[cfg(feature = "remote")]
 use bytes::Bytes;
 
-#[cfg(feature = "remote")]
-use crate::error::Result;
-use crate::error::{Error, ErrorKind};
-#[cfg(feature = "remote")]
+use crate::error::{Error, ErrorKind, Result};
+use crate::list::SampleList;
 use crate::options::FetchOptions;
 use crate::uri::Uri;
+
+/// What a backend can do, as plain flags (after OpenDAL's `Capability`): the [`Fetcher`]
+/// reads them instead of knowing backends by name, and the behaviour tests check each flag
+/// against what the backend really does.
+///
+/// [`Fetcher`]: crate::Fetcher
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Capability {
+    /// Whole objects.
+    pub read: bool,
+    /// Byte ranges of an object (HTTP `Range`, S3 ranged `GetObject`, a seek).
+    pub read_range: bool,
+    /// Every object under a prefix or folder, recursively (HTTP has no listing: an `http(s)://`
+    /// URI is read as a manifest instead).
+    pub list: bool,
+    /// Temporary failures (timeouts, throttling, 5xx) are retried by [`FetchOptions::retry`];
+    /// local reads are not (a local error does not go away by waiting).
+    pub retry: bool,
+}
+
+/// A boxed future: [`Backend`] is used as a trait object.
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One storage backend. Each is a small module with a struct implementing this, behind its
+/// feature; [`Backends`] picks one by the URI's scheme.
+pub(crate) trait Backend: Send + Sync {
+    /// What this backend can do.
+    fn capability(&self) -> Capability;
+
+    /// The object at `uri`, or `range` of it (cut at the end), with the backend's retries.
+    fn read<'a>(
+        &'a self,
+        opts: &'a FetchOptions,
+        uri: &'a Uri,
+        range: Option<Range<u64>>,
+    ) -> BoxFuture<'a, Result<Bytes>>;
+
+    /// The samples under `uri` (called only when [`Capability::list`] is set).
+    fn list<'a>(
+        &'a self,
+        opts: &'a FetchOptions,
+        uri: &'a Uri,
+    ) -> BoxFuture<'a, Result<SampleList>>;
+}
+
+/// The backends of this build, one per scheme.
+pub(crate) struct Backends {
+    local: local::LocalBackend,
+    #[cfg(feature = "source-http")]
+    http: http::HttpBackend,
+    #[cfg(feature = "source-s3")]
+    s3: s3::S3Backend,
+}
+
+impl Backends {
+    pub(crate) fn new(options: &FetchOptions) -> Self {
+        let _ = options; // only S3 keeps settings of its own
+        Self {
+            local: local::LocalBackend,
+            #[cfg(feature = "source-http")]
+            http: http::HttpBackend,
+            #[cfg(feature = "source-s3")]
+            s3: s3::S3Backend::new(&options.s3),
+        }
+    }
+
+    /// The backend for `uri`'s scheme.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unsupported`] naming the feature this build lacks.
+    pub(crate) fn for_uri(&self, uri: &Uri) -> Result<&dyn Backend> {
+        match uri {
+            Uri::Local(_) => Ok(&self.local),
+            #[cfg(feature = "source-http")]
+            Uri::Http(_) => Ok(&self.http),
+            #[cfg(feature = "source-s3")]
+            Uri::S3 { .. } => Ok(&self.s3),
+            #[allow(unreachable_patterns)]
+            _ => Err(unsupported(uri)),
+        }
+    }
+}
 
 /// The URI as errors show it: credentials in a URL (user info, signature or token query
 /// values) replaced by `REDACTED`.
