@@ -22,6 +22,7 @@ pub(crate) fn run(args: LimitArgs) -> Result<ExitCode> {
         .max(1);
     let mut loader = ImageLoader::new(transform(&args.load)?);
     loader.region_decode = !args.load.no_region_decode;
+    loader.scaled_decode = !args.load.no_scaled_decode;
     // Unreadable files are counted as failed (and named), as `spdl load` does, not fatal.
     let mut unreadable = Vec::new();
     let files: Vec<(String, Vec<u8>)> = dataset

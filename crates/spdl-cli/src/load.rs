@@ -193,6 +193,7 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
 
     let mut loader = ImageLoader::new(transform(&args)?);
     loader.region_decode = !args.no_region_decode;
+    loader.scaled_decode = !args.no_scaled_decode;
     let loader = Arc::new(loader);
     let sampler_options = SamplerOptions {
         shuffle: args.shuffle,

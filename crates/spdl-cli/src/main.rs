@@ -90,6 +90,11 @@ pub(crate) struct LoadArgs {
     /// kept region is decoded, with libjpeg-turbo's cropping).
     #[arg(long)]
     pub(crate) no_region_decode: bool,
+    /// Decode JPEGs at full resolution even when the transform shrinks them 4x or more
+    /// (default: libjpeg-turbo's DCT scaling to 1/2, 1/4 or 1/8, keeping the decoded box at
+    /// least twice the output size).
+    #[arg(long)]
+    pub(crate) no_scaled_decode: bool,
     /// Worker threads for decoding (default: the number of cores).
     #[arg(long, short = 't')]
     pub(crate) threads: Option<usize>,

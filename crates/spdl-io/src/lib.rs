@@ -60,7 +60,7 @@ pub mod video;
 pub use batch::{collate, collate_normalized, BatchData, BatchItem, ImageBatch};
 pub use decode::{
     crop, sniff, ColorMode, DecodeOptions, Decoder, Image, ImageFormat, ImageInfo, Limits,
-    Orientation, OutputShape, PixelData, Region, Registry,
+    Orientation, OutputShape, PixelData, Region, Registry, Scaled,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use loader::{key_from_path, ImageLoader};

@@ -215,6 +215,35 @@ pub trait Decoder: Send + Sync {
         crop(&full, region)
     }
 
+    /// The downscale factors `1/d` this decoder applies while decoding, largest `d` first
+    /// (libjpeg-turbo's DCT scaling: `[8, 4, 2]`); empty (the default) when it cannot.
+    fn scale_denominators(&self) -> &[usize] {
+        &[]
+    }
+
+    /// Decodes `region` (displayed coordinates, full resolution) at `1/denom` of the size,
+    /// `denom` one of [`Decoder::scale_denominators`]: the image holds the region's pixels of
+    /// the whole image scaled to `ceil(width / denom) x ceil(height / denom)` (see [`Scaled`]).
+    /// Decoding fewer pixels is faster than decoding all and resizing: the loader uses it when
+    /// the transform shrinks the region at least `denom` times.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Unsupported`] by default; otherwise as [`Decoder::decode_region`], and
+    /// [`ErrorKind::InvalidArgument`] for a factor or an orientation the decoder cannot scale.
+    fn decode_scaled(
+        &self,
+        bytes: &[u8],
+        opts: &DecodeOptions,
+        region: Region,
+        denom: usize,
+    ) -> Result<Scaled> {
+        let _ = (bytes, opts, region);
+        Err(Error::new(
+            ErrorKind::Unsupported,
+            format!("{} cannot decode at scale 1/{denom}", self.name()),
+        ))
+    }
+
     /// Probes, checks limits, allocates exactly once and decodes.
     ///
     /// # Errors
@@ -226,6 +255,21 @@ pub trait Decoder: Send + Sync {
         self.decode_into(bytes, opts, &mut buf)?;
         Ok(image_from_bytes(buf, shape, &info, opts))
     }
+}
+
+/// A region decoded at a reduced scale ([`Decoder::decode_scaled`]).
+#[derive(Debug, Clone)]
+pub struct Scaled {
+    /// The pixels, `[H, W, C]`.
+    pub image: Image,
+    /// Column of the image's left edge in the scaled whole image.
+    pub x: usize,
+    /// Row of the image's top edge in the scaled whole image.
+    pub y: usize,
+    /// Width of the whole image at this scale (`ceil(width / denom)`).
+    pub full_width: usize,
+    /// Height of the whole image at this scale.
+    pub full_height: usize,
 }
 
 /// Wraps a decoded byte buffer as an [`Image`] (16-bit samples are native-endian).

@@ -8,7 +8,7 @@ use std::ffi::CStr;
 use turbojpeg::raw;
 
 use super::jpeg_markers::{self, JpegHeader};
-use super::{check_out_len, color, ColorMode, DecodeOptions, Decoder, ImageFormat, Region};
+use super::{check_out_len, color, ColorMode, DecodeOptions, Decoder, ImageFormat, Region, Scaled};
 use super::{Image, ImageInfo};
 use crate::error::{Error, ErrorKind, Result};
 
@@ -166,9 +166,9 @@ impl TurboJpegDecoder {
         bytes: &[u8],
         header: &JpegHeader,
         opts: &DecodeOptions,
-        pf: raw::TJPF,
-        channels: usize,
+        (pf, channels): (raw::TJPF, usize),
         crop: Option<Region>,
+        denom: usize,
         dst: &mut Vec<u8>,
     ) -> Result<((usize, usize), usize)> {
         if !opts.lenient {
@@ -195,7 +195,21 @@ impl TurboJpegDecoder {
                 "libjpeg-turbo disagrees about the image size",
             ));
         }
-        let (mut trim, mut out_w, mut out_h) = ((0, 0), header.width, header.height);
+        // DCT-domain downscaling: the IDCT itself produces 1/denom of the pixels. The image
+        // (and the cropping region below) is then `ceil(size / denom)` in every coordinate.
+        let scaled = |v: usize| v.div_ceil(denom);
+        if denom > 1 {
+            let factor = raw::tjscalingfactor {
+                num: 1,
+                denom: denom as CInt,
+            };
+            // SAFETY: live handle; libjpeg-turbo validates the factor.
+            if unsafe { raw::tj3SetScalingFactor(handle.0, factor) } != 0 {
+                return Err(handle.error());
+            }
+        }
+        let (full_w, full_h) = (scaled(header.width), scaled(header.height));
+        let (mut trim, mut out_w, mut out_h) = ((0, 0), full_w, full_h);
         if let Some(r) = crop {
             // The left edge must sit on an iMCU boundary. Every edge also
             // gets one iMCU of margin, because smooth chroma upsampling treats
@@ -209,12 +223,14 @@ impl TurboJpegDecoder {
                 6 => (8, 32),    // 4:4:1
                 _ => (0, 0),     // unknown subsampling: decode all, crop after
             };
+            // The iMCU in decoded (scaled) pixels.
+            let (mcu_w, mcu_h) = (scaled(mcu_w), scaled(mcu_h));
             if let Some(col) = r.x.checked_div(mcu_w) {
                 let x0 = (col * mcu_w).saturating_sub(mcu_w);
                 let y0 = (r.y / mcu_h * mcu_h).saturating_sub(mcu_h);
                 trim = (r.x - x0, r.y - y0);
-                out_w = (r.x + r.width + mcu_w).min(header.width) - x0;
-                out_h = (r.y + r.height + mcu_h).min(header.height) - y0;
+                out_w = (r.x + r.width + mcu_w).min(full_w) - x0;
+                out_h = (r.y + r.height + mcu_h).min(full_h) - y0;
                 let region = raw::tjregion {
                     x: x0 as CInt,
                     y: y0 as CInt,
@@ -251,16 +267,30 @@ impl TurboJpegDecoder {
         Ok((trim, out_w))
     }
 
-    /// Decodes `region` (stored coordinates; whole image when `None`) and
+    /// Decodes `region` (stored coordinates at `1/denom` scale; whole image when `None`) and
     /// converts/orients into a fresh image.
-    fn decode_stored(bytes: &[u8], opts: &DecodeOptions, region: Option<Region>) -> Result<Image> {
+    fn decode_stored(
+        bytes: &[u8],
+        opts: &DecodeOptions,
+        region: Option<Region>,
+        denom: usize,
+    ) -> Result<Image> {
         let (header, info) = Self::header(bytes)?;
         let shape = opts.output_shape(&info)?;
         let (pf, pf_c) = pixel_format(header.components, opts.color);
         jpeg_markers::check_plausible_size(bytes, &header)?;
         let mut raw_buf = Vec::new();
-        let (trim, dec_w) = Self::decompress(bytes, &header, opts, pf, pf_c, region, &mut raw_buf)?;
-        let (w, h) = region.map_or((info.width, info.height), |r| (r.width, r.height));
+        let (trim, dec_w) = Self::decompress(
+            bytes,
+            &header,
+            opts,
+            (pf, pf_c),
+            region,
+            denom,
+            &mut raw_buf,
+        )?;
+        let full = (info.width.div_ceil(denom), info.height.div_ceil(denom));
+        let (w, h) = region.map_or(full, |r| (r.width, r.height));
         // Trim the iMCU-alignment margins.
         if trim != (0, 0) || dec_w != w {
             let row = dec_w * pf_c;
@@ -304,7 +334,7 @@ impl Decoder for TurboJpegDecoder {
         let (_, info) = Self::header(bytes)?;
         let shape = opts.output_shape(&info)?;
         check_out_len(out, &shape)?;
-        let img = Self::decode_stored(bytes, opts, None)?;
+        let img = Self::decode_stored(bytes, opts, None, 1)?;
         let src = img.as_u8().unwrap_or_default();
         out[..src.len()].copy_from_slice(src);
         Ok(info)
@@ -322,10 +352,56 @@ impl Decoder for TurboJpegDecoder {
             return super::crop(&full, region);
         }
         region.check_within(info.width, info.height)?;
-        Self::decode_stored(bytes, opts, Some(region))
+        Self::decode_stored(bytes, opts, Some(region), 1)
     }
 
     fn decode(&self, bytes: &[u8], opts: &DecodeOptions) -> Result<Image> {
-        Self::decode_stored(bytes, opts, None)
+        Self::decode_stored(bytes, opts, None, 1)
+    }
+
+    fn scale_denominators(&self) -> &[usize] {
+        &[8, 4, 2]
+    }
+
+    fn decode_scaled(
+        &self,
+        bytes: &[u8],
+        opts: &DecodeOptions,
+        region: Region,
+        denom: usize,
+    ) -> Result<Scaled> {
+        let info = self.probe(bytes)?;
+        if !matches!(denom, 1 | 2 | 4 | 8) {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("scale 1/{denom}: libjpeg-turbo scales by 1/2, 1/4 or 1/8"),
+            ));
+        }
+        if !opts.keep_orientation && info.orientation != super::Orientation::Normal {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "scaled decoding of an EXIF-rotated image: decode it whole",
+            ));
+        }
+        region.check_within(info.width, info.height)?;
+        let (full_width, full_height) = (info.width.div_ceil(denom), info.height.div_ceil(denom));
+        let (x, y) = (region.x / denom, region.y / denom);
+        let x1 = (region.x + region.width).div_ceil(denom).min(full_width);
+        let y1 = (region.y + region.height).div_ceil(denom).min(full_height);
+        let scaled = Region {
+            x,
+            y,
+            width: x1 - x,
+            height: y1 - y,
+        };
+        let whole = (scaled.width, scaled.height) == (full_width, full_height);
+        let image = Self::decode_stored(bytes, opts, (!whole).then_some(scaled), denom)?;
+        Ok(Scaled {
+            image,
+            x,
+            y,
+            full_width,
+            full_height,
+        })
     }
 }

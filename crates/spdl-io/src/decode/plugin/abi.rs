@@ -7,7 +7,7 @@
 use std::ffi::{c_char, c_void, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use crate::decode::{ColorMode, DecodeOptions, Decoder, ImageInfo, Limits, Orientation};
+use crate::decode::{ColorMode, DecodeOptions, Decoder, ImageInfo, Limits};
 use crate::error::{Error, ErrorKind};
 
 /// The version of the table; a host refuses a plugin with another one.
@@ -120,6 +120,7 @@ pub(crate) fn kind_code(kind: ErrorKind) -> u32 {
     KINDS.iter().position(|k| *k == kind).unwrap_or(0) as u32
 }
 
+#[cfg(feature = "decoder-plugins")]
 pub(crate) fn kind_from_code(code: u32) -> ErrorKind {
     KINDS
         .get(code as usize)
@@ -181,6 +182,7 @@ impl From<&ImageInfo> for RawImageInfo {
 
 impl RawImageInfo {
     /// Back to an [`ImageInfo`]; `None` for values out of range.
+    #[cfg(feature = "decoder-plugins")]
     pub(crate) fn info(&self, format: crate::ImageFormat) -> Option<ImageInfo> {
         Some(ImageInfo {
             format,
@@ -188,7 +190,9 @@ impl RawImageInfo {
             height: usize::try_from(self.height).ok()?,
             channels: usize::try_from(self.channels).ok()?,
             bit_depth: u8::try_from(self.bit_depth).ok()?,
-            orientation: Orientation::from_exif(u16::try_from(self.orientation).ok()?)?,
+            orientation: crate::decode::Orientation::from_exif(
+                u16::try_from(self.orientation).ok()?,
+            )?,
         })
     }
 }
@@ -203,6 +207,7 @@ impl RawError {
     }
 
     /// The error this describes.
+    #[cfg(feature = "decoder-plugins")]
     pub(crate) fn error(&self) -> Error {
         let end = self.message.iter().position(|&b| b == 0).unwrap_or(0);
         Error::new(

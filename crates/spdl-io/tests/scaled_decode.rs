@@ -1,0 +1,138 @@
+//! Decoding at libjpeg-turbo's DCT scale (1/2, 1/4, 1/8) when the transform shrinks the image
+//! that much: the pixels stay close to decoding everything and resizing, on real photos, for
+//! the eval and train transforms; the scaled path is taken exactly when the rule says.
+
+#![cfg(feature = "decode-turbojpeg")]
+
+use std::path::PathBuf;
+
+use spdl_io::{
+    decode::TurboJpegDecoder, Decoder, ImageLoader, RandomResizedCrop, Region, SampleContext,
+    Transform,
+};
+
+fn photos() -> Vec<(String, Vec<u8>)> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data/samples");
+    let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jpg"))
+        .map(|p| {
+            (
+                p.file_name().unwrap().to_string_lossy().into_owned(),
+                std::fs::read(&p).unwrap(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Mean and largest absolute difference of two equal-length u8 buffers.
+fn diff(a: &[u8], b: &[u8]) -> (f64, u8) {
+    assert_eq!(a.len(), b.len());
+    let max = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| x.abs_diff(*y))
+        .max()
+        .unwrap_or(0);
+    let sum: u64 = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| u64::from(x.abs_diff(*y)))
+        .sum();
+    (sum as f64 / a.len() as f64, max)
+}
+
+#[test]
+fn scaled_pixels_stay_close_to_the_full_decode() {
+    let transforms = [
+        ("eval 224", Transform::imagenet_eval()),
+        ("eval 64", Transform::eval(64, Default::default())),
+        (
+            "train 224",
+            Transform::RandomResizedCrop(RandomResizedCrop::new(224, 7)),
+        ),
+    ];
+    let mut scaled_runs = 0;
+    for (tname, transform) in transforms {
+        let mut full = ImageLoader::new(transform);
+        full.scaled_decode = false;
+        let mut scaled = full.clone();
+        scaled.scaled_decode = true;
+        for (name, bytes) in photos() {
+            for index in 0..3 {
+                let ctx = SampleContext {
+                    key: &name,
+                    index,
+                    epoch: 0,
+                };
+                let a = full.load(&bytes, &ctx).unwrap();
+                let b = scaled.load(&bytes, &ctx).unwrap();
+                assert_eq!(a.shape(), b.shape(), "{tname} {name}");
+                let (mean, max) = diff(a.as_u8().unwrap(), b.as_u8().unwrap());
+                if mean > 0.0 {
+                    scaled_runs += 1;
+                }
+                println!("{tname:10} {name:32} #{index}: mean {mean:.2} max {max}");
+                // The scaled IDCT is a box-like prefilter; bilinear/antialiased resampling of
+                // the full image differs from it mostly on sharp edges.
+                assert!(
+                    mean <= 3.0,
+                    "{tname} {name} #{index}: mean abs diff {mean:.2}"
+                );
+            }
+        }
+    }
+    assert!(scaled_runs > 0, "the larger photos take the scaled path");
+}
+
+#[test]
+fn scaled_region_matches_its_coordinates() {
+    let (name, bytes) = photos()
+        .into_iter()
+        .find(|(n, _)| n == "skimage_retina.jpg")
+        .unwrap();
+    let d = TurboJpegDecoder::new();
+    let info = d.probe(&bytes).unwrap();
+    let opts = Default::default();
+    for denom in [2, 4, 8] {
+        let whole = Region {
+            x: 0,
+            y: 0,
+            width: info.width,
+            height: info.height,
+        };
+        let full = d.decode_scaled(&bytes, &opts, whole, denom).unwrap();
+        assert_eq!(
+            (full.image.width, full.image.height),
+            (info.width.div_ceil(denom), info.height.div_ceil(denom)),
+            "{name} 1/{denom}"
+        );
+        // A region is the same pixels as the matching window of the whole scaled image.
+        let region = Region {
+            x: 333,
+            y: 210,
+            width: 700,
+            height: 500,
+        };
+        let part = d.decode_scaled(&bytes, &opts, region, denom).unwrap();
+        let (w, c) = (full.image.width, full.image.channels);
+        let whole_px = full.image.as_u8().unwrap();
+        let part_px = part.image.as_u8().unwrap();
+        let mut worst = 0u8;
+        for row in 0..part.image.height {
+            let src = ((part.y + row) * w + part.x) * c;
+            let dst = row * part.image.width * c;
+            let n = part.image.width * c;
+            for (a, b) in whole_px[src..src + n].iter().zip(&part_px[dst..dst + n]) {
+                worst = worst.max(a.abs_diff(*b));
+            }
+        }
+        // Smooth chroma upsampling sees the region's edge; the decoder keeps an iMCU margin.
+        assert!(worst <= 2, "{name} 1/{denom}: region differs by {worst}");
+        assert!(d.decode_scaled(&bytes, &opts, region, 3).is_err());
+    }
+}
