@@ -221,6 +221,7 @@ class StageStats:
     items_out: int
     filtered: int
     failures: int
+    tasks: int
     task_time: TimeSummary
     busy_fraction: float
 
@@ -234,6 +235,11 @@ class QueueStats:
     occupancy_rate: float
     mean_put_wait: float
     mean_get_wait: float
+    p90_put_wait: float
+    p99_put_wait: float
+    p90_get_wait: float
+    p99_get_wait: float
+    elapsed: float
 
 @final
 class PipelineStats:
@@ -378,11 +384,11 @@ def merge_states(states: Sequence[str]) -> str:
 
 def build_pipeline(
     source: Any,
-    stages: list[tuple[str, Any, str, int, str, int | None, int, bool]],
+    stages: list[dict[str, Any]],
     *,
     sink_size: int,
     num_threads: int,
-    max_failures: int,
+    max_failures: tuple[str, float] | None,
     report_stats_interval: float,
 ) -> _Pipeline: ...
 def init_logging(level: str = "info") -> None:
