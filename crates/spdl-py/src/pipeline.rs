@@ -312,11 +312,11 @@ fn agen_items(
     shared: Arc<Shared>,
 ) -> BoxStream<Result<Item, OpError>> {
     enum St {
-        Start(Item),
+        Start(Box<Item>),
         Running(Arc<Py<PyAny>>),
         Done,
     }
-    let steps = futures_util::stream::unfold(St::Start(item), move |st| {
+    let steps = futures_util::stream::unfold(St::Start(Box::new(item)), move |st| {
         let start = start.clone();
         let shared = shared.clone();
         async move {
@@ -325,7 +325,7 @@ fn agen_items(
                 St::Running(s) => s,
                 St::Start(item) => {
                     let made = with_gil(|py| -> Result<Py<PyAny>, OpError> {
-                        let arg = item.into_py(py).map_err(|e| shared.record_py(py, e))?;
+                        let arg = (*item).into_py(py).map_err(|e| shared.record_py(py, e))?;
                         start
                             .bind(py)
                             .call1((arg,))
@@ -417,6 +417,7 @@ fn hooked_native(
             hooks
                 .bind(py)
                 .call_method1("exit", (ctx, msg))
+                .map(|_| ())
                 .map_err(|e| shared.record_py(py, e))
         })?;
         out.map_err(|e| shared.record_native(e))
@@ -439,7 +440,7 @@ fn budget_of(b: Option<(String, f64)>) -> PyResult<Option<FailureBudget>> {
 
 /// One stage as the Python builder describes it (a dict with these keys).
 #[derive(FromPyObject)]
-struct StageSpec {
+pub(crate) struct StageSpec {
     /// `func`, `gen`, `async`, `asyncgen`, `native`, `aggregate`, `pyaggregate`,
     /// `disaggregate`.
     #[pyo3(item)]
