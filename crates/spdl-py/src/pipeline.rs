@@ -760,6 +760,22 @@ impl PyPipeline {
                         let msg = format!("The source failed: {}", e.bind(py));
                         return Err(pipeline_failure(py, msg, vec![e], Some("source")));
                     }
+                    // A budget exceeded while the epoch's end was already on its way: as in
+                    // SPDL, the failure is raised instead of the end.
+                    let failed = py.detach(|| {
+                        lock(&self.inner)
+                            .as_mut()
+                            .and_then(|p| p.take_unobserved_failure())
+                    });
+                    if let Some(e) = failed {
+                        let stage = e.stage().map(str::to_owned);
+                        return Err(pipeline_failure(
+                            py,
+                            e.to_string(),
+                            self.shared.take_failures(py),
+                            stage.as_deref(),
+                        ));
+                    }
                     return Err(PyEOFError::new_err("Reached the end of the pipeline."));
                 }
                 Step::Stopped => return Err(PyEOFError::new_err("The pipeline is stopped.")),

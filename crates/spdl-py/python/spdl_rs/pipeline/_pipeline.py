@@ -687,13 +687,11 @@ class _StageLifecycle:
         self._stack: Any = None
         self._state = "new"  # -> "entered" -> "exited"
         self.error: BaseException | None = None
-        stats_ref = weakref.ref(native)
 
         def stage_stats(i: int) -> Callable[[], Any]:
             def get() -> Any:
-                n = stats_ref()
                 try:
-                    return None if n is None else n.stats().stages[i]
+                    return native.stats().stages[i]
                 except (RuntimeError, IndexError):
                     return None
 
@@ -701,9 +699,8 @@ class _StageLifecycle:
 
         def queue_stats(i: int) -> Callable[[], Any]:
             def get() -> Any:
-                n = stats_ref()
                 try:
-                    return None if n is None else n.stats().queues[i]
+                    return native.stats().queues[i]
                 except (RuntimeError, IndexError):
                     return None
 
