@@ -7,7 +7,7 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from fractions import Fraction
 
 import numpy as np
@@ -584,9 +584,9 @@ def test_config_defaults_round_trip(monkeypatch, thread_baseline):
     built = []
     try:
         config.set_default_build_callback(built.append)
-        b = PipelineBuilder().add_source([1])
+        b = PipelineBuilder().add_source([1]).pipe(str, name="s")
         run(b)
-        assert built == [b]
+        assert repr(built[0]) == "PipelineConfig(src=list, pipes=[s], sink=3)"
     finally:
         config.set_default_build_callback(None)
     for setter, getter, value in [
@@ -651,6 +651,54 @@ def test_create_task_logs_failures(caplog, monkeypatch):
     finally:
         config.set_compact_log(None)
     assert "mytask" in caplog.text and "ValueError: kaboom" in caplog.text
+
+
+# --- profiling -----------------------------------------------------------------------------
+
+
+def test_profile_pipeline_sweeps_each_stage(thread_baseline):
+    from spdl_rs.pipeline import ProfileHook, ProfileResult, profile_pipeline
+
+    calls = []
+
+    class Hook(ProfileHook):
+        @contextmanager
+        def stage_profile_hook(self, stage, concurrency):
+            calls.append((stage, concurrency))
+            yield
+
+        @contextmanager
+        def pipeline_profile_hook(self):
+            calls.append("pipeline")
+            yield
+
+    def double(x):
+        return 2 * x
+
+    b = PipelineBuilder().add_source(range(100)).pipe(double, concurrency=2).aggregate(10).add_sink(3)
+    seen = []
+    results = profile_pipeline(b.get_config(), num_inputs=40, callback=seen.append, hook=Hook())
+    assert [r.name for r in results] == ["double", "aggregate(10)"] and seen == list(results)
+    assert all(isinstance(r, ProfileResult) for r in results)
+    assert [s.concurrency for s in results[0].stats] == [32, 16, 8, 4, 1]
+    assert [s.concurrency for s in results[1].stats] == [1]
+    assert all(s.qps > 0 and 0.0 <= s.occupancy_rate <= 1.0 for r in results for s in r.stats)
+    assert results[0].recommended_concurrency in (32, 16, 8, 4, 1)
+    best = max(s.qps for s in results[0].stats)
+    rec = next(s for s in results[0].stats if s.concurrency == results[0].recommended_concurrency)
+    assert rec.qps >= 0.95 * best
+    assert calls[0] == "pipeline" and ("double", 32) in calls and ("aggregate(10)", 1) in calls
+    with pytest.raises(RuntimeError, match="Sink is not set"):
+        PipelineBuilder().add_source([1]).get_config()
+
+
+def test_diagnostic_mode_profiles_then_exits(monkeypatch):
+    monkeypatch.setenv("SPDL_PIPELINE_DIAGNOSTIC_MODE", "1")
+    monkeypatch.setenv("SPDL_PIPELINE_DIAGNOSTIC_MODE_NUM_ITEMS", "5")
+    p = PipelineBuilder().add_source(range(10)).pipe(str).add_sink(3).build(num_threads=1)
+    with pytest.raises(SystemExit):
+        with p.auto_stop():
+            list(p)
 
 
 # --- signatures ----------------------------------------------------------------------------

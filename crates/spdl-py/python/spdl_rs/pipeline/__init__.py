@@ -40,6 +40,7 @@ from ._hooks import (
 )
 from ._misc import BackgroundTask, BackgroundTaskFactory, create_task
 from ._pipeline import Pipeline, PipelineBuilder, PipelineIterator
+from ._profile import ProfileHook, ProfileResult, profile_pipeline
 
 __all__ = [
     "PipelineBuilder",
@@ -62,6 +63,9 @@ __all__ = [
     "create_task",
     "BackgroundTask",
     "BackgroundTaskFactory",
+    "profile_pipeline",
+    "ProfileHook",
+    "ProfileResult",
     "config",
     "defs",
 ]

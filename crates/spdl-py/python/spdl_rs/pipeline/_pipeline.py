@@ -432,6 +432,19 @@ class PipelineBuilder(Generic[T, U]):
         self._sink_size = int(buffer_size)
         return self
 
+    def get_config(self) -> "_BuilderConfig":
+        """A snapshot of the pipeline's definition (source, stages, sink), for
+        :func:`profile_pipeline` and the build callback. Not yet SPDL's
+        ``spdl.pipeline.defs.PipelineConfig`` (config-based building is not in spdl_rs).
+
+        Raises ``RuntimeError`` if the source or the sink is not set (as SPDL).
+        """
+        if self._source is None:
+            raise RuntimeError("Source is not set. Did you call `add_source`?")
+        if self._sink_size is None:
+            raise RuntimeError("Sink is not set. Did you call `add_sink`?")
+        return _BuilderConfig(self)
+
     def build(
         self,
         *,
@@ -488,10 +501,28 @@ class PipelineBuilder(Generic[T, U]):
             _check_queue_class(queue_class)
         if (callback := config.get_default_build_callback()) is not None:
             try:
-                callback(self)
+                callback(_BuilderConfig(self))
             except Exception:
                 _LG.exception("Build callback failed.")
+        if config.is_diagnostic_mode_enabled():
+            from ._profile import _DiagnosticPipeline
+
+            return _DiagnosticPipeline(_BuilderConfig(self)._builder, config.diagnostic_mode_num_sources())  # type: ignore[return-value]
         return _Build(self, num_threads, global_budget, report_stats_interval, queue_class, task_hook_factory, int(stage_id)).run()
+
+
+class _BuilderConfig:
+    """What ``PipelineBuilder.get_config()`` returns: a copy of the builder's definition."""
+
+    def __init__(self, builder: PipelineBuilder) -> None:
+        b = PipelineBuilder()
+        b._source, b._continuous, b._sink_size = builder._source, builder._continuous, builder._sink_size
+        b._stages = [dict(st) for st in builder._stages]
+        self._builder = b
+
+    def __repr__(self) -> str:
+        stages = ", ".join(st["name"] for st in self._builder._stages)
+        return f"PipelineConfig(src={type(self._builder._source).__name__}, pipes=[{stages}], sink={self._builder._sink_size})"
 
 
 class _Build:
