@@ -98,7 +98,9 @@ fn a_stage_budget_replaces_the_pipeline_budget_for_that_stage() {
     let mut p = PipelineBuilder::source(|_| 0..100u64)
         .pipe(
             fail_every(10),
-            StageConfig::named("own").order(Order::Input).max_failures(20),
+            StageConfig::named("own")
+                .order(Order::Input)
+                .max_failures(20),
         )
         .max_failures(1)
         .build(1)
@@ -123,7 +125,10 @@ fn a_stage_budget_replaces_the_pipeline_budget_for_that_stage() {
         .unwrap();
     let err = p.iter().find_map(|r| r.err()).expect("4 failures exceed 3");
     assert_eq!(err.kind(), ErrorKind::TooManyFailures);
-    assert!(err.to_string().contains("4 failures exceed max_failures=3"), "{err}");
+    assert!(
+        err.to_string().contains("4 failures exceed max_failures=3"),
+        "{err}"
+    );
 }
 
 #[test]

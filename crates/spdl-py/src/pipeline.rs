@@ -8,7 +8,12 @@
 //! - an async op: its coroutine runs on the pipeline's asyncio loop thread; the Rust stage
 //!   submits it (`run_coroutine_threadsafe`) and awaits a done-callback on the scheduler's
 //!   runtime, so no thread blocks on it;
-//! - a native op (`spdl_rs.ops`): never, for native items.
+//! - an async generator op: the same, one step at a time, in a stream stage that passes each
+//!   yielded item on at once (`concurrency` generators interleaved);
+//! - a custom aggregator (`pyaggregate`): `accumulate`/`flush` with the GIL, in order, in a
+//!   stream stage (through the loop when the stage has task hooks);
+//! - a native op (`spdl_rs.ops`): never, for native items, unless the stage has Python task
+//!   hooks (then they run around each call).
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -19,13 +24,13 @@ use std::time::{Duration, Instant};
 
 use futures_core::Stream;
 
+use futures_util::StreamExt;
 use pyo3::exceptions::{PyEOFError, PyRuntimeError, PyTimeoutError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
-use futures_util::StreamExt;
 use spdl_core::{
-    Aggregator, Batcher, BoxStream, ErrorKind, FailureBudget, Op, Order, Pipeline,
-    PipelineBuilder, StageConfig,
+    Aggregator, Batcher, BoxStream, ErrorKind, FailureBudget, Op, Order, Pipeline, PipelineBuilder,
+    StageConfig,
 };
 
 use crate::item::Item;
@@ -366,7 +371,8 @@ fn aggregate_items(
     shared: Arc<Shared>,
 ) -> BoxStream<Result<Item, OpError>> {
     let acc_shared = shared.clone();
-    let outputs = input.then(move |item| call_future(accumulate.clone(), Some(item), acc_shared.clone()));
+    let outputs =
+        input.then(move |item| call_future(accumulate.clone(), Some(item), acc_shared.clone()));
     let last = futures_util::stream::once(async move {
         match flush {
             Some(f) => call_future(f, None, shared).await.map(Some),
@@ -505,7 +511,12 @@ pub(crate) fn build_pipeline(
             if spec.kind != "native" || spec.hooks.is_some() {
                 return None;
             }
-            spec.op.bind(py).cast::<NativeOp>().ok()?.get().cuda_target()
+            spec.op
+                .bind(py)
+                .cast::<NativeOp>()
+                .ok()?
+                .get()
+                .cuda_target()
         })
         .collect();
     for (spec, next_target) in stages.into_iter().zip(next_targets) {

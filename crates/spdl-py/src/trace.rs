@@ -174,15 +174,20 @@ impl Drop for SessionWriter {
 /// use `spdl_rs.tracing`.
 #[pyfunction]
 #[pyo3(signature = (path, fd, buffer_kib))]
-pub(crate) fn _trace_start(path: Option<std::path::PathBuf>, fd: Option<i32>, buffer_kib: usize) -> PyResult<()> {
+pub(crate) fn _trace_start(
+    path: Option<std::path::PathBuf>,
+    fd: Option<i32>,
+    buffer_kib: usize,
+) -> PyResult<()> {
     let g = global()?;
     let mut session = g.session.lock().unwrap_or_else(|e| e.into_inner());
     if session.is_some() {
         return Err(PyRuntimeError::new_err("a trace is already being written"));
     }
     let file = match (path, fd) {
-        (Some(p), _) => std::fs::File::create(&p)
-            .map_err(|e| PyOSError::new_err(format!("cannot create trace file {}: {e}", p.display())))?,
+        (Some(p), _) => std::fs::File::create(&p).map_err(|e| {
+            PyOSError::new_err(format!("cannot create trace file {}: {e}", p.display()))
+        })?,
         (None, Some(fd)) => {
             use std::os::fd::{BorrowedFd, OwnedFd};
             // SAFETY: `fd` is open for the duration of this call (the caller's file); it is

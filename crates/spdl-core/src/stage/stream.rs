@@ -12,12 +12,12 @@ use std::task::Poll;
 use futures_core::Stream;
 use futures_util::StreamExt;
 
+use super::FailureBudget;
 use super::{Ids, Msg};
 use crate::error::{BoxError, Error, ErrorKind};
 use crate::exec::failures::Failures;
 use crate::exec::queue::{QueueRx, QueueTx};
 use crate::stats::{StageMeter, TaskOutcome};
-use super::FailureBudget;
 
 /// A boxed `Send` stream.
 pub type BoxStream<T> = Pin<Box<dyn Stream<Item = T> + Send + 'static>>;
