@@ -420,6 +420,8 @@ def test_task_hooks_run_once_per_task_with_the_task_inside(samples, thread_basel
         .pipe(aop, concurrency=3)
         .pipe(ops.read_file())
         .aggregate(2)
+        .disaggregate()
+        .aggregate(5)
         .add_sink(3)
         .build(num_threads=2, task_hook_factory=factory)
     )
@@ -433,6 +435,10 @@ def test_task_hooks_run_once_per_task_with_the_task_inside(samples, thread_basel
     assert len(made["aop"].inputs) == 5 and min(made["aop"].times) >= 0.01
     assert made["read_file"].inputs == [None] * 5, "native op: called once per task, no Python input"
     assert len(made["aggregate(2)"].inputs) == 5, "aggregate with hooks: one task per accumulate"
+    # disaggregate with hooks: one task per step, the last (StopAsyncIteration) of each of the
+    # 3 lists included, as SPDL's async generator stages.
+    assert len(made["disaggregate"].inputs) == 5 + 3
+    assert all(isinstance(x, list) for x in made["disaggregate"].inputs)
     assert all(h.stage_exit == 1 for h in made.values()), "stage_hook exits once"
 
 

@@ -42,3 +42,27 @@ def test_trace_shows_native_and_python_ops_on_their_threads(samples, tmp_path):
             pass
     names2 = [e["name"] for e in json.loads(second.read_text()) if e["ph"] == "B"]
     assert names2 == ["again"]
+
+
+def test_trace_gc_enable_false_and_a_file_descriptor(tmp_path):
+    import gc
+    import os
+
+    from spdl_rs import trace_gc
+
+    off = tmp_path / "off.json"
+    with tracing(off, enable=False):
+        with trace_event("nothing"):
+            pass
+    assert not off.exists()
+    trace_gc()
+    path = tmp_path / "fd.json"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT)
+    try:
+        with tracing(fd, process_name="by_fd"):
+            gc.collect()
+    finally:
+        os.close(fd)
+    events = json.loads(path.read_text())
+    assert events[0]["args"] == {"name": "by_fd"}
+    assert any(e["ph"] == "B" and e["name"] == "gc" for e in events)

@@ -143,7 +143,8 @@ class TaskHook(ABC):
     ``stage_hook``'s entry fails the pipeline (``get_item`` raises :class:`PipelineFailure`).
 
     A task is one call of the op: for a function or coroutine the call, for a generator
-    the whole generator, for an async generator each step (as SPDL); for a native op
+    the whole generator, for an async generator and ``disaggregate`` each step (as SPDL), for
+    an aggregation each ``accumulate``; for a native op
     (:mod:`spdl_rs.ops`) the call, with ``input_item=None`` (its input is a Rust value). A
     stage with a hook that is not engine-fed (see :class:`TaskStatsHook`) takes the GIL and
     two loop round trips per task: install hooks only where needed.

@@ -274,6 +274,11 @@ def _in_executor(op: Callable, executor: Executor, gen: bool) -> Callable:
     return afunc
 
 
+async def _disaggregate(items: Any) -> Any:
+    for item in items:
+        yield item
+
+
 def _drain(op: Callable, item: Any) -> list:
     return list(op(item))
 
@@ -633,7 +638,10 @@ class _Build:
         if kind == "aggregate":
             return self._aggregate_spec(spec, op, hooks, loop)
         if kind == "disaggregate":
-            return spec
+            if not hooks:
+                return spec
+            # With task hooks: as SPDL, an async generator over the list, one task per item.
+            kind, op = "asyncgen", _disaggregate
         if kind == "native":
             if hooks:
                 assert loop is not None
