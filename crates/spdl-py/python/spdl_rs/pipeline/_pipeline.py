@@ -727,6 +727,7 @@ class _StageLifecycle:
         self._bg: list[asyncio.Task] = []
         self._stack: Any = None
         self._state = "new"  # -> "entered" -> "exited"
+        self._state_lock = threading.Lock()  # the consumer and stop() may both end the stages
         self.error: BaseException | None = None
 
         def stage_stats(i: int) -> Callable[[], Any]:
@@ -756,9 +757,10 @@ class _StageLifecycle:
         self._objs = [h for hs in hooks for h in hs] + list(queues)
 
     def enter(self, timeout: float | None) -> None:
-        if self._state != "new":
-            return
-        self._state = "entered"
+        with self._state_lock:
+            if self._state != "new":
+                return
+            self._state = "entered"
         if self._quiet or self._loop is None:
             return
 
@@ -777,10 +779,10 @@ class _StageLifecycle:
             self.error = e
 
     def exit(self, error: BaseException | None = None) -> None:
-        if self._state != "entered":
-            self._state = "exited"
+        with self._state_lock:
+            was, self._state = self._state, "exited"
+        if was != "entered":
             return
-        self._state = "exited"
         if self._quiet or self._loop is None:
             for obj in self._objs:
                 final = getattr(obj, "_total", None) or getattr(obj, "_final", None)
