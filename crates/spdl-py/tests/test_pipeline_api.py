@@ -732,6 +732,10 @@ SPDL_SIGNATURES = {
     TaskStatsHook.__init__: ["self", "info", "interval"],
     StatsQueue.__init__: ["self", "info", "buffer_size", "interval"],
     AsyncQueue.__init__: ["self", "info", "buffer_size"],
+    spdl_rs.pipeline.profile_pipeline: ["cfg", "num_inputs", "callback", "hook"],
+    spdl_rs.tracing: ["output", "buffer_size", "process_name", "enable"],
+    spdl_rs.trace_event: ["name"],
+    spdl_rs.trace_counter: ["i", "val"],
     create_task: [
         "coro",
         "name",
