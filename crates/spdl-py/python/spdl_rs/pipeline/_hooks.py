@@ -486,17 +486,22 @@ class StatsQueue(AsyncQueue):
 
 
 def _check_queue_class(queue_class: Any) -> None:
-    """Raises ``TypeError`` for a queue class spdl_rs cannot honour."""
-    if not (isinstance(queue_class, type) and issubclass(queue_class, AsyncQueue)):
-        # SPDL passes a functools.partial of a queue class too; accept any factory that makes one.
+    """Raises ``TypeError`` for a queue class spdl_rs cannot honour: not a class or factory,
+    or one that overrides how items are put or taken (they never pass through Python)."""
+    if not isinstance(queue_class, type):
+        # SPDL also takes a factory (e.g. functools.partial of a class); what it makes is
+        # checked when the pipeline is built.
         if not callable(queue_class):
             raise TypeError(f"queue_class must be a subclass of spdl_rs.pipeline.AsyncQueue, got {queue_class!r}")
         return
-    for name in ("get", "put", "get_nowait", "put_nowait", "_put", "_get"):
-        if name in vars(queue_class) or any(
-            name in vars(c) for c in queue_class.__mro__ if c not in (AsyncQueue, StatsQueue, object)
-        ):
-            raise TypeError(
-                f"queue_class={queue_class.__name__} overrides {name}(): spdl_rs's queues are native and "
-                "items never pass through a Python queue; override stage_hook()/interval_stats_callback() only"
-            )
+    if not issubclass(queue_class, AsyncQueue):
+        raise TypeError(f"queue_class must be a subclass of spdl_rs.pipeline.AsyncQueue, got {queue_class.__name__}")
+    for cls in queue_class.__mro__:
+        if cls in (AsyncQueue, StatsQueue, object):
+            continue
+        for name in ("get", "put", "get_nowait", "put_nowait", "_put", "_get"):
+            if name in vars(cls):
+                raise TypeError(
+                    f"queue_class={queue_class.__name__} overrides {name}(): spdl_rs's queues are native and "
+                    "items never pass through a Python queue; override stage_hook()/interval_stats_callback() only"
+                )
