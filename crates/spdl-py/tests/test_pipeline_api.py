@@ -539,6 +539,8 @@ def test_queue_class_overriding_put_is_refused():
 
     with pytest.raises(TypeError, match="put"):
         PipelineBuilder().add_source([1]).add_sink(1).build(num_threads=1, queue_class=Bad)
+    with pytest.raises(TypeError, match="AsyncQueue"):
+        PipelineBuilder().add_source([1]).add_sink(1).build(num_threads=1, queue_class=dict)
 
 
 def test_queue_class_stage_hook_runs(thread_baseline):
