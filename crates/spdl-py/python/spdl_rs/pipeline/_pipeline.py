@@ -216,8 +216,6 @@ def _hooked_sync(op: Callable, runner: _HookRunner, gen: bool) -> Callable:
 
 
 async def _hooked_await(aop: Callable, hooks: Sequence[TaskHook], item: Any) -> Any:
-    if not hooks:
-        return await aop(item)
     out = None
     async with _task_hooks(hooks, item):
         out = await aop(item)
@@ -653,7 +651,10 @@ class _Build:
             kind = "asyncgen" if kind == "gen" else "async"
         if kind == "async":
             assert loop is not None
-            spec["op"] = lambda item, op=op: loop.submit(_hooked_await(op, hooks, item))
+            if hooks:
+                spec["op"] = lambda item, op=op: loop.submit(_hooked_await(op, hooks, item))
+            else:
+                spec["op"] = lambda item, op=op: loop.submit(op(item))
         elif kind == "asyncgen":
             assert loop is not None
             spec["op"] = lambda item, op=op: _AgenStepper(op(item), item, hooks, loop)
