@@ -442,6 +442,24 @@ def test_task_hooks_run_once_per_task_with_the_task_inside(samples, thread_basel
     assert all(h.stage_exit == 1 for h in made.values()), "stage_hook exits once"
 
 
+def test_a_failing_stage_hook_fails_the_pipeline(thread_baseline):
+    class Broken(TaskHook):
+        @asynccontextmanager
+        async def stage_hook(self):
+            raise OSError("no metrics server")
+            yield
+
+        @asynccontextmanager
+        async def task_hook(self, input_item=None):
+            yield
+
+    p = PipelineBuilder().add_source([1]).pipe(str).add_sink(1).build(num_threads=1, task_hook_factory=lambda i: [Broken()])
+    with p.auto_stop():
+        with pytest.raises(PipelineFailure, match="no metrics server") as info:
+            p.get_item(timeout=SAFETY)
+        assert isinstance(info.value.exceptions[0], OSError)
+
+
 def test_stage_infos_given_to_the_factory():
     infos = []
     p = (

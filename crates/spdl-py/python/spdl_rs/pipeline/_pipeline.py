@@ -766,8 +766,9 @@ class _StageLifecycle:
             return
 
         async def go() -> None:
-            self._stack = _stage_hooks(self._objs)
-            await self._stack.__aenter__()
+            stack = _stage_hooks(self._objs)
+            await stack.__aenter__()
+            self._stack = stack  # only once entered: a failed entry has cleaned up
             for make in self._bg_factories:
                 task = make()
                 self._bg.append(_misc.create_task(task.run(), name=f"background:{type(task).__name__}"))
