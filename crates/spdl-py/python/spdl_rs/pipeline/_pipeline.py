@@ -496,6 +496,8 @@ class PipelineBuilder(Generic[T, U]):
         global_budget = _budget(max_failures, "max_failures")
         if global_budget == _UNLIMITED:
             global_budget = None
+        if isinstance(report_stats_interval, bool) or not isinstance(report_stats_interval, numbers.Real):
+            raise TypeError(f"report_stats_interval must be a number, got {type(report_stats_interval).__name__}")
         if isinstance(stage_id, bool) or not isinstance(stage_id, numbers.Integral):
             raise TypeError(f"stage_id must be an int, got {type(stage_id).__name__}")
         if not isinstance(use_thread_output_queue, bool):
@@ -589,7 +591,7 @@ class _Build:
         bg = list(_misc._DEFAULT_BACKGROUND_TASKS or [])
 
         stage_objs = [h for hs in hooks for h in hs] + queues
-        quiet = all(_is_quiet(o, self.interval) for o in stage_objs) and not bg
+        quiet = all(_is_quiet(o) for o in stage_objs) and not bg
         source_async = isinstance(b._source, AsyncIterable) and not isinstance(b._source, Iterable)
         needs_loop = (
             source_async
@@ -610,7 +612,7 @@ class _Build:
                 sink_size=b._sink_size if b._sink_size is not None else 3,
                 num_threads=self.num_threads,
                 max_failures=self.budget,
-                report_stats_interval=self.interval if isinstance(self.interval, (int, float)) else -1,
+                report_stats_interval=float(self.interval),
             )
         except BaseException:
             if loop is not None:
@@ -697,7 +699,7 @@ class _Build:
         return spec
 
 
-def _is_quiet(obj: Any, interval: float) -> bool:
+def _is_quiet(obj: Any) -> bool:
     """Whether a stage hook or queue needs no loop: SPDL's default classes without periodic
     reports, whose only effect is the final log (written without a loop)."""
     from ._hooks import StatsQueue, TaskStatsHook
