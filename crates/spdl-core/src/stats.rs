@@ -21,7 +21,7 @@ pub(crate) struct Histogram {
 }
 
 impl Histogram {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Histogram {
             counts: vec![0; BUCKETS],
             total: 0,
@@ -52,7 +52,7 @@ impl Histogram {
         (1u64 << log2) + ((frac + 1) << (log2 - 2))
     }
 
-    fn record(&mut self, d: Duration) {
+    pub(crate) fn record(&mut self, d: Duration) {
         let ns = d.as_nanos().min(u64::MAX as u128) as u64;
         self.counts[Self::bucket(ns)] += 1;
         self.total += 1;
@@ -74,7 +74,7 @@ impl Histogram {
         Duration::ZERO
     }
 
-    fn summary(&self) -> TimeSummary {
+    pub(crate) fn summary(&self) -> TimeSummary {
         TimeSummary {
             mean: if self.total == 0 {
                 Duration::ZERO
@@ -181,6 +181,7 @@ impl StageMeter {
             items_out: s.items_out,
             filtered: s.filtered,
             failures: s.failures,
+            tasks: s.task_time.total,
             task_time: s.task_time.summary(),
             busy_fraction: if capacity > 0.0 {
                 s.busy.as_secs_f64() / capacity
@@ -214,6 +215,8 @@ pub struct StageStats {
     pub filtered: u64,
     /// Items whose op returned `Err` or panicked.
     pub failures: u64,
+    /// Op calls timed (one per item taken by a per-item stage; SPDL's `num_tasks`).
+    pub tasks: u64,
     /// Time one op call took (seconds of wall time on the worker).
     pub task_time: TimeSummary,
     /// Share of the stage's capacity (wall time x concurrency) spent running ops, 0.0 to 1.0.
@@ -235,6 +238,12 @@ pub struct QueueStats {
     pub mean_put_wait: Duration,
     /// Mean time a get waited for data (starvation), per item.
     pub mean_get_wait: Duration,
+    /// Distribution of the put waits (SPDL's `p90_put_time`, `p99_put_time`).
+    pub put_wait: TimeSummary,
+    /// Distribution of the get waits (SPDL's `p90_get_time`, `p99_get_time`).
+    pub get_wait: TimeSummary,
+    /// Time since the queue was made (SPDL's `elapsed`, the denominator of `qps`).
+    pub elapsed: Duration,
 }
 
 /// A snapshot of every stage and queue of a pipeline.

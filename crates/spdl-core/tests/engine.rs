@@ -93,6 +93,58 @@ fn stage_budget_delivers_produced_items_then_errors() {
 }
 
 #[test]
+fn a_stage_budget_replaces_the_pipeline_budget_for_that_stage() {
+    // SPDL 0.8's _FailCounter: a stage with its own budget is judged by it alone.
+    let mut p = PipelineBuilder::source(|_| 0..100u64)
+        .pipe(
+            fail_every(10),
+            StageConfig::named("own")
+                .order(Order::Input)
+                .max_failures(20),
+        )
+        .max_failures(1)
+        .build(1)
+        .unwrap();
+    let got: Vec<u64> = p.iter().map(|r| r.unwrap()).collect();
+    assert_eq!(got.len(), 90);
+    // Without one, the pipeline's budget counts the failures of every stage.
+    let mut p = PipelineBuilder::source(|_| 1..100u64)
+        .pipe(fail_every(10), StageConfig::named("a").order(Order::Input))
+        .pipe(
+            Op::blocking(|x: u64| {
+                if x % 10 == 5 {
+                    Err("five".into())
+                } else {
+                    Ok(Some(x))
+                }
+            }),
+            StageConfig::named("b").order(Order::Input),
+        )
+        .max_failures(3)
+        .build(1)
+        .unwrap();
+    let err = p.iter().find_map(|r| r.err()).expect("4 failures exceed 3");
+    assert_eq!(err.kind(), ErrorKind::TooManyFailures);
+    assert!(
+        err.to_string().contains("4 failures exceed max_failures=3"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_pipeline_rate_counts_the_calls_of_every_stage() {
+    // 1 in 10 fails in the first stage; two stages make twice the calls: a 6% rate holds.
+    let ok = |x: u64| Ok(Some(x));
+    let mut p = PipelineBuilder::source(|_| 1..1001u64)
+        .pipe(fail_every(10), StageConfig::default())
+        .pipe(Op::blocking(ok), StageConfig::default())
+        .max_failure_rate(0.06)
+        .build(1)
+        .unwrap();
+    assert_eq!(p.iter().filter(|r| r.is_ok()).count(), 900);
+}
+
+#[test]
 fn pipeline_rate_budget_waits_for_probation() {
     // 1 failure in the first 100 items: under a 5% rate.
     let mut p = PipelineBuilder::source(|_| 0..300u64)

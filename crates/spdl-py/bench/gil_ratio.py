@@ -24,7 +24,7 @@ from spdl_rs.pipeline import PipelineBuilder
 def run(listing, num_threads: int, seconds: float, batch: int) -> float:
     p = (
         PipelineBuilder()
-        .add_source(listing)
+        .add_source(listing, continuous=True)
         .pipe(ops.read_file(), concurrency=2)
         .pipe(ops.decode_image(224, 224), concurrency=num_threads)
         .aggregate(batch)

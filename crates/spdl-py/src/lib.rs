@@ -25,6 +25,7 @@ mod pipeline;
 mod plugin;
 mod sources;
 mod stats;
+mod trace;
 
 /// Times a pipeline thread took the GIL (for tests: native stages must not).
 static GIL_ACQUIRED: AtomicU64 = AtomicU64::new(0);
@@ -55,16 +56,14 @@ fn _gil_acquisitions() -> u64 {
 }
 
 /// Sends the engine's log (stage failures, `report_stats_interval` tables) to stderr at
-/// `level` (`"error"`, `"warn"`, `"info"`, `"debug"`, or a `tracing` filter such as
-/// `"spdl_core=info"`). Only the first call has an effect. Without it, failed items are still
+/// `level` (`"error"`, `"warn"`, `"info"`, `"debug"`, `"off"`, or a `tracing` filter such as
+/// `"spdl_core=info"`); a later call replaces the level. Without it, failed items are still
 /// counted, and `spdl_rs.pipeline` warns once per epoch with the count and the last errors.
+/// Raises `RuntimeError` if another `tracing` subscriber was installed in this process.
 #[pyfunction]
 #[pyo3(signature = (level="info"))]
-fn init_logging(level: &str) {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(level))
-        .with_writer(std::io::stderr)
-        .try_init();
+fn init_logging(level: &str) -> PyResult<()> {
+    trace::set_log_filter(level)
 }
 
 #[pymodule(gil_used = false)]
@@ -118,5 +117,10 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(media::op_audio, m)?)?;
     m.add_function(wrap_pyfunction!(_gil_acquisitions, m)?)?;
     m.add_function(wrap_pyfunction!(init_logging, m)?)?;
+    m.add_class::<trace::TraceSlice>()?;
+    m.add_function(wrap_pyfunction!(trace::_trace_start, m)?)?;
+    m.add_function(wrap_pyfunction!(trace::_trace_stop, m)?)?;
+    m.add_function(wrap_pyfunction!(trace::_trace_begin, m)?)?;
+    m.add_function(wrap_pyfunction!(trace::_trace_counter, m)?)?;
     Ok(())
 }

@@ -88,6 +88,47 @@ pub(crate) fn path_of(item: Item, op: &str) -> Result<PathOf, OpError> {
     }
 }
 
+/// An image a Python op returned (`spdl_rs.io.load_image`'s `CPUBuffer`, or a NumPy array),
+/// `[H, W, C]` or `[H, W]` uint8, copied through the buffer protocol for `collate`. The key is
+/// the buffer's first key, else `"<element i>"`.
+fn image_from_py(obj: &Bound<'_, PyAny>, i: usize) -> Result<spdl_io::BatchItem, OpError> {
+    let py = obj.py();
+    let buf = pyo3::buffer::PyBuffer::<u8>::get(obj).map_err(|e| {
+        format!(
+            "collate: element {i} is a {}, not a uint8 image array ({e})",
+            type_name(obj)
+        )
+    })?;
+    let (h, w, c) = match *buf.shape() {
+        [h, w, c] => (h, w, c),
+        [h, w] => (h, w, 1),
+        ref other => {
+            return Err(format!(
+                "collate: element {i} has shape {other:?}, expected [H, W, C] or [H, W]"
+            )
+            .into())
+        }
+    };
+    let data = buf
+        .to_vec(py)
+        .map_err(|e| format!("collate: element {i}: {e}"))?;
+    let image = spdl_io::Image::from_u8(data, w, h, c)
+        .ok_or_else(|| format!("collate: element {i}: {h}x{w}x{c} does not match its data"))?;
+    let key = obj
+        .getattr("keys")
+        .and_then(|k| k.extract::<Vec<String>>())
+        .ok()
+        .and_then(|k| k.into_iter().next())
+        .unwrap_or_else(|| format!("<element {i}>"));
+    let label = obj
+        .getattr("labels")
+        .and_then(|l| l.extract::<Vec<Option<i64>>>())
+        .ok()
+        .and_then(|l| l.into_iter().next())
+        .flatten();
+    Ok(spdl_io::BatchItem { key, label, image })
+}
+
 pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type()
         .name()
@@ -166,8 +207,16 @@ impl NativeOp {
                 Ok(Some(Item::Image { key, label, image }))
             }
             NativeKind::Collate { normalize } => {
-                let Item::List(items) = item else {
-                    return Err(format!("collate expects a list of decoded images (aggregate() after decode_image()), got {}", item.describe()).into());
+                let items = match item {
+                    Item::List(items) => items,
+                    // A list a Python aggregator made: its elements, with the GIL.
+                    Item::Py(obj) => with_gil(|py| {
+                        obj.bind(py)
+                            .try_iter()
+                            .and_then(|it| it.map(|v| v.map(Item::from_py)).collect::<PyResult<Vec<_>>>())
+                            .map_err(|e| format!("collate expects a list of decoded images, got {}: {e}", type_name(obj.bind(py))))
+                    })?,
+                    other => return Err(format!("collate expects a list of decoded images (aggregate() after decode_image()), got {}", other.describe()).into()),
                 };
                 let mut batch = Vec::with_capacity(items.len());
                 for (i, it) in items.into_iter().enumerate() {
@@ -175,6 +224,7 @@ impl NativeOp {
                         Item::Image { key, label, image } => {
                             batch.push(spdl_io::BatchItem { key, label, image })
                         }
+                        Item::Py(obj) => batch.push(with_gil(|py| image_from_py(obj.bind(py), i))?),
                         other => {
                             return Err(format!(
                                 "collate: element {i} is {}, not a decoded image",

@@ -8,7 +8,12 @@
 //! - an async op: its coroutine runs on the pipeline's asyncio loop thread; the Rust stage
 //!   submits it (`run_coroutine_threadsafe`) and awaits a done-callback on the scheduler's
 //!   runtime, so no thread blocks on it;
-//! - a native op (`spdl_rs.ops`): never, for native items.
+//! - an async generator op: the same, one step at a time, in a stream stage that passes each
+//!   yielded item on at once (`concurrency` generators interleaved);
+//! - a custom aggregator (`pyaggregate`): `accumulate`/`flush` with the GIL, in order, in a
+//!   stream stage (through the loop when the stage has task hooks);
+//! - a native op (`spdl_rs.ops`): never, for native items, unless the stage has Python task
+//!   hooks (then they run around each call).
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -19,11 +24,13 @@ use std::time::{Duration, Instant};
 
 use futures_core::Stream;
 
+use futures_util::StreamExt;
 use pyo3::exceptions::{PyEOFError, PyRuntimeError, PyTimeoutError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use spdl_core::{
-    Aggregator, Batcher, ErrorKind, Op, Order, Pipeline, PipelineBuilder, StageConfig,
+    Aggregator, Batcher, BoxStream, ErrorKind, FailureBudget, Op, Order, Pipeline, PipelineBuilder,
+    StageConfig,
 };
 
 use crate::item::Item;
@@ -227,6 +234,46 @@ fn drain(it: &Bound<'_, PyAny>) -> PyResult<Vec<Item>> {
     it.try_iter()?.map(|v| v.map(Item::from_py)).collect()
 }
 
+/// Calls `f(arg)` (`None` when `arg` is `None`), which returns a `concurrent.futures.Future`
+/// (a coroutine submitted to the pipeline's loop, or a future already done), and waits for its
+/// result without blocking a thread. A Python exception is recorded for the failure report.
+async fn call_future(
+    f: Arc<Py<PyAny>>,
+    arg: Option<Item>,
+    shared: Arc<Shared>,
+) -> Result<Py<PyAny>, OpError> {
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let submitted = with_gil(|py| -> Result<Py<PyAny>, OpError> {
+        let arg = match arg {
+            Some(item) => item.into_py(py).map_err(|e| shared.record_py(py, e))?,
+            None => py.None(),
+        };
+        let fut = f
+            .bind(py)
+            .call1((arg,))
+            .map_err(|e| shared.record_py(py, e))?;
+        let cb = Bound::new(
+            py,
+            DoneCallback {
+                tx: Mutex::new(Some(tx)),
+            },
+        )
+        .map_err(|e| shared.record_py(py, e))?;
+        fut.call_method1("add_done_callback", (cb,))
+            .map_err(|e| shared.record_py(py, e))?;
+        Ok(fut.unbind())
+    })?;
+    let mut guard = CancelOnDrop(Some(submitted));
+    let _ = rx.await;
+    let fut = guard.0.take().ok_or("async op lost its future")?;
+    with_gil(|py| {
+        fut.bind(py)
+            .call_method0("result")
+            .map(Bound::unbind)
+            .map_err(|e| shared.record_py(py, e))
+    })
+}
+
 fn py_op(kind: &str, f: Py<PyAny>, shared: Arc<Shared>) -> PyResult<Op<Item, Item>> {
     let f = Arc::new(f);
     Ok(match kind {
@@ -249,46 +296,97 @@ fn py_op(kind: &str, f: Py<PyAny>, shared: Arc<Shared>) -> PyResult<Op<Item, Ite
             })
         }),
         // `f(item)` submits the coroutine to the loop thread and returns a
-        // `concurrent.futures.Future` (see `spdl_rs.pipeline`); an async generator's outputs come
-        // back as a list, split by the following flatten stage.
-        "async" | "asyncgen" => {
-            let many = kind == "asyncgen";
-            Op::future(move |item: Item| {
-                let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-                let shared = shared.clone();
-                let submitted = with_gil(|py| -> Result<Py<PyAny>, OpError> {
-                    let arg = item.into_py(py).map_err(|e| shared.record_py(py, e))?;
-                    let fut = f
-                        .bind(py)
-                        .call1((arg,))
-                        .map_err(|e| shared.record_py(py, e))?;
-                    let cb = Bound::new(
-                        py,
-                        DoneCallback {
-                            tx: Mutex::new(Some(tx)),
-                        },
-                    )
-                    .map_err(|e| shared.record_py(py, e))?;
-                    fut.call_method1("add_done_callback", (cb,))
-                        .map_err(|e| shared.record_py(py, e))?;
-                    Ok(fut.unbind())
-                });
-                async move {
-                    let mut guard = CancelOnDrop(Some(submitted?));
-                    let _ = rx.await;
-                    let fut = guard.0.take().ok_or("async op lost its future")?;
-                    with_gil(|py| match fut.bind(py).call_method0("result") {
-                        Ok(out) if many => Ok(Some(Item::List(
-                            drain(&out).map_err(|e| shared.record_py(py, e))?,
-                        ))),
-                        Ok(out) => Ok(output_of(out)),
-                        Err(e) => Err(shared.record_py(py, e)),
-                    })
-                }
-            })
-        }
+        // `concurrent.futures.Future` (see `spdl_rs.pipeline`).
+        "async" => Op::future(move |item: Item| {
+            let fut = call_future(f.clone(), Some(item), shared.clone());
+            async move {
+                let out = fut.await?;
+                Ok(with_gil(|py| output_of(out.into_bound(py))))
+            }
+        }),
         other => return Err(PyValueError::new_err(format!("unknown op kind {other:?}"))),
     })
+}
+
+/// The items an async generator op yields for one input, each passed on as soon as it is
+/// yielded. `start(item)` returns a stepper; `stepper(None)` returns a future of `(value,)`, or
+/// of `None` once the generator is exhausted.
+fn agen_items(
+    start: Arc<Py<PyAny>>,
+    item: Item,
+    shared: Arc<Shared>,
+) -> BoxStream<Result<Item, OpError>> {
+    enum St {
+        Start(Box<Item>),
+        Running(Arc<Py<PyAny>>),
+        Done,
+    }
+    let steps = futures_util::stream::unfold(St::Start(Box::new(item)), move |st| {
+        let start = start.clone();
+        let shared = shared.clone();
+        async move {
+            let stepper = match st {
+                St::Done => return None,
+                St::Running(s) => s,
+                St::Start(item) => {
+                    let made = with_gil(|py| -> Result<Py<PyAny>, OpError> {
+                        let arg = (*item).into_py(py).map_err(|e| shared.record_py(py, e))?;
+                        start
+                            .bind(py)
+                            .call1((arg,))
+                            .map(Bound::unbind)
+                            .map_err(|e| shared.record_py(py, e))
+                    });
+                    match made {
+                        Ok(s) => Arc::new(s),
+                        Err(e) => return Some((Err(e), St::Done)),
+                    }
+                }
+            };
+            match call_future(stepper.clone(), None, shared.clone()).await {
+                Err(e) => Some((Err(e), St::Done)),
+                Ok(out) => with_gil(|py| {
+                    let out = out.into_bound(py);
+                    if out.is_none() {
+                        return None;
+                    }
+                    match out.get_item(0) {
+                        Ok(v) => Some((Ok(Item::from_py(v)), St::Running(stepper))),
+                        Err(e) => Some((Err(shared.record_py(py, e)), St::Done)),
+                    }
+                }),
+            }
+        }
+    });
+    Box::pin(steps)
+}
+
+/// A custom aggregator for one epoch: `accumulate(item)` and, at the end of the epoch,
+/// `flush(None)` each return a future of the output or `None` (nothing to pass on). Items are
+/// taken one at a time, in order.
+fn aggregate_items(
+    input: BoxStream<Item>,
+    accumulate: Arc<Py<PyAny>>,
+    flush: Option<Arc<Py<PyAny>>>,
+    shared: Arc<Shared>,
+) -> BoxStream<Result<Item, OpError>> {
+    let acc_shared = shared.clone();
+    let outputs =
+        input.then(move |item| call_future(accumulate.clone(), Some(item), acc_shared.clone()));
+    let last = futures_util::stream::once(async move {
+        match flush {
+            Some(f) => call_future(f, None, shared).await.map(Some),
+            None => Ok(None),
+        }
+    });
+    let all = outputs.map(|r| r.map(Some)).chain(last).filter_map(|r| {
+        futures_util::future::ready(match r {
+            Ok(Some(out)) => with_gil(|py| output_of(out.into_bound(py))).map(Ok),
+            Ok(None) => None,
+            Err(e) => Some(Err(e)),
+        })
+    });
+    Box::pin(all)
 }
 
 /// Splits lists (SPDL's `disaggregate`): native lists without the GIL, Python iterables with it.
@@ -303,18 +401,82 @@ fn flatten_op(shared: Arc<Shared>, what: &'static str) -> Op<Item, Item> {
     })
 }
 
-/// One stage as the Python builder describes it:
-/// `(kind, op, name, concurrency, output_order, max_failures, size, drop_last)`.
-type StageSpec = (
-    String,
-    Py<PyAny>,
-    String,
-    usize,
-    String,
-    Option<u64>,
-    usize,
-    bool,
-);
+/// Runs a native op inside the stage's Python task hooks: `hooks.enter(None)` gives a context,
+/// `hooks.exit(context, error_message_or_None)` closes it (and may raise to fail the item).
+fn hooked_native(
+    native: Py<NativeOp>,
+    hooks: Arc<Py<PyAny>>,
+    next_target: Option<Arc<crate::cuda::CudaTarget>>,
+    shared: Arc<Shared>,
+) -> Op<Item, Item> {
+    Op::blocking(move |item: Item| {
+        let ctx = with_gil(|py| {
+            hooks
+                .bind(py)
+                .call_method1("enter", (py.None(),))
+                .map(Bound::unbind)
+                .map_err(|e| shared.record_py(py, e))
+        })?;
+        let out = native.get().apply_before(item, next_target.as_deref());
+        let msg = out.as_ref().err().map(|e| e.to_string());
+        with_gil(|py| {
+            hooks
+                .bind(py)
+                .call_method1("exit", (ctx, msg))
+                .map(|_| ())
+                .map_err(|e| shared.record_py(py, e))
+        })?;
+        out.map_err(|e| shared.record_native(e))
+    })
+}
+
+/// A failure budget as the Python builder gives it: `("count", n)` or `("rate", r)`.
+fn budget_of(b: Option<(String, f64)>) -> PyResult<Option<FailureBudget>> {
+    Ok(match b {
+        None => None,
+        Some((kind, v)) if kind == "count" => Some(FailureBudget::Count(v.max(0.0) as u64)),
+        Some((kind, v)) if kind == "rate" => Some(FailureBudget::Rate(v)),
+        Some((kind, _)) => {
+            return Err(PyValueError::new_err(format!(
+                "unknown failure budget {kind:?}"
+            )))
+        }
+    })
+}
+
+/// One stage as the Python builder describes it (a dict with these keys).
+#[derive(FromPyObject)]
+pub(crate) struct StageSpec {
+    /// `func`, `gen`, `async`, `asyncgen`, `native`, `aggregate`, `pyaggregate`,
+    /// `disaggregate`.
+    #[pyo3(item)]
+    kind: String,
+    #[pyo3(item)]
+    op: Py<PyAny>,
+    #[pyo3(item)]
+    name: String,
+    #[pyo3(item)]
+    concurrency: usize,
+    #[pyo3(item)]
+    output_order: String,
+    /// `("count", n)` or `("rate", r)`; `None`: the pipeline's budget applies.
+    #[pyo3(item)]
+    budget: Option<(String, f64)>,
+    /// `aggregate`: items per list.
+    #[pyo3(item)]
+    size: usize,
+    #[pyo3(item)]
+    drop_last: bool,
+    /// `native`: the Python task hooks to run around each call, if any.
+    #[pyo3(item)]
+    hooks: Option<Py<PyAny>>,
+    /// `pyaggregate`: called at the end of each epoch, if any.
+    #[pyo3(item)]
+    flush: Option<Py<PyAny>>,
+}
+
+/// Sink capacity standing for SPDL's `add_sink(0)` (unlimited).
+const UNLIMITED_SINK: usize = 1 << 30;
 
 /// Builds the native pipeline (internal; use `spdl_rs.pipeline.PipelineBuilder`).
 #[pyfunction]
@@ -325,7 +487,7 @@ pub(crate) fn build_pipeline(
     stages: Vec<StageSpec>,
     sink_size: usize,
     num_threads: usize,
-    max_failures: i64,
+    max_failures: Option<(String, f64)>,
     report_stats_interval: f64,
 ) -> PyResult<PyPipeline> {
     let shared = Arc::new(Shared::default());
@@ -345,17 +507,32 @@ pub(crate) fn build_pipeline(
     // A `collate` directly followed by a `to_device` writes into the device's pinned memory.
     let next_targets: Vec<_> = (0..stages.len())
         .map(|i| {
-            let (kind, op, ..) = stages.get(i + 1)?;
-            if kind != "native" {
+            let spec = stages.get(i + 1)?;
+            if spec.kind != "native" || spec.hooks.is_some() {
                 return None;
             }
-            op.bind(py).cast::<NativeOp>().ok()?.get().cuda_target()
+            spec.op
+                .bind(py)
+                .cast::<NativeOp>()
+                .ok()?
+                .get()
+                .cuda_target()
         })
         .collect();
-    for ((kind, op, name, concurrency, order, stage_failures, size, drop_last), next_target) in
-        stages.into_iter().zip(next_targets)
-    {
-        let order = match order.as_str() {
+    for (spec, next_target) in stages.into_iter().zip(next_targets) {
+        let StageSpec {
+            kind,
+            op,
+            name,
+            concurrency,
+            output_order,
+            budget,
+            size,
+            drop_last,
+            hooks,
+            flush,
+        } = spec;
+        let order = match output_order.as_str() {
             "completion" => Order::Completion,
             "input" => Order::Input,
             o => {
@@ -364,14 +541,25 @@ pub(crate) fn build_pipeline(
                 )))
             }
         };
+        let stage_budget = budget_of(budget)?;
         let mut cfg = StageConfig::named(name.clone())
             .concurrency(concurrency.max(1))
             .order(order);
-        if let Some(n) = stage_failures {
-            cfg = cfg.max_failures(n);
+        match stage_budget {
+            Some(FailureBudget::Count(n)) => cfg = cfg.max_failures(n),
+            Some(FailureBudget::Rate(r)) => cfg = cfg.max_failure_rate(r),
+            None => {}
         }
         b = match kind.as_str() {
             "aggregate" => b.aggregate_with(ListBatcher(Batcher::new(size.max(1), drop_last))),
+            "pyaggregate" => {
+                let accumulate = Arc::new(op);
+                let flush = flush.map(Arc::new);
+                let shared = shared.clone();
+                b.pipe_stream_with(cfg, move |input| {
+                    aggregate_items(input, accumulate.clone(), flush.clone(), shared.clone())
+                })
+            }
             "disaggregate" => b.pipe(
                 flatten_op(shared.clone(), "disaggregate"),
                 StageConfig::named(name),
@@ -381,29 +569,46 @@ pub(crate) fn build_pipeline(
                 let shared = shared.clone();
                 // A failed transfer is the device's problem, not the sample's: unless the
                 // stage was given a budget, the first one stops the pipeline.
-                if stage_failures.is_none() && native.get().cuda_target().is_some() {
+                if stage_budget.is_none() && native.get().cuda_target().is_some() {
                     cfg = cfg.max_failures(0);
                 }
-                b.pipe(
-                    Op::blocking(move |item: Item| {
+                let op = match hooks {
+                    Some(h) => hooked_native(native, Arc::new(h), next_target, shared),
+                    None => Op::blocking(move |item: Item| {
                         native
                             .get()
                             .apply_before(item, next_target.as_deref())
                             .map_err(|e| shared.record_native(e))
                     }),
-                    cfg,
-                )
+                };
+                b.pipe(op, cfg)
             }
-            "asyncgen" => b.pipe(py_op("asyncgen", op, shared.clone())?, cfg).pipe(
-                flatten_op(shared.clone(), "an async generator op"),
-                StageConfig::named(format!("{name}:flatten")),
-            ),
+            "asyncgen" => {
+                let start = Arc::new(op);
+                let shared = shared.clone();
+                let limit = concurrency.max(1);
+                b.pipe_stream_with(cfg, move |input| {
+                    let start = start.clone();
+                    let shared = shared.clone();
+                    Box::pin(
+                        input
+                            .map(move |item| agen_items(start.clone(), item, shared.clone()))
+                            .flatten_unordered(limit),
+                    )
+                })
+            }
             k => b.pipe(py_op(k, op, shared.clone())?, cfg),
         };
     }
-    b = b.sink(sink_size.max(1));
-    if max_failures >= 0 {
-        b = b.max_failures(max_failures as u64);
+    b = b.sink(if sink_size == 0 {
+        UNLIMITED_SINK
+    } else {
+        sink_size
+    });
+    match budget_of(max_failures)? {
+        Some(FailureBudget::Count(n)) => b = b.max_failures(n),
+        Some(FailureBudget::Rate(r)) => b = b.max_failure_rate(r),
+        None => {}
     }
     if report_stats_interval > 0.0 {
         b = b.report_stats_interval(Duration::from_secs_f64(report_stats_interval));
@@ -416,6 +621,8 @@ pub(crate) fn build_pipeline(
         stopping: AtomicBool::new(false),
         generation: fork_generation(),
         shared,
+        final_stats: Mutex::new(None),
+        final_errors: Mutex::new(Vec::new()),
     })
 }
 
@@ -439,6 +646,9 @@ pub(crate) struct PyPipeline {
     /// the parent's threads, locks or runtime.
     generation: u64,
     shared: Arc<Shared>,
+    /// The figures at `stop()`, so that `get_stats()` and `last_errors()` still answer.
+    final_stats: Mutex<Option<spdl_core::PipelineStats>>,
+    final_errors: Mutex<Vec<String>>,
 }
 
 impl PyPipeline {
@@ -561,6 +771,22 @@ impl PyPipeline {
                         let msg = format!("The source failed: {}", e.bind(py));
                         return Err(pipeline_failure(py, msg, vec![e], Some("source")));
                     }
+                    // A budget exceeded while the epoch's end was already on its way: as in
+                    // SPDL, the failure is raised instead of the end.
+                    let failed = py.detach(|| {
+                        lock(&self.inner)
+                            .as_mut()
+                            .and_then(|p| p.take_unobserved_failure())
+                    });
+                    if let Some(e) = failed {
+                        let stage = e.stage().map(str::to_owned);
+                        return Err(pipeline_failure(
+                            py,
+                            e.to_string(),
+                            self.shared.take_failures(py),
+                            stage.as_deref(),
+                        ));
+                    }
                     return Err(PyEOFError::new_err("Reached the end of the pipeline."));
                 }
                 Step::Stopped => return Err(PyEOFError::new_err("The pipeline is stopped.")),
@@ -578,20 +804,40 @@ impl PyPipeline {
         }
     }
 
-    /// Stops every stage and joins every thread, with the GIL released. Idempotent.
-    fn stop(&self, py: Python<'_>) {
+    /// Stops every stage and joins every thread, with the GIL released. Idempotent. Returns
+    /// the `PipelineFailure` of a failure budget exceeded that the consumer never received
+    /// (for `Pipeline.stop()` to raise), else `None`.
+    fn stop(&self, py: Python<'_>) -> Option<Py<PyAny>> {
         self.stopping.store(true, Ordering::Release);
         if self.forked() {
             // Never join or lock what belongs to the parent's threads.
             if let Ok(mut g) = self.inner.try_lock() {
                 std::mem::forget(g.take());
             }
-            return;
+            return None;
         }
-        py.detach(|| {
-            let p = lock(&self.inner).take();
+        let unobserved = py.detach(|| {
+            let mut p = lock(&self.inner).take();
+            // Stop (join) first: a failure being recorded right now is then in the state.
+            if let Some(p) = p.as_mut() {
+                p.stop();
+            }
+            let failure = p.as_mut().and_then(|p| p.take_unobserved_failure());
+            if let Some(p) = &p {
+                *lock(&self.final_stats) = Some(p.stats());
+                *lock(&self.final_errors) = p.last_errors();
+            }
             drop(p);
-        });
+            failure
+        })?;
+        let stage = unobserved.stage().map(str::to_owned);
+        let err = pipeline_failure(
+            py,
+            unobserved.to_string(),
+            self.shared.take_failures(py),
+            stage.as_deref(),
+        );
+        Some(err.into_value(py).into_any())
     }
 
     /// Whether `stop()` was called.
@@ -662,10 +908,15 @@ impl PyPipeline {
         })
     }
 
-    /// A snapshot of every stage's and queue's statistics.
+    /// A snapshot of every stage's and queue's statistics; after `stop()`, the final ones.
     fn stats(&self, py: Python<'_>) -> PyResult<PipelineStats> {
         self.check_fork()?;
-        let s = py.detach(|| lock(&self.inner).as_ref().map(|p| p.stats()));
+        let s = py.detach(|| {
+            lock(&self.inner)
+                .as_ref()
+                .map(|p| p.stats())
+                .or_else(|| lock(&self.final_stats).clone())
+        });
         s.map(PipelineStats::from)
             .ok_or_else(|| PyRuntimeError::new_err("the pipeline is stopped"))
     }
@@ -673,11 +924,9 @@ impl PyPipeline {
     /// The most recent failures (up to 5), each naming its stage and sample position.
     fn last_errors(&self, py: Python<'_>) -> PyResult<Vec<String>> {
         self.check_fork()?;
-        Ok(py.detach(|| {
-            lock(&self.inner)
-                .as_ref()
-                .map(|p| p.last_errors())
-                .unwrap_or_default()
+        Ok(py.detach(|| match lock(&self.inner).as_ref() {
+            Some(p) => p.last_errors(),
+            None => lock(&self.final_errors).clone(),
         }))
     }
 

@@ -26,6 +26,8 @@ pub(crate) struct StageStats {
     items_out: u64,
     filtered: u64,
     failures: u64,
+    /// Op calls timed (SPDL's `TaskPerfStats.num_tasks`).
+    tasks: u64,
     task_time: TimeSummary,
     busy_fraction: f64,
 }
@@ -40,6 +42,13 @@ pub(crate) struct QueueStats {
     occupancy_rate: f64,
     mean_put_wait: f64,
     mean_get_wait: f64,
+    /// 90th/99th percentiles of the put and get waits, seconds (within 19%).
+    p90_put_wait: f64,
+    p99_put_wait: f64,
+    p90_get_wait: f64,
+    p99_get_wait: f64,
+    /// Seconds since the queue was made (`items / elapsed` is SPDL's `qps`).
+    elapsed: f64,
 }
 
 /// A snapshot of a pipeline's statistics: `stages` (source first) and `queues`.
@@ -64,6 +73,7 @@ impl From<spdl_core::PipelineStats> for PipelineStats {
                     items_out: t.items_out,
                     filtered: t.filtered,
                     failures: t.failures,
+                    tasks: t.tasks,
                     task_time: TimeSummary {
                         mean: t.task_time.mean.as_secs_f64(),
                         p50: t.task_time.p50.as_secs_f64(),
@@ -83,6 +93,11 @@ impl From<spdl_core::PipelineStats> for PipelineStats {
                     occupancy_rate: q.occupancy_rate,
                     mean_put_wait: q.mean_put_wait.as_secs_f64(),
                     mean_get_wait: q.mean_get_wait.as_secs_f64(),
+                    p90_put_wait: q.put_wait.p90.as_secs_f64(),
+                    p99_put_wait: q.put_wait.p99.as_secs_f64(),
+                    p90_get_wait: q.get_wait.p90.as_secs_f64(),
+                    p99_get_wait: q.get_wait.p99.as_secs_f64(),
+                    elapsed: q.elapsed.as_secs_f64(),
                 })
                 .collect(),
             text,

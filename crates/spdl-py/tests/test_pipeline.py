@@ -16,8 +16,8 @@ from spdl_rs.pipeline import Pipeline, PipelineBuilder, PipelineFailure
 from conftest import os_threads, wait_threads
 
 
-def build(src, *stages, num_threads=4, sink=3, **build_kw) -> Pipeline:
-    b = PipelineBuilder().add_source(src)
+def build(src, *stages, num_threads=4, sink=3, continuous=False, **build_kw) -> Pipeline:
+    b = PipelineBuilder().add_source(src, continuous=continuous)
     for s in stages:
         if isinstance(s, tuple):
             op, kw = s
@@ -111,7 +111,9 @@ def test_async_generator_op(thread_baseline):
             await asyncio.sleep(0)
             yield (x, i)
 
-    p = build([1, 2, 3], (op, dict(output_order="input")))
+    # One generator at a time (concurrency=1): its items in order (SPDL refuses
+    # output_order="input" for an async generator).
+    p = build([1, 2, 3], op)
     with p.auto_stop():
         assert list(p) == [(1, 0), (2, 0), (2, 1), (3, 0), (3, 1), (3, 2)]
 
@@ -126,7 +128,7 @@ def test_async_source(thread_baseline):
                 await asyncio.sleep(0.001)
                 yield i
 
-    p = build(Source(), lambda x: x + 1)
+    p = build(Source(), lambda x: x + 1, continuous=True)
     with p.auto_stop():
         assert sorted(p) == [1, 2, 3, 4, 5]
         assert sorted(p) == [1, 2, 3, 4, 5], "an async iterable is iterated again each epoch"
@@ -279,7 +281,7 @@ def test_stop_from_another_thread_wakes_the_consumer(thread_baseline):
 
 
 def test_multi_epoch(thread_baseline):
-    p = build([1, 2, 3], (lambda x: x * 2, dict(output_order="input")))
+    p = build([1, 2, 3], (lambda x: x * 2, dict(output_order="input")), continuous=True)
     with p.auto_stop():
         for _ in range(3):
             assert list(p) == [2, 4, 6]
@@ -287,7 +289,7 @@ def test_multi_epoch(thread_baseline):
 
 
 def test_iterator_source_is_exhausted_after_one_epoch(thread_baseline):
-    p = build(iter([1, 2, 3]), lambda x: x)
+    p = build(iter([1, 2, 3]), lambda x: x, continuous=True)
     with p.auto_stop():
         assert sorted(p) == [1, 2, 3]
         assert list(p) == []

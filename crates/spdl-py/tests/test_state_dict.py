@@ -16,7 +16,7 @@ def _build(samples, order, decoded=None):
 
     return (
         PipelineBuilder()
-        .add_source(sources.list_files(samples))
+        .add_source(sources.list_files(samples), continuous=True)
         .pipe(ops.read_file(), concurrency=4, output_order=order)
         .pipe(ops.decode_image(transform="eval", size=224), concurrency=4, output_order=order)
         .pipe(count)

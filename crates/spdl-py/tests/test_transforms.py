@@ -13,7 +13,7 @@ def _paths(samples):
 def _pipeline(samples, op, *, concurrency=4, order="completion"):
     return (
         PipelineBuilder()
-        .add_source(sources.list_files(samples))
+        .add_source(sources.list_files(samples), continuous=True)  # one epoch per iteration
         .pipe(ops.read_file(), concurrency=concurrency, output_order=order)
         .pipe(op, concurrency=concurrency, output_order=order)
         .add_sink(4)

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use crate::stats::QueueStats;
+use crate::stats::{Histogram, QueueStats};
 
 /// Shared counters of one queue.
 pub(crate) struct QueueMeter {
@@ -26,6 +26,9 @@ struct MeterInner {
     nonempty_total: Duration,
     put_wait: Duration,
     get_wait: Duration,
+    /// Distributions of the waits, for SPDL's p90/p99 put and get times.
+    put_hist: Histogram,
+    get_hist: Histogram,
     started: Instant,
 }
 
@@ -41,6 +44,8 @@ impl QueueMeter {
                 nonempty_total: Duration::ZERO,
                 put_wait: Duration::ZERO,
                 get_wait: Duration::ZERO,
+                put_hist: Histogram::new(),
+                get_hist: Histogram::new(),
                 started: Instant::now(),
             }),
         }
@@ -54,6 +59,7 @@ impl QueueMeter {
     fn on_put(&self, waited: Duration) {
         let mut m = self.lock();
         m.put_wait += waited;
+        m.put_hist.record(waited);
         if m.len == 0 {
             m.nonempty_since = Some(Instant::now());
         }
@@ -63,6 +69,7 @@ impl QueueMeter {
     fn on_get(&self, waited: Duration) {
         let mut m = self.lock();
         m.get_wait += waited;
+        m.get_hist.record(waited);
         m.items += 1;
         m.len = m.len.saturating_sub(1);
         if m.len == 0 {
@@ -95,6 +102,9 @@ impl QueueMeter {
             },
             mean_put_wait: per_item(m.put_wait),
             mean_get_wait: per_item(m.get_wait),
+            put_wait: m.put_hist.summary(),
+            get_wait: m.get_hist.summary(),
+            elapsed,
         }
     }
 }

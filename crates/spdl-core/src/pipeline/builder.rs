@@ -213,16 +213,29 @@ impl<T: Send + 'static> PipelineBuilder<T> {
         U: Send + 'static,
         F: FnMut(BoxStream<T>) -> BoxStream<std::result::Result<U, BoxError>> + Send + 'static,
     {
+        self.pipe_stream_with(StageConfig::named(name), f)
+    }
+
+    /// [`pipe_stream`](Self::pipe_stream) with `config`'s name, failure budget and
+    /// concurrency (reported in the stats; `f` owns the actual concurrency). The order setting
+    /// does not apply: `f` decides the order of its outputs.
+    pub fn pipe_stream_with<U, F>(self, config: StageConfig, f: F) -> PipelineBuilder<U>
+    where
+        U: Send + 'static,
+        F: FnMut(BoxStream<T>) -> BoxStream<std::result::Result<U, BoxError>> + Send + 'static,
+    {
+        let budget = config.max_failures;
         self.then(
             "stream",
-            Some(name.into()),
-            1,
-            1,
+            config.name,
+            config.concurrency,
+            config.queue_size.unwrap_or(1),
             move |ctx, meter, input, output| {
                 Box::pin(run_stream(
                     Box::new(f),
                     meter,
                     ctx.failures.clone(),
+                    budget,
                     input,
                     output,
                 ))
@@ -293,6 +306,7 @@ impl<T: Send + 'static> PipelineBuilder<T> {
         (self.chain)(&mut ctx, sink_tx);
         ctx.stages.reverse();
         ctx.queues.reverse();
+        ctx.failures.set_stages(ctx.stages.clone());
         let runtime = match ctx.error.take() {
             Some(e) => Err(e),
             None => Runtime::start(

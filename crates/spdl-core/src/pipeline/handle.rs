@@ -323,6 +323,13 @@ impl<T: Send + 'static> Pipeline<T> {
         self.failures.last_errors()
     }
 
+    /// The error that stopped the pipeline (a failure budget exceeded) if the consumer has not
+    /// received it yet; taking it means it will not be returned by `next_item` (SPDL 0.8's
+    /// `stop()` raises such an unobserved failure once).
+    pub fn take_unobserved_failure(&mut self) -> Option<Error> {
+        self.failures.take_abort()
+    }
+
     /// Stops every stage and joins every thread. Idempotent; dropping the pipeline does it too.
     pub fn stop(&mut self) {
         self.phase = Phase::Stopped;

@@ -1,9 +1,13 @@
 //! Failure accounting shared by every stage: per-stage and pipeline-wide budgets, the last
 //! errors (for the final report), and the error that stopped the pipeline, if any.
+//!
+//! As in SPDL 0.8 (`_FailCounter`): a stage with its own budget is judged by it alone; every
+//! other stage is judged by the pipeline-wide budget against the failures of all stages
+//! (a rate: failures over the op calls of all stages).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use super::FailureBudget;
 use crate::error::{Error, ErrorKind};
@@ -15,10 +19,12 @@ const LAST_ERRORS: usize = 5;
 pub(crate) struct Failures {
     budget: Option<FailureBudget>,
     total: AtomicU64,
-    /// Source items emitted, the denominator of a pipeline-wide rate.
+    /// Source items emitted: a pipeline-wide rate's denominator until the stages are known.
     pub(crate) emitted: AtomicU64,
     last: Mutex<VecDeque<String>>,
     abort: Mutex<Option<Error>>,
+    /// Every stage's meter (set once the pipeline is built), for a pipeline-wide rate.
+    stages: OnceLock<Vec<Arc<StageMeter>>>,
 }
 
 impl Failures {
@@ -29,6 +35,25 @@ impl Failures {
             emitted: AtomicU64::new(0),
             last: Mutex::new(VecDeque::new()),
             abort: Mutex::new(None),
+            stages: OnceLock::new(),
+        }
+    }
+
+    /// Gives the stages' meters (the source first), once the pipeline is built.
+    pub(crate) fn set_stages(&self, stages: Vec<Arc<StageMeter>>) {
+        let _ = self.stages.set(stages);
+    }
+
+    /// Op calls settled in all stages but the source (a pipeline-wide rate's denominator),
+    /// computed only when a failure is recorded.
+    fn processed(&self) -> u64 {
+        match self.stages.get() {
+            Some(stages) => stages
+                .iter()
+                .skip(1)
+                .map(|s| s.failures_and_processed().1)
+                .sum(),
+            None => self.emitted.load(Ordering::Relaxed),
         }
     }
 
@@ -49,15 +74,20 @@ impl Failures {
             }
             last.push_back(err.to_string());
         }
-        let (stage_failures, stage_processed) = stage.failures_and_processed();
         if let Some(b) = stage_budget {
+            let (stage_failures, stage_processed) = stage.failures_and_processed();
             if b.exceeded(stage_failures, stage_processed) {
                 self.abort(stage.name(), b, stage_failures);
                 return true;
             }
+            return false;
         }
         if let Some(b) = self.budget {
-            if b.exceeded(total, self.emitted.load(Ordering::Relaxed)) {
+            let processed = match b {
+                FailureBudget::Count(_) => 0,
+                FailureBudget::Rate(_) => self.processed(),
+            };
+            if b.exceeded(total, processed) {
                 self.abort(stage.name(), b, total);
                 return true;
             }

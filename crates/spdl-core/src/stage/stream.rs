@@ -12,6 +12,7 @@ use std::task::Poll;
 use futures_core::Stream;
 use futures_util::StreamExt;
 
+use super::FailureBudget;
 use super::{Ids, Msg};
 use crate::error::{BoxError, Error, ErrorKind};
 use crate::exec::queue::{QueueRx, QueueTx};
@@ -37,6 +38,7 @@ pub(crate) async fn run_stream<T: Send + 'static, U: Send + 'static>(
     mut f: StreamFn<T, U>,
     meter: Arc<StageMeter>,
     failures: Arc<Failures>,
+    budget: Option<FailureBudget>,
     input: QueueRx<Msg<T>>,
     output: QueueTx<Msg<U>>,
 ) {
@@ -89,7 +91,7 @@ pub(crate) async fn run_stream<T: Send + 'static, U: Send + 'static>(
                 Err(e) => {
                     meter.on_task(std::time::Duration::ZERO, TaskOutcome::Failed);
                     let e = Error::from_op(ErrorKind::OpFailed, e).with_stage(meter.name());
-                    if failures.record(&meter, None, &e) {
+                    if failures.record(&meter, budget, &e) {
                         return;
                     }
                     Msg::Skip(ids)

@@ -10,11 +10,25 @@ Submodules:
   ``load_video_clips``, ``load_audio`` (GIL released), the zero-copy ``CPUBuffer`` and
   ``CUDABuffer``, ``transfer_buffer``.
 - :mod:`spdl_rs.sources`: native file listings (``list_files``, ``image_folder``).
+- ``tracing(path)``, ``trace_event``, ``trace_counter``, ``trace_gc``: Perfetto-readable traces
+  of every op of every stage (SPDL's ``spdl.io.utils`` tracing).
 """
 
 from . import io, ops, pipeline, sources
 from ._native import init_logging
+from ._tracing import trace_counter, trace_event, trace_gc, tracing
 
 __version__ = "0.1.0"
 
-__all__ = ["io", "ops", "pipeline", "sources", "init_logging", "__version__"]
+__all__ = [
+    "io",
+    "ops",
+    "pipeline",
+    "sources",
+    "init_logging",
+    "tracing",
+    "trace_event",
+    "trace_counter",
+    "trace_gc",
+    "__version__",
+]

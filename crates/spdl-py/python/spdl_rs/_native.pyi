@@ -221,6 +221,7 @@ class StageStats:
     items_out: int
     filtered: int
     failures: int
+    tasks: int
     task_time: TimeSummary
     busy_fraction: float
 
@@ -234,6 +235,11 @@ class QueueStats:
     occupancy_rate: float
     mean_put_wait: float
     mean_get_wait: float
+    p90_put_wait: float
+    p99_put_wait: float
+    p90_get_wait: float
+    p99_get_wait: float
+    elapsed: float
 
 @final
 class PipelineStats:
@@ -248,7 +254,8 @@ class PipelineStats:
 class _Pipeline:
     def start(self) -> None: ...
     def next(self, timeout: float | None = None) -> Any: ...
-    def stop(self) -> None: ...
+    def stop(self) -> BaseException | None:
+        """Stops and joins; returns the ``PipelineFailure`` no read has raised, if any."""
     @property
     def stopped(self) -> bool: ...
     @property
@@ -378,13 +385,21 @@ def merge_states(states: Sequence[str]) -> str:
 
 def build_pipeline(
     source: Any,
-    stages: list[tuple[str, Any, str, int, str, int | None, int, bool]],
+    stages: list[dict[str, Any]],
     *,
     sink_size: int,
     num_threads: int,
-    max_failures: int,
+    max_failures: tuple[str, float] | None,
     report_stats_interval: float,
 ) -> _Pipeline: ...
+def _trace_start(path: str | None, fd: int | None, buffer_kib: int) -> None: ...
+def _trace_stop() -> None: ...
+@final
+class TraceSlice:
+    def end(self) -> None: ...
+
+def _trace_begin(name: str) -> TraceSlice: ...
+def _trace_counter(i: int, value: float) -> None: ...
 def init_logging(level: str = "info") -> None:
     """Sends the engine's log (each failure, stats reports) to stderr; first call only."""
 

@@ -1,0 +1,71 @@
+"""Data-loading pipelines with SPDL 0.8's public API (``spdl.pipeline``), run by the Rust
+engine ``spdl-core``.
+
+A pipeline is a source, a chain of stages and a sink joined by bounded queues::
+
+    from spdl_rs.pipeline import PipelineBuilder
+
+    pipeline = (
+        PipelineBuilder()
+        .add_source(range(12))
+        .pipe(lambda x: 2 * x, concurrency=4, output_order="input")
+        .aggregate(3)
+        .add_sink(3)
+        .build(num_threads=2)
+    )
+    with pipeline.auto_stop():
+        for batch in pipeline:
+            print(batch)  # [0, 2, 4], [6, 8, 10], ...
+
+Names, signatures and behaviour follow SPDL 0.8; the differences are listed in
+``crates/spdl-py/README.md`` (e.g. a ``TaskStatsHook`` is fed by the engine's counters and
+costs nothing per task, ``continuous=True`` starts each epoch when the consumer asks for it).
+Submodules: :mod:`spdl_rs.pipeline.config` (global defaults), :mod:`spdl_rs.pipeline.defs`
+(``Aggregator``, ``Collate``).
+"""
+
+from .._errors import PipelineFailure
+from .._native import PipelineStats, QueueStats, StageStats, TimeSummary
+from . import config, defs
+from ._hooks import (
+    AsyncQueue,
+    QueuePerfStats,
+    StageInfo,
+    StatsQueue,
+    TaskHook,
+    TaskPerfStats,
+    TaskStatsHook,
+    is_eof,
+    is_epoch_end,
+)
+from ._misc import BackgroundTask, BackgroundTaskFactory, create_task
+from ._pipeline import Pipeline, PipelineBuilder, PipelineIterator
+from ._profile import ProfileHook, ProfileResult, profile_pipeline
+
+__all__ = [
+    "PipelineBuilder",
+    "Pipeline",
+    "PipelineIterator",
+    "PipelineFailure",
+    "PipelineStats",
+    "StageStats",
+    "QueueStats",
+    "TimeSummary",
+    "TaskHook",
+    "TaskStatsHook",
+    "TaskPerfStats",
+    "AsyncQueue",
+    "StatsQueue",
+    "QueuePerfStats",
+    "StageInfo",
+    "is_eof",
+    "is_epoch_end",
+    "create_task",
+    "BackgroundTask",
+    "BackgroundTaskFactory",
+    "profile_pipeline",
+    "ProfileHook",
+    "ProfileResult",
+    "config",
+    "defs",
+]

@@ -1,0 +1,1051 @@
+"""``PipelineBuilder``, ``Pipeline`` and ``PipelineIterator``: SPDL 0.8's pipeline API on the
+Rust engine ``spdl-core``.
+
+Where the work runs:
+
+- a function or generator op runs on one of the ``num_threads`` Rust worker threads and holds
+  the GIL only for the call itself; with ``executor=``, in that executor instead (as SPDL);
+- an async function or async generator op runs on an asyncio loop in a thread owned by the
+  pipeline, ``concurrency`` coroutines at a time; an async generator's items move on as each
+  is yielded;
+- a native op (:mod:`spdl_rs.ops`) runs in Rust with no GIL at all;
+- the source's iterator runs on the source thread (GIL per item; none for a
+  :class:`spdl_rs.sources.SampleList`);
+- hooks' ``stage_hook``/``task_hook``, queue ``stage_hook``s and background tasks run on the
+  asyncio loop thread (made only when something needs it);
+- the consumer's ``get_item`` / ``__next__`` waits with the GIL released.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import itertools
+import logging
+import numbers
+import threading
+import warnings
+import weakref
+from collections.abc import AsyncIterable, Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Executor
+from contextlib import contextmanager
+from fractions import Fraction
+from typing import Any, Generic, TypeVar
+
+from .. import _native
+from .._errors import PipelineFailure
+from . import _misc, config
+from ._hooks import (
+    AsyncQueue,
+    StageInfo,
+    TaskHook,
+    _check_queue_class,
+    _engine_fed,
+    _stage_hooks,
+    _task_hooks,
+)
+from .defs import Aggregator, Collate
+
+T = TypeVar("T")
+U = TypeVar("U")
+
+_LG = logging.getLogger("spdl_rs.pipeline")
+
+_PIPELINE_IDS = itertools.count()
+
+#: A budget that never runs out: a stage given ``max_failures=-1`` ignores the pipeline's.
+_UNLIMITED = ("count", float("inf"))
+
+
+class _LoopThread:
+    """An asyncio event loop running in a thread of its own, for a pipeline's async ops and
+    hooks."""
+
+    def __init__(self) -> None:
+        self._ready = threading.Event()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._thread = threading.Thread(target=self._run, name="spdl_rs_event_loop", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+
+    def _run(self) -> None:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+        self.loop = loop
+        self._ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            tasks = asyncio.all_tasks(loop)
+            for t in tasks:
+                t.cancel()
+            if tasks:
+                loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+    def submit(self, coro: Any) -> concurrent.futures.Future:
+        assert self.loop is not None
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def run(self, coro: Any, timeout: float | None = None) -> Any:
+        """Runs ``coro`` on the loop and waits for its result (GIL released while waiting)."""
+        return self.submit(coro).result(timeout)
+
+    def stop(self) -> None:
+        if not self._thread.is_alive() or self.loop is None:
+            return
+        try:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+        except RuntimeError:  # already closed
+            return
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout=10)
+
+
+def _done_future(fn: Callable[[Any], Any], arg: Any) -> concurrent.futures.Future:
+    """A future already holding ``fn(arg)`` (or its exception): no loop round trip."""
+    fut: concurrent.futures.Future = concurrent.futures.Future()
+    try:
+        fut.set_result(fn(arg))
+    except Exception as e:
+        fut.set_exception(e)
+    return fut
+
+
+class _AsyncSource:
+    """Iterates an async iterable from the source thread, one ``__anext__`` at a time on the
+    pipeline's loop (each epoch calls ``__aiter__`` again); closes the iterator at the end."""
+
+    def __init__(self, source: AsyncIterable, loop: _LoopThread) -> None:
+        self._source = source
+        self._loop = loop
+
+    def __iter__(self) -> Iterator:
+        ait = self._source.__aiter__()
+        try:
+            while True:
+                try:
+                    yield self._loop.run(ait.__anext__())
+                except StopAsyncIteration:
+                    return
+        finally:
+            if ait is not self._source and hasattr(ait, "aclose"):
+                try:
+                    self._loop.run(ait.aclose(), timeout=10)
+                except Exception:
+                    pass
+
+
+def _op_kind(op: Any) -> str:
+    if isinstance(op, _native.NativeOp):
+        return "native"
+    if not callable(op):
+        raise TypeError(f"op must be callable, a container with __getitem__, or a spdl_rs.ops stage, got {type(op).__name__}")
+    call = getattr(op, "__call__", None)
+    if inspect.isasyncgenfunction(op) or inspect.isasyncgenfunction(call):
+        return "asyncgen"
+    if inspect.iscoroutinefunction(op) or inspect.iscoroutinefunction(call):
+        return "async"
+    if inspect.isgeneratorfunction(op) or inspect.isgeneratorfunction(call):
+        return "gen"
+    return "func"
+
+
+def _op_name(op: Any) -> str:
+    if isinstance(op, _native.NativeOp):
+        return op.name
+    return getattr(op, "__name__", None) or type(op).__name__
+
+
+def _budget(value: Any, what: str) -> tuple[str, float] | None:
+    """``max_failures`` as the engine takes it: ``None`` (the pipeline's budget applies),
+    ``("count", n)`` or ``("rate", r)``. A negative int is no limit."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise TypeError(f"{what} must be an int or a fractions.Fraction, got bool")
+    if isinstance(value, Fraction):
+        if not 0 < value <= 1:
+            raise ValueError(f"`{what}` Fraction must be in range (0, 1]. Got: {value}")
+        return ("rate", float(value))
+    if isinstance(value, numbers.Integral):
+        return _UNLIMITED if value < 0 else ("count", float(value))
+    raise TypeError(f"{what} must be an int or a fractions.Fraction, got {type(value).__name__}")
+
+
+class _HookRunner:
+    """Runs a stage's task hooks around a call made on another thread: ``enter`` and ``exit``
+    each run on the pipeline's loop and wait for it (the GIL is released meanwhile)."""
+
+    def __init__(self, hooks: Sequence[TaskHook], loop: _LoopThread) -> None:
+        self._hooks = list(hooks)
+        self._loop = loop
+
+    def enter(self, item: Any) -> Any:
+        cm = _task_hooks(self._hooks, item)
+        self._loop.run(cm.__aenter__())
+        return cm
+
+    def exit(self, cm: Any, error: BaseException | str | None) -> bool:
+        """Closes ``cm``; re-raises ``error`` unless a hook suppressed it (returns ``True``).
+        A string error is a native op's message, raised as ``RuntimeError``."""
+        if isinstance(error, str):
+            error = RuntimeError(error)
+        if error is None:
+            self._loop.run(cm.__aexit__(None, None, None))
+            return False
+        if self._loop.run(cm.__aexit__(type(error), error, error.__traceback__)):
+            return True
+        raise error
+
+
+def _hooked_sync(op: Callable, runner: _HookRunner, gen: bool) -> Callable:
+    def call(item: Any) -> Any:
+        cm = runner.enter(item)
+        try:
+            out = list(op(item)) if gen else op(item)
+        except Exception as e:
+            runner.exit(cm, e)
+            return [] if gen else None
+        runner.exit(cm, None)
+        return out
+
+    return call
+
+
+async def _hooked_await(aop: Callable, hooks: Sequence[TaskHook], item: Any) -> Any:
+    out = None
+    async with _task_hooks(hooks, item):
+        out = await aop(item)
+    return out
+
+
+class _AgenStepper:
+    """One async generator op call: each call returns a future of ``(value,)`` for the next
+    yielded value that is not ``None``, or of ``None`` once the generator is exhausted. Task
+    hooks wrap each step, as in SPDL."""
+
+    def __init__(self, agen: Any, item: Any, hooks: Sequence[TaskHook], loop: _LoopThread) -> None:
+        self._agen = agen
+        self._item = item
+        self._hooks = hooks
+        self._loop = loop
+
+    def __call__(self, _unused: Any) -> concurrent.futures.Future:
+        return self._loop.submit(self._step())
+
+    async def _next(self) -> Any:
+        if not self._hooks:
+            return await self._agen.__anext__()
+        value = None
+        async with _task_hooks(self._hooks, self._item):
+            value = await self._agen.__anext__()
+        return value
+
+    async def _step(self) -> tuple[Any] | None:
+        while True:
+            try:
+                value = await self._next()
+            except StopAsyncIteration:
+                return None
+            if value is not None:
+                return (value,)
+
+
+def _in_executor(op: Callable, executor: Executor, gen: bool) -> Callable:
+    """``op`` as an async function (a generator: an async generator) running in ``executor``
+    (SPDL's ``convert_to_async``); a generator's items come back when it finishes."""
+    if gen:
+
+        async def agen(item: Any) -> Any:
+            loop = asyncio.get_running_loop()
+            for value in await loop.run_in_executor(executor, _drain, op, item):
+                yield value
+
+        return agen
+
+    async def afunc(item: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(executor, op, item)
+
+    return afunc
+
+
+async def _disaggregate(items: Any) -> Any:
+    for item in items:
+        yield item
+
+
+def _drain(op: Callable, item: Any) -> list:
+    return list(op(item))
+
+
+class PipelineBuilder(Generic[T, U]):
+    """Builds a :class:`Pipeline`: one source, stages in order, one sink (SPDL 0.8's
+    ``spdl.pipeline.PipelineBuilder``). Every method returns the builder; nothing runs
+    before :meth:`build`.
+    """
+
+    def __init__(self) -> None:
+        self._source: Any = None
+        self._continuous = False
+        self._stages: list[dict[str, Any]] = []
+        self._sink_size: int | None = None
+
+    def add_source(self, source: Iterable[T] | AsyncIterable[T], *, continuous: bool = False) -> "PipelineBuilder[T, U]":
+        """Sets the source: an iterable, an async iterable, or a native
+        :class:`spdl_rs.sources.SampleList` (iterated without the GIL).
+
+        ``continuous=False`` (SPDL's default): one pass. The pipeline ends when the source is
+        exhausted; afterwards ``get_item`` raises ``EOFError`` and iterating the pipeline again
+        yields nothing.
+
+        ``continuous=True``: one epoch per iterator. At the end of each pass the current
+        iterator ends (``EOFError`` from ``get_item``), and the next ``get_item`` /
+        ``get_iterator()`` starts the next epoch, which calls ``iter(source)`` (``__aiter__``)
+        again: a list or a ``SampleList`` gives its items every epoch (a ``SampleList``
+        reshuffles with the epoch number), a generator only once. Unlike SPDL, which
+        re-iterates right away, the next epoch starts when the consumer asks for it, so
+        ``state_dict()`` and ``load_state_dict()`` work between epochs.
+
+        A Python ``str`` item stays native so that native ops read it without the GIL. If the
+        source raises, the epoch ends and the iterator raises :class:`PipelineFailure`
+        (``stage="source"``).
+
+        Raises ``ValueError`` if a source was already set, ``TypeError`` if ``source`` is not
+        iterable or ``continuous`` is not a bool.
+        """
+        if self._source is not None:
+            raise ValueError("Source already set.")
+        if not isinstance(source, (Iterable, AsyncIterable, _native.SampleList)):
+            raise TypeError(f"source must be an iterable or an async iterable, got {type(source).__name__}")
+        if not isinstance(continuous, bool):
+            raise TypeError(f"continuous must be a bool, got {type(continuous).__name__}")
+        self._source = source
+        self._continuous = continuous
+        return self
+
+    def pipe(
+        self,
+        op: Any,
+        /,
+        *,
+        concurrency: int = 1,
+        executor: Executor | None = None,
+        name: str | None = None,
+        output_order: str = "completion",
+        max_failures: int | Fraction | None = None,
+    ) -> "PipelineBuilder[T, U]":
+        """Adds a stage applying ``op`` to each item.
+
+        ``op`` may be a function (returning ``None`` drops the item), a generator function
+        (each yielded value is passed on), an async function, an async generator function
+        (each yielded value is passed on as soon as it is yielded), a container with
+        ``__getitem__`` (a dict or list: ``op[item]``), or a native stage from
+        :mod:`spdl_rs.ops` (runs without the GIL). Up to ``concurrency`` items are processed
+        at once; ``output_order="completion"`` passes results on as they finish, ``"input"``
+        keeps the source order.
+
+        ``executor``: a :class:`concurrent.futures.Executor` that runs a function or generator
+        op (e.g. a ``ProcessPoolExecutor`` for GIL-bound code) instead of the Rust workers; a
+        generator's items then come back when it finishes.
+
+        ``max_failures``: the failures this stage tolerates before the pipeline stops and the
+        iterator raises :class:`PipelineFailure` naming the stage: an int (a count; negative:
+        no limit) or a :class:`fractions.Fraction` in (0, 1] (a rate of failed calls, checked
+        after 100 calls). ``None``: the pipeline's ``build(max_failures=)`` applies. An
+        exception fails that item only (it is dropped and counted).
+
+        Raises ``ValueError`` for a bad ``output_order``, ``concurrency`` or ``Fraction``, for
+        an async generator with ``output_order="input"``, or an ``executor`` with an async op
+        (as SPDL); ``TypeError`` for a non-callable ``op``, a non-Executor ``executor``, an
+        ``executor`` with a native op (those run on the Rust workers), or a bad
+        ``max_failures`` type.
+        """
+        if output_order not in ("completion", "input"):
+            raise ValueError(f'`output_order` must be either "completion" or "input". Found: {output_order}')
+        if isinstance(concurrency, bool) or not isinstance(concurrency, numbers.Integral):
+            raise TypeError(f"concurrency must be an int, got {type(concurrency).__name__}")
+        if concurrency < 1:
+            raise ValueError(f"`concurrency` value must be >= 1. Found: {concurrency}")
+        if not callable(op) and not isinstance(op, _native.NativeOp) and hasattr(op, "__getitem__"):
+            op = op.__getitem__
+        kind = _op_kind(op)
+        if executor is not None:
+            if not isinstance(executor, Executor):
+                raise TypeError(f"executor must be a concurrent.futures.Executor, got {type(executor).__name__}")
+            if kind in ("async", "asyncgen"):
+                raise ValueError("`executor` cannot be specified when op is async.")
+            if kind == "native":
+                raise TypeError(
+                    f"executor= cannot run the native op {op.name!r}: native ops run on the pipeline's Rust worker threads"
+                )
+        if kind == "asyncgen" and output_order == "input":
+            raise ValueError("pipe does not support async generator function when `output_order` is 'input'.")
+        self._stages.append(
+            {
+                "kind": kind,
+                "op": op,
+                "name": name or _op_name(op),
+                "concurrency": int(concurrency),
+                "output_order": output_order,
+                "budget": _budget(max_failures, "max_failures"),
+                "executor": executor,
+            }
+        )
+        return self
+
+    def aggregate(self, input: int | Aggregator, /, *, drop_last: bool = False) -> "PipelineBuilder[T, U]":
+        """Groups items.
+
+        ``input`` is an int ``n`` (lists of ``n`` items; natively: no GIL for native items) or
+        an :class:`~spdl_rs.pipeline.defs.Aggregator` (its ``accumulate`` takes each item and
+        returns a group or ``None``; its ``flush`` gives the rest at the end of each epoch).
+        With ``drop_last=True`` the last, short group of an epoch is dropped (``flush`` is not
+        called).
+
+        Raises ``ValueError`` if ``n < 1``, ``TypeError`` for another type.
+        """
+        if isinstance(input, bool) or not isinstance(input, (numbers.Integral, Aggregator)):
+            raise TypeError(f"aggregate takes an int or an Aggregator, got {type(input).__name__}")
+        if isinstance(input, numbers.Integral) and input < 1:
+            raise ValueError(f"num_items must be at least 1, got {input}")
+        name = f"aggregate({input})" if isinstance(input, numbers.Integral) else type(input).__name__
+        self._stages.append({"kind": "aggregate", "op": input, "name": name, "drop_last": bool(drop_last)})
+        return self
+
+    def disaggregate(self) -> "PipelineBuilder[T, U]":
+        """Splits each list (or other iterable item) back into its elements."""
+        self._stages.append({"kind": "disaggregate", "op": None, "name": "disaggregate"})
+        return self
+
+    def add_sink(self, buffer_size: int = 3) -> "PipelineBuilder[T, U]":
+        """Sets the sink: at most ``buffer_size`` finished items wait for the consumer; ``0``
+        is unlimited (as SPDL; in practice 2**30 items).
+
+        Raises ``ValueError`` if a sink was already set or ``buffer_size < 0``.
+        """
+        if self._sink_size is not None:
+            raise ValueError("Sink is already set.")
+        if isinstance(buffer_size, bool) or not isinstance(buffer_size, numbers.Integral):
+            raise TypeError(f"buffer_size must be an int, got {type(buffer_size).__name__}")
+        if buffer_size < 0:
+            raise ValueError(f"buffer_size must be 0 (unlimited) or more, got {buffer_size}")
+        self._sink_size = int(buffer_size)
+        return self
+
+    def get_config(self) -> "_BuilderConfig":
+        """A snapshot of the pipeline's definition (source, stages, sink), for
+        :func:`profile_pipeline` and the build callback. Not yet SPDL's
+        ``spdl.pipeline.defs.PipelineConfig`` (config-based building is not in spdl_rs).
+
+        Raises ``RuntimeError`` if the source or the sink is not set (as SPDL).
+        """
+        if self._source is None:
+            raise RuntimeError("Source is not set. Did you call `add_source`?")
+        if self._sink_size is None:
+            raise RuntimeError("Sink is not set. Did you call `add_sink`?")
+        return _BuilderConfig(self)
+
+    def build(
+        self,
+        *,
+        num_threads: int,
+        max_failures: int | Fraction = -1,
+        report_stats_interval: float = -1,
+        queue_class: type[AsyncQueue] | None = None,
+        task_hook_factory: Callable[[StageInfo], list[TaskHook]] | None = None,
+        stage_id: int = 0,
+        use_thread_output_queue: bool = False,
+    ) -> "Pipeline[U]":
+        """Builds the pipeline. No item is produced before :meth:`Pipeline.start` or the first
+        ``get_item``.
+
+        - ``num_threads``: Rust worker threads for the sync and native ops.
+        - ``max_failures``: the failures tolerated by each stage that has no ``pipe(...,
+          max_failures=)`` of its own, counted over all stages (as SPDL 0.8 counts them): an
+          int (``-1``: no limit) or a :class:`fractions.Fraction` in (0, 1] (failed calls over
+          all calls of all stages, checked after 100 calls). Past it the pipeline stops after
+          the items already produced and the iterator raises :class:`PipelineFailure`.
+          The check runs when such a stage records a failure (SPDL also runs it after each of
+          their successful tasks, so a failure elsewhere can stop it one task sooner there).
+        - ``report_stats_interval``: seconds between the stats reports of each stage's
+          :class:`TaskStatsHook` and :class:`StatsQueue` (logger ``spdl_rs.pipeline``, INFO)
+          and of the engine's table (``spdl_rs.init_logging``); ``-1``: none.
+        - ``queue_class``: the class standing for each stage's output queue (default
+          ``config.get_default_queue_class()``, :class:`StatsQueue`), called as
+          ``queue_class(stage_info, buffer_size=n)`` (the default class also with
+          ``interval=report_stats_interval``); its ``stage_hook`` runs. Items travel through
+          native queues, so a class overriding ``get``/``put`` is refused (``TypeError``).
+        - ``task_hook_factory``: ``f(stage_info) -> list[TaskHook]`` for each stage (default:
+          ``config.get_default_hook_class()(stage_info, interval=report_stats_interval)``,
+          an engine-fed :class:`TaskStatsHook`).
+        - ``stage_id``: the id of the source in :class:`StageInfo` (the stages count on).
+        - ``use_thread_output_queue``: accepted for SPDL compatibility; the sink is always a
+          native queue that the consumer reads with the GIL released, which is what it asks
+          for.
+
+        Raises ``ValueError`` without a source or for a bad value, ``TypeError`` for a bad type
+        or a queue class that cannot be honoured, ``RuntimeError`` if threads cannot start.
+        """
+        if self._source is None:
+            raise ValueError("Source is not set.")
+        if isinstance(num_threads, bool) or not isinstance(num_threads, numbers.Integral) or num_threads < 1:
+            raise ValueError(f"num_threads must be a positive int, got {num_threads!r}")
+        global_budget = _budget(max_failures, "max_failures")
+        if global_budget == _UNLIMITED:
+            global_budget = None
+        if isinstance(report_stats_interval, bool) or not isinstance(report_stats_interval, numbers.Real):
+            raise TypeError(f"report_stats_interval must be a number, got {type(report_stats_interval).__name__}")
+        if isinstance(stage_id, bool) or not isinstance(stage_id, numbers.Integral):
+            raise TypeError(f"stage_id must be an int, got {type(stage_id).__name__}")
+        if not isinstance(use_thread_output_queue, bool):
+            raise TypeError(f"use_thread_output_queue must be a bool, got {type(use_thread_output_queue).__name__}")
+        if task_hook_factory is not None and not callable(task_hook_factory):
+            raise TypeError(f"task_hook_factory must be callable, got {type(task_hook_factory).__name__}")
+        if queue_class is not None:
+            _check_queue_class(queue_class)
+        if (callback := config.get_default_build_callback()) is not None:
+            try:
+                callback(_BuilderConfig(self))
+            except Exception:
+                _LG.exception("Build callback failed.")
+        if config.is_diagnostic_mode_enabled():
+            from ._profile import _DiagnosticPipeline
+
+            return _DiagnosticPipeline(_BuilderConfig(self)._builder, config.diagnostic_mode_num_sources())  # type: ignore[return-value]
+        return _Build(self, num_threads, global_budget, report_stats_interval, queue_class, task_hook_factory, int(stage_id)).run()
+
+
+class _BuilderConfig:
+    """What ``PipelineBuilder.get_config()`` returns: a copy of the builder's definition."""
+
+    def __init__(self, builder: PipelineBuilder) -> None:
+        b = PipelineBuilder()
+        b._source, b._continuous, b._sink_size = builder._source, builder._continuous, builder._sink_size
+        b._stages = [dict(st) for st in builder._stages]
+        self._builder = b
+
+    def __repr__(self) -> str:
+        stages = ", ".join(st["name"] for st in self._builder._stages)
+        return f"PipelineConfig(src={type(self._builder._source).__name__}, pipes=[{stages}], sink={self._builder._sink_size})"
+
+
+class _Build:
+    """Turns a builder into a :class:`Pipeline`: stage infos, hooks, queues, the loop thread
+    if anything needs one, the per-stage specs for the engine."""
+
+    def __init__(
+        self,
+        b: PipelineBuilder,
+        num_threads: int,
+        budget: tuple[str, float] | None,
+        interval: float,
+        queue_class: Any,
+        hook_factory: Any,
+        stage_id: int,
+    ) -> None:
+        self.b = b
+        self.num_threads = int(num_threads)
+        self.budget = budget
+        self.interval = interval
+        self.queue_class = queue_class
+        self.hook_factory = hook_factory
+        self.stage_id = stage_id
+        self.pipeline_id = next(_PIPELINE_IDS)
+
+    def _hooks_for(self, info: StageInfo) -> list[Any]:
+        if self.hook_factory is not None:
+            hooks = list(self.hook_factory(info))
+        elif (cls := config.get_default_hook_class()) is not None:
+            hooks = [cls(info, interval=self.interval)]
+        else:
+            hooks = []
+        for h in hooks:
+            if not isinstance(h, TaskHook):
+                raise TypeError(f"task_hook_factory must return TaskHook objects, got {type(h).__name__}")
+        return hooks
+
+    def _queue_for(self, info: StageInfo, size: int) -> Any:
+        if self.queue_class is not None:
+            q = self.queue_class(info, buffer_size=size)
+        else:
+            q = config.get_default_queue_class()(info, buffer_size=size, interval=self.interval)
+        if not isinstance(q, AsyncQueue):
+            raise TypeError(f"queue_class must make spdl_rs.pipeline.AsyncQueue objects, got {type(q).__name__}")
+        return q
+
+    def run(self) -> "Pipeline":
+        b = self.b
+        stages = b._stages
+        infos = [StageInfo(self.pipeline_id, str(self.stage_id), "src")]
+        for i, st in enumerate(stages, 1):
+            conc = st.get("concurrency", 1)
+            infos.append(StageInfo(self.pipeline_id, str(self.stage_id + i), st["name"], conc))
+        # hooks[i] for stage i (0: the source has none); queues[i]: the queue after stage i.
+        hooks: list[list[Any]] = [[]] + [self._hooks_for(info) for info in infos[1:]]
+        sizes = [st.get("concurrency", 1) for st in stages] + [b._sink_size if b._sink_size is not None else 3]
+        queues = [self._queue_for(info, size) for info, size in zip(infos, sizes)]
+        per_task = [[h for h in hs if not _engine_fed(h)] for hs in hooks]
+        bg = list(_misc._DEFAULT_BACKGROUND_TASKS or [])
+
+        stage_objs = [h for hs in hooks for h in hs] + queues
+        quiet = all(_is_quiet(o) for o in stage_objs) and not bg
+        source_async = isinstance(b._source, AsyncIterable) and not isinstance(b._source, Iterable)
+        needs_loop = (
+            source_async
+            or any(st["kind"] in ("async", "asyncgen") or st.get("executor") is not None for st in stages)
+            or any(per_task)
+            or not quiet
+        )
+        loop = _LoopThread() if needs_loop else None
+        try:
+            source = b._source
+            if source_async:
+                assert loop is not None
+                source = _AsyncSource(source, loop)
+            specs = [self._spec(st, per_task[i], loop) for i, st in enumerate(stages, 1)]
+            native = _native.build_pipeline(
+                source,
+                specs,
+                sink_size=b._sink_size if b._sink_size is not None else 3,
+                num_threads=self.num_threads,
+                max_failures=self.budget,
+                report_stats_interval=float(self.interval),
+            )
+        except BaseException:
+            if loop is not None:
+                loop.stop()
+            raise
+        lifecycle = _StageLifecycle(native, hooks, queues, bg, loop, quiet)
+        return Pipeline(native, loop, lifecycle, continuous=b._continuous)
+
+    def _spec(self, st: dict[str, Any], hooks: list[TaskHook], loop: _LoopThread | None) -> dict[str, Any]:
+        kind, op = st["kind"], st["op"]
+        spec = {
+            "kind": kind,
+            "op": op,
+            "name": st["name"],
+            "concurrency": st.get("concurrency", 1),
+            "output_order": st.get("output_order", "completion"),
+            "budget": st.get("budget"),
+            "size": 0,
+            "drop_last": st.get("drop_last", False),
+            "hooks": None,
+            "flush": None,
+        }
+        if kind == "aggregate":
+            return self._aggregate_spec(spec, op, hooks, loop)
+        if kind == "disaggregate":
+            if not hooks:
+                return spec
+            # With task hooks: as SPDL, an async generator over the list, one task per item.
+            kind, op = "asyncgen", _disaggregate
+        if kind == "native":
+            if hooks:
+                assert loop is not None
+                spec["hooks"] = _HookRunner(hooks, loop)
+            return spec
+        executor = st.get("executor")
+        if executor is not None:
+            op = _in_executor(op, executor, kind == "gen")
+            kind = "asyncgen" if kind == "gen" else "async"
+        if kind == "async":
+            assert loop is not None
+            if hooks:
+                spec["op"] = lambda item, op=op: loop.submit(_hooked_await(op, hooks, item))
+            else:
+                spec["op"] = lambda item, op=op: loop.submit(op(item))
+        elif kind == "asyncgen":
+            assert loop is not None
+            spec["op"] = lambda item, op=op: _AgenStepper(op(item), item, hooks, loop)
+        elif hooks:
+            assert loop is not None
+            spec["op"] = _hooked_sync(op, _HookRunner(hooks, loop), kind == "gen")
+        spec["kind"] = kind
+        return spec
+
+    def _aggregate_spec(
+        self, spec: dict[str, Any], op: Any, hooks: list[TaskHook], loop: _LoopThread | None
+    ) -> dict[str, Any]:
+        if isinstance(op, numbers.Integral):
+            if not hooks:
+                spec["size"] = int(op)
+                return spec
+            op = Collate(int(op))
+        elif type(op) is Collate and not hooks:
+            spec["size"] = op.n
+            return spec
+        agg: Aggregator = op
+        spec["kind"] = "pyaggregate"
+        if hooks:
+            assert loop is not None
+
+            async def step(item: Any) -> Any:
+                out = None
+                async with _task_hooks(hooks, item):
+                    out = agg.accumulate(item)
+                return out
+
+            spec["op"] = lambda item: loop.submit(step(item))
+        else:
+            spec["op"] = lambda item: _done_future(agg.accumulate, item)
+        if not spec["drop_last"]:
+            spec["flush"] = lambda _: _done_future(lambda _: agg.flush(), None)
+        elif self.b._continuous:
+            # Drop the partial group, but start the next epoch empty.
+            spec["flush"] = lambda _: _done_future(lambda _: (agg.flush(), None)[1], None)
+        return spec
+
+
+def _is_quiet(obj: Any) -> bool:
+    """Whether a stage hook or queue needs no loop: SPDL's default classes without periodic
+    reports, whose only effect is the final log (written without a loop)."""
+    from ._hooks import StatsQueue, TaskStatsHook
+
+    if type(obj) is TaskStatsHook or type(obj) is StatsQueue:
+        return not (obj.interval > 0)
+    return type(obj) is AsyncQueue
+
+
+class _StageLifecycle:
+    """Enters every stage's ``stage_hook`` (hooks, then queues) and starts the background
+    tasks when the pipeline starts; exits them once, when the stages end (the end of a
+    single-pass source) or at ``stop()``. Engine-fed hooks and queues read the engine's
+    figures of their stage."""
+
+    def __init__(
+        self,
+        native: Any,
+        hooks: list[list[Any]],
+        queues: list[Any],
+        bg: list[Any],
+        loop: _LoopThread | None,
+        quiet: bool,
+    ) -> None:
+        self._loop = loop
+        self._quiet = quiet
+        self._bg_factories = bg
+        self._bg: list[asyncio.Task] = []
+        self._stack: Any = None
+        self._state = "new"  # -> "entered" -> "exited"
+        self._state_lock = threading.Lock()  # the consumer and stop() may both end the stages
+        self.error: BaseException | None = None
+
+        def stage_stats(i: int) -> Callable[[], Any]:
+            def get() -> Any:
+                try:
+                    return native.stats().stages[i]
+                except (RuntimeError, IndexError):
+                    return None
+
+            return get
+
+        def queue_stats(i: int) -> Callable[[], Any]:
+            def get() -> Any:
+                try:
+                    return native.stats().queues[i]
+                except (RuntimeError, IndexError):
+                    return None
+
+            return get
+
+        for i, hs in enumerate(hooks):
+            for h in hs:
+                if _engine_fed(h):
+                    h._engine = stage_stats(i)
+        for i, q in enumerate(queues):
+            q._engine = queue_stats(i)
+        self._objs = [h for hs in hooks for h in hs] + list(queues)
+
+    def enter(self, timeout: float | None) -> None:
+        with self._state_lock:
+            if self._state != "new":
+                return
+            self._state = "entered"
+        if self._quiet or self._loop is None:
+            return
+
+        async def go() -> None:
+            stack = _stage_hooks(self._objs)
+            await stack.__aenter__()
+            self._stack = stack  # only once entered: a failed entry has cleaned up
+            for make in self._bg_factories:
+                task = make()
+                self._bg.append(_misc.create_task(task.run(), name=f"background:{type(task).__name__}"))
+
+        try:
+            self._loop.run(go(), timeout)
+        except concurrent.futures.TimeoutError:
+            raise TimeoutError(f"the pipeline's stage hooks did not start within {timeout} sec") from None
+        except Exception as e:  # a stage hook failed: the pipeline fails, as in SPDL
+            self.error = e
+
+    def exit(self, error: BaseException | None = None) -> None:
+        with self._state_lock:
+            was, self._state = self._state, "exited"
+        if was != "entered":
+            return
+        if self._quiet or self._loop is None:
+            for obj in self._objs:
+                final = getattr(obj, "_total", None) or getattr(obj, "_final", None)
+                stats = final() if final is not None else None
+                if stats is not None:
+                    obj._log_stats(stats)
+            return
+        if self._stack is None:
+            return
+
+        async def go() -> None:
+            for t in self._bg:
+                t.cancel()
+            if self._bg:
+                await asyncio.gather(*self._bg, return_exceptions=True)
+            exc = (type(error), error, error.__traceback__) if error is not None else (None, None, None)
+            await self._stack.__aexit__(*exc)
+
+        try:
+            self._loop.run(go(), 30)
+        except Exception:
+            _LG.exception("a stage hook failed at the end of the pipeline")
+
+
+def _stop_impl(native: Any, loop: _LoopThread | None, lifecycle: _StageLifecycle) -> Any:
+    try:
+        return native.stop()
+    finally:
+        try:
+            lifecycle.exit()
+        finally:
+            if loop is not None:
+                loop.stop()
+
+
+def _register_stop_at_exit(pipeline: "Pipeline") -> None:
+    # Like SPDL: threading's exit hooks run before the interpreter joins threads and finalizes,
+    # so a pipeline still referenced at exit is stopped while Python is fully alive.
+    ref = weakref.ref(pipeline)
+
+    def _hook() -> None:
+        p = ref()
+        if p is not None:
+            try:
+                p.stop()
+            except Exception:
+                pass
+
+    try:
+        threading._register_atexit(_hook)  # type: ignore[attr-defined]
+    except (AttributeError, RuntimeError):
+        pass
+
+
+class Pipeline(Generic[T]):
+    """A built pipeline (SPDL 0.8's ``spdl.pipeline.Pipeline``); make one with
+    :class:`PipelineBuilder`.
+
+    Iterate it (``for item in pipeline``) once per epoch; ``get_item`` / ``get_iterator`` add
+    a timeout. ``stop()`` (or leaving ``auto_stop()``) stops every stage and joins every
+    thread. A pipeline that is garbage-collected, or still running at interpreter exit, is
+    stopped too. After ``os.fork()``, a pipeline built in the parent raises ``RuntimeError``
+    in the child (build a new one there).
+    """
+
+    def __init__(self, native: Any, loop: _LoopThread | None, lifecycle: _StageLifecycle, *, continuous: bool) -> None:
+        self._native = native
+        self._loop = loop
+        self._lifecycle = lifecycle
+        self._continuous = continuous
+        self._started = False
+        self._exhausted = False  # a single-pass pipeline reached its end
+        self._failure: BaseException | None = None  # raised again by later reads
+        self._failures_warned = 0  # failures already reported by _warn_failures
+        self._finalizer = weakref.finalize(self, _stop_impl, native, loop, lifecycle)
+        _register_stop_at_exit(self)
+
+    def start(self, *, timeout: float | None = None, daemon: bool = False) -> None:
+        """Starts producing items (the source and stages fill the queues) after entering the
+        stage hooks.
+
+        ``timeout``: seconds to wait for the stage hooks to start (``TimeoutError`` past it;
+        ``None``: no limit). ``daemon``: SPDL's flag for its event-loop thread; spdl_rs's
+        threads never keep the interpreter alive (a pipeline still running at exit is
+        stopped first), so both values behave as ``daemon=True`` in SPDL. Optional: the first
+        ``get_item`` starts the pipeline. Raises ``RuntimeError`` if already started.
+        """
+        if self._started:
+            raise RuntimeError("The pipeline was already started.")
+        if not isinstance(daemon, bool):
+            raise TypeError(f"daemon must be a bool, got {type(daemon).__name__}")
+        self._started = True
+        self._lifecycle.enter(timeout)
+        if self._lifecycle.error is None:
+            self._native.start()
+
+    def stop(self, *, timeout: float | None = None) -> None:
+        """Stops every stage and joins every thread (the GIL is released meanwhile); an op
+        running at that moment finishes its current call first. Then exits the stage hooks
+        (final stats logs) and stops the loop thread. Idempotent; afterwards ``get_item``
+        raises ``EOFError`` and ``get_stats()`` gives the final figures.
+
+        As SPDL 0.8: if a failure budget was exceeded and no read has raised it yet, one
+        ``stop()`` call raises that :class:`PipelineFailure` (later calls return normally).
+        ``timeout``: seconds to wait for the threads; past it ``TimeoutError`` is raised and
+        the stop goes on in the background.
+        """
+        if timeout is None:
+            unobserved = self._finalizer()
+        else:
+            box: list[Any] = []
+            t = threading.Thread(target=lambda: box.append(self._finalizer()), name="spdl_rs_stop", daemon=True)
+            t.start()
+            t.join(timeout)
+            if t.is_alive():
+                raise TimeoutError(f"The pipeline did not stop within {timeout} sec.")
+            unobserved = box[0] if box else None
+        if unobserved is not None and self._failure is None:
+            self._failure = unobserved
+            raise unobserved
+
+    @contextmanager
+    def auto_stop(self, *, timeout: float | None = None) -> Iterator[None]:
+        """Context manager: ``start(timeout=)`` on entry (unless already started),
+        ``stop(timeout=)`` on exit."""
+        if not self._started:
+            self.start(timeout=timeout)
+        try:
+            yield
+        finally:
+            self.stop(timeout=timeout)
+
+    def get_item(self, *, timeout: float | None = None) -> T:
+        """The next item, waiting at most ``timeout`` seconds (``None``: forever) with the GIL
+        released.
+
+        Raises ``EOFError`` at the end of the pass (for good with a single-pass source; with
+        ``continuous=True`` the next call starts the next epoch) or once stopped;
+        ``TimeoutError`` if no item came in time (the pipeline goes on);
+        :class:`PipelineFailure` after the last item when a failure budget was exceeded, the
+        source failed or a stage hook failed (later calls raise it again); ``RuntimeError`` in
+        a forked child.
+        """
+        if not self._started:
+            self.start()
+        if self._failure is not None:
+            raise self._failure
+        if self._lifecycle.error is not None:
+            e = self._lifecycle.error
+            self._failure = PipelineFailure(f"A stage hook failed: {type(e).__name__}: {e}", [e])
+            raise self._failure
+        if self._exhausted:
+            raise EOFError("Reached the end of the pipeline.")
+        try:
+            return self._native.next(timeout)
+        except EOFError:
+            if not self._continuous and not self._native.stopped:
+                self._exhausted = True
+                self._lifecycle.exit()
+            raise
+        except PipelineFailure as e:
+            self._failure = e
+            self._lifecycle.exit(e)
+            raise
+
+    def get_iterator(self, *, timeout: float | None = None) -> "PipelineIterator[T]":
+        """An iterator over one epoch; ``timeout`` applies to each item (``TimeoutError``).
+        With ``continuous=True``, call again for the next epoch."""
+        return PipelineIterator(self, timeout)
+
+    def __iter__(self) -> "PipelineIterator[T]":
+        """``get_iterator()`` without a timeout."""
+        return self.get_iterator()
+
+    def get_stats(self) -> _native.PipelineStats:
+        """Every stage's and queue's counters (``str()`` prints a table); after ``stop()``,
+        the final ones."""
+        return self._native.stats()
+
+    def _warn_failures(self) -> None:
+        """At the end of an epoch: one ``RuntimeWarning`` if items failed and were skipped since
+        the last warning (with the default ``max_failures=-1`` nothing else would tell)."""
+        try:
+            failed = {st.name: st.failures for st in self._native.stats().stages if st.failures}
+        except RuntimeError:
+            return
+        total = sum(failed.values())
+        if total <= self._failures_warned:
+            return
+        new = total - self._failures_warned
+        self._failures_warned = total
+        per_stage = ", ".join(f"{name}: {n}" for name, n in failed.items())
+        last = "; ".join(self.last_errors()[-3:])
+        warnings.warn(
+            f"{new} item(s) failed and were skipped ({per_stage}); last: {last}. Give "
+            "max_failures to stop on failures, or call spdl_rs.init_logging('warn') to log each.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+    def last_errors(self) -> list[str]:
+        """The most recent failures (up to 5), each naming its stage and sample position."""
+        return self._native.last_errors()
+
+    def state_dict(self) -> dict[str, Any]:
+        """What the consumer has received so far, enough to resume the epoch in a fresh process
+        with no repeat and no skip (torchdata ``StatefulDataLoader.state_dict()``'s name).
+
+        Returns ``{"epoch": int, "done_below": int, "done_above": [int]}``: every source
+        position of ``epoch`` below ``done_below`` is done, plus the positions ``done_above``
+        (those delivered out of order; at most about the items in flight). Between epochs,
+        ``epoch`` is the next one and nothing is done. A position counts as done when its item
+        was returned by ``get_item`` (or when it was dropped: filtered out or failed). The
+        state is small and JSON-serializable. Raises ``RuntimeError`` once stopped.
+        """
+        return self._native.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resumes from a :meth:`state_dict` (possibly of another process): the next epoch
+        started is ``state["epoch"]``, and the source skips the positions done before any stage
+        sees them (nothing is read or decoded again).
+
+        Call it before the epoch starts: after ``build()`` and before ``start()``,
+        ``auto_stop()`` or the first item (or between epochs). The source must give the same
+        items in the same order as the run that saved the state (e.g. a
+        :mod:`spdl_rs.sources` listing, or a sampler with the same seed and epoch). Raises
+        ``ValueError`` for a malformed state, once the epoch has started, or once stopped.
+        """
+        if self._started and self._native.stopped:
+            raise ValueError("load_state_dict: the pipeline is stopped")
+        self._native.load_state_dict(state)
+
+    @property
+    def epoch(self) -> int:
+        """The epoch in progress (0-based), or the next one between epochs."""
+        return self._native.epoch
+
+    def __str__(self) -> str:
+        return f"Pipeline(started={self._started}, stopped={self._native.stopped})"
+
+
+class PipelineIterator(Generic[T]):
+    """Iterator over one epoch of a :class:`Pipeline` (single use; SPDL's
+    ``PipelineIterator``). A failure is raised again by later ``next()`` calls."""
+
+    def __init__(self, pipeline: Pipeline[T], timeout: float | None) -> None:
+        self._pipeline = pipeline
+        self._timeout = timeout
+        self._done = False
+
+    def __iter__(self) -> "PipelineIterator[T]":
+        return self
+
+    def __next__(self) -> T:
+        if self._done:
+            raise StopIteration
+        try:
+            return self._pipeline.get_item(timeout=self._timeout)
+        except EOFError:
+            self._done = True
+            self._pipeline._warn_failures()
+            raise StopIteration from None
