@@ -7,10 +7,10 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use anyhow::Result;
-use spdl_io::{ImageLoader, SampleContext};
+use spdl_io::SampleContext;
 use spdl_sources::read_file;
 
-use crate::load::{list_dataset, transform};
+use crate::load::{image_loader, list_dataset};
 use crate::LimitArgs;
 
 pub(crate) fn run(args: LimitArgs) -> Result<ExitCode> {
@@ -20,9 +20,7 @@ pub(crate) fn run(args: LimitArgs) -> Result<ExitCode> {
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .max(1);
-    let mut loader = ImageLoader::new(transform(&args.load)?);
-    loader.region_decode = !args.load.no_region_decode;
-    loader.scaled_decode = !args.load.no_scaled_decode;
+    let loader = image_loader(&args.load)?;
     // Unreadable files are counted as failed (and named), as `spdl load` does, not fatal.
     let mut unreadable = Vec::new();
     let files: Vec<(String, Vec<u8>)> = dataset

@@ -12,8 +12,8 @@ use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressStyle};
 use spdl_core::{Op, Order, PipelineBuilder, StageConfig};
 use spdl_io::{
-    collate, collate_normalized, BatchItem, Filter, ImageLoader, Normalize, RandomResizedCrop,
-    SampleContext, Transform,
+    collate, collate_normalized, BatchItem, ImageLoader, ImageOptions, Normalize, SampleContext,
+    TransformKind,
 };
 use spdl_sources::{
     read_list_file, walk_dir, Bytes, DistInfo, Extensions, FetchOptions, Fetcher, ImageFolder,
@@ -102,21 +102,25 @@ pub(crate) fn list_dataset(args: &LoadArgs) -> Result<(SampleList, String)> {
     Ok((list, shown))
 }
 
-pub(crate) fn transform(args: &LoadArgs) -> Result<Transform> {
+/// The image loader of `--transform`, `--size`, `--seed`, `--no-region-decode` and
+/// `--no-scaled-decode`, through spdl-io's one options model.
+pub(crate) fn image_loader(args: &LoadArgs) -> Result<ImageLoader> {
     if args.size == 0 {
         bail!("--size must be at least 1");
     }
-    Ok(match args.transform {
-        TransformArg::Eval => Transform::eval(args.size, Filter::Bilinear),
-        TransformArg::Train => {
-            Transform::RandomResizedCrop(RandomResizedCrop::new(args.size, args.seed))
-        }
-        TransformArg::Resize => Transform::Resize {
-            width: args.size,
-            height: args.size,
-            filter: Filter::Bilinear,
+    let options = ImageOptions {
+        size: Some(args.size),
+        transform: match args.transform {
+            TransformArg::Eval => TransformKind::Eval,
+            TransformArg::Train => TransformKind::Train,
+            TransformArg::Resize => TransformKind::Resize,
         },
-    })
+        seed: args.seed,
+        region_decode: !args.no_region_decode,
+        scaled_decode: !args.no_scaled_decode,
+        ..ImageOptions::default()
+    };
+    Ok(options.loader()?)
 }
 
 fn dist(args: &LoadArgs) -> Result<DistInfo> {
@@ -191,10 +195,7 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
         .max(1);
     let decode_concurrency = args.decode_concurrency.unwrap_or(threads).max(1);
 
-    let mut loader = ImageLoader::new(transform(&args)?);
-    loader.region_decode = !args.no_region_decode;
-    loader.scaled_decode = !args.no_scaled_decode;
-    let loader = Arc::new(loader);
+    let loader = Arc::new(image_loader(&args)?);
     let sampler_options = SamplerOptions {
         shuffle: args.shuffle,
         seed: args.seed,

@@ -53,6 +53,7 @@ mod error;
 #[cfg(feature = "decode-ffmpeg")]
 pub mod ffmpeg;
 mod loader;
+mod options;
 pub mod transform;
 #[cfg(feature = "decode-ffmpeg")]
 pub mod video;
@@ -64,6 +65,7 @@ pub use decode::{
 };
 pub use error::{Error, ErrorKind, Result};
 pub use loader::{key_from_path, ImageLoader};
+pub use options::{ImageOptions, TransformKind};
 pub use transform::{Filter, Normalize, RandomResizedCrop, SampleContext, Transform};
 
 #[cfg(feature = "decode-ffmpeg")]

@@ -10,41 +10,9 @@ use crate::buffer::CpuBuffer;
 use crate::error::{io_err, sources_err};
 use crate::item::Pos;
 
-/// An optional argument as Python shows it: the number, or `None`.
-fn py_opt(v: Option<usize>) -> String {
-    v.map_or_else(|| "None".to_owned(), |n| n.to_string())
-}
-
-/// The side of the square output of `transform="eval"`/`"train"`: `size`, or `width` when
-/// `width == height` are given instead.
-fn square_size(
-    transform: &str,
-    width: Option<usize>,
-    height: Option<usize>,
-    size: Option<usize>,
-) -> PyResult<usize> {
-    let side = match (size, width, height) {
-        (Some(s), None, None) => s,
-        (None, Some(w), Some(h)) if w == h => w,
-        (Some(s), Some(w), Some(h)) if w == s && h == s => s,
-        _ => {
-            return Err(PyValueError::new_err(format!(
-                "transform={transform:?} makes a square image: give size (or width == height), got size={}, width={}, height={}",
-                py_opt(size),
-                py_opt(width),
-                py_opt(height)
-            )))
-        }
-    };
-    if side == 0 {
-        return Err(PyValueError::new_err("size must be at least 1"));
-    }
-    Ok(side)
-}
-
-/// How images are decoded and transformed; built from the keyword arguments shared by the `io`
-/// functions and the `ops` stages. The transforms are those of `spdl-cli load --transform`.
-#[allow(clippy::too_many_arguments)]
+/// How images are decoded and transformed: the keyword arguments shared by the `io` functions
+/// and the `ops` stages, converted into spdl-io's `ImageOptions`, which validates them.
+#[allow(clippy::too_many_arguments)] // the keyword arguments of SPDL's loaders, one each
 pub(crate) fn make_loader(
     width: Option<usize>,
     height: Option<usize>,
@@ -55,70 +23,23 @@ pub(crate) fn make_loader(
     size: Option<usize>,
     seed: u64,
 ) -> PyResult<spdl_io::ImageLoader> {
-    let filter = match filter {
-        "nearest" => spdl_io::Filter::Nearest,
-        "bilinear" => spdl_io::Filter::Bilinear,
-        "bicubic" => spdl_io::Filter::Bicubic,
-        "lanczos" | "lanczos3" => spdl_io::Filter::Lanczos3,
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "filter must be one of 'nearest', 'bilinear', 'bicubic', 'lanczos', got {other:?}"
-            )))
-        }
+    let options = spdl_io::ImageOptions {
+        width,
+        height,
+        size,
+        transform: transform.parse().map_err(value_err)?,
+        filter: filter.parse().map_err(value_err)?,
+        color: color.parse().map_err(value_err)?,
+        lenient,
+        seed,
+        ..Default::default()
     };
-    let transform = match transform {
-        "resize" => match (width, height, size) {
-            (None, None, None) => spdl_io::Transform::Identity,
-            (None, None, Some(s)) if s > 0 => spdl_io::Transform::Resize {
-                width: s,
-                height: s,
-                filter,
-            },
-            (Some(w), Some(h), None) if w > 0 && h > 0 => spdl_io::Transform::Resize {
-                width: w,
-                height: h,
-                filter,
-            },
-            (w, h, s) => {
-                return Err(PyValueError::new_err(format!(
-                    "width and height must both be given (and positive) or both be None (or size alone), got width={}, height={}, size={}",
-                    py_opt(w),
-                    py_opt(h),
-                    py_opt(s)
-                )))
-            }
-        },
-        "eval" => {
-            let side = square_size(transform, width, height, size)?;
-            spdl_io::Transform::eval(side, filter)
-        }
-        "train" => {
-            let side = square_size(transform, width, height, size)?;
-            let mut rrc = spdl_io::RandomResizedCrop::new(side, seed);
-            rrc.filter = filter;
-            spdl_io::Transform::RandomResizedCrop(rrc)
-        }
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "transform must be one of 'resize', 'eval', 'train', got {other:?}"
-            )))
-        }
-    };
-    let color = match color {
-        "rgb" => spdl_io::ColorMode::Rgb,
-        "gray" | "grey" | "l" => spdl_io::ColorMode::Gray,
-        "rgba" => spdl_io::ColorMode::Rgba,
-        "unchanged" => spdl_io::ColorMode::Unchanged,
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "color must be one of 'rgb', 'gray', 'rgba', 'unchanged', got {other:?}"
-            )))
-        }
-    };
-    let mut loader = spdl_io::ImageLoader::new(transform);
-    loader.options.color = color;
-    loader.options.lenient = lenient;
-    Ok(loader)
+    options.loader().map_err(value_err)
+}
+
+/// An option error as `ValueError` with spdl-io's message (which lists the accepted values).
+fn value_err(e: spdl_io::Error) -> PyErr {
+    PyValueError::new_err(e.message().to_string())
 }
 
 pub(crate) fn decode(
