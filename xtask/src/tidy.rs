@@ -37,6 +37,15 @@ const RAW_SPAWNS: &[&str] = &[
 ];
 const SPAWN_WRAPPER: &str = "crates/spdl-core/src/exec/spawned.rs";
 
+/// Module circles known and scheduled for removal: (crate dir, members as reported, why).
+/// Like `#[expect]`, an entry that no longer matches a circle is itself a violation, so a
+/// fixed circle cannot come back unnoticed and the list cannot go stale.
+const KNOWN_CIRCLES: &[(&str, &str, &str)] = &[(
+    "crates/spdl-py",
+    "cuda, io, item, media, ops",
+    "issue 13: the item-dispatch code of cuda.rs and media.rs moves into ops",
+)];
+
 /// Runs every check and prints each violation; fails if there is any.
 pub(crate) fn run() -> Result<()> {
     let problems = check(&repo_root())?;
@@ -46,17 +55,39 @@ pub(crate) fn run() -> Result<()> {
     if !problems.is_empty() {
         bail!("{} tidy violation(s)", problems.len());
     }
-    eprintln!("tidy: dependency rules, spawn rule and module graphs are clean");
+    eprintln!(
+        "tidy: dependency rules, spawn rule and module graphs are clean ({} known circle(s) tolerated, see KNOWN_CIRCLES)",
+        KNOWN_CIRCLES.len()
+    );
     Ok(())
 }
 
 /// All violations in the workspace at `root`, as messages.
 pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
     let mut problems = dependency_rules(root)?;
+    let mut known_seen = vec![false; KNOWN_CIRCLES.len()];
     for krate in crate_dirs(root)? {
         let src = krate.join("src");
         problems.extend(spawn_rule(root, &src)?);
-        problems.extend(module_cycles(root, &src)?);
+        for (krate, members, message) in module_cycles(root, &src)? {
+            match KNOWN_CIRCLES
+                .iter()
+                .position(|(k, m, _)| *k == krate && *m == members)
+            {
+                Some(i) => {
+                    known_seen[i] = true;
+                    eprintln!("tidy: known (tolerated) {message}");
+                }
+                None => problems.push(message),
+            }
+        }
+    }
+    for ((krate, members, why), seen) in KNOWN_CIRCLES.iter().zip(known_seen) {
+        if !seen {
+            problems.push(format!(
+                "KNOWN_CIRCLES lists {krate} [{members}] ({why}), which no longer exists: remove the entry"
+            ));
+        }
     }
     Ok(problems)
 }
@@ -177,8 +208,9 @@ fn module_path(src: &Path, file: &Path) -> ModPath {
     parts
 }
 
-/// Finds cycles among sibling modules, at every level of the crate at `src`.
-fn module_cycles(root: &Path, src: &Path) -> Result<Vec<String>> {
+/// Finds cycles among sibling modules, at every level of the crate at `src`: for each, the
+/// crate's folder, the members joined by `, `, and the message.
+fn module_cycles(root: &Path, src: &Path) -> Result<Vec<(String, String, String)>> {
     let files = rust_files(src)?;
     let modules: BTreeSet<ModPath> = files.iter().map(|f| module_path(src, f)).collect();
     // parent -> sibling -> sibling it uses, with one piece of evidence per edge.
@@ -228,11 +260,12 @@ fn module_cycles(root: &Path, src: &Path) -> Result<Vec<String>> {
             } else {
                 parent.join("::")
             };
-            problems.push(format!(
-                "module circle in {krate} under {at} among {}: {}",
-                group.join(", "),
+            let members = group.join(", ");
+            let message = format!(
+                "module circle in {krate} under {at} among {members}: {}",
                 steps.join(", ")
-            ));
+            );
+            problems.push((krate.clone(), members, message));
         }
     }
     Ok(problems)
