@@ -23,6 +23,9 @@ pub enum ErrorKind {
     ShapeMismatch,
     /// A caller-supplied argument is invalid (buffer too small, zero size, ...).
     InvalidArgument,
+    /// The sample's bytes could not be read (the reader given to [`crate::load_batch`]
+    /// failed: a missing file, an I/O error); the reader's error is the source.
+    Read,
 }
 
 impl fmt::Display for ErrorKind {
@@ -36,6 +39,7 @@ impl fmt::Display for ErrorKind {
             ErrorKind::Empty => "empty",
             ErrorKind::ShapeMismatch => "shape mismatch",
             ErrorKind::InvalidArgument => "invalid argument",
+            ErrorKind::Read => "read failed",
         })
     }
 }

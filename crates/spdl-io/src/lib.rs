@@ -48,6 +48,7 @@
 #[cfg(feature = "decode-ffmpeg")]
 pub mod audio;
 pub mod batch;
+mod batch_loader;
 pub mod decode;
 mod error;
 #[cfg(feature = "decode-ffmpeg")]
@@ -59,6 +60,7 @@ pub mod transform;
 pub mod video;
 
 pub use batch::{collate, collate_normalized, BatchData, BatchItem, ImageBatch};
+pub use batch_loader::{batch_threads, load_batch, BatchSample, LoadedBatch};
 pub use decode::{
     crop, sniff, ColorMode, DecodeOptions, Decoder, Image, ImageFormat, ImageInfo, Limits,
     Orientation, OutputShape, PixelData, Region, Registry, Scaled,

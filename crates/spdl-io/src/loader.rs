@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::decode::Image;
 use crate::decode::{DecodeOptions, Region, Registry};
 use crate::error::Result;
-use crate::transform::{apply_plan, CropBox, SampleContext, Transform};
+use crate::transform::{apply_plan, apply_plan_into, CropBox, Plan, SampleContext, Transform};
 
 /// Decodes and transforms one encoded image per call. Cheap to clone and
 /// safe to share across worker threads.
@@ -57,7 +57,75 @@ impl ImageLoader {
         self.load_inner(bytes, ctx).map_err(|e| e.with_key(ctx.key))
     }
 
+    /// The `[H, W, C]` every output has, when the transform and the color mode fix it (a
+    /// resizing or cropping transform and RGB, gray or RGBA output); `None` otherwise.
+    pub fn output_shape(&self) -> Option<[usize; 3]> {
+        let channels = match self.options.color {
+            crate::ColorMode::Rgb => 3,
+            crate::ColorMode::Gray => 1,
+            crate::ColorMode::Rgba => 4,
+            crate::ColorMode::Unchanged => return None,
+        };
+        let (w, h) = match self.transform {
+            Transform::Identity => return None,
+            Transform::Resize { width, height, .. } => (width, height),
+            Transform::ResizeCenterCrop { crop, .. } => (crop, crop),
+            Transform::RandomResizedCrop(r) => r.size,
+        };
+        Some([h, w, channels])
+    }
+
+    /// Decodes and transforms `bytes` straight into `out`, a `[H, W, C]` buffer of
+    /// [`ImageLoader::output_shape`] (a row of a batch): no per-image output allocation and no
+    /// copy afterwards. Same pixels as [`ImageLoader::load`].
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when the output shape
+    /// is not fixed or `out` has another length; otherwise as [`ImageLoader::load`].
+    pub fn load_into(&self, bytes: &[u8], ctx: &SampleContext<'_>, out: &mut [u8]) -> Result<()> {
+        self.load_into_inner(bytes, ctx, out)
+            .map_err(|e| e.with_key(ctx.key))
+    }
+
+    fn load_into_inner(&self, bytes: &[u8], ctx: &SampleContext<'_>, out: &mut [u8]) -> Result<()> {
+        let Some(shape) = self.output_shape() else {
+            return Err(crate::Error::new(
+                crate::ErrorKind::InvalidArgument,
+                "load_into needs a fixed output shape: a resizing transform and RGB, gray or RGBA",
+            ));
+        };
+        if out.len() != shape.iter().product::<usize>() {
+            return Err(crate::Error::new(
+                crate::ErrorKind::InvalidArgument,
+                format!(
+                    "output buffer has {} bytes, {shape:?} needs {}",
+                    out.len(),
+                    shape.iter().product::<usize>()
+                ),
+            ));
+        }
+        let (img, plan) = self.decode_for_plan(bytes, ctx)?;
+        match plan {
+            Some(plan) => apply_plan_into(&img, &plan, self.transform.filter(), out),
+            None => unreachable!("a fixed output shape implies a transform"),
+        }
+    }
+
     fn load_inner(&self, bytes: &[u8], ctx: &SampleContext<'_>) -> Result<Image> {
+        let (img, plan) = self.decode_for_plan(bytes, ctx)?;
+        match plan {
+            Some(plan) => apply_plan(&img, &plan, self.transform.filter()),
+            None => Ok(img),
+        }
+    }
+
+    /// Decodes what the transform needs (the whole image, its box, or its box at a DCT
+    /// scale) and the plan to finish it, its source box in the decoded image's pixels.
+    fn decode_for_plan(
+        &self,
+        bytes: &[u8],
+        ctx: &SampleContext<'_>,
+    ) -> Result<(Image, Option<Plan>)> {
         let decoder = self.registry.decoder_for(ctx.key, bytes)?;
         let info = decoder.probe(bytes)?;
         let (w, h) = if self.options.keep_orientation {
@@ -66,7 +134,7 @@ impl ImageLoader {
             info.display_size()
         };
         let Some(mut plan) = self.transform.plan(w, h, ctx)? else {
-            return decoder.decode(bytes, &self.options);
+            return Ok((decoder.decode(bytes, &self.options)?, None));
         };
         // The decoded input was checked on the header; the requested output is checked here,
         // before the resize allocates it (at least 3 channels: RGB unless asked otherwise).
@@ -87,7 +155,7 @@ impl ImageLoader {
             plan.src.top = plan.src.top * f - scaled.y as f64;
             plan.src.width *= f;
             plan.src.height *= f;
-            return apply_plan(&scaled.image, &plan, self.transform.filter());
+            return Ok((scaled.image, Some(plan)));
         }
         let img = if self.region_decode
             && decoder.supports_region()
@@ -99,7 +167,7 @@ impl ImageLoader {
         } else {
             decoder.decode(bytes, &self.options)?
         };
-        apply_plan(&img, &plan, self.transform.filter())
+        Ok((img, Some(plan)))
     }
 }
 

@@ -13,6 +13,11 @@ pub(crate) fn io_err(e: spdl_io::Error) -> PyErr {
 
 /// A listing or read error: the matching `OSError` subclass, or `ValueError` for bad input.
 pub(crate) fn sources_err(e: spdl_sources::Error) -> PyErr {
+    sources_err_ref(&e)
+}
+
+/// [`sources_err`] for a borrowed error (one kept as the source of another).
+pub(crate) fn sources_err_ref(e: &spdl_sources::Error) -> PyErr {
     use spdl_sources::ErrorKind as K;
     let msg = e.to_string();
     match e.kind() {

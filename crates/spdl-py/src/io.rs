@@ -1,8 +1,6 @@
 //! `spdl_rs.io`: image loading functions. Every one releases the GIL for all its work
 //! (reading, decoding, resizing, collating) and returns a zero-copy [`CpuBuffer`].
 
-use std::sync::Arc;
-
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
@@ -174,64 +172,51 @@ pub(crate) fn load_image_batch(
             "load_image_batch: give width and height (or size, or transform='eval'/'train' with size): a batch needs one image size",
         ));
     }
-    let loader = Arc::new(make_loader(
-        width, height, color, filter, lenient, transform, size, seed,
-    )?);
-    let threads = batch_threads(num_threads, paths.len());
-    let batch = py.detach(|| -> PyResult<spdl_io::ImageBatch> {
-        let keys: Vec<String> = paths.iter().map(|p| spdl_io::key_from_path(p)).collect();
-        let loaded = parallel_map(paths.len(), threads, |i| {
-            let pos = Pos {
-                index: i as u64,
-                epoch,
-            };
-            spdl_sources::read_file(&paths[i])
-                .map_err(sources_err)
-                .and_then(|d| decode(&loader, &keys[i], pos, &d).map_err(io_err))
-        });
-        let mut items = Vec::with_capacity(paths.len());
-        for (image, key) in loaded.into_iter().zip(keys) {
-            items.push(spdl_io::BatchItem {
-                key,
-                label: None,
-                image: image?,
-            });
-        }
-        collate_items(items, normalize).map_err(io_err)
-    })?;
-    Ok(CpuBuffer::from_batch(batch))
-}
-
-/// Threads for a batch of `n` samples: `num_threads`, else the CPUs (at most 8), within `1..=n`.
-fn batch_threads(num_threads: Option<usize>, n: usize) -> usize {
-    num_threads
-        .unwrap_or_else(|| {
-            std::thread::available_parallelism()
-                .map_or(1, |n| n.get())
-                .min(8)
+    let loader = make_loader(width, height, color, filter, lenient, transform, size, seed)?;
+    let samples = batch_samples(
+        paths.iter().map(|p| spdl_io::key_from_path(p)).collect(),
+        None,
+        epoch,
+    );
+    let threads = spdl_io::batch_threads(num_threads, paths.len());
+    let norm = normalize.then(spdl_io::Normalize::imagenet);
+    let loaded = py.detach(|| {
+        spdl_io::load_batch(&loader, &samples, norm.as_ref(), threads, |i| {
+            read(&paths[i])
         })
-        .clamp(1, n.max(1))
+    });
+    let loaded = loaded.map_err(io_err)?;
+    // Strict, as SPDL's: the first failed sample fails the call (a read error as its OSError).
+    if let Some((_, e)) = loaded.failed.into_iter().next() {
+        let read_error = std::error::Error::source(&e)
+            .and_then(|s| s.downcast_ref::<spdl_sources::Error>())
+            .map(crate::error::sources_err_ref);
+        return Err(read_error.unwrap_or_else(|| io_err(e)));
+    }
+    Ok(CpuBuffer::from_batch(loaded.batch))
 }
 
-/// `f(i)` for every `i` in `0..n`, on `threads` scoped threads that take contiguous chunks;
-/// the results in order.
-fn parallel_map<T: Send>(n: usize, threads: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
-    let mut out: Vec<Option<T>> = (0..n).map(|_| None).collect();
-    if n > 0 {
-        let chunk = n.div_ceil(threads.max(1));
-        std::thread::scope(|s| {
-            for (ci, slots) in out.chunks_mut(chunk).enumerate() {
-                let f = &f;
-                s.spawn(move || {
-                    for (j, slot) in slots.iter_mut().enumerate() {
-                        *slot = Some(f(ci * chunk + j));
-                    }
-                });
-            }
-        });
-    }
-    // Every slot was filled: each chunk's thread ran to the end (scope joins them all).
-    out.into_iter().flatten().collect()
+/// The samples of a batch: keys, and the dataset index of each (default: the row).
+fn batch_samples(
+    keys: Vec<String>,
+    indices: Option<Vec<u64>>,
+    epoch: u64,
+) -> Vec<spdl_io::BatchSample> {
+    keys.into_iter()
+        .enumerate()
+        .map(|(i, key)| spdl_io::BatchSample {
+            key,
+            label: None,
+            index: indices.as_ref().map_or(i as u64, |ix| ix[i]),
+            epoch,
+        })
+        .collect()
+}
+
+/// A file's bytes; a read error becomes spdl-io's, keeping spdl-sources' as its source.
+fn read(path: &std::path::Path) -> Result<Vec<u8>, spdl_io::Error> {
+    spdl_sources::read_file(path)
+        .map_err(|e| spdl_io::Error::new(spdl_io::ErrorKind::Read, e.to_string()).with_source(e))
 }
 
 /// Stacks images into one batch: `[N, H, W, C]` (or normalized `[N, C, H, W]` `float32`).
@@ -293,37 +278,6 @@ pub(crate) fn random_resized_crop(
 enum BatchInput<'a> {
     Bytes(Vec<&'a [u8]>),
     Paths(Vec<std::path::PathBuf>),
-}
-
-/// The `[H, W, C]` every image of a batch gets, when the transform and color fix it.
-fn expected_hwc(
-    transform: &str,
-    width: Option<usize>,
-    height: Option<usize>,
-    size: Option<usize>,
-    color: &str,
-) -> Option<[usize; 3]> {
-    let c = match color {
-        "rgb" => 3,
-        "gray" | "grey" | "l" => 1,
-        "rgba" => 4,
-        _ => return None,
-    };
-    let (h, w) = match (transform, size, width, height) {
-        (_, Some(s), _, _) => (s, s),
-        (_, None, Some(w), Some(h)) => (h, w),
-        _ => return None,
-    };
-    Some([h, w, c])
-}
-
-/// Copies the `m` rows of `src` (`per` values each) to rows `rows` of `n` zeroed rows.
-fn scatter<T: Copy + Default>(src: &[T], per: usize, rows: &[usize], n: usize) -> Vec<T> {
-    let mut out = vec![T::default(); per * n];
-    for (k, &r) in rows.iter().enumerate() {
-        out[r * per..(r + 1) * per].copy_from_slice(&src[k * per..(k + 1) * per]);
-    }
-    out
 }
 
 /// Decodes a batch of encoded images (`data`: a sequence of `bytes`) or reads and decodes
@@ -411,85 +365,32 @@ pub(crate) fn decode_image_batch(
             )));
         }
     }
-    let Some([h, w, c]) = expected_hwc(transform, width, height, size, color).or_else(|| {
-        // "unchanged" keeps the file's channels: the size alone is fixed.
-        (color == "unchanged" && (size.is_some() || (width.is_some() && height.is_some())))
-            .then_some([0, 0, 0])
-    }) else {
+    let fixed = size.is_some() || (width.is_some() && height.is_some());
+    if !fixed {
         return Err(PyValueError::new_err(
             "decode_image_batch: give width and height (or size): a batch needs one image size",
         ));
-    };
+    }
     let loader = make_loader(width, height, color, filter, lenient, transform, size, seed)?;
-    let threads = batch_threads(num_threads, n);
-    let (batch, failed) = py.detach(|| -> PyResult<_> {
-        let loaded = parallel_map(n, threads, |i| {
-            let pos = Pos {
-                index: indices.as_ref().map_or(i as u64, |ix| ix[i]),
-                epoch,
-            };
-            match &input {
-                BatchInput::Bytes(d) => decode(&loader, &keys[i], pos, d[i]).map_err(|e| e.to_string()),
-                BatchInput::Paths(p) => spdl_sources::read_file(&p[i])
-                    .map_err(|e| e.to_string())
-                    .and_then(|d| decode(&loader, &keys[i], pos, &d).map_err(|e| e.to_string())),
-            }
-        });
-        let mut items = Vec::with_capacity(n);
-        let mut rows = Vec::with_capacity(n);
-        let mut failed = Vec::new();
-        for (i, (result, key)) in loaded.into_iter().zip(&keys).enumerate() {
-            match result {
-                Ok(image) => {
-                    rows.push(i);
-                    items.push(spdl_io::BatchItem {
-                        key: key.clone(),
-                        label: None,
-                        image,
-                    });
-                }
-                Err(msg) => failed.push((i, msg)),
-            }
+    let samples = batch_samples(keys, indices, epoch);
+    let threads = spdl_io::batch_threads(num_threads, n);
+    let norm = normalize.then(spdl_io::Normalize::imagenet);
+    let loaded = py.detach(|| match &input {
+        BatchInput::Bytes(d) => {
+            spdl_io::load_batch(&loader, &samples, norm.as_ref(), threads, |i| Ok(d[i]))
         }
-        let batch = if items.is_empty() {
-            if c == 0 {
-                let first = failed.first().map_or("empty batch", |f| f.1.as_str());
-                return Err(PyValueError::new_err(format!(
-                    "decode_image_batch: all {n} samples failed and color=\"unchanged\" leaves the shape unknown; first error: {first}"
-                )));
-            }
-            let (data, shape) = if normalize {
-                (spdl_io::BatchData::F32(vec![0.0; n * h * w * c]), [n, c, h, w])
-            } else {
-                (spdl_io::BatchData::U8(vec![0; n * h * w * c]), [n, h, w, c])
-            };
-            spdl_io::ImageBatch {
-                data,
-                shape,
-                keys: keys.clone(),
-                labels: vec![None; n],
-            }
-        } else {
-            let mut b = collate_items(items, normalize).map_err(io_err)?;
-            if rows.len() < n {
-                let per = b.shape[1..].iter().product::<usize>();
-                b.data = match b.data {
-                    spdl_io::BatchData::U8(v) => spdl_io::BatchData::U8(scatter(&v, per, &rows, n)),
-                    spdl_io::BatchData::U16(v) => {
-                        spdl_io::BatchData::U16(scatter(&v, per, &rows, n))
-                    }
-                    spdl_io::BatchData::F32(v) => {
-                        spdl_io::BatchData::F32(scatter(&v, per, &rows, n))
-                    }
-                };
-                b.shape[0] = n;
-                b.keys = keys.clone();
-                b.labels = vec![None; n];
-            }
-            b
-        };
-        Ok((batch, failed))
-    })?;
+        BatchInput::Paths(p) => {
+            spdl_io::load_batch(&loader, &samples, norm.as_ref(), threads, |i| read(&p[i]))
+        }
+    });
+    let loaded = loaded
+        .map_err(|e| PyValueError::new_err(format!("decode_image_batch: {}", e.message())))?;
+    let failed = loaded
+        .failed
+        .into_iter()
+        .map(|(row, e)| (row, e.to_string()))
+        .collect();
+    let batch = loaded.batch;
     drop(data);
     Ok((CpuBuffer::from_batch(batch), failed))
 }

@@ -7,7 +7,7 @@ mod random;
 mod resize;
 
 pub use normalize::Normalize;
-pub use resize::{hflip, resize, resize_crop, CropBox, Filter};
+pub use resize::{hflip, hflip_u8, resize, resize_crop, resize_crop_into, CropBox, Filter};
 
 use crate::decode::Image;
 use crate::error::{Error, ErrorKind, Result};
@@ -254,4 +254,18 @@ pub(crate) fn apply_plan(img: &Image, plan: &Plan, filter: Filter) -> Result<Ima
         hflip(&mut out);
     }
     Ok(out)
+}
+
+/// [`apply_plan`] into a caller's `[H, W, C]` buffer (a batch row).
+pub(crate) fn apply_plan_into(
+    img: &Image,
+    plan: &Plan,
+    filter: Filter,
+    out: &mut [u8],
+) -> Result<()> {
+    resize_crop_into(img, plan.src, plan.width, plan.height, filter, out)?;
+    if plan.hflip {
+        hflip_u8(out, plan.width, img.channels);
+    }
+    Ok(())
 }

@@ -100,6 +100,29 @@ pub fn resize_crop(
     height: usize,
     filter: Filter,
 ) -> Result<Image> {
+    let mut buf = vec![0u8; width * height * img.channels];
+    resize_crop_into(img, src, width, height, filter, &mut buf)?;
+    Image::from_u8(buf, width, height, img.channels).ok_or_else(|| {
+        Error::new(
+            ErrorKind::InvalidArgument,
+            "resize produced a wrong-sized buffer",
+        )
+    })
+}
+
+/// [`resize_crop`] into a caller's buffer of exactly `height * width * channels` bytes
+/// (`[H, W, C]`, e.g. a row of a batch), with no allocation of the output.
+///
+/// # Errors
+/// As [`resize_crop`], plus [`ErrorKind::InvalidArgument`] when `out` has another length.
+pub fn resize_crop_into(
+    img: &Image,
+    src: CropBox,
+    width: usize,
+    height: usize,
+    filter: Filter,
+    out: &mut [u8],
+) -> Result<()> {
     let invalid = |m: String| Error::new(ErrorKind::InvalidArgument, m);
     let data = img.as_u8().ok_or_else(|| {
         invalid("resize needs 8-bit samples; decode with ColorMode Rgb, Gray or Rgba".into())
@@ -108,6 +131,14 @@ pub fn resize_crop(
         return Err(invalid(format!(
             "cannot resize {}x{} to {width}x{height}",
             img.width, img.height
+        )));
+    }
+    if out.len() != width * height * img.channels {
+        return Err(invalid(format!(
+            "output buffer has {} bytes, {height}x{width}x{} needs {}",
+            out.len(),
+            img.channels,
+            width * height * img.channels
         )));
     }
     let pt = pixel_type(img.channels)?;
@@ -119,16 +150,15 @@ pub fn resize_crop(
     );
     let src_img =
         fr::images::ImageRef::new(w32, h32, data, pt).map_err(|e| invalid(e.to_string()))?;
-    let mut dst = fr::images::Image::new(ow, oh, pt);
+    let mut dst = fr::images::Image::from_slice_u8(ow, oh, out, pt)
+        .map_err(|e| invalid(format!("resize output: {e}")))?;
     let opts = fr::ResizeOptions::new()
         .resize_alg(filter.alg())
         .crop(src.left, src.top, src.width, src.height)
         .use_alpha(false);
     fr::Resizer::new()
         .resize(&src_img, &mut dst, &opts)
-        .map_err(|e| invalid(format!("resize: {e}")))?;
-    Image::from_u8(dst.into_vec(), width, height, img.channels)
-        .ok_or_else(|| invalid("resize produced a wrong-sized buffer".into()))
+        .map_err(|e| invalid(format!("resize: {e}")))
 }
 
 fn to_u32(v: usize) -> Result<u32> {
@@ -138,6 +168,21 @@ fn to_u32(v: usize) -> Result<u32> {
             format!("{v} pixels is too large"),
         )
     })
+}
+
+/// Mirrors `[H, W, C]` 8-bit pixels of width `width` left-right in place.
+pub fn hflip_u8(pixels: &mut [u8], width: usize, channels: usize) {
+    let row = width * channels;
+    if row == 0 {
+        return;
+    }
+    for r in pixels.chunks_exact_mut(row) {
+        for x in 0..width / 2 {
+            for k in 0..channels {
+                r.swap(x * channels + k, (width - 1 - x) * channels + k);
+            }
+        }
+    }
 }
 
 /// Mirrors the image left-right in place.

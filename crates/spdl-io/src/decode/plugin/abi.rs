@@ -104,7 +104,8 @@ pub struct RawDecoder {
     ) -> i32,
 }
 
-const KINDS: [ErrorKind; 8] = [
+/// Codes are positions in this list: append only, so that old plugins keep their meaning.
+const KINDS: [ErrorKind; 9] = [
     ErrorKind::Corrupt,
     ErrorKind::UnknownFormat,
     ErrorKind::Unsupported,
@@ -113,6 +114,7 @@ const KINDS: [ErrorKind; 8] = [
     ErrorKind::Empty,
     ErrorKind::ShapeMismatch,
     ErrorKind::InvalidArgument,
+    ErrorKind::Read,
 ];
 
 /// The number of an [`ErrorKind`] in [`RawError::kind`] (unknown numbers read as corrupt).

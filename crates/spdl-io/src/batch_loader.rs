@@ -1,0 +1,256 @@
+//! One call loads a whole batch: each sample is decoded and transformed straight into its row
+//! of one batch buffer, on scoped threads; a sample that fails leaves a zero row and is
+//! reported with its row, so a batch always has one row per input (Ray Data's `map_batches`
+//! and SPDL's `load_image_batch` semantics build on this).
+
+use crate::batch::{BatchData, ImageBatch};
+use crate::decode::{Image, PixelData};
+use crate::error::{Error, ErrorKind, Result};
+use crate::loader::ImageLoader;
+use crate::transform::{Normalize, SampleContext};
+
+/// One sample of [`load_batch`]: its name (in errors and in [`ImageBatch::keys`]), its label,
+/// and the position that seeds random transforms (`index` in the dataset, `epoch`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchSample {
+    /// Sample name: a path, URL or `"<bytes #i>"`.
+    pub key: String,
+    /// Class label, if any.
+    pub label: Option<i64>,
+    /// Index in the dataset (seeds `transform="train"`).
+    pub index: u64,
+    /// Epoch (seeds `transform="train"`).
+    pub epoch: u64,
+}
+
+/// What [`load_batch`] returns: every input has its row; `failed` names the rows left zero.
+#[derive(Debug)]
+pub struct LoadedBatch {
+    /// `[N, H, W, C]` u8, or `[N, C, H, W]` f32 when normalized; rows in input order.
+    pub batch: ImageBatch,
+    /// `(row, error)` for each sample that could not be read or decoded, in row order.
+    pub failed: Vec<(usize, Error)>,
+}
+
+/// Threads for a batch of `n` samples: `requested`, else the CPUs (at most 8), within `1..=n`.
+pub fn batch_threads(requested: Option<usize>, n: usize) -> usize {
+    requested
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(8)
+        })
+        .clamp(1, n.max(1))
+}
+
+/// Loads `samples` into one batch with `loader`, on `threads` threads; `bytes(i)` gives the
+/// encoded bytes of sample `i` (a file read, a slice of a request) and runs on those threads
+/// too. With a fixed output shape ([`ImageLoader::output_shape`]) each image is written
+/// straight into its row ([`ImageLoader::load_into`]); `normalize` gives `[N, C, H, W]` f32.
+/// Without one (`ColorMode::Unchanged`), the first image that loads fixes the shape and a
+/// sample of another shape is a failure of its row.
+///
+/// # Errors
+/// [`ErrorKind::Empty`] for no samples; [`ErrorKind::InvalidArgument`] when the shape is not
+/// fixed and no sample loaded (the first sample's error is quoted). Failures of single
+/// samples are not errors: they are in [`LoadedBatch::failed`].
+pub fn load_batch<B: AsRef<[u8]>>(
+    loader: &ImageLoader,
+    samples: &[BatchSample],
+    normalize: Option<&Normalize>,
+    threads: usize,
+    bytes: impl Fn(usize) -> Result<B> + Sync,
+) -> Result<LoadedBatch> {
+    let n = samples.len();
+    if n == 0 {
+        return Err(Error::new(ErrorKind::Empty, "cannot load an empty batch"));
+    }
+    let ctx = |i: usize| SampleContext {
+        key: &samples[i].key,
+        index: samples[i].index,
+        epoch: samples[i].epoch,
+    };
+    let (data, shape, failed) = match (loader.output_shape(), normalize) {
+        (Some([h, w, c]), None) => {
+            let mut data = vec![0u8; n * h * w * c];
+            let failed = for_each_row(&mut data, h * w * c, threads, |i, row| {
+                loader.load_into(bytes(i)?.as_ref(), &ctx(i), row)
+            });
+            (BatchData::U8(data), [n, h, w, c], failed)
+        }
+        (Some([h, w, c]), Some(norm)) => {
+            let mut data = vec![0f32; n * h * w * c];
+            let failed = for_each_row(&mut data, h * w * c, threads, |i, row| {
+                let img = loader.load(bytes(i)?.as_ref(), &ctx(i))?;
+                norm.write_chw(&img, row)
+                    .map_err(|e| e.with_key(ctx(i).key))
+            });
+            (BatchData::F32(data), [n, c, h, w], failed)
+        }
+        (None, _) => return load_unfixed(loader, samples, normalize, threads, &bytes),
+    };
+    Ok(LoadedBatch {
+        batch: ImageBatch {
+            data,
+            shape,
+            keys: samples.iter().map(|s| s.key.clone()).collect(),
+            labels: samples.iter().map(|s| s.label).collect(),
+        },
+        failed,
+    })
+}
+
+/// Runs `f(i, row_i)` for the rows of `data` (`per` values each) on `threads` scoped threads
+/// taking contiguous chunks; a row whose `f` fails is zeroed and reported.
+fn for_each_row<T: Copy + Default + Send>(
+    data: &mut [T],
+    per: usize,
+    threads: usize,
+    f: impl Fn(usize, &mut [T]) -> Result<()> + Sync,
+) -> Vec<(usize, Error)> {
+    let rows = data.len() / per.max(1);
+    let chunk = rows.div_ceil(threads.max(1)).max(1);
+    let mut failed: Vec<(usize, Error)> = std::thread::scope(|s| {
+        let handles: Vec<_> = data
+            .chunks_mut(chunk * per.max(1))
+            .enumerate()
+            .map(|(ci, part)| {
+                let f = &f;
+                s.spawn(move || {
+                    let mut failed = Vec::new();
+                    for (j, row) in part.chunks_mut(per.max(1)).enumerate() {
+                        let i = ci * chunk + j;
+                        if let Err(e) = f(i, row) {
+                            row.fill(T::default());
+                            failed.push((i, e));
+                        }
+                    }
+                    failed
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    failed.sort_by_key(|(i, _)| *i);
+    failed
+}
+
+/// The path for a loader whose output shape is known only after decoding.
+fn load_unfixed<B: AsRef<[u8]>>(
+    loader: &ImageLoader,
+    samples: &[BatchSample],
+    normalize: Option<&Normalize>,
+    threads: usize,
+    bytes: &(impl Fn(usize) -> Result<B> + Sync),
+) -> Result<LoadedBatch> {
+    let n = samples.len();
+    let ctx = |i: usize| SampleContext {
+        key: &samples[i].key,
+        index: samples[i].index,
+        epoch: samples[i].epoch,
+    };
+    let mut images: Vec<Option<Image>> = vec![None; n];
+    let mut failed = for_each_slot(&mut images, threads, |i| {
+        loader.load(bytes(i)?.as_ref(), &ctx(i))
+    });
+    let Some(first) = images.iter().flatten().next() else {
+        let first = failed.first().map_or(String::new(), |(_, e)| e.to_string());
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!(
+                "all {n} samples failed and the output shape is not fixed; first error: {first}"
+            ),
+        ));
+    };
+    let (shape, depth) = (first.shape(), first.data.bytes_per_sample());
+    for (i, slot) in images.iter_mut().enumerate() {
+        if let Some(img) =
+            slot.take_if(|img| img.shape() != shape || img.data.bytes_per_sample() != depth)
+        {
+            failed.push((
+                i,
+                Error::new(
+                    ErrorKind::ShapeMismatch,
+                    format!("shape {:?} differs from the batch's {shape:?}", img.shape()),
+                )
+                .with_key(&samples[i].key),
+            ));
+        }
+    }
+    failed.sort_by_key(|(i, _)| *i);
+    let [h, w, c] = shape;
+    let per = h * w * c;
+    let (data, shape) = match normalize {
+        Some(norm) => {
+            let mut out = vec![0f32; n * per];
+            for (i, img) in images.iter().enumerate() {
+                if let Some(img) = img {
+                    norm.write_chw(img, &mut out[i * per..(i + 1) * per])?;
+                }
+            }
+            (BatchData::F32(out), [n, c, h, w])
+        }
+        None if depth == 2 => {
+            let mut out = vec![0u16; n * per];
+            for (i, img) in images.iter().enumerate() {
+                if let Some(PixelData::U16(v)) = img.as_ref().map(|img| &img.data) {
+                    out[i * per..(i + 1) * per].copy_from_slice(v);
+                }
+            }
+            (BatchData::U16(out), [n, h, w, c])
+        }
+        None => {
+            let mut out = vec![0u8; n * per];
+            for (i, img) in images.iter().enumerate() {
+                if let Some(PixelData::U8(v)) = img.as_ref().map(|img| &img.data) {
+                    out[i * per..(i + 1) * per].copy_from_slice(v);
+                }
+            }
+            (BatchData::U8(out), [n, h, w, c])
+        }
+    };
+    Ok(LoadedBatch {
+        batch: ImageBatch {
+            data,
+            shape,
+            keys: samples.iter().map(|s| s.key.clone()).collect(),
+            labels: samples.iter().map(|s| s.label).collect(),
+        },
+        failed,
+    })
+}
+
+/// `slots[i] = f(i)` on scoped threads; failures are reported and leave `None`.
+fn for_each_slot<T: Send>(
+    slots: &mut [Option<T>],
+    threads: usize,
+    f: impl Fn(usize) -> Result<T> + Sync,
+) -> Vec<(usize, Error)> {
+    let chunk = slots.len().div_ceil(threads.max(1)).max(1);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = slots
+            .chunks_mut(chunk)
+            .enumerate()
+            .map(|(ci, part)| {
+                let f = &f;
+                s.spawn(move || {
+                    let mut failed = Vec::new();
+                    for (j, slot) in part.iter_mut().enumerate() {
+                        match f(ci * chunk + j) {
+                            Ok(v) => *slot = Some(v),
+                            Err(e) => failed.push((ci * chunk + j, e)),
+                        }
+                    }
+                    failed
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    })
+}
