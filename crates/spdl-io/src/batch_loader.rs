@@ -50,8 +50,10 @@ pub fn batch_threads(requested: Option<usize>, n: usize) -> usize {
 /// Without one (`ColorMode::Unchanged`), the first image that loads fixes the shape and a
 /// sample of another shape is a failure of its row.
 ///
+/// No samples give an empty batch (`N = 0`) of the fixed shape.
+///
 /// # Errors
-/// [`ErrorKind::Empty`] for no samples; [`ErrorKind::InvalidArgument`] when the shape is not
+/// [`ErrorKind::Empty`] for no samples and no fixed shape; [`ErrorKind::InvalidArgument`] when the shape is not
 /// fixed and no sample loaded (the first sample's error is quoted). Failures of single
 /// samples are not errors: they are in [`LoadedBatch::failed`].
 pub fn load_batch<B: AsRef<[u8]>>(
@@ -62,8 +64,11 @@ pub fn load_batch<B: AsRef<[u8]>>(
     bytes: impl Fn(usize) -> Result<B> + Sync,
 ) -> Result<LoadedBatch> {
     let n = samples.len();
-    if n == 0 {
-        return Err(Error::new(ErrorKind::Empty, "cannot load an empty batch"));
+    if n == 0 && loader.output_shape().is_none() {
+        return Err(Error::new(
+            ErrorKind::Empty,
+            "cannot load an empty batch whose shape is not fixed",
+        ));
     }
     let ctx = |i: usize| SampleContext {
         key: &samples[i].key,
@@ -100,28 +105,39 @@ pub fn load_batch<B: AsRef<[u8]>>(
     })
 }
 
-/// Runs `f(i, row_i)` for the rows of `data` (`per` values each) on `threads` scoped threads
-/// taking contiguous chunks; a row whose `f` fails is zeroed and reported.
+/// Runs `f(i, row_i)` for the rows of `data` (`per` values each) on `threads` threads; a row
+/// whose `f` fails is zeroed and reported.
 fn for_each_row<T: Copy + Default + Send>(
     data: &mut [T],
     per: usize,
     threads: usize,
     f: impl Fn(usize, &mut [T]) -> Result<()> + Sync,
 ) -> Vec<(usize, Error)> {
-    let rows = data.len() / per.max(1);
-    let chunk = rows.div_ceil(threads.max(1)).max(1);
-    let mut failed: Vec<(usize, Error)> = std::thread::scope(|s| {
-        let handles: Vec<_> = data
-            .chunks_mut(chunk * per.max(1))
+    let mut rows: Vec<&mut [T]> = data.chunks_mut(per.max(1)).collect();
+    for_each_parallel(&mut rows, threads, |i, row| {
+        f(i, row).inspect_err(|_| row.fill(T::default()))
+    })
+}
+
+/// Runs `f(i, &mut items[i])` for every item on `threads` scoped threads taking contiguous
+/// chunks; returns the failures, in order.
+fn for_each_parallel<I: Send>(
+    items: &mut [I],
+    threads: usize,
+    f: impl Fn(usize, &mut I) -> Result<()> + Sync,
+) -> Vec<(usize, Error)> {
+    let chunk = items.len().div_ceil(threads.max(1)).max(1);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = items
+            .chunks_mut(chunk)
             .enumerate()
             .map(|(ci, part)| {
                 let f = &f;
                 s.spawn(move || {
                     let mut failed = Vec::new();
-                    for (j, row) in part.chunks_mut(per.max(1)).enumerate() {
+                    for (j, item) in part.iter_mut().enumerate() {
                         let i = ci * chunk + j;
-                        if let Err(e) = f(i, row) {
-                            row.fill(T::default());
+                        if let Err(e) = f(i, item) {
                             failed.push((i, e));
                         }
                     }
@@ -129,13 +145,12 @@ fn for_each_row<T: Copy + Default + Send>(
                 })
             })
             .collect();
+        // Chunks are in order, so the failures are too.
         handles
             .into_iter()
             .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
             .collect()
-    });
-    failed.sort_by_key(|(i, _)| *i);
-    failed
+    })
 }
 
 /// The path for a loader whose output shape is known only after decoding.
@@ -153,8 +168,9 @@ fn load_unfixed<B: AsRef<[u8]>>(
         epoch: samples[i].epoch,
     };
     let mut images: Vec<Option<Image>> = vec![None; n];
-    let mut failed = for_each_slot(&mut images, threads, |i| {
-        loader.load(bytes(i)?.as_ref(), &ctx(i))
+    let mut failed = for_each_parallel(&mut images, threads, |i, slot| {
+        *slot = Some(loader.load(bytes(i)?.as_ref(), &ctx(i))?);
+        Ok(())
     });
     let Some(first) = images.iter().flatten().next() else {
         let first = failed.first().map_or(String::new(), |(_, e)| e.to_string());
@@ -220,37 +236,5 @@ fn load_unfixed<B: AsRef<[u8]>>(
             labels: samples.iter().map(|s| s.label).collect(),
         },
         failed,
-    })
-}
-
-/// `slots[i] = f(i)` on scoped threads; failures are reported and leave `None`.
-fn for_each_slot<T: Send>(
-    slots: &mut [Option<T>],
-    threads: usize,
-    f: impl Fn(usize) -> Result<T> + Sync,
-) -> Vec<(usize, Error)> {
-    let chunk = slots.len().div_ceil(threads.max(1)).max(1);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = slots
-            .chunks_mut(chunk)
-            .enumerate()
-            .map(|(ci, part)| {
-                let f = &f;
-                s.spawn(move || {
-                    let mut failed = Vec::new();
-                    for (j, slot) in part.iter_mut().enumerate() {
-                        match f(ci * chunk + j) {
-                            Ok(v) => *slot = Some(v),
-                            Err(e) => failed.push((ci * chunk + j, e)),
-                        }
-                    }
-                    failed
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
     })
 }

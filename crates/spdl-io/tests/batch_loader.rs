@@ -133,4 +133,7 @@ fn unchanged_color_takes_the_first_shape_and_names_the_others() {
     let all_bad = load_batch(&loader, &samples[..2], None, 1, |_| Ok(&b"xx"[..])).unwrap_err();
     assert_eq!(all_bad.kind(), ErrorKind::InvalidArgument);
     assert!(load_batch(&loader, &[], None, 1, |_| Ok(&b""[..])).is_err());
+    let fixed = self::loader(TransformKind::Eval, ColorMode::Rgb);
+    let empty = load_batch(&fixed, &[], None, 1, |_| Ok(&b""[..])).unwrap();
+    assert_eq!(empty.batch.shape, [0, 96, 96, 3]);
 }

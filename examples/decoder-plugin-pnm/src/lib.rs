@@ -160,19 +160,7 @@ impl Decoder for PnmDecoder {
         let info = header.info();
         // Limits first: nothing is read or written for an image that is too big.
         let shape = opts.output_shape(&info)?;
-        if out.len() < shape.len_bytes() {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                format!(
-                    "output buffer has {} bytes, {}x{}x{} needs {}",
-                    out.len(),
-                    shape.height,
-                    shape.width,
-                    shape.channels,
-                    shape.len_bytes()
-                ),
-            ));
-        }
+        spdl_io::decode::check_out_len(out, &shape)?;
         let samples = header.width * header.height * header.channels;
         let raster_len = samples * header.bytes_per_sample();
         let raster = bytes

@@ -328,8 +328,12 @@ pub fn crop(img: &Image, region: Region) -> Result<Image> {
     })
 }
 
-/// Checks that a caller's output buffer is big enough.
-pub(crate) fn check_out_len(out: &[u8], shape: &OutputShape) -> Result<()> {
+/// Checks that a caller's output buffer holds `shape`: the first check of every
+/// [`Decoder::decode_into`], built-in or plugin.
+///
+/// # Errors
+/// [`ErrorKind::InvalidArgument`] naming both sizes when `out` is too small.
+pub fn check_out_len(out: &[u8], shape: &OutputShape) -> Result<()> {
     if out.len() < shape.len_bytes() {
         return Err(Error::new(
             ErrorKind::InvalidArgument,
