@@ -42,8 +42,8 @@ enum Command {
     /// Build the deterministic ImageNet-like JPEG corpus (run `cargo xtask corpus --help`).
     #[command(disable_help_flag = true)]
     Corpus(corpus::Args),
-    /// Build the Python wheel into `target/wheels`.
-    Wheel,
+    /// The Python wheels: `--release` builds and checks the distributable ones.
+    Wheel(wheel::Args),
     /// Benchmarks: `overhead`, `decode`, `images` (see `cargo xtask bench --help`).
     Bench(bench::Args),
     /// On a GPU machine: CUDA tests, H2D GB/s, nvJPEG pixels and images/s, the Python GPU tests
@@ -58,7 +58,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(&args),
         Command::Test(args) => test::run(&args),
         Command::Corpus(args) => corpus::run(&args),
-        Command::Wheel => wheel::run(),
+        Command::Wheel(args) => wheel::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::GpuCheck(args) => gpu_check::run(&args),
     };

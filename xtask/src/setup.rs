@@ -42,6 +42,7 @@ const PROGRAMS: &[&str] = &["cmake", "nasm", "pkg-config", "clang"];
 /// `nvidia-nvjpeg-cu12` (about 5 MB) lets the CUDA tests load libnvjpeg without a GPU.
 const PY_PACKAGES: &[&str] = &[
     "maturin>=1.16,<2",
+    "auditwheel", // `auditwheel show` on the portable wheel (pure Python, with pyelftools)
     "numpy",
     "pytest",
     "pillow", // the reference decoder of test_io's pixel comparison

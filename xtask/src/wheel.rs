@@ -1,8 +1,20 @@
-//! `cargo xtask wheel`: the Python wheel of `crates/spdl-py` (module `spdl_rs`, with FFmpeg video
-//! and audio: feature `decode-ffmpeg`), built with maturin from the test venv into
-//! `target/wheels`. `cargo xtask test` reuses [`build`] and [`install`].
+//! `cargo xtask wheel`: the Python wheels of `crates/spdl-py` (module `spdl_rs`), built with
+//! maturin from the test venv. `cargo xtask test` reuses [`build`], [`install`] and
+//! [`check_fresh_venv`].
+//!
+//! Two distributions, one Python package (install one of them):
+//! - `spdl-rs` (`crates/spdl-py/pyproject.toml`): features `cuda` (CUDA is loaded at run time, so
+//!   it builds and installs anywhere); abi3 (one wheel for CPython 3.11 and later, see the pyo3
+//!   dependency in `crates/spdl-py/Cargo.toml`); a manylinux tag that maturin's own audit picks
+//!   from the glibc symbols the extension uses; libjpeg-turbo linked statically. Installs with
+//!   no Rust toolchain and no system package.
+//! - `spdl-rs-ffmpeg` (`crates/spdl-py/ffmpeg/pyproject.toml`): features `cuda` and
+//!   `decode-ffmpeg` (video and audio). It links the system's FFmpeg shared libraries, so it
+//!   gets this machine's `linux` tag and needs those libraries where it runs (its pyproject
+//!   says which); bundling them would add every codec library Debian's FFmpeg links. The test
+//!   gate installs this one for pytest, as the video tests need it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use anyhow::{bail, Context, Result};
@@ -10,64 +22,221 @@ use anyhow::{bail, Context, Result};
 use crate::cmd::{repo_root, Cmd};
 use crate::setup;
 
-const MANIFEST: &str = "crates/spdl-py/Cargo.toml";
+/// Arguments of `cargo xtask wheel`.
+#[derive(clap::Args)]
+pub(crate) struct Args {
+    /// Build both distributable wheels (`spdl-rs`, manylinux abi3; `spdl-rs-ffmpeg`) into
+    /// `target/wheels/release`, check them with `auditwheel show`, install `spdl-rs` into a
+    /// fresh venv with no Rust toolchain on PATH and run the README's example. Without it:
+    /// only the FFmpeg wheel the tests use, into `target/wheels`.
+    #[arg(long)]
+    release: bool,
+}
 
-/// Cargo features of `spdl-py` in the wheel (and so in the Python tests):
-/// - `cuda`: `ops.to_device`, `io.transfer_buffer`, `CUDABuffer`; CUDA is loaded at run time, so
-///   this builds anywhere (the tests check the no-driver errors without a GPU);
-/// - `decode-ffmpeg`: video/audio through the system FFmpeg (its dev packages come with
-///   `setup::system`). That wheel links the system's FFmpeg libraries, so it gets this
-///   machine's tag (`--compatibility linux`): for a manylinux tag maturin would try to bundle
-///   FFmpeg's many shared libraries (with patchelf).
-const FEATURES: &[&str] = &["cuda", "decode-ffmpeg"];
+/// Which distribution to build (see the module documentation).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Variant {
+    /// `spdl-rs`: portable, no FFmpeg.
+    Base,
+    /// `spdl-rs-ffmpeg`: with video and audio, linked to the system FFmpeg.
+    Ffmpeg,
+}
 
-pub(crate) fn run() -> Result<()> {
+impl Variant {
+    /// The folder of its `pyproject.toml`; maturin runs there.
+    fn project_dir(self) -> PathBuf {
+        let py = repo_root().join("crates/spdl-py");
+        match self {
+            Variant::Base => py,
+            Variant::Ffmpeg => py.join("ffmpeg"),
+        }
+    }
+
+    /// Its distribution name as a wheel's file name spells it.
+    fn file_prefix(self) -> &'static str {
+        match self {
+            Variant::Base => "spdl_rs-",
+            Variant::Ffmpeg => "spdl_rs_ffmpeg-",
+        }
+    }
+}
+
+pub(crate) fn run(args: &Args) -> Result<()> {
     setup::system()?;
     setup::venv()?;
-    let wheel = build()?;
-    println!("{}", wheel.display());
+    if !args.release {
+        let wheel = build_test()?;
+        println!("{}", wheel.display());
+        return Ok(());
+    }
+    let out = wheels_dir().join("release");
+    let mut built = Vec::new();
+    for variant in [Variant::Base, Variant::Ffmpeg] {
+        let wheel = build(variant, &out)?;
+        audit(&wheel)?;
+        built.push(wheel);
+    }
+    check_fresh_venv(&built[0])?;
+    println!("\nwheels:");
+    for wheel in &built {
+        let size = std::fs::metadata(wheel).map(|m| m.len()).unwrap_or(0);
+        println!("  {:>6.1} MB  {}", size as f64 / 1e6, wheel.display());
+    }
     Ok(())
 }
 
-/// Builds the release wheel for the venv's Python; returns its path.
-pub(crate) fn build() -> Result<PathBuf> {
-    let root = repo_root();
-    if !root.join("crates/spdl-py/pyproject.toml").exists() {
-        bail!("crates/spdl-py/pyproject.toml does not exist yet: no wheel to build");
+/// `target/wheels`.
+pub(crate) fn wheels_dir() -> PathBuf {
+    repo_root().join("target").join("wheels")
+}
+
+/// The wheel the tests use (`spdl-rs-ffmpeg`, into `target/wheels`); returns its path.
+pub(crate) fn build_test() -> Result<PathBuf> {
+    build(Variant::Ffmpeg, &wheels_dir())
+}
+
+/// Builds the release wheel of `variant` into `out`; returns its path.
+pub(crate) fn build(variant: Variant, out: &Path) -> Result<PathBuf> {
+    let dir = variant.project_dir();
+    if !dir.join("pyproject.toml").exists() {
+        bail!("{}/pyproject.toml does not exist: no wheel to build", dir.display());
     }
-    let out = root.join("target").join("wheels");
     // A little slack: some file systems round modification times.
     let started = SystemTime::now() - Duration::from_secs(2);
+    // No `-m`: maturin reads the pyproject.toml of the folder it runs in (the FFmpeg one points
+    // at the crate with `manifest-path`), and from it the features and the platform tag.
     Cmd::new(setup::venv_bin("maturin"))
-        .args(["build", "--release", "-m", MANIFEST])
-        .arg(format!("--features={}", FEATURES.join(",")))
-        .args(["--compatibility", "linux", "-i"])
+        .dir(&dir)
+        .args(["build", "--release", "-i"])
         .arg(setup::venv_bin("python"))
         .arg("-o")
-        .arg(&out)
+        .arg(out)
         .run()?;
-    // The wheel just written: the newest `.whl` in the output folder.
-    let newest = std::fs::read_dir(&out)
+    // The wheel just written: the newest of this distribution in the output folder.
+    let newest = std::fs::read_dir(out)
         .with_context(|| format!("cannot read {}", out.display()))?
         .filter_map(|e| e.ok())
-        .filter(|e| e.path().extension().is_some_and(|x| x == "whl"))
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.starts_with(variant.file_prefix()) && name.ends_with(".whl")
+        })
         .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
         .filter(|(modified, _)| *modified >= started)
         .max();
     match newest {
         Some((_, path)) => Ok(path),
-        None => bail!("maturin succeeded but wrote no wheel to {}", out.display()),
+        None => bail!(
+            "maturin succeeded but wrote no {variant:?} wheel to {}",
+            out.display()
+        ),
     }
 }
 
-/// Installs `wheel` into the venv in place of any previous build; its Python dependencies are
-/// installed only if missing.
-pub(crate) fn install(wheel: &std::path::Path) -> Result<()> {
-    let file = wheel.file_name().unwrap_or_default().to_string_lossy();
-    // A wheel's file name starts with its distribution name: `spdl_rs-0.1.0-cp311-...`.
-    let dist = file.split('-').next().unwrap_or_default().to_string();
+/// Installs `wheel` into the test venv in place of any previous build of either distribution
+/// (they hold the same `spdl_rs` package); its Python dependencies are installed only if
+/// missing.
+pub(crate) fn install(wheel: &Path) -> Result<()> {
     let pip =
         || Cmd::new(setup::venv_bin("python")).args(["-m", "pip", "--disable-pip-version-check"]);
-    pip().args(["uninstall", "-y", "-q", &dist]).run()?;
+    pip()
+        .args(["uninstall", "-y", "-q", "spdl-rs", "spdl-rs-ffmpeg"])
+        .run()?;
     pip().args(["install", "-q"]).arg(wheel).run()
+}
+
+/// `auditwheel show`: which platform tag the wheel's binaries allow, and the libraries they
+/// need from the system.
+pub(crate) fn audit(wheel: &Path) -> Result<()> {
+    Cmd::new(setup::venv_bin("python"))
+        .args(["-m", "auditwheel", "show"])
+        .arg(wheel)
+        .run()
+}
+
+/// Installs `wheel` into a new venv (`target/wheel-check-venv`) from a process that cannot see
+/// cargo or rustc (their folders left out of `PATH`, their environment variables removed, pip
+/// told to take binaries only), then runs the first Python example of
+/// `crates/spdl-py/README.md` there, from the repository root, as `test_readme.py` does, and
+/// checks its output and that `spdl_rs.__version__` is the wheel's version.
+pub(crate) fn check_fresh_venv(wheel: &Path) -> Result<()> {
+    let root = repo_root();
+    let venv = root.join("target").join("wheel-check-venv");
+    if venv.exists() {
+        std::fs::remove_dir_all(&venv)
+            .with_context(|| format!("cannot remove {}", venv.display()))?;
+    }
+    let path = path_without_rust();
+    let clean = |program: &Path| {
+        ["CARGO", "CARGO_HOME", "RUSTUP_HOME", "RUSTUP_TOOLCHAIN", "RUSTC", "PYO3_PYTHON"]
+            .iter()
+            .fold(Cmd::new(program), |c, k| c.env_remove(k))
+            .env("PATH", &path)
+    };
+    // The test venv's interpreter makes the new venv: it exists wherever the gate runs.
+    clean(&setup::venv_bin("python"))
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .run()?;
+    let python = venv.join("bin").join("python");
+    if clean(&python)
+        .args(["-c", "import shutil, sys; sys.exit(shutil.which('cargo') is None)"])
+        .succeeds()
+    {
+        bail!("cargo is still on PATH for the fresh venv: {path:?}");
+    }
+    clean(&python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            "--only-binary=:all:",
+            "numpy",
+        ])
+        .arg(wheel)
+        .run()?;
+
+    let readme = root.join("crates/spdl-py/README.md");
+    let text = std::fs::read_to_string(&readme)
+        .with_context(|| format!("cannot read {}", readme.display()))?;
+    let code = first_python_block(&text)
+        .with_context(|| format!("no ```python block in {}", readme.display()))?;
+    let out = clean(&python)
+        .args(["-c", code])
+        .output()
+        .context("the README example")?;
+    print!("{out}");
+    if !out.contains("(8, 224, 224, 3) uint8") {
+        bail!("the README example ran but did not print a (8, 224, 224, 3) uint8 batch");
+    }
+
+    let file = wheel.file_name().unwrap_or_default().to_string_lossy();
+    let version = file.split('-').nth(1).unwrap_or_default();
+    let got = clean(&python)
+        .args(["-c", "import spdl_rs; print(spdl_rs.__version__)"])
+        .output()?;
+    if got.trim() != version {
+        bail!(
+            "spdl_rs.__version__ is {:?}, the wheel's version {version:?}",
+            got.trim()
+        );
+    }
+    eprintln!("wheel check: {file} installed and ran the README example without a Rust toolchain");
+    Ok(())
+}
+
+/// `PATH` without the folders that hold `cargo`, `rustc` or `rustup`.
+fn path_without_rust() -> std::ffi::OsString {
+    let dirs = std::env::var_os("PATH").unwrap_or_default();
+    let kept = std::env::split_paths(&dirs)
+        .filter(|d| !["cargo", "rustc", "rustup"].iter().any(|p| d.join(p).exists()));
+    std::env::join_paths(kept).unwrap_or_default()
+}
+
+/// The body of the first fenced ```python block of a Markdown text.
+fn first_python_block(markdown: &str) -> Option<&str> {
+    let start = markdown.find("```python\n")? + "```python\n".len();
+    let len = markdown[start..].find("```")?;
+    Some(&markdown[start..start + len])
 }

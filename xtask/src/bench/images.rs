@@ -119,7 +119,7 @@ fn ensure_venv(venv: &Path) -> Result<Vec<String>> {
 
 /// The `spdl_rs` wheel, built with maturin (`cargo xtask wheel`) and installed into `venv`.
 fn install_wheel(venv: &Path) -> Result<()> {
-    let wheel = wheel::build()?;
+    let wheel = wheel::build_test()?;
     Cmd::new(py(venv))
         .args(["-m", "pip", "install", "--disable-pip-version-check", "-q"])
         .args(["--force-reinstall", "--no-deps"])

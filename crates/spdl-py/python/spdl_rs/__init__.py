@@ -10,11 +10,12 @@ Submodules:
   ``load_video_clips``, ``load_audio`` (GIL released), the zero-copy ``CPUBuffer`` and
   ``CUDABuffer``, ``transfer_buffer``.
 - :mod:`spdl_rs.sources`: native file listings (``list_files``, ``image_folder``).
+
+``__version__`` is the version of the Rust crates the extension was built from (the
+workspace version in ``Cargo.toml``; the wheel's version is the same).
 """
 
 from . import io, ops, pipeline, sources
-from ._native import init_logging
-
-__version__ = "0.1.0"
+from ._native import __version__, init_logging
 
 __all__ = ["io", "ops", "pipeline", "sources", "init_logging", "__version__"]

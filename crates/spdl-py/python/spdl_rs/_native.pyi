@@ -385,6 +385,9 @@ def build_pipeline(
     max_failures: int,
     report_stats_interval: float,
 ) -> _Pipeline: ...
+__version__: str
+"""The spdl-rs crates' version this extension was built from (e.g. ``"0.1.0"``)."""
+
 def init_logging(level: str = "info") -> None:
     """Sends the engine's log (each failure, stats reports) to stderr; first call only."""
 
