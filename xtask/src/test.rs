@@ -1,7 +1,8 @@
 //! `cargo xtask test`: the whole gate, the one command CI runs (`.ci/run`).
 //!
 //! Steps, in order: setup; `cargo fmt --check`; clippy `-D warnings` with the default features
-//! and again with the optional ones; `cargo test` likewise; rustdoc with `-D warnings`; then,
+//! and again with the optional ones; `cargo test` likewise; rustdoc with `-D warnings`; the
+//! documentation site (`mkdocs build --strict`); then,
 //! once `crates/spdl-py` has a `pyproject.toml`, the FFmpeg wheel into the venv, the portable
 //! wheel into a fresh venv with no Rust toolchain (the README's example), and pytest.
 //! A failed step does not stop the others (except setup); the last line printed is always
@@ -13,7 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use crate::cmd::{self, path_with, repo_root, Cmd};
-use crate::{features, setup, wheel};
+use crate::{docs, features, setup, wheel};
 
 /// Arguments of `cargo xtask test`.
 #[derive(clap::Args)]
@@ -104,6 +105,8 @@ pub(crate) fn run(args: &Args) -> Result<()> {
             cargo(&["doc", "--workspace", "--no-deps"]).env("RUSTDOCFLAGS", "-D warnings"),
         );
     }
+    // After `doc`, so that the site links the fresh rustdoc.
+    report.step("docs site", || docs::build().map(|_| ()));
     if has_python {
         let installed = report.step("python wheel", || {
             let wheel = wheel::build_test()?;

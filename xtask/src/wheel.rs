@@ -99,7 +99,10 @@ pub(crate) fn build_test() -> Result<PathBuf> {
 pub(crate) fn build(variant: Variant, out: &Path) -> Result<PathBuf> {
     let dir = variant.project_dir();
     if !dir.join("pyproject.toml").exists() {
-        bail!("{}/pyproject.toml does not exist: no wheel to build", dir.display());
+        bail!(
+            "{}/pyproject.toml does not exist: no wheel to build",
+            dir.display()
+        );
     }
     // A little slack: some file systems round modification times.
     let started = SystemTime::now() - Duration::from_secs(2);
@@ -167,10 +170,17 @@ pub(crate) fn check_fresh_venv(wheel: &Path) -> Result<()> {
     }
     let path = path_without_rust();
     let clean = |program: &Path| {
-        ["CARGO", "CARGO_HOME", "RUSTUP_HOME", "RUSTUP_TOOLCHAIN", "RUSTC", "PYO3_PYTHON"]
-            .iter()
-            .fold(Cmd::new(program), |c, k| c.env_remove(k))
-            .env("PATH", &path)
+        [
+            "CARGO",
+            "CARGO_HOME",
+            "RUSTUP_HOME",
+            "RUSTUP_TOOLCHAIN",
+            "RUSTC",
+            "PYO3_PYTHON",
+        ]
+        .iter()
+        .fold(Cmd::new(program), |c, k| c.env_remove(k))
+        .env("PATH", &path)
     };
     // The test venv's interpreter makes the new venv: it exists wherever the gate runs.
     clean(&setup::venv_bin("python"))
@@ -179,7 +189,10 @@ pub(crate) fn check_fresh_venv(wheel: &Path) -> Result<()> {
         .run()?;
     let python = venv.join("bin").join("python");
     if clean(&python)
-        .args(["-c", "import shutil, sys; sys.exit(shutil.which('cargo') is None)"])
+        .args([
+            "-c",
+            "import shutil, sys; sys.exit(shutil.which('cargo') is None)",
+        ])
         .succeeds()
     {
         bail!("cargo is still on PATH for the fresh venv: {path:?}");
@@ -229,8 +242,11 @@ pub(crate) fn check_fresh_venv(wheel: &Path) -> Result<()> {
 /// `PATH` without the folders that hold `cargo`, `rustc` or `rustup`.
 fn path_without_rust() -> std::ffi::OsString {
     let dirs = std::env::var_os("PATH").unwrap_or_default();
-    let kept = std::env::split_paths(&dirs)
-        .filter(|d| !["cargo", "rustc", "rustup"].iter().any(|p| d.join(p).exists()));
+    let kept = std::env::split_paths(&dirs).filter(|d| {
+        !["cargo", "rustc", "rustup"]
+            .iter()
+            .any(|p| d.join(p).exists())
+    });
     std::env::join_paths(kept).unwrap_or_default()
 }
 
