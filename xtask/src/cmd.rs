@@ -56,12 +56,6 @@ impl Cmd {
         self
     }
 
-    /// Runs in `dir` instead of the repository root.
-    pub(crate) fn dir(mut self, dir: impl AsRef<Path>) -> Self {
-        self.inner.current_dir(dir);
-        self
-    }
-
     /// Starts the process without the environment variable `key`.
     pub(crate) fn env_remove(mut self, key: impl AsRef<OsStr>) -> Self {
         self.inner.env_remove(key);

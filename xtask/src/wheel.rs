@@ -3,24 +3,27 @@
 //! [`check_fresh_venv`].
 //!
 //! Two distributions, one Python package (install one of them):
-//! - `spdl-rs` (`crates/spdl-py/pyproject.toml`): features `cuda` (CUDA is loaded at run time, so
+//! - `spdl-rs` (`crates/spdl-py/pyproject.toml`): feature `cuda` (CUDA is loaded at run time, so
 //!   it builds and installs anywhere); abi3 (one wheel for CPython 3.11 and later, see the pyo3
 //!   dependency in `crates/spdl-py/Cargo.toml`); a manylinux tag that maturin's own audit picks
 //!   from the glibc symbols the extension uses; libjpeg-turbo linked statically. Installs with
 //!   no Rust toolchain and no system package.
-//! - `spdl-rs-ffmpeg` (`crates/spdl-py/ffmpeg/pyproject.toml`): features `cuda` and
-//!   `decode-ffmpeg` (video and audio). It links the system's FFmpeg shared libraries, so it
-//!   gets this machine's `linux` tag and needs those libraries where it runs (its pyproject
-//!   says which); bundling them would add every codec library Debian's FFmpeg links. The test
-//!   gate installs this one for pytest, as the video tests need it.
+//! - `spdl-rs-ffmpeg` (the same project built with the features `cuda` and `decode-ffmpeg`, then
+//!   renamed): video and audio. It links the system's FFmpeg shared libraries (FFmpeg 5.1 on
+//!   Debian 12: libavcodec59, libavformat59, libavutil57, libswscale6, libswresample4), so it gets
+//!   this machine's `linux` tag and needs those libraries where it runs; bundling them with
+//!   `auditwheel repair` would add every codec library Debian's FFmpeg links (x264, x265, dav1d,
+//!   vpx, ...), many times the extension's size. The test gate installs this one for pytest, as
+//!   the video tests need it.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
 
 use anyhow::{bail, Context, Result};
 
 use crate::cmd::{repo_root, Cmd};
 use crate::setup;
+
+const MANIFEST: &str = "crates/spdl-py/Cargo.toml";
 
 /// Arguments of `cargo xtask wheel`.
 #[derive(clap::Args)]
@@ -43,20 +46,16 @@ pub(crate) enum Variant {
 }
 
 impl Variant {
-    /// The folder of its `pyproject.toml`; maturin runs there.
-    fn project_dir(self) -> PathBuf {
-        let py = repo_root().join("crates/spdl-py");
+    /// maturin's arguments beyond the pyproject's (which builds `spdl-rs`: feature `cuda`).
+    fn maturin_args(self) -> &'static [&'static str] {
         match self {
-            Variant::Base => py,
-            Variant::Ffmpeg => py.join("ffmpeg"),
-        }
-    }
-
-    /// Its distribution name as a wheel's file name spells it.
-    fn file_prefix(self) -> &'static str {
-        match self {
-            Variant::Base => "spdl_rs-",
-            Variant::Ffmpeg => "spdl_rs_ffmpeg-",
+            Variant::Base => &[],
+            Variant::Ffmpeg => &[
+                "--features",
+                "cuda,decode-ffmpeg",
+                "--compatibility",
+                "linux",
+            ],
         }
     }
 }
@@ -96,43 +95,63 @@ pub(crate) fn build_test() -> Result<PathBuf> {
 }
 
 /// Builds the release wheel of `variant` into `out`; returns its path.
+///
+/// maturin builds from `crates/spdl-py/pyproject.toml` into a folder of its own (emptied first,
+/// so the one wheel there is this build's); the FFmpeg wheel is then renamed `spdl-rs-ffmpeg`
+/// by `xtask/py/rename_wheel.py` (maturin takes the Python package only from the folder of its
+/// pyproject.toml, so a second pyproject.toml cannot share it).
 pub(crate) fn build(variant: Variant, out: &Path) -> Result<PathBuf> {
-    let dir = variant.project_dir();
-    if !dir.join("pyproject.toml").exists() {
-        bail!(
-            "{}/pyproject.toml does not exist: no wheel to build",
-            dir.display()
-        );
+    let root = repo_root();
+    if !root.join("crates/spdl-py/pyproject.toml").exists() {
+        bail!("crates/spdl-py/pyproject.toml does not exist yet: no wheel to build");
     }
-    // A little slack: some file systems round modification times.
-    let started = SystemTime::now() - Duration::from_secs(2);
-    // No `-m`: maturin reads the pyproject.toml of the folder it runs in (the FFmpeg one points
-    // at the crate with `manifest-path`), and from it the features and the platform tag.
+    let staging = root.join("target").join("wheels-staging");
+    if staging.exists() {
+        std::fs::remove_dir_all(&staging)
+            .with_context(|| format!("cannot remove {}", staging.display()))?;
+    }
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     Cmd::new(setup::venv_bin("maturin"))
-        .dir(&dir)
-        .args(["build", "--release", "-i"])
+        .args(["build", "--release", "-m", MANIFEST])
+        .args(variant.maturin_args())
+        .arg("-i")
         .arg(setup::venv_bin("python"))
         .arg("-o")
-        .arg(out)
+        .arg(&staging)
         .run()?;
-    // The wheel just written: the newest of this distribution in the output folder.
-    let newest = std::fs::read_dir(out)
-        .with_context(|| format!("cannot read {}", out.display()))?
+    let built: Vec<PathBuf> = std::fs::read_dir(&staging)
+        .with_context(|| format!("cannot read {}", staging.display()))?
         .filter_map(|e| e.ok())
-        .filter(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            name.starts_with(variant.file_prefix()) && name.ends_with(".whl")
-        })
-        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
-        .filter(|(modified, _)| *modified >= started)
-        .max();
-    match newest {
-        Some((_, path)) => Ok(path),
-        None => bail!(
-            "maturin succeeded but wrote no {variant:?} wheel to {}",
-            out.display()
-        ),
-    }
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "whl"))
+        .collect();
+    let [wheel] = built.as_slice() else {
+        bail!(
+            "maturin wrote {} wheels to {}, not one",
+            built.len(),
+            staging.display()
+        );
+    };
+    let path = match variant {
+        Variant::Base => {
+            let dest = out.join(wheel.file_name().unwrap_or_default());
+            std::fs::rename(wheel, &dest).with_context(|| {
+                format!("cannot move {} to {}", wheel.display(), dest.display())
+            })?;
+            dest
+        }
+        Variant::Ffmpeg => {
+            let renamed = Cmd::new(setup::venv_bin("python"))
+                .arg(root.join("xtask/py/rename_wheel.py"))
+                .arg(wheel)
+                .arg("spdl-rs-ffmpeg")
+                .arg(out)
+                .output()?;
+            PathBuf::from(renamed.trim())
+        }
+    };
+    std::fs::remove_dir_all(&staging).ok();
+    Ok(path)
 }
 
 /// Installs `wheel` into the test venv in place of any previous build of either distribution
