@@ -14,7 +14,8 @@ ImageNet mean and std, a new shuffle each epoch.
 
 Per run (a fresh process per system, step time and round): steps/s over the whole run (from
 just before the loader is built to the last step of the last epoch: start-up included) and the
-share of that wall time the loop spent waiting for the next batch. The table shows the median
+share of that wall time not spent in the emulated steps, i.e. waiting for data (for the next
+batch, and for the loader to start each epoch). The table shows the median
 of the rounds. Usage::
 
     python bench/train.py --corpus DIR [--epochs 2] [--step-ms 25,40] [--batch-size 16] \
@@ -129,20 +130,20 @@ def worker(args: argparse.Namespace, step_ms: float) -> dict:
     epochs = spdl_rs_epochs if args.worker == "spdl_rs" else torch_dataloader_epochs
     step_s = step_ms / 1000
     steps = images = 0
-    waited = 0.0
+    stepping = 0.0
     start = time.perf_counter()
     for batches in epochs(args, files):
-        while True:
-            t0 = time.perf_counter()
-            batch = next(batches, None)
-            waited += time.perf_counter() - t0
-            if batch is None:
-                break
+        for batch in batches:
             assert batch.dtype == torch.float32 and tuple(batch.shape[1:]) == (3, args.size, args.size), batch.shape
+            t0 = time.perf_counter()
             time.sleep(step_s)  # the accelerator's step; releases the GIL
+            stepping += time.perf_counter() - t0
             steps += 1
             images += batch.shape[0]
     wall = time.perf_counter() - start
+    # Everything but the steps is the loop waiting for data: for the next batch, and for the
+    # loader to start (DataLoader workers, a pipeline per epoch).
+    waited = wall - stepping
     return {"system": args.worker, "step_ms": step_ms, "steps": steps, "images": images, "seconds": wall,
             "wait_seconds": waited, "steps_per_s": steps / wall, "wait_fraction": waited / wall,
             "torch": torch.__version__}
@@ -192,7 +193,7 @@ def drive(args: argparse.Namespace) -> None:
         f"{args.batch_size} (train transform: random resized crop {args.size}, flip; float32 NCHW normalized), "
         f"the accelerator's step emulated by a GIL-free `time.sleep`. Steps/s over the whole run (loader "
         f"start-up included), median of {args.rounds} round(s) (min–max), and the share of the wall time "
-        f"the loop waited for the next batch. Machine: {machine}. Date: {time.strftime('%Y-%m-%d %H:%M')}.",
+        f"not spent in the steps: waiting for the next batch or for the loader to start. Machine: {machine}. Date: {time.strftime('%Y-%m-%d %H:%M')}.",
         "",
         "Command: `cargo xtask bench train` "
         f"(`bench/train.py --epochs {args.epochs} --step-ms {args.step_ms} --batch-size {args.batch_size} "

@@ -380,3 +380,13 @@ fn dump_saves_the_first_batch_in_listing_order() {
     }
     assert!(got == want, "the dump differs from a direct decode");
 }
+
+#[test]
+fn version_is_the_workspace_version() {
+    let out = spdl().arg("--version").output().expect("run spdl");
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("spdl {}", env!("CARGO_PKG_VERSION"))
+    );
+}
