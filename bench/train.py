@@ -159,6 +159,7 @@ def drive(args: argparse.Namespace) -> None:
             "--batch-size", str(args.batch_size), "--size", str(args.size), "--threads", str(args.threads),
             "--workers", str(args.workers)] + (["--limit", str(args.limit)] if args.limit else [])
     runs = []
+    load_before = os.getloadavg()[0]
     for r in range(args.rounds):
         for step_ms in step_times:
             for system in systems:  # alternating, so drifts hit both
@@ -184,8 +185,10 @@ def drive(args: argparse.Namespace) -> None:
                 "wait_fraction": statistics.median(x["wait_fraction"] for x in rows),
                 "ideal_steps_per_s": 1000 / step_ms,
             })
+    # Other work on the machine slows both loaders (they share the cores with it): say how much.
     machine = (f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, "
-               f"torch {runs[0]['torch']}")
+               f"torch {runs[0]['torch']}; 1-minute load average {load_before:.1f} before the runs, "
+               f"{os.getloadavg()[0]:.1f} after")
     md = [
         "# bench train",
         "",
