@@ -188,6 +188,8 @@ pub(crate) fn check_fresh_venv(wheel: &Path) -> Result<()> {
             .with_context(|| format!("cannot remove {}", venv.display()))?;
     }
     let path = path_without_rust();
+    // The echoed commands below show only PATH's first entry: this is all of it.
+    eprintln!("wheel check: PATH without cargo, rustc, rustup: {path:?}");
     let clean = |program: &Path| {
         [
             "CARGO",
