@@ -117,9 +117,22 @@ pub(super) fn ensure_venv(venv: &Path) -> Result<Vec<String>> {
     Ok(skipped)
 }
 
-/// The `spdl_rs` wheel, built with maturin (`cargo xtask wheel`) and installed into `venv`.
+/// The `spdl_rs` wheel the tests use (`spdl-rs-ffmpeg`, `cargo xtask wheel`), installed into
+/// `venv`.
 pub(super) fn install_wheel(venv: &Path) -> Result<()> {
     let wheel = wheel::build_test()?;
+    // Either distribution may be there from an earlier build; both hold the `spdl_rs` package.
+    Cmd::new(py(venv))
+        .args([
+            "-m",
+            "pip",
+            "uninstall",
+            "--disable-pip-version-check",
+            "-q",
+            "-y",
+        ])
+        .args(["spdl-rs", "spdl-rs-ffmpeg"])
+        .run()?;
     Cmd::new(py(venv))
         .args(["-m", "pip", "install", "--disable-pip-version-check", "-q"])
         .args(["--force-reinstall", "--no-deps"])
