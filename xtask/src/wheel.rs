@@ -5,9 +5,11 @@
 //! Two distributions, one Python package (install one of them):
 //! - `spdl-rs` (`crates/spdl-py/pyproject.toml`): feature `cuda` (CUDA is loaded at run time, so
 //!   it builds and installs anywhere); abi3 (one wheel for CPython 3.11 and later, see the pyo3
-//!   dependency in `crates/spdl-py/Cargo.toml`); a manylinux tag that maturin's own audit picks
-//!   from the glibc symbols the extension uses; libjpeg-turbo linked statically. Installs with
-//!   no Rust toolchain and no system package.
+//!   dependency in `crates/spdl-py/Cargo.toml`); libjpeg-turbo linked statically. Installs with
+//!   no Rust toolchain and no system package. `--release` links it with zig against glibc 2.28
+//!   (`manylinux_2_28`); the test gate builds it natively (`manylinux_2_34` on Debian 12: the
+//!   same code, without the gate paying for a second toolchain's full build) and installs that
+//!   into a fresh venv.
 //! - `spdl-rs-ffmpeg` (the same project built with the features `cuda` and `decode-ffmpeg`, then
 //!   renamed): video and audio. It links the system's FFmpeg shared libraries (FFmpeg 5.1 on
 //!   Debian 12: libavcodec59, libavformat59, libavutil57, libswscale6, libswresample4), so it gets
@@ -34,13 +36,22 @@ pub(crate) struct Args {
     /// only the FFmpeg wheel the tests use, into `target/wheels`.
     #[arg(long)]
     release: bool,
+    /// With `--release`: link `spdl-rs` against this machine's glibc (a newer manylinux tag)
+    /// instead of glibc 2.28 through zig (`pip install ziglang`, done here when missing).
+    #[arg(long, requires = "release")]
+    native: bool,
 }
 
 /// Which distribution to build (see the module documentation).
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Variant {
-    /// `spdl-rs`: portable, no FFmpeg.
+    /// `spdl-rs`: portable, no FFmpeg, linked against this machine's glibc (a manylinux tag of
+    /// its version: `manylinux_2_34` on Debian 12).
     Base,
+    /// `spdl-rs` linked by zig against glibc 2.28 (`manylinux_2_28`: also RHEL 8, Ubuntu 20.04),
+    /// in its own target folder (`target/zig`: other compilers, so nothing is shared with the
+    /// native builds; about 12 minutes the first time on 2 cores).
+    BaseZig,
     /// `spdl-rs-ffmpeg`: with video and audio, linked to the system FFmpeg.
     Ffmpeg,
 }
@@ -50,6 +61,7 @@ impl Variant {
     fn maturin_args(self) -> &'static [&'static str] {
         match self {
             Variant::Base => &[],
+            Variant::BaseZig => &["--zig", "--compatibility", "manylinux_2_28"],
             Variant::Ffmpeg => &[
                 "--features",
                 "cuda,decode-ffmpeg",
@@ -70,7 +82,13 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     }
     let out = wheels_dir().join("release");
     let mut built = Vec::new();
-    for variant in [Variant::Base, Variant::Ffmpeg] {
+    let base = if args.native {
+        Variant::Base
+    } else {
+        ensure_zig()?;
+        Variant::BaseZig
+    };
+    for variant in [base, Variant::Ffmpeg] {
         let wheel = build(variant, &out)?;
         audit(&wheel)?;
         built.push(wheel);
@@ -111,7 +129,15 @@ pub(crate) fn build(variant: Variant, out: &Path) -> Result<PathBuf> {
             .with_context(|| format!("cannot remove {}", staging.display()))?;
     }
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
-    Cmd::new(setup::venv_bin("maturin"))
+    let mut maturin = Cmd::new(setup::venv_bin("maturin"));
+    if let Variant::BaseZig = variant {
+        // maturin runs `python3 -m ziglang` from PATH: the venv's.
+        let bin = setup::venv_dir().join("bin");
+        maturin = maturin
+            .env("PATH", crate::cmd::path_with(&bin))
+            .env("CARGO_TARGET_DIR", root.join("target").join("zig"));
+    }
+    maturin
         .args(["build", "--release", "-m", MANIFEST])
         .args(variant.maturin_args())
         .arg("-i")
@@ -133,7 +159,7 @@ pub(crate) fn build(variant: Variant, out: &Path) -> Result<PathBuf> {
         );
     };
     let path = match variant {
-        Variant::Base => {
+        Variant::Base | Variant::BaseZig => {
             let dest = out.join(wheel.file_name().unwrap_or_default());
             std::fs::rename(wheel, &dest).with_context(|| {
                 format!("cannot move {} to {}", wheel.display(), dest.display())
@@ -152,6 +178,22 @@ pub(crate) fn build(variant: Variant, out: &Path) -> Result<PathBuf> {
     };
     std::fs::remove_dir_all(&staging).ok();
     Ok(path)
+}
+
+/// The zig toolchain from PyPI (`ziglang`, about 45 MB) in the test venv, unless it is there.
+fn ensure_zig() -> Result<()> {
+    let python = setup::venv_bin("python");
+    if Cmd::new(&python)
+        .args(["-m", "ziglang", "version"])
+        .succeeds()
+    {
+        return Ok(());
+    }
+    // 0.13: the zig release maturin 1.x is tested with.
+    Cmd::new(&python)
+        .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
+        .arg("ziglang>=0.13,<0.14")
+        .run()
 }
 
 /// Installs `wheel` into the test venv in place of any previous build of either distribution
