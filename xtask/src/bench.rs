@@ -1,7 +1,8 @@
 //! `cargo xtask bench <what>`: the benchmarks, one variant each.
 //!
 //! `overhead` runs the `spdl-benches` crate (criterion, then a Markdown table); `decode`,
-//! `images` and `video` are the decode, image-pipeline and video benchmarks.
+//! `images`, `train` and `video` are the decode, image-pipeline, training-loop and video
+//! benchmarks.
 
 use anyhow::Result;
 use clap::Subcommand;
@@ -10,6 +11,7 @@ use crate::cmd::cargo;
 
 mod decode;
 mod images;
+mod train;
 mod video;
 
 /// Arguments of `cargo xtask bench`.
@@ -31,6 +33,8 @@ enum What {
     Decode(decode::Args),
     /// The whole image pipeline: spdl-rs against SPDL 0.8, DataLoader and the limits.
     Images(images::Args),
+    /// A training loop: steps/s and time waiting for data, spdl_rs against the DataLoader.
+    Train(train::Args),
     /// Video decoding: spdl-io's `load_video` against SPDL 0.8's on H.264 clips.
     Video(video::Args),
 }
@@ -56,6 +60,7 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         }
         What::Decode(a) => decode::run(a),
         What::Images(a) => images::run(a),
+        What::Train(a) => train::run(a),
         What::Video(a) => video::run(a),
     }
 }

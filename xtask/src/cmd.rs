@@ -56,6 +56,12 @@ impl Cmd {
         self
     }
 
+    /// Starts the process without the environment variable `key`.
+    pub(crate) fn env_remove(mut self, key: impl AsRef<OsStr>) -> Self {
+        self.inner.env_remove(key);
+        self
+    }
+
     /// The command line, for logs and error messages.
     pub(crate) fn display(&self) -> String {
         let mut s = String::new();
@@ -95,6 +101,24 @@ impl Cmd {
             bail!("`{line}` failed ({status})");
         }
         Ok(())
+    }
+
+    /// Runs (echoed, stderr shown) and returns its stdout; fails if it cannot start or exits
+    /// non-zero.
+    pub(crate) fn output(mut self) -> Result<String> {
+        let line = self.display();
+        eprintln!("$ {line}");
+        let out = self
+            .inner
+            .stdin(Stdio::null())
+            .stderr(Stdio::inherit())
+            .output()
+            .with_context(|| format!("cannot start `{line}`"))?;
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        if !out.status.success() {
+            bail!("`{line}` failed ({}); its output:\n{stdout}", out.status);
+        }
+        Ok(stdout)
     }
 
     /// Runs quietly and tells whether it exited 0 (false if it cannot start).

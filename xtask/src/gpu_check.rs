@@ -77,7 +77,7 @@ fn python_tests() -> Result<()> {
         );
         return Ok(());
     }
-    let wheel = wheel::build()?;
+    let wheel = wheel::build_test()?;
     wheel::install(&wheel)?;
     Cmd::new(python)
         .args([

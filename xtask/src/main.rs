@@ -10,6 +10,7 @@ mod bench;
 mod cmd;
 mod corpus;
 mod demo;
+mod docs;
 mod features;
 mod gpu_check;
 mod setup;
@@ -40,11 +41,13 @@ enum Command {
     Demo(demo::Args),
     /// Setup, then fmt, clippy, tests, docs and the Python tests; prints `N passed, N failed`.
     Test(test::Args),
+    /// The documentation site (MkDocs, strict) into `target/site`, with the rustdoc.
+    Docs,
     /// Build the deterministic ImageNet-like JPEG corpus (run `cargo xtask corpus --help`).
     #[command(disable_help_flag = true)]
     Corpus(corpus::Args),
-    /// Build the Python wheel into `target/wheels`.
-    Wheel,
+    /// The Python wheels: `--release` builds and checks the distributable ones.
+    Wheel(wheel::Args),
     /// Benchmarks: `overhead`, `decode`, `images` (see `cargo xtask bench --help`).
     Bench(bench::Args),
     /// On a GPU machine: CUDA tests, H2D GB/s, nvJPEG pixels and images/s, the Python GPU tests
@@ -62,7 +65,8 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(&args),
         Command::Test(args) => test::run(&args),
         Command::Corpus(args) => corpus::run(&args),
-        Command::Wheel => wheel::run(),
+        Command::Docs => docs::run(),
+        Command::Wheel(args) => wheel::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::GpuCheck(args) => gpu_check::run(&args),
         Command::Tidy => tidy::run(),

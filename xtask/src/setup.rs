@@ -42,6 +42,7 @@ const PROGRAMS: &[&str] = &["cmake", "nasm", "pkg-config", "clang"];
 /// `nvidia-nvjpeg-cu12` (about 5 MB) lets the CUDA tests load libnvjpeg without a GPU.
 const PY_PACKAGES: &[&str] = &[
     "maturin>=1.16,<2",
+    "auditwheel", // `auditwheel show` on the portable wheel (pure Python, with pyelftools)
     "numpy",
     "pytest",
     "pillow", // the reference decoder of test_io's pixel comparison
@@ -51,8 +52,10 @@ const PY_PACKAGES: &[&str] = &[
 /// Installed into the test venv after [`PY_PACKAGES`] where pip can (about 30 s, 650 MB with
 /// pyarrow and pandas); where it cannot (no wheel for this Python), setup warns once (the stamp
 /// is written anyway) and the tests that need it are skipped visibly. Ray Data runs
-/// `crates/spdl-py/tests/test_ray.py`.
-const OPTIONAL_PY_PACKAGES: &[&str] = &["ray[data]"];
+/// `crates/spdl-py/tests/test_ray.py`; JAX (CPU, about 100 MB with jaxlib and SciPy) runs
+/// `examples/train_imagenet_jax.py` in `crates/spdl-py/tests/test_examples.py` (PyTorch, about
+/// 5 GB from PyPI, is not installed: the PyTorch example's test is skipped unless it is).
+const OPTIONAL_PY_PACKAGES: &[&str] = &["ray[data]", "jax"];
 
 /// The pinned local S3 server (newer versions need a newer rustc).
 const S3S_FS: &str = "s3s-fs@0.14.1";

@@ -1,8 +1,10 @@
 //! `cargo xtask test`: the whole gate, the one command CI runs (`.ci/run`).
 //!
 //! Steps, in order: setup; `cargo fmt --check`; `cargo xtask tidy` (see tidy.rs); clippy `-D warnings` with the default features
-//! and again with the optional ones; `cargo test` likewise; rustdoc with `-D warnings`; then,
-//! once `crates/spdl-py` has a `pyproject.toml`, the wheel into the venv and pytest.
+//! and again with the optional ones; `cargo test` likewise; rustdoc with `-D warnings`; the
+//! documentation site (`mkdocs build --strict`); then,
+//! once `crates/spdl-py` has a `pyproject.toml`, the FFmpeg wheel into the venv, the portable
+//! wheel into a fresh venv with no Rust toolchain (the README's example), and pytest.
 //! A failed step does not stop the others (except setup); the last line printed is always
 //! `N passed, N failed`, and the exit status is non-zero if anything failed.
 
@@ -12,7 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 
 use crate::cmd::{self, path_with, repo_root, Cmd};
-use crate::{features, setup, wheel};
+use crate::{docs, features, setup, wheel};
 
 /// Arguments of `cargo xtask test`.
 #[derive(clap::Args)]
@@ -104,10 +106,21 @@ pub(crate) fn run(args: &Args) -> Result<()> {
             cargo(&["doc", "--workspace", "--no-deps"]).env("RUSTDOCFLAGS", "-D warnings"),
         );
     }
+    // After `doc`, so that the site links the fresh rustdoc.
+    report.step("docs site", || docs::build().map(|_| ()));
     if has_python {
         let installed = report.step("python wheel", || {
-            let wheel = wheel::build()?;
+            let wheel = wheel::build_test()?;
             wheel::install(&wheel)
+        });
+        // The portable wheel, as a user gets it: built (the same crates as the test wheel but
+        // FFmpeg, so mostly cached), audited, installed into a fresh venv without cargo on PATH,
+        // and the README's example run with it.
+        report.step("wheel in a fresh venv", || {
+            let out = wheel::wheels_dir().join("release");
+            let wheel = wheel::build(wheel::Variant::Base, &out)?;
+            wheel::audit(&wheel)?;
+            wheel::check_fresh_venv(&wheel)
         });
         if installed {
             let pytest = Cmd::new(setup::venv_bin("python")).args([

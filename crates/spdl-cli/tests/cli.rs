@@ -385,20 +385,20 @@ fn dump_saves_the_first_batch_in_listing_order() {
 /// content, and counted like any other sample.
 #[test]
 fn a_decoder_plugin_from_the_command_line() {
+    // The example plugin's shared library, built next to the `spdl` binary under test
+    // (`cargo test` builds only its rlib).
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "--quiet", "-p", "spdl-decoder-pnm", "--lib"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .unwrap();
+    assert!(status.success(), "cargo build -p spdl-decoder-pnm failed");
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_spdl"));
     let lib = bin.parent().unwrap().join(format!(
         "{}spdl_decoder_pnm{}",
         std::env::consts::DLL_PREFIX,
         std::env::consts::DLL_SUFFIX
     ));
-    if !lib.is_file() {
-        // `cargo test --workspace` (the gate) builds it; `cargo test -p spdl-cli` alone may not.
-        eprintln!(
-            "SKIPPED: {} not built (cargo build -p spdl-decoder-pnm)",
-            lib.display()
-        );
-        return;
-    }
     let pnm =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/decoder-plugin-pnm/tests/data");
     let dir = tempfile::tempdir().unwrap();
@@ -435,4 +435,14 @@ fn a_decoder_plugin_from_the_command_line() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("decoder plugin no/such/lib.so"), "{err}");
+}
+
+#[test]
+fn version_is_the_workspace_version() {
+    let out = spdl().arg("--version").output().expect("run spdl");
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("spdl {}", env!("CARGO_PKG_VERSION"))
+    );
 }

@@ -76,6 +76,8 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
             libc::pthread_atfork(None, None, Some(after_fork_in_child));
         }
     });
+    // The crate's version (the workspace's), so Python and `spdl --version` always agree.
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<buffer::CpuBuffer>()?;
     m.add_class::<cuda::CudaBuffer>()?;
     m.add_class::<cuda::ExportProbe>()?;

@@ -68,22 +68,22 @@ const PEERS: &[(&str, &[&str], &[&str])] = &[
     ),
 ];
 
-fn home() -> PathBuf {
+pub(super) fn home() -> PathBuf {
     std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from)
 }
 
 /// `~/.cache/spdl-bench/venv` (outside the repository).
-fn bench_venv() -> PathBuf {
+pub(super) fn bench_venv() -> PathBuf {
     home().join(".cache/spdl-bench/venv")
 }
 
-fn py(venv: &Path) -> PathBuf {
+pub(super) fn py(venv: &Path) -> PathBuf {
     venv.join("bin/python")
 }
 
 /// Creates the venv once; installs each peer's packages unless already importable. Returns
 /// `SYSTEM=REASON` for the systems whose packages failed.
-fn ensure_venv(venv: &Path) -> Result<Vec<String>> {
+pub(super) fn ensure_venv(venv: &Path) -> Result<Vec<String>> {
     if !py(venv).exists() {
         setup::venv()?; // makes sure python3-venv is installed
         Cmd::new("python3").args(["-m", "venv"]).arg(venv).run()?;
@@ -117,9 +117,22 @@ fn ensure_venv(venv: &Path) -> Result<Vec<String>> {
     Ok(skipped)
 }
 
-/// The `spdl_rs` wheel, built with maturin (`cargo xtask wheel`) and installed into `venv`.
-fn install_wheel(venv: &Path) -> Result<()> {
-    let wheel = wheel::build()?;
+/// The `spdl_rs` wheel the tests use (`spdl-rs-ffmpeg`, `cargo xtask wheel`), installed into
+/// `venv`.
+pub(super) fn install_wheel(venv: &Path) -> Result<()> {
+    let wheel = wheel::build_test()?;
+    // Either distribution may be there from an earlier build; both hold the `spdl_rs` package.
+    Cmd::new(py(venv))
+        .args([
+            "-m",
+            "pip",
+            "uninstall",
+            "--disable-pip-version-check",
+            "-q",
+            "-y",
+        ])
+        .args(["spdl-rs", "spdl-rs-ffmpeg"])
+        .run()?;
     Cmd::new(py(venv))
         .args(["-m", "pip", "install", "--disable-pip-version-check", "-q"])
         .args(["--force-reinstall", "--no-deps"])

@@ -12,13 +12,15 @@ Submodules:
 - :mod:`spdl_rs.sources`: native file listings (``list_files``, ``image_folder``).
 - ``tracing(path)``, ``trace_event``, ``trace_counter``, ``trace_gc``: Perfetto-readable traces
   of every op of every stage (SPDL's ``spdl.io.utils`` tracing).
+
+``__version__`` is the version of the Rust crates the extension was built from (the
+workspace version in ``Cargo.toml``; the wheel's version is the same).
 """
 
 from . import io, ops, pipeline, sources
-from ._native import init_logging
+from ._native import __version__, init_logging
 from ._tracing import trace_counter, trace_event, trace_gc, tracing
 
-__version__ = "0.1.0"
 
 __all__ = [
     "io",

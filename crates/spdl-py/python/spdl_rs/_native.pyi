@@ -400,6 +400,9 @@ class TraceSlice:
 
 def _trace_begin(name: str) -> TraceSlice: ...
 def _trace_counter(i: int, value: float) -> None: ...
+__version__: str
+"""The spdl-rs crates' version this extension was built from (e.g. ``"0.1.0"``)."""
+
 def init_logging(level: str = "info") -> None:
     """Sends the engine's log (each failure, stats reports) to stderr; first call only."""
 
