@@ -14,6 +14,7 @@ use std::sync::Once;
 
 use pyo3::prelude::*;
 
+mod arrays;
 mod buffer;
 mod cuda;
 mod error;
@@ -114,6 +115,13 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(media::ffmpeg_versions, m)?)?;
     m.add_function(wrap_pyfunction!(media::op_video, m)?)?;
     m.add_function(wrap_pyfunction!(media::op_audio, m)?)?;
+    m.add_function(wrap_pyfunction!(arrays::_parse_npy, m)?)?;
+    m.add_class::<arrays::NpzIndex>()?;
+    m.add_class::<arrays::TarMembers>()?;
+    m.add_class::<arrays::TarStream>()?;
+    m.add_class::<arrays::WavHeader>()?;
+    m.add_function(wrap_pyfunction!(arrays::parse_wav, m)?)?;
+    m.add_function(wrap_pyfunction!(arrays::_load_wav, m)?)?;
     m.add_function(wrap_pyfunction!(_gil_acquisitions, m)?)?;
     m.add_function(wrap_pyfunction!(init_logging, m)?)?;
     Ok(())
