@@ -50,11 +50,17 @@ impl Bytes {
         // racing write can only change what is parsed.
         unsafe { std::slice::from_raw_parts(self.0.buf_ptr().cast::<u8>(), len) }
     }
+
+    /// Address of the first byte (for `__array_interface__`).
+    fn address(&self) -> usize {
+        self.0.buf_ptr() as usize
+    }
 }
 
 /// What the Python half needs to make an array: `(owner, typestr, shape, fortran_order,
-/// offset)`. `owner` is `None` when the elements are in the caller's buffer at `offset`,
-/// else a `CPUBuffer` holding them (inflated or converted) at `offset`.
+/// address)`. `owner` is `None` when the elements are in the caller's buffer, at memory
+/// address `address`; else a `CPUBuffer` holding them (inflated or converted), at offset
+/// `address` from its `data_ptr`.
 type ArrayInfo = (Option<CpuBuffer>, String, Vec<usize>, bool, usize);
 
 fn npy_info(owner: Option<CpuBuffer>, h: &npy::NpyHeader, base: usize) -> ArrayInfo {
@@ -74,7 +80,7 @@ pub(crate) fn _parse_npy(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<Ar
     let header = py
         .detach(|| npy::parse_header(bytes.as_slice()))
         .map_err(io_err)?;
-    Ok(npy_info(None, &header, 0))
+    Ok(npy_info(None, &header, bytes.address()))
 }
 
 /// The member index of an `.npz` archive and the buffer it indexes (see
@@ -132,7 +138,7 @@ impl NpzIndex {
                 let buf = CpuBuffer::from_u8(v, vec![n], entry.name.clone());
                 npy_info(Some(buf), &header, 0)
             }
-            None => npy_info(None, &header, entry.offset as usize),
+            None => npy_info(None, &header, data.address() + entry.offset as usize),
         }))
     }
 }
@@ -179,7 +185,16 @@ impl TarMembers {
 #[pyclass(module = "spdl_rs._native", name = "_TarStream")]
 pub(crate) struct TarStream {
     file: Py<PyAny>,
-    state: Mutex<(tar::TarDecoder, bool)>,
+    state: Mutex<StreamState>,
+}
+
+#[derive(Default)]
+struct StreamState {
+    decoder: tar::TarDecoder,
+    /// Iteration is over (the end, or an error).
+    done: bool,
+    /// Some bytes were read (no bytes at all is `Empty`, not a missing end marker).
+    started: bool,
 }
 
 impl TarStream {
@@ -259,13 +274,22 @@ impl TarStream {
     fn advance(
         &self,
         py: Python<'_>,
-        decoder: &mut tar::TarDecoder,
+        state: &mut StreamState,
     ) -> PyResult<Option<(String, Py<PyBytes>)>> {
         loop {
             let parts = self.read(py, tar::BLOCK as u64)?;
             let block: Vec<u8> = parts.iter().flat_map(|p| p.as_bytes()).copied().collect();
+            if block.is_empty() && !state.decoder.has_pending() {
+                return Err(io_err(if state.started {
+                    tar::no_end_marker()
+                } else {
+                    spdl_io::Error::new(spdl_io::ErrorKind::Empty, "no tar data (0 bytes)")
+                }));
+            }
+            state.started = true;
             if block.len() < tar::BLOCK {
-                if !decoder.has_pending() && block.iter().all(|&b| b == 0) {
+                // The end marker cut short: every member is whole.
+                if !state.decoder.has_pending() && block.iter().all(|&b| b == 0) {
                     return Ok(None);
                 }
                 return Err(io_err(spdl_io::Error::new(
@@ -273,7 +297,7 @@ impl TarStream {
                     "the tar stream ends inside a header",
                 )));
             }
-            match decoder.header(&block).map_err(io_err)? {
+            match state.decoder.header(&block).map_err(io_err)? {
                 tar::Record::End => return Ok(None),
                 tar::Record::File { name, size } => {
                     let data = self.read_exact(py, size, &name).map_err(|e| {
@@ -295,7 +319,7 @@ impl TarStream {
                 }
                 tar::Record::Meta { size } => {
                     let data = self.read_exact(py, size, "an extended header")?;
-                    decoder.meta(data.as_bytes()).map_err(io_err)?;
+                    state.decoder.meta(data.as_bytes()).map_err(io_err)?;
                     self.skip(py, tar::padded(size) - size)?;
                 }
                 tar::Record::Skip { size } => {
@@ -318,7 +342,7 @@ impl TarStream {
     fn new(file: Py<PyAny>) -> Self {
         TarStream {
             file,
-            state: Mutex::new((tar::TarDecoder::new(), false)),
+            state: Mutex::new(StreamState::default()),
         }
     }
 
@@ -330,12 +354,12 @@ impl TarStream {
     /// `read` raises.
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<(String, Py<PyBytes>)>> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if state.1 {
+        if state.done {
             return Ok(None);
         }
-        let result = self.advance(py, &mut state.0);
+        let result = self.advance(py, &mut state);
         if !matches!(result, Ok(Some(_))) {
-            state.1 = true;
+            state.done = true;
         }
         result
     }
@@ -439,5 +463,10 @@ pub(crate) fn _load_wav(
         let n = v.len();
         CpuBuffer::from_u8(v, vec![n], "<wav>".to_owned())
     });
-    Ok((owner, typestr.to_owned(), shape, false, offset))
+    let address = if owner.is_some() {
+        0
+    } else {
+        bytes.address() + offset
+    };
+    Ok((owner, typestr.to_owned(), shape, false, address))
 }

@@ -152,9 +152,11 @@ pub fn parse_header(data: &[u8]) -> Result<NpyHeader> {
             (literal::Lit::Str(k), literal::Lit::Tuple(t)) if k == "shape" && shape.is_none() => {
                 shape = Some(t)
             }
-            (k, _) => return Err(corrupt(format!(
+            (k, _) => {
+                return Err(corrupt(format!(
                 "unexpected NPY header key {k:?} (or a repeated key, or a value of the wrong type)"
-            ))),
+            )))
+            }
         }
     }
     let (Some(descr), Some(fortran_order), Some(shape)) = (descr, fortran_order, shape) else {
@@ -236,6 +238,11 @@ fn parse_descr(s: &str) -> Result<DType> {
     };
     let mut rest_chars = rest.chars();
     let kind = rest_chars.next().ok_or_else(bad)?;
+    if kind == 'O' {
+        return Err(unsupported(
+            "NPY object arrays (dtype 'O', pickled) are not supported",
+        ));
+    }
     let after_kind = rest_chars.as_str();
     let digits_end = after_kind
         .find(|c: char| !c.is_ascii_digit())
@@ -243,11 +250,6 @@ fn parse_descr(s: &str) -> Result<DType> {
     let (digits, suffix) = after_kind.split_at(digits_end);
     let n: usize = digits.parse().map_err(|_| bad())?;
     let itemsize = match (kind, n, suffix) {
-        ('O', _, _) => {
-            return Err(unsupported(
-                "NPY object arrays (dtype 'O', pickled) are not supported",
-            ))
-        }
         ('b', 1, "") => 1,
         ('i' | 'u', 1 | 2 | 4 | 8, "") => n,
         ('f', 2 | 4 | 8 | 12 | 16, "") => n,

@@ -438,9 +438,9 @@ impl TarCursor {
     }
 }
 
-/// The data ends on a block boundary with no end-of-archive marker: every writer puts one
-/// there, so the archive was most likely cut short between two members.
-pub(crate) fn no_end_marker() -> Error {
+/// The `Truncated` error of data that ends on a block boundary with no end-of-archive marker:
+/// every writer puts one there, so the archive was most likely cut short between two members.
+pub fn no_end_marker() -> Error {
     truncated("the tar archive ends without its end-of-archive marker (cut short?)")
 }
 

@@ -23,12 +23,25 @@ Buffer = bytes | bytearray | memoryview
 
 def _byte_view(data: Any) -> memoryview:
     """A flat ``uint8`` memoryview of ``data`` (it holds the export: a ``bytearray`` cannot be
-    resized while a view made from it lives). Raises ``TypeError`` for non-buffers and
-    non-contiguous buffers."""
+    resized while a view made from it lives). Raises ``TypeError`` for non-buffers,
+    ``BufferError`` for non-contiguous buffers."""
     mv = memoryview(data)
     if mv.ndim != 1 or mv.format != "B":
         mv = mv.cast("B")
     return mv
+
+
+class _Borrowed:
+    """Exposes elements through ``__array_interface__`` and keeps their owner alive: NumPy makes
+    this object the array's ``base``. (``numpy.ndarray(buffer=memoryview)`` would not do: it
+    keeps the exporter but releases the export, so a ``bytearray`` could be resized under the
+    array.)"""
+
+    __slots__ = ("__array_interface__", "_owner")
+
+    def __init__(self, owner: Any, interface: dict) -> None:
+        self._owner = owner
+        self.__array_interface__ = interface
 
 
 def _make_array(view: memoryview, info: tuple, copy: bool) -> Any:
@@ -37,14 +50,27 @@ def _make_array(view: memoryview, info: tuple, copy: bool) -> Any:
     the elements are not aligned for their type."""
     import numpy as np
 
-    owner, typestr, shape, fortran, offset = info
-    array = np.ndarray(
-        shape,
-        dtype=np.dtype(typestr),
-        buffer=view if owner is None else owner,
-        offset=offset,
-        order="F" if fortran else "C",
-    )
+    owner, typestr, shape, fortran, address = info
+    if owner is None:
+        owner, readonly = view, view.readonly
+    else:
+        address += owner.data_ptr
+        readonly = False
+    strides = None
+    if fortran and len(shape) > 1:
+        strides, step = [], np.dtype(typestr).itemsize
+        for dim in shape:
+            strides.append(step)
+            step *= dim
+        strides = tuple(strides)
+    interface = {
+        "version": 3,
+        "shape": tuple(shape),
+        "typestr": typestr,
+        "data": (address, readonly),
+        "strides": strides,
+    }
+    array = np.asarray(_Borrowed(owner, interface))
     if copy or not array.flags.aligned:
         array = array.copy(order="K")
     return array
@@ -64,7 +90,8 @@ def load_npy(data: Buffer, *, copy: bool = False) -> Any:
 
     Raises ``ValueError`` naming the reason for malformed input (``"truncated: ..."``,
     ``"corrupt: ..."``), object or structured dtypes (``"unsupported: ..."``) and data that is
-    not NPY (``"unknown format: ..."``); ``TypeError`` if ``data`` is not bytes-like.
+    not NPY (``"unknown format: ..."``); ``TypeError`` if ``data`` is not bytes-like,
+    ``BufferError`` if it is not contiguous.
 
     Mirrors SPDL's ``spdl.io.load_npy``.
     """
