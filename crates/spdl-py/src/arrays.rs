@@ -226,20 +226,24 @@ impl TarStream {
         Ok(parts)
     }
 
-    /// Reads exactly `n` bytes as one `bytes`, or raises a truncation `ValueError`.
+    /// Reads exactly `n` bytes as one `bytes`, or raises a `Truncated` `ValueError` keyed by
+    /// `key` (the member's name, or empty for an extended header).
     fn read_exact<'py>(
         &self,
         py: Python<'py>,
         n: u64,
-        what: &str,
+        key: &str,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let parts = self.read(py, n)?;
         let got: u64 = parts.iter().map(|p| p.as_bytes().len() as u64).sum();
         if got < n {
-            return Err(io_err(spdl_io::Error::new(
-                spdl_io::ErrorKind::Truncated,
-                format!("the tar stream ends after {got} of {what}'s {n} bytes"),
-            )));
+            return Err(io_err(
+                spdl_io::Error::new(
+                    spdl_io::ErrorKind::Truncated,
+                    format!("the tar stream ends after {got} of {n} bytes"),
+                )
+                .with_key(key),
+            ));
         }
         Ok(match parts.len() {
             1 => parts.into_iter().next().expect("one part"),
@@ -300,25 +304,13 @@ impl TarStream {
             match state.decoder.header(&block).map_err(io_err)? {
                 tar::Record::End => return Ok(None),
                 tar::Record::File { name, size } => {
-                    let data = self.read_exact(py, size, &name).map_err(|e| {
-                        if e.is_instance_of::<pyo3::exceptions::PyValueError>(py) {
-                            io_err(
-                                spdl_io::Error::new(
-                                    spdl_io::ErrorKind::Truncated,
-                                    e.value(py).to_string(),
-                                )
-                                .with_key(&name),
-                            )
-                        } else {
-                            e
-                        }
-                    })?;
+                    let data = self.read_exact(py, size, &name)?;
                     // The stream may end inside the last member's padding: the data is whole.
                     self.skip(py, tar::padded(size) - size)?;
                     return Ok(Some((name, data.unbind())));
                 }
                 tar::Record::Meta { size } => {
-                    let data = self.read_exact(py, size, "an extended header")?;
+                    let data = self.read_exact(py, size, "")?;
                     state.decoder.meta(data.as_bytes()).map_err(io_err)?;
                     self.skip(py, tar::padded(size) - size)?;
                 }
