@@ -228,12 +228,7 @@ impl TarStream {
 
     /// Reads exactly `n` bytes as one `bytes`, or raises a `Truncated` `ValueError` keyed by
     /// `key` (the member's name, or empty for an extended header).
-    fn read_exact<'py>(
-        &self,
-        py: Python<'py>,
-        n: u64,
-        key: &str,
-    ) -> PyResult<Bound<'py, PyBytes>> {
+    fn read_exact<'py>(&self, py: Python<'py>, n: u64, key: &str) -> PyResult<Bound<'py, PyBytes>> {
         let parts = self.read(py, n)?;
         let got: u64 = parts.iter().map(|p| p.as_bytes().len() as u64).sum();
         if got < n {

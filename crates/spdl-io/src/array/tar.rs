@@ -12,6 +12,8 @@
 //! - [`TarReader`] over any [`Read`]: one sequential pass, each member's data read into a
 //!   `Vec` (a shard streamed from disk or the network).
 //!
+//! [`TarWriter`] writes archives that all of the above (and GNU tar, `tarfile`) read.
+//!
 //! The end of the archive is the first all-zero header block (the end-of-archive marker, even
 //! cut short); bytes after it are ignored (as GNU tar and `tarfile` do). Data that ends
 //! without the marker is `Truncated` once the members before are yielded: a shard cut
@@ -42,7 +44,7 @@
 //! # }
 //! ```
 
-use std::io::Read;
+use std::io::{Read, Write};
 
 use super::{corrupt, truncated, unsupported};
 use crate::error::{Error, ErrorKind, Result};
@@ -621,6 +623,81 @@ impl<R: Read> Iterator for TarReader<R> {
     }
 }
 
+/// Writes a tar archive of regular files: GNU format (ustar header, `L` long-name entries for
+/// paths over 100 bytes, base-256 sizes over 8 GiB), mode 0644, owner 0, mtime 0, so that the
+/// same files give the same bytes. GNU tar, `tarfile` and WebDataset read it.
+#[derive(Debug)]
+pub struct TarWriter<W: Write> {
+    inner: W,
+    written: u64,
+}
+
+impl<W: Write> TarWriter<W> {
+    /// A writer at the start of an archive.
+    pub fn new(inner: W) -> Self {
+        TarWriter { inner, written: 0 }
+    }
+
+    /// Bytes written so far (headers, data and padding).
+    pub fn bytes_written(&self) -> u64 {
+        self.written
+    }
+
+    /// Appends a regular file `name` holding `data`.
+    ///
+    /// Errors: `InvalidInput` for an empty name or one with a NUL byte; those of the writer.
+    pub fn append(&mut self, name: &str, data: &[u8]) -> std::io::Result<()> {
+        if name.is_empty() || name.contains('\0') {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("tar member name {name:?} is empty or holds a NUL byte"),
+            ));
+        }
+        if name.len() > 100 {
+            let mut long = name.as_bytes().to_vec();
+            long.push(0);
+            self.entry("././@LongLink", b'L', &long)?;
+        }
+        self.entry(name, b'0', data)
+    }
+
+    /// Writes the end-of-archive marker (two zero blocks) and returns the inner writer.
+    pub fn finish(mut self) -> std::io::Result<W> {
+        self.inner.write_all(&[0u8; 2 * BLOCK])?;
+        self.written += 2 * BLOCK as u64;
+        self.inner.flush()?;
+        Ok(self.inner)
+    }
+
+    fn entry(&mut self, name: &str, flag: u8, data: &[u8]) -> std::io::Result<()> {
+        let mut h = [0u8; BLOCK];
+        let n = name.len().min(100);
+        h[..n].copy_from_slice(&name.as_bytes()[..n]);
+        h[100..108].copy_from_slice(b"0000644\0");
+        h[108..116].copy_from_slice(b"0000000\0");
+        h[116..124].copy_from_slice(b"0000000\0");
+        let size = data.len() as u64;
+        if size < 1 << 33 {
+            h[124..136].copy_from_slice(format!("{size:011o}\0").as_bytes());
+        } else {
+            h[124] = 0x80;
+            h[128..136].copy_from_slice(&size.to_be_bytes());
+        }
+        h[136..148].copy_from_slice(b"00000000000\0");
+        h[156] = flag;
+        h[257..265].copy_from_slice(b"ustar  \0");
+        h[148..156].copy_from_slice(b"        ");
+        let sum: u64 = h.iter().map(|&b| b as u64).sum();
+        h[148..156].copy_from_slice(format!("{sum:06o}\0 ").as_bytes());
+        self.inner.write_all(&h)?;
+        self.inner.write_all(data)?;
+        let pad = (padded(size) - size) as usize;
+        self.inner.write_all(&[0u8; BLOCK][..pad])?;
+        self.written += BLOCK as u64 + padded(size);
+        Ok(())
+    }
+}
+
 fn read_error(e: std::io::Error) -> Error {
     Error::new(ErrorKind::Corrupt, format!("reading the tar stream: {e}")).with_source(e)
 }
@@ -724,6 +801,29 @@ mod tests {
             members(&a[..1100]).nth(1).unwrap().unwrap_err().kind(),
             ErrorKind::Truncated
         );
+    }
+
+    #[test]
+    fn writer_round_trips() {
+        let long = "k/".repeat(70) + "0001.jpg";
+        let files = [
+            ("0001.cls", b"3".to_vec()),
+            (long.as_str(), vec![9u8; 700]),
+            ("empty", vec![]),
+        ];
+        let mut w = TarWriter::new(Vec::new());
+        for (n, d) in &files {
+            w.append(n, d).unwrap();
+        }
+        assert!(w.append("", b"x").is_err());
+        let archive = w.finish().unwrap();
+        assert_eq!(archive.len() % BLOCK, 0);
+        let got = collect(&archive).unwrap();
+        let want: Vec<(String, Vec<u8>)> = files
+            .iter()
+            .map(|(n, d)| (n.to_string(), d.clone()))
+            .collect();
+        assert_eq!(got, want);
     }
 
     #[test]
