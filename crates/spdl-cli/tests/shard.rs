@@ -27,8 +27,11 @@ fn shard(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// Every sample of the shards in `out`, in order: `(key, [(field, bytes)])`.
-fn read_back(out: &Path) -> Vec<(String, Vec<(String, Vec<u8>)>)> {
+/// A sample read back: `(key, [(field, bytes)])`.
+type Sample = (String, Vec<(String, Vec<u8>)>);
+
+/// Every sample of the shards in `out`, in order.
+fn read_back(out: &Path) -> Vec<Sample> {
     let shards = list_shards(out.to_str().unwrap()).unwrap();
     let unshuffled = SamplerOptions {
         shuffle: false,
