@@ -23,6 +23,7 @@ mod item;
 mod media;
 mod ops;
 mod pipeline;
+mod shards;
 mod sources;
 mod stats;
 
@@ -122,6 +123,8 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<arrays::WavHeader>()?;
     m.add_function(wrap_pyfunction!(arrays::parse_wav, m)?)?;
     m.add_function(wrap_pyfunction!(arrays::_load_wav, m)?)?;
+    m.add_class::<shards::TarShards>()?;
+    m.add_class::<shards::TarShardIter>()?;
     m.add_function(wrap_pyfunction!(_gil_acquisitions, m)?)?;
     m.add_function(wrap_pyfunction!(init_logging, m)?)?;
     Ok(())
