@@ -14,7 +14,8 @@ use spdl_io::array::{npy, npz, tar, wav};
 
 use crate::buffer::CpuBuffer;
 use crate::error::io_err;
-use crate::ops::type_name;
+use crate::item::Item;
+use crate::ops::{type_name, OpError};
 
 /// A C-contiguous Python buffer (`bytes`, `bytearray`, `memoryview`, a NumPy array, ...),
 /// read as bytes without the GIL.
@@ -456,4 +457,47 @@ pub(crate) fn _load_wav(
         bytes.address() + offset
     };
     Ok((owner, typestr.to_owned(), shape, false, address))
+}
+
+/// An array parsed in a native stage (`ops.load_npy`): the `.npy` file's bytes, which become
+/// the array's memory, and where the elements are in them.
+pub(crate) struct ArrayOut {
+    key: String,
+    data: Vec<u8>,
+    header: npy::NpyHeader,
+}
+
+impl ArrayOut {
+    /// The NumPy array (made by `spdl_rs._array._make_array` over a `CPUBuffer` that owns the
+    /// bytes: no copy unless misaligned).
+    pub(crate) fn into_py(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let n = self.data.len();
+        let owner = CpuBuffer::from_u8(self.data, vec![n], self.key);
+        let info = npy_info(Some(owner), &self.header, 0);
+        let make = py.import("spdl_rs._array")?.getattr("_make_array")?;
+        Ok(make.call1((py.None(), info, false))?.unbind())
+    }
+}
+
+/// `ops.load_npy`: `.npy` bytes (native, or Python `bytes`) to an [`Item::Array`].
+pub(crate) fn load_npy_item(item: Item) -> Result<Item, OpError> {
+    let (key, data) = match item {
+        Item::Bytes { key, data, .. } => (key, data),
+        Item::Py(obj) => crate::with_gil(|py| -> Result<_, OpError> {
+            let data: Vec<u8> = obj
+                .bind(py)
+                .extract()
+                .map_err(|_| format!("load_npy expects bytes, got {}", type_name(obj.bind(py))))?;
+            Ok(("<bytes>".to_owned(), data))
+        })?,
+        other => {
+            return Err(format!(
+                "load_npy expects .npy bytes (e.g. from ops.read_file()), got {}",
+                other.describe()
+            )
+            .into())
+        }
+    };
+    let header = npy::parse_header(&data).map_err(|e| e.with_key(&key))?;
+    Ok(Item::Array(ArrayOut { key, data, header }))
 }

@@ -27,6 +27,8 @@ pub(crate) enum NativeKind {
     /// `decode_audio`).
     #[cfg(feature = "decode-ffmpeg")]
     Media(Arc<crate::media::Stage>),
+    /// `.npy` bytes to a NumPy array (`ops.load_npy`).
+    LoadNpy,
 }
 
 /// A native pipeline stage (made by `spdl_rs.ops.read_file()`, `decode_image()`,
@@ -190,6 +192,7 @@ impl NativeOp {
                 }
             }
             NativeKind::ToDevice(target) => Ok(Some(Item::Device(target.transfer_item(item)?))),
+            NativeKind::LoadNpy => Ok(Some(crate::arrays::load_npy_item(item)?)),
             #[cfg(feature = "decode-ffmpeg")]
             NativeKind::Media(stage) => Ok(Some(Item::Media(crate::media::apply(
                 stage, self.name, item,
@@ -306,4 +309,14 @@ pub(crate) fn to_device(device: Option<Bound<'_, PyAny>>) -> PyResult<NativeOp> 
         NativeKind::ToDevice(Arc::new(target)),
         "to_device",
     ))
+}
+
+/// A stage that turns `.npy` file bytes (from `read_file()`, or Python `bytes`) into a NumPy
+/// array, without the GIL: the header is parsed in Rust, and the bytes become the array's
+/// memory (no copy) when the consumer or a Python op takes it. Fails with a message naming the
+/// file and the reason (`"x.npy: truncated: ..."`).
+#[pyfunction]
+#[pyo3(name = "op_load_npy")]
+pub(crate) fn load_npy() -> NativeOp {
+    NativeOp::new(NativeKind::LoadNpy, "load_npy")
 }

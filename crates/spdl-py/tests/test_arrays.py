@@ -370,3 +370,36 @@ def test_fast_paths_release_the_gil():
     stored = npz_bytes(np.savez, big=np.ones(64 << 20, dtype="u1"))
     npz = io.load_npz(stored)
     assert spin_while(lambda: [npz["big"] for _ in range(10)]) > 1000  # the CRC over 64 MiB
+
+
+def test_ops_load_npy_in_a_pipeline_takes_no_gil(tmp_path):
+    from spdl_rs import _native, ops
+    from spdl_rs.pipeline import PipelineBuilder
+
+    arrays = {f"a{i}.npy": np.arange(i * 7, dtype="<f4").reshape(i, 7) for i in range(1, 9)}
+    arrays["fortran.npy"] = np.asfortranarray(np.arange(12, dtype=">i2").reshape(3, 4))
+    for name, a in arrays.items():
+        np.save(tmp_path / name, a)
+    (tmp_path / "bad.npy").write_bytes(npy_bytes(np.arange(4))[:-3])
+    paths = [str(tmp_path / n) for n in [*arrays, "bad.npy"]]
+    p = (
+        PipelineBuilder()
+        .add_source(paths)
+        .pipe(ops.read_file())
+        .pipe(ops.load_npy(), concurrency=2)
+        .add_sink(4)
+        .build(num_threads=2, max_failures=1)
+    )
+    before = _native._gil_acquisitions()
+    with pytest.warns(RuntimeWarning, match="bad.npy: truncated"):
+        with p.auto_stop():
+            got = list(p)
+    # The source is a Python list (its items take the GIL); the native stages take none.
+    assert _native._gil_acquisitions() - before <= len(paths) + 2
+    assert len(got) == len(arrays)
+    for a in got:
+        ref = next(r for r in arrays.values() if r.shape == a.shape and r.dtype == a.dtype)
+        np.testing.assert_array_equal(a, ref)
+        assert a.flags.writeable
+    # Called directly on bytes.
+    np.testing.assert_array_equal(ops.load_npy()(npy_bytes(np.arange(5))), np.arange(5))
