@@ -9,7 +9,7 @@ use pyo3::exceptions::PyRuntimeWarning;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
-use spdl_sources::shards::{list_shards, EpochSamples, ShardSource};
+use spdl_sources::shards::{list_shards, EpochSamples, ShardSource, ShardState};
 
 use crate::error::sources_err;
 
@@ -19,9 +19,11 @@ use crate::error::sources_err;
 /// Iterating yields one epoch: this rank's shards (shuffled per epoch from `seed` when
 /// `shuffle`, strided over `world_size` ranks like `Sampler`; `rank`/`world_size` default to
 /// the torchrun environment), each read once from its start, every sample a `dict`:
-/// `{"__key__": "dir/0001", "__shard__": "path.tar", "jpg": b"...", "cls": b"3"}`. Each
-/// `iter()` starts the next epoch (as `PipelineBuilder.add_source` calls it), unless
-/// `set_epoch` chose one. When the shards do not divide among the ranks, `drop_last=True`
+/// `{"__key__": "dir/0001", "__shard__": "path.tar", "__state__": (epoch, shard, offset),
+/// "jpg": b"...", "cls": b"3"}`. Each `iter()` starts the next epoch (as
+/// `PipelineBuilder.add_source` calls it), unless `set_epoch` chose one. `resume(state)` with
+/// the `__state__` of the last sample consumed makes the next `iter()` yield the rest of that
+/// epoch, seeking into the shard (no shard is read from its start again). When the shards do not divide among the ranks, `drop_last=True`
 /// leaves the last ones out, `drop_last=False` repeats the first ones (as `Sampler`).
 ///
 /// A shard that is missing, cut short or corrupt, or a sample with a repeated field, is
@@ -35,6 +37,7 @@ use crate::error::sources_err;
 pub(crate) struct TarShards {
     source: ShardSource,
     next_epoch: AtomicU64,
+    resume_at: Mutex<Option<ShardState>>,
     failures: Arc<Mutex<Vec<String>>>,
 }
 
@@ -74,6 +77,7 @@ impl TarShards {
         Ok(TarShards {
             source,
             next_epoch: AtomicU64::new(0),
+            resume_at: Mutex::new(None),
             failures: Arc::default(),
         })
     }
@@ -104,16 +108,38 @@ impl TarShards {
         lock(&self.failures).clone()
     }
 
-    fn __iter__(&self) -> TarShardIter {
-        let epoch = self.next_epoch.fetch_add(1, Ordering::Relaxed);
+    /// Makes the next `iter()` yield the rest of an epoch after the sample whose `__state__`
+    /// is `state` (`(epoch, shard, offset)`); later ones go on with the next epochs.
+    fn resume(&self, state: (u64, usize, u64)) {
+        let (epoch, shard, offset) = state;
+        *lock(&self.resume_at) = Some(ShardState {
+            epoch,
+            shard,
+            offset,
+        });
+    }
+
+    /// Raises `ValueError` when a `resume` state names a shard this rank does not read.
+    fn __iter__(&self) -> PyResult<TarShardIter> {
+        let (epoch, samples) = match lock(&self.resume_at).take() {
+            Some(state) => {
+                let samples = self.source.resume(&state).map_err(sources_err)?;
+                self.next_epoch.store(state.epoch + 1, Ordering::Relaxed);
+                (state.epoch, samples)
+            }
+            None => {
+                let epoch = self.next_epoch.fetch_add(1, Ordering::Relaxed);
+                (epoch, self.source.epoch(epoch))
+            }
+        };
         lock(&self.failures).clear();
-        TarShardIter {
-            samples: Mutex::new(self.source.epoch(epoch)),
+        Ok(TarShardIter {
+            samples: Mutex::new(samples),
             paths: self.shards(),
             failures: Arc::clone(&self.failures),
             epoch,
             warned: Mutex::new(false),
-        }
+        })
     }
 
     fn __repr__(&self) -> String {
@@ -146,6 +172,7 @@ impl TarShardIter {
                     let d = PyDict::new(py);
                     d.set_item("__key__", &sample.key)?;
                     d.set_item("__shard__", self.paths.get(sample.shard))?;
+                    d.set_item("__state__", (self.epoch, sample.shard, sample.end))?;
                     for (field, data) in &sample.fields {
                         d.set_item(field, PyBytes::new(py, data))?;
                     }

@@ -35,7 +35,7 @@ def test_samples_match_tarfile_and_each_rank_reads_its_share(tmp_path):
             assert sample["jpg"] == bytes([i % 256]) * (i + 1)
             assert sample["cls"] == str(i % 10).encode()
             assert sample["__shard__"].endswith(f"train-{i // 4:04}.tar")
-            assert set(sample) == {"__key__", "__shard__", "jpg", "cls"}
+            assert set(sample) == {"__key__", "__shard__", "__state__", "jpg", "cls"}
             seen.append(i)
     assert sorted(seen) == list(range(24))
 
@@ -86,3 +86,21 @@ def test_errors():
         TarShards("/nonexistent/train-{0000..0003}.tar", rank=0, world_size=1)
     with pytest.raises(ValueError):
         TarShards("/tmp/x-{3..1}.tar", rank=0, world_size=1)
+
+
+def test_resume_after_a_sample_yields_the_rest_of_the_epoch(tmp_path):
+    pattern = write_shards(tmp_path, 3, 4)
+    src = TarShards(pattern, rank=0, world_size=1, seed=2)
+    next(iter(src))  # epoch 0
+    epoch1 = list(src)
+    assert epoch1[0]["__state__"][0] == 1
+    for cut in (0, 5, 10):
+        fresh = TarShards(pattern, rank=0, world_size=1, seed=2)
+        fresh.resume(epoch1[cut]["__state__"])
+        rest = list(fresh)
+        assert [s["__key__"] for s in rest] == [s["__key__"] for s in epoch1[cut + 1 :]]
+        assert next(iter(fresh))["__state__"][0] == 2  # then epoch 2
+    bad = TarShards(pattern, rank=0, world_size=1)
+    bad.resume((0, 99, 0))
+    with pytest.raises(ValueError, match="not read by this rank"):
+        iter(bad)

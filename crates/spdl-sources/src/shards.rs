@@ -20,12 +20,14 @@
 //! (that sample and the rest of the shard are lost, never handed on half-read); a sample with
 //! two members of the same field is one error for that sample.
 //!
-//! Not yet: shards over HTTP or S3, an in-memory shuffle buffer across samples, a resumable
-//! mid-shard state.
+//! Resuming: [`ShardSample::state`] is a [`ShardState`] (epoch, shard, byte offset);
+//! [`ShardSource::resume`] goes on from there, seeking into the shard.
+//!
+//! Not yet: shards over HTTP or S3, an in-memory shuffle buffer across samples.
 
 use std::collections::VecDeque;
 use std::fs::File;
-use std::io::{BufReader, Read};
+use std::io::{BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use spdl_io::array::tar::TarReader;
@@ -43,6 +45,10 @@ pub struct ShardSample {
     /// `(field, bytes)` in archive order, the field being the name after that dot (`jpg`,
     /// `cls`, `seg.png`).
     pub fields: Vec<(String, Vec<u8>)>,
+    /// Byte offset in the shard of the sample's first header.
+    pub offset: u64,
+    /// Byte offset in the shard just past the sample's last member (where the next one starts).
+    pub end: u64,
 }
 
 impl ShardSample {
@@ -53,6 +59,28 @@ impl ShardSample {
             .find(|(f, _)| f == name)
             .map(|(_, d)| d.as_slice())
     }
+
+    /// The state to resume after this sample in `epoch` (see [`ShardSource::resume`]).
+    pub fn state(&self, epoch: u64) -> ShardState {
+        ShardState {
+            epoch,
+            shard: self.shard,
+            offset: self.end,
+        }
+    }
+}
+
+/// Where an epoch stands: resume in `shard` (index in the shard list) at byte `offset`, the
+/// start of the first sample not yet delivered. Small and serializable (JSON:
+/// `{"epoch":0,"shard":3,"offset":15360}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct ShardState {
+    /// The epoch.
+    pub epoch: u64,
+    /// Index of the shard in the source's shard list.
+    pub shard: usize,
+    /// Byte offset in that shard.
+    pub offset: u64,
 }
 
 /// What went wrong with a shard or a sample.
@@ -196,12 +224,21 @@ pub struct Samples<R: Read> {
     /// The stream's failure, reported after the whole sample before it.
     pending: Option<ShardError>,
     done: bool,
+    /// Offset in the shard of the reader's first byte (a resumed shard starts mid-file).
+    base: u64,
 }
 
 impl<R: Read> Samples<R> {
     /// Samples of the tar stream `reader`, for shard number `shard` at `path` (for errors).
     pub fn new(reader: R, shard: usize, path: impl Into<PathBuf>) -> Self {
+        Self::at(reader, shard, path, 0)
+    }
+
+    /// As [`Samples::new`], for a `reader` that starts at byte `base` of the shard (a sample
+    /// boundary).
+    pub fn at(reader: R, shard: usize, path: impl Into<PathBuf>, base: u64) -> Self {
         Samples {
+            base,
             reader: TarReader::new(reader),
             shard,
             path: path.into(),
@@ -243,8 +280,10 @@ impl<R: Read> Iterator for Samples<R> {
             return Some(Err(e));
         }
         while !self.done {
+            let before = self.base + self.reader.position();
             match self.reader.next_file() {
                 Ok(Some((name, data))) => {
+                    let after = self.base + self.reader.position();
                     let Some((key, field)) = split_key(&name) else {
                         continue;
                     };
@@ -255,6 +294,7 @@ impl<R: Read> Iterator for Samples<R> {
                             } else {
                                 s.fields.push((field.to_owned(), data));
                             }
+                            s.end = after;
                         }
                         _ => {
                             let done = self.finish_current();
@@ -262,6 +302,8 @@ impl<R: Read> Iterator for Samples<R> {
                                 shard: self.shard,
                                 key: key.to_owned(),
                                 fields: vec![(field.to_owned(), data)],
+                                offset: before,
+                                end: after,
                             });
                             if done.is_some() {
                                 return done;
@@ -340,7 +382,36 @@ impl ShardSource {
             shards: self.shards.clone(),
             order: self.epoch_shards(epoch).into(),
             current: None,
+            start: None,
         }
+    }
+
+    /// The rest of `state.epoch` after a sample's [`ShardSample::state`]: this rank's shards
+    /// from `state.shard` on, that shard read from byte `state.offset` (seeked to: no shard is
+    /// read again from its start).
+    ///
+    /// Errors: `InvalidState` when `state.shard` is not one of this rank's shards in that
+    /// epoch.
+    pub fn resume(&self, state: &ShardState) -> Result<EpochSamples> {
+        let order = self.epoch_shards(state.epoch);
+        let at = order
+            .iter()
+            .position(|&s| s == state.shard)
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::InvalidState,
+                    format!(
+                        "shard {} is not read by this rank in epoch {}",
+                        state.shard, state.epoch
+                    ),
+                )
+            })?;
+        Ok(EpochSamples {
+            shards: self.shards.clone(),
+            order: order[at..].iter().copied().collect(),
+            current: None,
+            start: Some(state.offset),
+        })
     }
 }
 
@@ -349,6 +420,8 @@ pub struct EpochSamples {
     shards: Vec<PathBuf>,
     order: VecDeque<usize>,
     current: Option<Samples<BufReader<File>>>,
+    /// Where to start in the first shard (a resumed epoch).
+    start: Option<u64>,
 }
 
 impl Iterator for EpochSamples {
@@ -364,13 +437,17 @@ impl Iterator for EpochSamples {
             }
             let shard = self.order.pop_front()?;
             let path = &self.shards[shard];
-            match File::open(path) {
+            let base = self.start.take().unwrap_or(0);
+            let opened = File::open(path).and_then(|mut f| {
+                if base > 0 {
+                    f.seek(SeekFrom::Start(base))?;
+                }
+                Ok(f)
+            });
+            match opened {
                 Ok(f) => {
-                    self.current = Some(Samples::new(
-                        BufReader::with_capacity(1 << 20, f),
-                        shard,
-                        path,
-                    ))
+                    let reader = BufReader::with_capacity(1 << 20, f);
+                    self.current = Some(Samples::at(reader, shard, path, base));
                 }
                 Err(e) => {
                     return Some(Err(ShardError {

@@ -195,3 +195,44 @@ fn listing_errors() {
         spdl_sources::ErrorKind::InvalidArgument
     );
 }
+
+#[test]
+fn resume_mid_shard_reads_no_shard_from_its_start_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = write_shards(dir.path(), 3, 4);
+    let src = ShardSource::new(paths.clone(), DistInfo::single(), options(11)).unwrap();
+    let all: Vec<_> = src.epoch(2).map(Result::unwrap).collect();
+    assert_eq!(all.len(), 12);
+    // Offsets tile each shard: a sample starts where the one before ended.
+    for w in all.windows(2) {
+        if w[0].shard == w[1].shard {
+            assert_eq!(w[0].end, w[1].offset);
+        }
+    }
+    for cut in [0usize, 5, 6, 11] {
+        let state = all[cut].state(2);
+        let json = serde_json::to_string(&state).unwrap();
+        let state: spdl_sources::shards::ShardState = serde_json::from_str(&json).unwrap();
+        // Break the head of the shard being resumed: a resume must not read it.
+        let shard = &paths[state.shard];
+        let mut bytes = std::fs::read(shard).unwrap();
+        let saved = bytes.clone();
+        bytes[..512].fill(0xAB);
+        std::fs::write(shard, &bytes).unwrap();
+        let rest: Vec<_> = src.resume(&state).unwrap().map(Result::unwrap).collect();
+        std::fs::write(shard, &saved).unwrap();
+        assert_eq!(rest, all[cut + 1..], "resumed after sample {cut}");
+    }
+    let other_rank = ShardSource::new(paths, DistInfo::new(1, 3).unwrap(), options(11)).unwrap();
+    let mine = other_rank.epoch_shards(2)[0];
+    let not_mine = (0..3).find(|&s| s != mine).unwrap();
+    let bad = spdl_sources::shards::ShardState {
+        epoch: 2,
+        shard: not_mine,
+        offset: 0,
+    };
+    assert_eq!(
+        other_rank.resume(&bad).err().unwrap().kind(),
+        spdl_sources::ErrorKind::InvalidState
+    );
+}
