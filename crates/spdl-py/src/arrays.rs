@@ -459,12 +459,15 @@ pub(crate) fn _load_wav(
     Ok((owner, typestr.to_owned(), shape, false, address))
 }
 
-/// An array parsed in a native stage (`ops.load_npy`): the `.npy` file's bytes, which become
-/// the array's memory, and where the elements are in them.
+/// An array parsed in a native stage (`ops.load_npy`, `ops.load_wav`): the file's bytes (or
+/// the converted samples), which become the array's memory, and where the elements are.
 pub(crate) struct ArrayOut {
     key: String,
     data: Vec<u8>,
-    header: npy::NpyHeader,
+    typestr: String,
+    shape: Vec<usize>,
+    fortran: bool,
+    offset: usize,
 }
 
 impl ArrayOut {
@@ -473,31 +476,80 @@ impl ArrayOut {
     pub(crate) fn into_py(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let n = self.data.len();
         let owner = CpuBuffer::from_u8(self.data, vec![n], self.key);
-        let info = npy_info(Some(owner), &self.header, 0);
+        let info: ArrayInfo = (
+            Some(owner),
+            self.typestr,
+            self.shape,
+            self.fortran,
+            self.offset,
+        );
         let make = py.import("spdl_rs._array")?.getattr("_make_array")?;
         Ok(make.call1((py.None(), info, false))?.unbind())
     }
 }
 
-/// `ops.load_npy`: `.npy` bytes (native, or Python `bytes`) to an [`Item::Array`].
-pub(crate) fn load_npy_item(item: Item) -> Result<Item, OpError> {
-    let (key, data) = match item {
-        Item::Bytes { key, data, .. } => (key, data),
+/// The key and bytes of a native stage's input: file bytes (native, or Python `bytes`).
+fn input_bytes(item: Item, op: &str, what: &str) -> Result<(String, Vec<u8>), OpError> {
+    match item {
+        Item::Bytes { key, data, .. } => Ok((key, data)),
         Item::Py(obj) => crate::with_gil(|py| -> Result<_, OpError> {
             let data: Vec<u8> = obj
                 .bind(py)
                 .extract()
-                .map_err(|_| format!("load_npy expects bytes, got {}", type_name(obj.bind(py))))?;
+                .map_err(|_| format!("{op} expects bytes, got {}", type_name(obj.bind(py))))?;
             Ok(("<bytes>".to_owned(), data))
-        })?,
-        other => {
-            return Err(format!(
-                "load_npy expects .npy bytes (e.g. from ops.read_file()), got {}",
-                other.describe()
-            )
-            .into())
+        }),
+        other => Err(format!(
+            "{op} expects {what} bytes (e.g. from ops.read_file()), got {}",
+            other.describe()
+        )
+        .into()),
+    }
+}
+
+/// `ops.load_npy`: `.npy` bytes to an [`Item::Array`].
+pub(crate) fn load_npy_item(item: Item) -> Result<Item, OpError> {
+    let (key, data) = input_bytes(item, "load_npy", ".npy")?;
+    let h = npy::parse_header(&data).map_err(|e| e.with_key(&key))?;
+    Ok(Item::Array(ArrayOut {
+        typestr: h.dtype.descr,
+        shape: h.shape,
+        fortran: h.fortran_order,
+        offset: h.data_offset,
+        key,
+        data,
+    }))
+}
+
+/// `ops.load_wav`: WAV bytes to an [`Item::Array`] `[frames, channels]` (24-bit converted to
+/// left-justified `int32`).
+pub(crate) fn load_wav_item(
+    item: Item,
+    time_offset_seconds: Option<f64>,
+    duration_seconds: Option<f64>,
+) -> Result<Item, OpError> {
+    let (key, data) = input_bytes(item, "load_wav", "WAV")?;
+    let s = wav::load_wav(&data, time_offset_seconds, duration_seconds)
+        .map_err(|e| e.with_key(&key))?;
+    let shape = vec![s.frames, s.header.num_channels as usize];
+    let (typestr, converted, offset) = match s.header.sample_format.typestr() {
+        Some(t) => (t, None, s.offset),
+        None => {
+            let v: Vec<u8> = s
+                .to_i32()
+                .unwrap_or_default()
+                .into_iter()
+                .flat_map(i32::to_le_bytes)
+                .collect();
+            ("<i4", Some(v), 0)
         }
     };
-    let header = npy::parse_header(&data).map_err(|e| e.with_key(&key))?;
-    Ok(Item::Array(ArrayOut { key, data, header }))
+    Ok(Item::Array(ArrayOut {
+        key,
+        data: converted.unwrap_or(data),
+        typestr: typestr.to_owned(),
+        shape,
+        fortran: false,
+        offset,
+    }))
 }

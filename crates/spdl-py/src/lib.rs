@@ -105,6 +105,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::decode_image, m)?)?;
     m.add_function(wrap_pyfunction!(ops::collate, m)?)?;
     m.add_function(wrap_pyfunction!(ops::load_npy, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::load_wav, m)?)?;
     m.add_function(wrap_pyfunction!(sources::list_files, m)?)?;
     m.add_function(wrap_pyfunction!(sources::image_folder, m)?)?;
     m.add_function(wrap_pyfunction!(sources::merge_states, m)?)?;

@@ -403,3 +403,17 @@ def test_ops_load_npy_in_a_pipeline_takes_no_gil(tmp_path):
         assert a.flags.writeable
     # Called directly on bytes.
     np.testing.assert_array_equal(ops.load_npy()(npy_bytes(np.arange(5))), np.arange(5))
+
+
+def test_ops_load_wav():
+    from spdl_rs import ops
+
+    samples = np.arange(-600, 600, dtype="<i2").reshape(-1, 2)
+    data = write_wav(16, 2, samples.tobytes())
+    np.testing.assert_array_equal(ops.load_wav()(data), samples)
+    # 0.01 s at 16 kHz from 0.005 s: frames 80..240.
+    np.testing.assert_array_equal(ops.load_wav(0.005, 0.01)(data), samples[80:240])
+    raw = b"".join(int(v).to_bytes(4, "little", signed=True)[:3] for v in [1, -1, 5, 7])
+    np.testing.assert_array_equal(ops.load_wav()(write_wav(24, 2, raw)), np.array([[1, -1], [5, 7]]) << 8)
+    with pytest.raises(ValueError, match="unknown format"):
+        ops.load_wav()(b"not a wav file at all")

@@ -32,6 +32,7 @@ from ._native import op_collate as _collate
 from ._native import op_decode_image as _decode_image
 from ._native import op_load_image as _load_image
 from ._native import op_load_npy as _load_npy
+from ._native import op_load_wav as _load_wav
 from ._native import op_read_file as _read_file
 from ._native import op_to_device as _to_device
 from ._native import op_video as _video
@@ -48,6 +49,7 @@ __all__ = [
     "load_audio",
     "decode_audio",
     "load_npy",
+    "load_wav",
 ]
 
 
@@ -302,3 +304,13 @@ def load_npy() -> NativeOp:
     file and the reason, e.g. ``"data/x.npy: truncated: ..."``.
     """
     return _load_npy()
+
+
+def load_wav(time_offset_seconds: float | None = None, duration_seconds: float | None = None) -> NativeOp:
+    """A stage turning WAV file bytes (from :func:`read_file`, or ``bytes``) into a NumPy array
+    ``[frames, channels]``, as :func:`spdl_rs.io.load_wav` does (same window arguments, in
+    seconds; 24-bit becomes left-justified ``int32``), without the GIL.
+
+    Failure (counted against ``max_failures``): the message names the file and the reason.
+    """
+    return _load_wav(time_offset_seconds, duration_seconds)
