@@ -2,6 +2,7 @@
 //! half. Each function parses with the GIL released and returns where the payload lies; the
 //! Python half (`spdl_rs/_array.py`, `_tar.py`, `_wav.py`) makes the NumPy view over the
 //! caller's buffer, so that NumPy keeps the buffer alive and inherits its writability.
+//! Also the items of the native stages `ops.load_npy` / `ops.load_wav` ([`ArrayOut`]).
 
 use std::sync::Mutex;
 

@@ -49,7 +49,7 @@ pub(crate) enum Item {
     HostBatch(spdl_cuda::HostBatch),
     /// A batch in device memory (from `ops.to_device`).
     Device(CudaBuffer),
-    /// An array parsed from `.npy` bytes (from `ops.load_npy`).
+    /// An array parsed from `.npy` or WAV bytes (from `ops.load_npy`, `ops.load_wav`).
     Array(crate::arrays::ArrayOut),
     /// Decoded video frames or audio (from the `ops` video/audio stages).
     #[cfg_attr(not(feature = "decode-ffmpeg"), allow(dead_code))]
