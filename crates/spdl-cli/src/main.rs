@@ -3,6 +3,7 @@
 //! ```text
 //! spdl load [PATH]          # a folder (walked recursively), an ImageFolder, or a list file
 //! spdl load                 # the sample photographs bundled in the repository
+//! spdl shard SRC OUT        # pack a folder into WebDataset tar shards
 //! ```
 
 mod device;
@@ -10,6 +11,7 @@ mod dump;
 mod limit;
 mod load;
 mod report;
+mod shard;
 #[cfg(feature = "decode-ffmpeg")]
 mod video;
 
@@ -32,6 +34,8 @@ enum Command {
     /// The decoder's limit: decode + transform the same files from memory in a bare loop on all
     /// threads (no pipeline), for comparison with `load`. Takes the same flags as `load`.
     Limit(LimitArgs),
+    /// Pack a folder (or an ImageFolder) into tar shards in the WebDataset layout.
+    Shard(shard::ShardArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -198,6 +202,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Load(args) => load_plugins(&args).and_then(|()| load::run(args)),
         Command::Limit(args) => load_plugins(&args.load).and_then(|()| limit::run(args)),
+        Command::Shard(args) => shard::run(args),
     };
     match result {
         Ok(code) => code,

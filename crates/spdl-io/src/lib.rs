@@ -14,6 +14,8 @@
 //! - [`batch`]: [`collate`] into one `[N, H, W, C]` u8 buffer or
 //!   [`collate_normalized`] into `[N, C, H, W]` f32.
 //!
+//! - [`array`](mod@array): NumPy `.npy`/`.npz`, tar and WAV read in place (zero-copy views).
+//!
 //! Every error is an [`Error`] naming the sample and the reason, e.g.
 //! `"photos/a.jpg: truncated: premature end of JPEG file (no EOI marker)"`;
 //! nothing panics on bad input.
@@ -45,6 +47,7 @@
 //! # }
 //! ```
 
+pub mod array;
 #[cfg(feature = "decode-ffmpeg")]
 pub mod audio;
 pub mod batch;

@@ -1,4 +1,5 @@
-//! Property tests: no input, however broken, makes decoding panic.
+//! Property tests: no input, however broken, makes decoding (or the array, archive and WAV
+//! parsers) panic.
 #![cfg(feature = "decode-image")]
 
 mod common;
@@ -80,6 +81,84 @@ proptest! {
             file[i] = value;
         }
         decode_all(&file);
+    }
+}
+
+/// Real NPY, NPZ, tar and WAV files (written by NumPy, tarfile, GNU tar, wave, ffmpeg).
+fn array_seeds() -> Vec<Vec<u8>> {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/arrays");
+    [
+        "npy/le_f8.npy",
+        "npy/le_i4_fortran.npy",
+        "npz/stored.npz",
+        "npz/deflated.npz",
+        "tar/python_pax.tar",
+        "tar/gnutar_gnu.tar",
+        "wav/pcm24.wav",
+        "wav/s16_6ch_extensible.wav",
+    ]
+    .iter()
+    .map(|f| read(&dir.join(f)))
+    .collect()
+}
+
+/// Runs every array/archive/WAV parser on `bytes`; checks that what they accept is in
+/// bounds.
+fn parse_arrays(bytes: &[u8]) {
+    use spdl_io::array::{npy, npz, tar, wav};
+    let len = bytes.len() as u64;
+    if let Ok(a) = npy::load_npy(bytes) {
+        assert_eq!(a.data.len(), a.header.nbytes);
+    }
+    // A small limit: mutated sizes must not make the fuzzer allocate gigabytes.
+    if let Ok(z) = npz::NpzArchive::parse(bytes, 1 << 20) {
+        for e in z.entries() {
+            assert!(e.offset + e.compressed_size <= len);
+            if let Ok(m) = z.member(bytes, e) {
+                assert_eq!(m.bytes.len() as u64, e.uncompressed_size);
+            }
+        }
+    }
+    for m in tar::members(bytes).flatten() {
+        assert!(m.offset + m.size <= len);
+    }
+    for (_, data) in tar::TarReader::new(bytes).flatten() {
+        assert!(data.len() as u64 <= len);
+    }
+    if let Ok(s) = wav::load_wav(bytes, None, None) {
+        assert_eq!(s.bytes.len(), s.frames * s.header.block_align as usize);
+    }
+    let _ = wav::load_wav(bytes, Some(0.001), Some(0.5));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn arrays_random_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..1200)) {
+        parse_arrays(&bytes);
+    }
+
+    #[test]
+    fn arrays_random_bytes_with_magic(which in 0usize..4, tail in proptest::collection::vec(any::<u8>(), 0..1200)) {
+        let magic: &[u8] = [&b"\x93NUMPY\x01\x00"[..], b"PK\x03\x04", b"RIFF\x00\x00\x00\x00WAVEfmt ", b"PK\x05\x06"][which];
+        parse_arrays(&[magic, &tail].concat());
+    }
+
+    #[test]
+    fn arrays_truncated_real_files(which in 0usize..8, cut in 0.0f64..1.0) {
+        let file = &array_seeds()[which];
+        parse_arrays(&file[..(file.len() as f64 * cut) as usize]);
+    }
+
+    #[test]
+    fn arrays_mutated_real_files(which in 0usize..8, edits in proptest::collection::vec((0.0f64..1.0, any::<u8>()), 1..8)) {
+        let mut file = array_seeds()[which].clone();
+        for (at, value) in edits {
+            let i = ((file.len() as f64 * at) as usize).min(file.len() - 1);
+            file[i] = value;
+        }
+        parse_arrays(&file);
     }
 }
 

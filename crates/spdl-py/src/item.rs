@@ -49,6 +49,8 @@ pub(crate) enum Item {
     HostBatch(spdl_cuda::HostBatch),
     /// A batch in device memory (from `ops.to_device`).
     Device(CudaBuffer),
+    /// An array parsed from `.npy` or WAV bytes (from `ops.load_npy`, `ops.load_wav`).
+    Array(crate::arrays::ArrayOut),
     /// Decoded video frames or audio (from the `ops` video/audio stages).
     #[cfg_attr(not(feature = "decode-ffmpeg"), allow(dead_code))]
     Media(crate::media::MediaOut),
@@ -88,6 +90,7 @@ impl Item {
             }
             Item::Batch(b) => Py::new(py, CpuBuffer::from_batch(b))?.into_any(),
             Item::Media(m) => m.into_py(py)?,
+            Item::Array(a) => a.into_py(py)?,
             Item::List(items) => {
                 let objs = items
                     .into_iter()
@@ -123,6 +126,7 @@ impl Item {
             Item::List(_) => "a list",
             Item::HostBatch(_) => "a batch in pinned memory",
             Item::Device(_) => "a CUDA batch",
+            Item::Array(_) => "an array",
             Item::Media(crate::media::MediaOut::Video(_)) => "decoded video frames",
             Item::Media(crate::media::MediaOut::Audio(_)) => "decoded audio",
         }

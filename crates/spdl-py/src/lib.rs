@@ -14,6 +14,7 @@ use std::sync::Once;
 
 use pyo3::prelude::*;
 
+mod arrays;
 mod buffer;
 mod cuda;
 mod error;
@@ -23,6 +24,7 @@ mod media;
 mod ops;
 mod pipeline;
 mod plugin;
+mod shards;
 mod sources;
 mod stats;
 mod trace;
@@ -105,6 +107,8 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::load_image, m)?)?;
     m.add_function(wrap_pyfunction!(ops::decode_image, m)?)?;
     m.add_function(wrap_pyfunction!(ops::collate, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::load_npy, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::load_wav, m)?)?;
     m.add_function(wrap_pyfunction!(sources::list_files, m)?)?;
     m.add_function(wrap_pyfunction!(sources::image_folder, m)?)?;
     m.add_function(wrap_pyfunction!(sources::merge_states, m)?)?;
@@ -117,6 +121,15 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(media::ffmpeg_versions, m)?)?;
     m.add_function(wrap_pyfunction!(media::op_video, m)?)?;
     m.add_function(wrap_pyfunction!(media::op_audio, m)?)?;
+    m.add_function(wrap_pyfunction!(arrays::_parse_npy, m)?)?;
+    m.add_class::<arrays::NpzIndex>()?;
+    m.add_class::<arrays::TarMembers>()?;
+    m.add_class::<arrays::TarStream>()?;
+    m.add_class::<arrays::WavHeader>()?;
+    m.add_function(wrap_pyfunction!(arrays::parse_wav, m)?)?;
+    m.add_function(wrap_pyfunction!(arrays::_load_wav, m)?)?;
+    m.add_class::<shards::TarShards>()?;
+    m.add_class::<shards::TarShardIter>()?;
     m.add_function(wrap_pyfunction!(_gil_acquisitions, m)?)?;
     m.add_function(wrap_pyfunction!(init_logging, m)?)?;
     m.add_class::<trace::TraceSlice>()?;

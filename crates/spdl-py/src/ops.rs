@@ -27,6 +27,10 @@ pub(crate) enum NativeKind {
     /// `decode_audio`).
     #[cfg(feature = "decode-ffmpeg")]
     Media(Arc<crate::media::Stage>),
+    /// `.npy` bytes to a NumPy array (`ops.load_npy`).
+    LoadNpy,
+    /// WAV bytes to a NumPy array (`ops.load_wav`): time offset and duration in seconds.
+    LoadWav(Option<f64>, Option<f64>),
 }
 
 /// A native pipeline stage (made by `spdl_rs.ops.read_file()`, `decode_image()`,
@@ -240,6 +244,10 @@ impl NativeOp {
                 }
             }
             NativeKind::ToDevice(target) => Ok(Some(Item::Device(target.transfer_item(item)?))),
+            NativeKind::LoadNpy => Ok(Some(crate::arrays::load_npy_item(item)?)),
+            NativeKind::LoadWav(offset, duration) => Ok(Some(crate::arrays::load_wav_item(
+                item, *offset, *duration,
+            )?)),
             #[cfg(feature = "decode-ffmpeg")]
             NativeKind::Media(stage) => Ok(Some(Item::Media(crate::media::apply(
                 stage, self.name, item,
@@ -356,4 +364,29 @@ pub(crate) fn to_device(device: Option<Bound<'_, PyAny>>) -> PyResult<NativeOp> 
         NativeKind::ToDevice(Arc::new(target)),
         "to_device",
     ))
+}
+
+/// A stage that turns `.npy` file bytes (from `read_file()`, or Python `bytes`) into a NumPy
+/// array, without the GIL: the header is parsed in Rust, and the bytes become the array's
+/// memory (no copy) when the consumer or a Python op takes it. Fails with a message naming the
+/// file and the reason (`"x.npy: truncated: ..."`).
+#[pyfunction]
+#[pyo3(name = "op_load_npy")]
+pub(crate) fn load_npy() -> NativeOp {
+    NativeOp::new(NativeKind::LoadNpy, "load_npy")
+}
+
+/// A stage that turns WAV file bytes into a NumPy array `[frames, channels]` without the GIL,
+/// as `spdl_rs.io.load_wav` (same window arguments, in seconds). Fails with a message naming
+/// the file and the reason.
+#[pyfunction]
+#[pyo3(name = "op_load_wav", signature = (time_offset_seconds=None, duration_seconds=None))]
+pub(crate) fn load_wav(
+    time_offset_seconds: Option<f64>,
+    duration_seconds: Option<f64>,
+) -> NativeOp {
+    NativeOp::new(
+        NativeKind::LoadWav(time_offset_seconds, duration_seconds),
+        "load_wav",
+    )
 }

@@ -17,6 +17,8 @@
 //!   with a small resumable [`SamplerState`] (torchdata `StatefulDataLoader`) and resumption
 //!   under a changed world size ([`merge_states`], [`Sampler::resume`]; Mosaic Streaming's
 //!   elastic resumption).
+//! - [`shards`] (feature `source-local`): tar shards in the WebDataset layout from local disk,
+//!   dealt to ranks shard by shard and cut into samples by key.
 //! - [`Error`]: the one error type, with an [`ErrorKind`] and the path it concerns.
 //!
 //! File names are kept byte-exact everywhere: no Unicode normalisation, no trimming, no
@@ -60,6 +62,8 @@ pub mod local;
 mod options;
 pub mod retry;
 pub mod sampler;
+#[cfg(feature = "source-local")]
+pub mod shards;
 pub mod uri;
 
 pub use bytes::Bytes;

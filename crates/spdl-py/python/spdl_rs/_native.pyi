@@ -372,6 +372,8 @@ def op_load_image(
     seed: int = 0,
 ) -> NativeOp: ...
 def op_collate(*, normalize: bool = False) -> NativeOp: ...
+def op_load_npy() -> NativeOp: ...
+def op_load_wav(time_offset_seconds: float | None = None, duration_seconds: float | None = None) -> NativeOp: ...
 def list_files(root: _Path, extensions: Sequence[str] | None = None) -> SampleList:
     """Files under ``root`` with an accepted extension, sorted by path bytes."""
 
@@ -555,3 +557,77 @@ def load_decoder_plugin(path: _Path) -> str:
     by content. Raises ``ValueError`` naming the path when the file is not such a plugin.
     Only load libraries you trust: loading runs their code."""
     ...
+
+# Array, archive and WAV fast paths (`spdl_rs.io.load_npy` / `load_npz` / `iter_tarfile` /
+# `load_wav` / `parse_wav`). `_ArrayInfo` is `(owner, typestr, shape, fortran_order, offset)`:
+# the elements are at `offset` in the caller's buffer (`owner is None`) or in `owner`.
+_ArrayInfo = tuple[CPUBuffer | None, str, list[int], bool, int]
+
+def _parse_npy(data: Any) -> _ArrayInfo: ...
+
+class _NpzIndex:
+    def __init__(self, data: Any, max_uncompressed_bytes: int) -> None: ...
+    def names(self) -> list[str]: ...
+    def member(self, key: str) -> _ArrayInfo | None: ...
+
+class _TarMembers:
+    def __init__(self, data: Any) -> None: ...
+    def __iter__(self) -> _TarMembers: ...
+    def __next__(self) -> tuple[str, int, int]: ...
+
+class _TarStream:
+    def __init__(self, file: Any) -> None: ...
+    def __iter__(self) -> _TarStream: ...
+    def __next__(self) -> tuple[str, bytes]: ...
+
+class WAVHeader:
+    """WAV file header information."""
+
+    @property
+    def audio_format(self) -> int:
+        """Audio format code (1=PCM, 3=IEEE float, 0xFFFE=extensible)."""
+    @property
+    def num_channels(self) -> int:
+        """Number of audio channels."""
+    @property
+    def sample_rate(self) -> int:
+        """Sample rate in Hz."""
+    @property
+    def byte_rate(self) -> int:
+        """Byte rate (sample_rate * num_channels * bits_per_sample / 8)."""
+    @property
+    def block_align(self) -> int:
+        """Block alignment (num_channels * bits_per_sample / 8)."""
+    @property
+    def bits_per_sample(self) -> int:
+        """Bits per sample."""
+    @property
+    def data_size(self) -> int:
+        """Size of audio data in bytes, as declared."""
+
+def parse_wav(data: Any) -> WAVHeader: ...
+def _load_wav(
+    data: Any, time_offset_seconds: float | None = None, duration_seconds: float | None = None
+) -> _ArrayInfo: ...
+
+class TarShards:
+    """Tar shards in the WebDataset layout from local disk, as a pipeline source."""
+
+    def __init__(
+        self,
+        pattern: str,
+        *,
+        rank: int | None = None,
+        world_size: int | None = None,
+        shuffle: bool = True,
+        seed: int = 0,
+        drop_last: bool = False,
+    ) -> None: ...
+    @property
+    def shards(self) -> list[str]: ...
+    def epoch_shards(self, epoch: int) -> list[int]: ...
+    def set_epoch(self, epoch: int) -> None: ...
+    def resume(self, state: tuple[int, int, int]) -> None: ...
+    @property
+    def failures(self) -> list[str]: ...
+    def __iter__(self) -> Iterator[dict[str, Any]]: ...

@@ -11,6 +11,10 @@ GPU (a wheel built with the ``cuda`` feature): ``transfer_buffer(buf, device)`` 
 ``CPUBuffer`` to a :class:`CUDABuffer`; ``torch.from_dlpack(cuda_buf)`` shares device memory.
 ``cuda_available()`` / ``cuda_unavailable_reason()`` say whether that can work here.
 
+Array, archive and WAV fast paths (parsed in Rust with the GIL released, zero-copy NumPy
+views over the caller's bytes): ``load_npy``, ``load_npz`` / ``NpzFile``, ``iter_tarfile``,
+``load_wav`` / ``parse_wav`` / ``WAVHeader``.
+
 Video and audio (``load_video``, ``load_video_clips``, ``load_audio``) decode through the system
 FFmpeg and need a build with the Cargo feature ``decode-ffmpeg`` (``cargo xtask wheel`` builds
 one; ``pip install ./crates/spdl-py
@@ -42,6 +46,9 @@ from ._native import (
     random_resized_crop,
 )
 from ._native import transfer_buffer as _transfer_buffer
+from ._array import NpzFile, load_npy, load_npz
+from ._tar import iter_tarfile
+from ._wav import WAVHeader, load_wav, parse_wav
 
 __all__ = [
     "CPUBuffer",
@@ -64,6 +71,13 @@ __all__ = [
     "to_numpy",
     "to_torch",
     "load_decoder_plugin",
+    "load_npy",
+    "load_npz",
+    "NpzFile",
+    "iter_tarfile",
+    "load_wav",
+    "parse_wav",
+    "WAVHeader",
 ]
 
 #: A video/audio source: a local path, or the bytes of a whole file.

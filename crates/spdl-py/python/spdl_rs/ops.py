@@ -31,6 +31,8 @@ from ._native import op_audio as _audio
 from ._native import op_collate as _collate
 from ._native import op_decode_image as _decode_image
 from ._native import op_load_image as _load_image
+from ._native import op_load_npy as _load_npy
+from ._native import op_load_wav as _load_wav
 from ._native import op_read_file as _read_file
 from ._native import op_to_device as _to_device
 from ._native import op_video as _video
@@ -46,6 +48,8 @@ __all__ = [
     "decode_video",
     "load_audio",
     "decode_audio",
+    "load_npy",
+    "load_wav",
 ]
 
 
@@ -288,3 +292,25 @@ def decode_audio(
     output as :func:`load_audio`.
     """
     return _audio(True, timestamp, sample_rate=sample_rate, num_channels=num_channels)
+
+
+def load_npy() -> NativeOp:
+    """A stage turning ``.npy`` file bytes (from :func:`read_file`, or ``bytes``) into a NumPy
+    array, as :func:`spdl_rs.io.load_npy` does, without the GIL.
+
+    The header is parsed in Rust on the worker threads; the file's bytes become the array's
+    memory (writable, no copy unless the elements are misaligned) when a Python op or the
+    consumer takes the item. Failure (counted against ``max_failures``): the message names the
+    file and the reason, e.g. ``"data/x.npy: truncated: ..."``.
+    """
+    return _load_npy()
+
+
+def load_wav(time_offset_seconds: float | None = None, duration_seconds: float | None = None) -> NativeOp:
+    """A stage turning WAV file bytes (from :func:`read_file`, or ``bytes``) into a NumPy array
+    ``[frames, channels]``, as :func:`spdl_rs.io.load_wav` does (same window arguments, in
+    seconds; 24-bit becomes left-justified ``int32``), without the GIL.
+
+    Failure (counted against ``max_failures``): the message names the file and the reason.
+    """
+    return _load_wav(time_offset_seconds, duration_seconds)

@@ -5,11 +5,12 @@ item), again for each epoch. :class:`Sampler` deals each rank its share of an ep
 ``DistributedSampler``; ``samples.select(list(sampler))`` is that share as a native source.
 When the world size changes mid-epoch (8 ranks to 6 after a node loss), :func:`merge_states`
 merges every old rank's ``state()`` and :meth:`Sampler.resume` deals the rest to the new ranks,
-each remaining sample exactly once.
+each remaining sample exactly once. :class:`TarShards` reads tar shards in the WebDataset
+layout from local disk (shards dealt to ranks, shuffled per epoch, samples as ``dict``).
 """
 
 from __future__ import annotations
 
-from ._native import SampleList, Sampler, image_folder, list_files, merge_states
+from ._native import SampleList, Sampler, TarShards, image_folder, list_files, merge_states
 
-__all__ = ["SampleList", "Sampler", "list_files", "image_folder", "merge_states"]
+__all__ = ["SampleList", "Sampler", "list_files", "image_folder", "merge_states", "TarShards"]
