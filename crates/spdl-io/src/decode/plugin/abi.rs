@@ -52,7 +52,7 @@ pub struct RawDecodeOptions {
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct RawError {
-    /// [`ErrorKind`] as numbered by [`kind_code`].
+    /// The [`ErrorKind`], numbered by its position in the host's list (append-only).
     pub kind: u32,
     /// UTF-8, NUL-terminated, cut at 511 bytes.
     pub message: [u8; 512],
