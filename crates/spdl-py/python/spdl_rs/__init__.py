@@ -14,16 +14,18 @@ Submodules:
   of every op of every stage (SPDL's ``spdl.io.utils`` tracing).
 """
 
-from . import io, ops, pipeline, sources
+from . import dataloader, io, ops, pipeline, source, sources
 from ._native import init_logging
 from ._tracing import trace_counter, trace_event, trace_gc, tracing
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "dataloader",
     "io",
     "ops",
     "pipeline",
+    "source",
     "sources",
     "init_logging",
     "tracing",
