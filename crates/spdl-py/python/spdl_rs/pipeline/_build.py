@@ -171,7 +171,7 @@ def lower_stages(stages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], li
             if kind == "path_variants":
                 st = _path_variants_stage(st["config"])
                 kind = st["kind"]
-            if region is not None and kind in ("sync", "gen") and st.get("executor") is None:
+            if region is not None and kind in ("func", "gen") and st.get("executor") is None:
                 st = dict(st, executor=region)
             out.append(st)
     except BaseException:
@@ -260,6 +260,14 @@ async def _pass_through(name: str, input_queues: Sequence[asyncio.Queue], output
     await asyncio.gather(*(one(q) for q in input_queues))
 
 
+async def _cancel_all() -> None:
+    """Cancels and awaits every other task of the running loop (before it stops)."""
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
 class _MergedSource:
     """The source a :class:`MergeConfig` becomes: each ``iter()`` builds and starts the
     sub-pipelines, and yields what the merge op puts into its output queue. Feeder threads
@@ -336,7 +344,10 @@ class _MergedSource:
             except BaseException as e:
                 errors.append(e)
             finally:
-                await asyncio.to_thread(put_out, done)
+                try:  # never blocks: the reader also watches op_fut
+                    out.put_nowait(done)
+                except queue.Full:
+                    pass
 
         feeders = [threading.Thread(target=feed, args=(p, q), daemon=True) for p, q in zip(pipelines, inputs)]
         for t in feeders:
@@ -344,7 +355,12 @@ class _MergedSource:
         op_fut = asyncio.run_coroutine_threadsafe(run_op(), loop)
         try:
             while True:
-                item = out.get()
+                try:
+                    item = out.get(timeout=0.1)
+                except queue.Empty:
+                    if op_fut.done() and out.empty():
+                        break
+                    continue
                 if item is done:
                     break
                 yield item
@@ -356,7 +372,7 @@ class _MergedSource:
                 p.stop()
             for t in feeders:
                 t.join()
-            op_fut.cancel()
+            asyncio.run_coroutine_threadsafe(_cancel_all(), loop).result()
             loop.call_soon_threadsafe(loop.stop)
             loop_thread.join()
             loop.close()
