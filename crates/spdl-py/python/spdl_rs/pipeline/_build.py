@@ -141,7 +141,8 @@ def builder_to_config(b: Any) -> PipelineConfig[Any]:
             order = _PipeType.OrderedPipe if st["output_order"] == "input" else _PipeType.Pipe
             args = _PipeArgs(op=st["op"], executor=st["executor"], concurrency=st["concurrency"])
             pipes.append(PipeConfig(name=st["name"], _type=order, _args=args, _max_failures=st.get("max_failures")))
-    return PipelineConfig(src=src_cfg, pipes=tuple(pipes), sink=SinkConfig(b._sink_size))
+    sink = SinkConfig(b._sink_size if b._sink_size is not None else 3)  # build()'s default sink
+    return PipelineConfig(src=src_cfg, pipes=tuple(pipes), sink=sink)
 
 
 ################################################################################

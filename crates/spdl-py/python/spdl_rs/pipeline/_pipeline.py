@@ -559,9 +559,11 @@ class PipelineBuilder(Generic[T, U]):
             raise TypeError(f"task_hook_factory must be callable, got {type(task_hook_factory).__name__}")
         if queue_class is not None:
             _check_queue_class(queue_class)
-        if (callback := config.get_default_build_callback()) is not None and self._sink_size is not None:
+        if (callback := config.get_default_build_callback()) is not None:
+            from ._build import builder_to_config
+
             try:
-                callback(self.get_config())
+                callback(builder_to_config(self))
             except Exception:
                 _LG.exception("Build callback failed.")
         if config.is_diagnostic_mode_enabled():

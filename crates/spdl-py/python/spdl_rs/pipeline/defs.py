@@ -337,8 +337,9 @@ class ProcessPoolExecutorConfig(ExecutorConfig):
     ``PipelineBuilder.to(ProcessPoolExecutorConfig(...))`` (until ``.to(MAIN_PROCESS)``) run
     their function and generator ops in one :class:`concurrent.futures.ProcessPoolExecutor`
     of ``max_workers`` processes started with ``mp_context`` (``"spawn"``, ``"fork"``,
-    ``"forkserver"``; ``None``: Python's default), made when the pipeline is built and shut
-    down when it stops. Unlike SPDL, which runs the region as one nested pipeline inside each
+    ``"forkserver"``; ``None``: ``"spawn"``, not Python's default ``"fork"``: the pool starts
+    its processes while the pipeline's threads run, and a process forked then can deadlock),
+    made when the pipeline is built and shut down when it stops. Unlike SPDL, which runs the region as one nested pipeline inside each
     worker, each item goes to a worker and back per stage, so the ops, items and results
     must pickle; aggregation stages and native ops of the region run in the main process."""
 
@@ -348,7 +349,7 @@ class ProcessPoolExecutorConfig(ExecutorConfig):
         import concurrent.futures
         import multiprocessing as mp
 
-        ctx = mp.get_context(self.mp_context) if self.mp_context is not None else None
+        ctx = mp.get_context(self.mp_context or "spawn")
         return concurrent.futures.ProcessPoolExecutor(
             max_workers=self.max_workers, mp_context=ctx, initializer=self.initializer, initargs=self.initargs
         )
