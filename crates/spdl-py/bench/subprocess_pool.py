@@ -5,9 +5,10 @@
 2. a native decode pipeline (read, decode + resize to 224, batches of 8) in this process vs
    in a worker process (``run_pipeline_in_subprocess``; batches cross as NumPy arrays).
 
-    python crates/spdl-py/bench/subprocess_pool.py [--root data/samples] [--workers 2] [--images 400]
+    python crates/spdl-py/bench/subprocess_pool.py [--root data/samples] [--workers 2] [--images 400] [--repeat 3]
 
-On a machine with few cores, the process pool can only gain up to the number of free cores.
+Each figure is the median of ``--repeat`` runs, the two variants alternating. On a machine with
+few cores, the process pool can only gain up to the number of free cores.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
+import statistics
 import time
 
 from spdl_rs import ops, sources
@@ -101,23 +103,26 @@ def main() -> None:
     parser.add_argument("--root", default=str(pathlib.Path(__file__).resolve().parents[3] / "data" / "samples"))
     parser.add_argument("--workers", type=int, default=2, help="threads / processes")
     parser.add_argument("--images", type=int, default=400)
+    parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     print(f"cores: {os.cpu_count()}, workers: {args.workers}")
 
-    items = images(args.images // 4)
-    threads = run_gil(items, args.workers, pool=False)
-    pool = run_gil(items, args.workers, pool=True)
-    print(f"pure-Python transform ({SIDE}x{SIDE} RGB), {len(items)} images:")
-    print(f"  threads      {threads:8.1f} images/s")
-    print(f"  process pool {pool:8.1f} images/s  ({pool / threads:.2f}x)")
-
+    items = images(args.images // 2)
     files = [str(p) for p in sources.list_files(args.root, extensions=["jpg"])]
     paths = (files * (args.images // len(files) + 1))[: args.images // 8 * 8]
-    inproc = run_decode(paths, args.workers, subprocess=False)
-    sub = run_decode(paths, args.workers, subprocess=True)
-    print(f"decode + resize 224, batches of 8, {len(paths)} images:")
-    print(f"  in process              {inproc:8.1f} images/s")
-    print(f"  run_pipeline_in_subprocess {sub:8.1f} images/s  ({sub / inproc:.2f}x)")
+    runs: dict[str, list[float]] = {k: [] for k in ("threads", "pool", "inproc", "sub")}
+    for _ in range(args.repeat):
+        runs["threads"].append(run_gil(items, args.workers, pool=False))
+        runs["pool"].append(run_gil(items, args.workers, pool=True))
+        runs["inproc"].append(run_decode(paths, args.workers, subprocess=False))
+        runs["sub"].append(run_decode(paths, args.workers, subprocess=True))
+    med = {k: statistics.median(v) for k, v in runs.items()}
+    print(f"pure-Python transform ({SIDE}x{SIDE} RGB), {len(items)} images, median of {args.repeat}:")
+    print(f"  threads                    {med['threads']:8.1f} images/s")
+    print(f"  process pool               {med['pool']:8.1f} images/s  ({med['pool'] / med['threads']:.2f}x)")
+    print(f"decode + resize 224, batches of 8, {len(paths)} images, median of {args.repeat}:")
+    print(f"  in process                 {med['inproc']:8.1f} images/s")
+    print(f"  run_pipeline_in_subprocess {med['sub']:8.1f} images/s  ({med['sub'] / med['inproc']:.2f}x)")
 
 
 if __name__ == "__main__":
