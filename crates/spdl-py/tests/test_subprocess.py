@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from spdl_rs import io
-from spdl_rs.pipeline import WorkerDied, iterate_in_subprocess, run_pipeline_in_subprocess
+from spdl_rs.pipeline import PipelineFailure, WorkerDied, iterate_in_subprocess, run_pipeline_in_subprocess
 from spdl_rs.pipeline.defs import Aggregate, Pipe, PipelineConfig, SinkConfig, SourceConfig
 
 
@@ -172,4 +172,21 @@ def test_run_pipeline_in_subprocess_epochs():
     for _ in range(3):
         (batch,) = list(src)
         assert sorted(batch) == [2 * i for i in range(10)]
+    src.shutdown()
+
+
+def fail_on_three(x):
+    if x == 3:
+        raise ValueError("three")
+    return x
+
+
+def test_pipeline_failure_in_subprocess():
+    cfg = PipelineConfig(src=SourceConfig(range(6)), pipes=[Pipe(fail_on_three)], sink=SinkConfig(2))
+    src = run_pipeline_in_subprocess(cfg, num_threads=1, max_failures=0, mp_context="spawn")
+    with pytest.raises(PipelineFailure, match="too many failures") as e:
+        list(src)
+    assert e.value.stage == "fail_on_three"
+    assert [str(x) for x in e.value.exceptions] == ["three"]
+    assert "raised in the worker process" in "".join(e.value.__notes__)
     src.shutdown()
