@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import glob
+import mmap
 import os
 import signal
 import time
@@ -154,14 +156,56 @@ def test_bad_arguments():
         run_pipeline_in_subprocess(cfg, num_threads=1, bogus=1)
 
 
-def test_cpu_buffer_crosses_as_numpy(samples):
+def _owner(arr):
+    while isinstance(arr, np.ndarray):
+        arr = arr.base
+    return arr.obj if isinstance(arr, memoryview) else arr
+
+
+def _shm_files(pid):
+    return glob.glob(f"/dev/shm/spdl_rs_{pid}_*")
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no /dev/shm")
+def test_cpu_buffer_crosses_in_shared_memory(samples):
     paths = sorted(samples.glob("*.jpg"))[:3]
     want = np.asarray(io.load_image_batch(paths, 32, 24))
     src = iterate_in_subprocess(functools.partial(images, paths), mp_context="spawn")
     (got,) = list(src)
+    (again,) = list(src)
+    pid = src.pid
     src.shutdown()
     assert isinstance(got, np.ndarray) and got.shape == (3, 24, 32, 3) and got.dtype == np.uint8
     np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(again, want)
+    assert isinstance(_owner(got), mmap.mmap)  # the parent's array is the shared mapping itself
+    assert _shm_files(pid) == []  # unlinked on arrival
+
+
+class BigArrays:
+    def __iter__(self):
+        for i in range(20):
+            yield i, np.full((256, 256), i, dtype=np.uint8)
+
+
+def big_arrays():
+    return BigArrays()
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no /dev/shm")
+def test_shared_memory_of_dropped_items_is_freed():
+    src = iterate_in_subprocess(big_arrays, mp_context="spawn", buffer_size=3)
+    it = iter(src)
+    i, arr = next(it)
+    assert i == 0 and arr.shape == (256, 256) and int(arr[5, 5]) == 0
+    del it  # left early: the items already sent are dropped
+    assert [(i, int(a[0, 0])) for i, a in src] == [(i, i) for i in range(20)]
+    pid = src.pid
+    it = iter(src)
+    next(it)
+    src.shutdown()  # with items in flight
+    del it
+    assert _shm_files(pid) == []
 
 
 def test_run_pipeline_in_subprocess_epochs():

@@ -7,18 +7,26 @@ is told to stop and its late items are dropped. The parent waits for items in sl
 0.1 s and checks that the worker is alive in between: a worker that dies is reported as
 :class:`WorkerDied` (a ``RuntimeError``) within about a second, never a hang.
 
-Items cross the boundary by pickle. A :class:`spdl_rs.io.CPUBuffer` (also inside tuples,
-lists and dicts) crosses as a NumPy array with its shape and dtype (one copy of the data into
-the pipe, not yet a shared-memory segment; its ``keys``/``labels`` are not carried).
+Items cross the boundary by pickle, except arrays: a :class:`spdl_rs.io.CPUBuffer` or a NumPy
+array of at least 64 KiB (also inside tuples, lists and dicts) is copied once by the worker
+into a new shared-memory file under ``/dev/shm`` and arrives as a NumPy array mapped onto that
+memory, with no copy in the parent (the file is unlinked on arrival; the memory is freed with
+the array). A ``CPUBuffer``'s ``keys``/``labels`` are not carried. Without ``/dev/shm`` the
+array is pickled. Not yet SPDL's pool of reused segments: each array maps a new one, and the
+decoder does not write into shared memory directly (the worker's one copy remains).
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
+import mmap
 import multiprocessing as mp
+import os
 import pickle
 import queue
 import random
+import secrets
 import sys
 import traceback
 import weakref
@@ -40,13 +48,82 @@ class WorkerDied(RuntimeError):
 ################################################################################
 # what crosses the process boundary
 ################################################################################
+_SHM_DIR = "/dev/shm"
+_SHM_MIN_BYTES = 1 << 16
+_SHM_COUNTER = itertools.count()
+
+
+class _ShmArray:
+    """An array written to a shared-memory file: what crosses the pipe instead of the data."""
+
+    __slots__ = ("dtype", "path", "shape")
+
+    def __init__(self, path: str, shape: tuple[int, ...], dtype: str) -> None:
+        self.path = path
+        self.shape = shape
+        self.dtype = dtype
+
+    def __getstate__(self) -> tuple:
+        return (self.path, self.shape, self.dtype)
+
+    def __setstate__(self, state: tuple) -> None:
+        self.path, self.shape, self.dtype = state
+
+
+def _to_shm(arr: Any) -> Any:
+    """Worker side: ``arr`` copied into a new shared-memory file (or ``arr`` itself where
+    there is no ``/dev/shm``)."""
+    import numpy as np
+
+    if arr.nbytes == 0 or not os.path.isdir(_SHM_DIR):
+        return arr
+    arr = np.ascontiguousarray(arr)
+    name = f"spdl_rs_{os.getpid()}_{next(_SHM_COUNTER)}_{secrets.token_hex(4)}"
+    path = os.path.join(_SHM_DIR, name)
+    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+    try:
+        os.ftruncate(fd, arr.nbytes)
+        with mmap.mmap(fd, arr.nbytes) as mm:
+            dst = np.frombuffer(mm, dtype=arr.dtype, count=arr.size).reshape(arr.shape)
+            dst[...] = arr
+            del dst  # no view may outlive the mapping
+    except BaseException:
+        os.unlink(path)
+        raise
+    finally:
+        os.close(fd)
+    return _ShmArray(path, arr.shape, arr.dtype.str)
+
+
+def _from_shm(ref: _ShmArray) -> Any:
+    """Parent side: a NumPy array on the shared memory itself; the file is unlinked at once
+    (the mapping lives as long as the array)."""
+    import numpy as np
+
+    fd = os.open(ref.path, os.O_RDWR)
+    try:
+        mm = mmap.mmap(fd, 0)
+    finally:
+        os.close(fd)
+        os.unlink(ref.path)
+    dtype = np.dtype(ref.dtype)
+    count = 1
+    for d in ref.shape:
+        count *= d
+    return np.frombuffer(mm, dtype=dtype, count=count).reshape(ref.shape)
+
+
 def _encode(obj: Any) -> Any:
+    """Worker side: arrays (a ``CPUBuffer``, a NumPy array of 64 KiB or more) to shared
+    memory, inside tuples, lists and dicts too."""
     from .. import _native
 
     if isinstance(obj, _native.CPUBuffer):
         import numpy as np
 
-        return np.array(obj, copy=True)
+        return _to_shm(np.asarray(obj))
+    if type(obj).__name__ == "ndarray" and type(obj).__module__ == "numpy" and obj.nbytes >= _SHM_MIN_BYTES:
+        return _to_shm(obj)
     if type(obj) is tuple:
         return tuple(_encode(v) for v in obj)
     if type(obj) is list:
@@ -54,6 +131,27 @@ def _encode(obj: Any) -> Any:
     if type(obj) is dict:
         return {k: _encode(v) for k, v in obj.items()}
     return obj
+
+
+def _decode(obj: Any) -> Any:
+    """Parent side: the inverse of :func:`_encode`."""
+    if isinstance(obj, _ShmArray):
+        return _from_shm(obj)
+    if type(obj) is tuple:
+        return tuple(_decode(v) for v in obj)
+    if type(obj) is list:
+        return [_decode(v) for v in obj]
+    if type(obj) is dict:
+        return {k: _decode(v) for k, v in obj.items()}
+    return obj
+
+
+def _release(obj: Any) -> None:
+    """Parent side: unlinks the shared memory of a message that is dropped."""
+    try:
+        _decode(obj)
+    except OSError:
+        pass
 
 
 def _portable_error(e: BaseException) -> BaseException:
@@ -109,6 +207,7 @@ def _run_epoch(iterable: Iterable[Any], epoch: int, cmd_q: Any, data_q: Any) -> 
                 break
             except queue.Full:
                 if _interrupted(cmd_q, epoch):
+                    _release(payload)  # never sent: free its shared memory here
                     return False
         if _interrupted(cmd_q, epoch):
             return False
@@ -143,6 +242,13 @@ def _shutdown(process: Any, cmd_q: Any, data_q: Any) -> None:
     if process.is_alive():
         process.kill()
         process.join()
+    while True:  # what was sent and never read: free its shared memory
+        try:
+            kind, _, payload = data_q.get(timeout=0.05)
+        except Exception:  # empty, closed, or a message cut short by a killed worker
+            break
+        if kind == "item":
+            _release(payload)
     for q in (cmd_q, data_q):
         q.cancel_join_thread()
         q.close()
@@ -211,9 +317,11 @@ class _SubprocessIterable(Iterable[T]):
             while True:
                 kind, e, payload = self._get()
                 if e != epoch:  # late items of an epoch left early
+                    if kind == "item":
+                        _release(payload)
                     continue
                 if kind == "item":
-                    yield payload
+                    yield _decode(payload)
                 elif kind == "end":
                     finished = True
                     return
