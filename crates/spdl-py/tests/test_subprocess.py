@@ -6,6 +6,7 @@ import functools
 import glob
 import mmap
 import os
+import pickle
 import signal
 import time
 
@@ -233,4 +234,28 @@ def test_pipeline_failure_in_subprocess():
     assert e.value.stage == "fail_on_three"
     assert [str(x) for x in e.value.exceptions] == ["three"]
     assert "raised in the worker process" in "".join(e.value.__notes__)
+    src.shutdown()
+
+
+def load_small(path):
+    return io.load_image(path, 32, 24)
+
+
+def test_native_source_pipeline_in_subprocess(samples):
+    from spdl_rs import sources
+
+    listing = sources.list_files(samples, extensions=["jpg"])
+    clone = pickle.loads(pickle.dumps(listing))
+    assert clone.paths == listing.paths and clone.labels == listing.labels and len(clone) == len(listing)
+    cfg = PipelineConfig(
+        src=SourceConfig(listing),
+        pipes=[Pipe(load_small, concurrency=2, output_order="input"), Aggregate(len(listing))],
+        sink=SinkConfig(1),
+    )
+    src = run_pipeline_in_subprocess(cfg, num_threads=2, mp_context="spawn")
+    want = np.asarray(io.load_image_batch(listing.paths, 32, 24))
+    for _ in range(2):
+        (batch,) = list(src)
+        assert len(batch) == len(listing) and all(isinstance(a, np.ndarray) for a in batch)
+        np.testing.assert_array_equal(np.stack(batch), want)
     src.shutdown()

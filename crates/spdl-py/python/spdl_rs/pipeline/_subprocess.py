@@ -459,8 +459,10 @@ def run_pipeline_in_subprocess(
     :func:`iterate_in_subprocess`'s (``buffer_size``, ``initializer``, ``mp_context``,
     ``timeout``, ``daemon``). As SPDL, the worker starts from the parent's global RNG states
     (:mod:`random`, and NumPy's legacy one if NumPy is imported). ``cfg`` and everything in
-    it must pickle: module-level ops and sources; an ``executor=`` object does not pickle
-    (use :meth:`PipelineBuilder.to` with a :class:`~spdl_rs.pipeline.defs.ProcessPoolExecutorConfig`).
+    it must pickle: module-level ops and sources (a :class:`spdl_rs.sources.SampleList` does);
+    a native op of :mod:`spdl_rs.ops` does not pickle yet (build such a pipeline in the worker:
+    ``iterate_in_subprocess(make_pipeline_iterable)``), nor does an ``executor=`` object (use
+    :meth:`PipelineBuilder.to` with a :class:`~spdl_rs.pipeline.defs.ProcessPoolExecutorConfig`).
 
     Raises ``TypeError`` if ``cfg`` is not a ``PipelineConfig`` or a keyword is unknown,
     ``pickle.PicklingError``/``TypeError`` if ``cfg`` does not pickle, and what

@@ -6,8 +6,7 @@ sub-pipelines), a sequence of stage configs made by :func:`Pipe`, :func:`Aggrega
 and a :class:`SinkConfig`. :func:`spdl_rs.pipeline.build_pipeline` turns it into a
 :class:`~spdl_rs.pipeline.Pipeline`; ``PipelineBuilder.get_config()`` gives the config of a
 builder. The configs are frozen dataclasses: they pickle whenever their ops and sources do
-(module-level functions, lists, ranges; a :class:`spdl_rs.sources.SampleList` does not
-pickle yet), so a config
+(module-level functions, lists, ranges, :class:`spdl_rs.sources.SampleList`), so a config
 built here can be built in another process (:func:`spdl_rs.pipeline.run_pipeline_in_subprocess`).
 """
 
