@@ -326,3 +326,19 @@ def test_async_op_in_config():
     p = build_pipeline(cfg, num_threads=1)
     with p.auto_stop():
         assert sorted(p) == [1, 2, 3, 4, 5]
+
+
+def test_merge_left_early_stops_everything():
+    import threading
+
+    big = PipelineConfig(src=SourceConfig(range(100_000)), pipes=[], sink=SinkConfig(2))
+    cfg = PipelineConfig(src=Merge([big, big]), pipes=[], sink=SinkConfig(2))
+    before = {t.name for t in threading.enumerate()}
+    for _ in range(3):
+        p = build_pipeline(cfg, num_threads=1)
+        with p.auto_stop():
+            got = [x for _, x in zip(range(4), p)]
+        assert len(got) == 4 and set(got) <= set(range(100_000))
+        # stop() returned: the sub-pipelines, feeders and the merge loop are gone
+        left = {t.name for t in threading.enumerate()} - before
+        assert not {n for n in left if n.startswith(("spdl_rs_merge", "asyncio_")) or "feed" in n}, left

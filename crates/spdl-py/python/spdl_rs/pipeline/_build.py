@@ -279,6 +279,15 @@ class _MergedSource:
     def __init__(self, config: MergeConfig, num_threads: int) -> None:
         self.config = config
         self.num_threads = num_threads
+        # (close, closed) of the iterations not closed yet; close() is idempotent.
+        self._closers: list[tuple[Callable[[], None], threading.Event]] = []
+
+    def _merged_shutdown(self) -> None:
+        """Stops the sub-pipelines and threads of every open iteration (the pipeline calls it
+        when it stops, so that this does not wait for the iterator's garbage collection)."""
+        for close, closed in list(self._closers):
+            close()  # returns at once if another thread is closing it
+            closed.wait()
 
     def __iter__(self) -> Iterator[Any]:
         pipelines = [
@@ -354,6 +363,30 @@ class _MergedSource:
         for t in feeders:
             t.start()
         op_fut = asyncio.run_coroutine_threadsafe(run_op(), loop)
+        owner = threading.get_ident()
+        closing = threading.Lock()
+        started: list[bool] = []
+        closed = threading.Event()
+
+        def close() -> None:
+            with closing:
+                if started:
+                    return
+                started.append(True)
+                stop.set()
+            for p in pipelines:
+                p.stop()
+            for t in feeders:
+                t.join()
+            asyncio.run_coroutine_threadsafe(_cancel_all(), loop).result()
+            asyncio.run_coroutine_threadsafe(loop.shutdown_default_executor(), loop).result()
+            loop.call_soon_threadsafe(loop.stop)
+            loop_thread.join()
+            loop.close()
+            self._closers.remove((close, closed))
+            closed.set()
+
+        self._closers.append((close, closed))
         try:
             while True:
                 try:
@@ -369,14 +402,12 @@ class _MergedSource:
                 raise errors[0]
         finally:
             stop.set()
-            for p in pipelines:
-                p.stop()
-            for t in feeders:
-                t.join()
-            asyncio.run_coroutine_threadsafe(_cancel_all(), loop).result()
-            loop.call_soon_threadsafe(loop.stop)
-            loop_thread.join()
-            loop.close()
+            if threading.get_ident() == owner:
+                close()
+            else:
+                # Finalised on another thread (a deferred release can run on any thread that
+                # takes the GIL, even one of the threads close() joins): close in the background.
+                threading.Thread(target=close, name="spdl_rs_merge_close", daemon=True).start()
 
     def __repr__(self) -> str:
         return f"<merged source of {len(self.config.pipeline_configs)} pipelines>"

@@ -681,6 +681,8 @@ class _Build:
             raise
         lifecycle = _StageLifecycle(native, hooks, queues, bg, loop, quiet)
         lifecycle.executors = executors
+        if (shutdown := getattr(b._source, "_merged_shutdown", None)) is not None:
+            lifecycle.on_stop.append(shutdown)
         return Pipeline(native, loop, lifecycle, continuous=b._continuous)
 
     def _spec(self, st: dict[str, Any], hooks: list[TaskHook], loop: _LoopThread | None) -> dict[str, Any]:
@@ -795,6 +797,7 @@ class _StageLifecycle:
         self._state_lock = threading.Lock()  # the consumer and stop() may both end the stages
         self.error: BaseException | None = None
         self.executors: list[Executor] = []  # made for PlacementConfig regions; shut down at stop
+        self.on_stop: list[Callable[[], None]] = []  # e.g. a Merge source's shutdown
 
         def stage_stats(i: int) -> Callable[[], Any]:
             def get() -> Any:
@@ -887,6 +890,8 @@ def _stop_impl(native: Any, loop: _LoopThread | None, lifecycle: _StageLifecycle
             finally:
                 for ex in lifecycle.executors:
                     ex.shutdown(wait=False, cancel_futures=True)
+                for cb in lifecycle.on_stop:
+                    cb()
 
 
 def _register_stop_at_exit(pipeline: "Pipeline") -> None:
