@@ -51,6 +51,10 @@ def odd_only(x):
     return x if x % 2 else None
 
 
+def odd_numbers():
+    yield from range(1, 10, 2)
+
+
 def collect(cfg_bytes: bytes) -> list:
     cfg = pickle.loads(cfg_bytes)
     pipeline = build_pipeline(cfg, num_threads=2)
@@ -77,6 +81,8 @@ def test_reprs():
     assert repr(SinkConfig(5)) == "SinkConfig(buffer_size=5)"
     src = SourceConfig([1, 2])
     assert repr(src).startswith("SourceConfig(source=<list object at 0x")
+    gen = SourceConfig(odd_numbers())
+    assert repr(gen) == f"SourceConfig(source=<generator at {__file__}:{_line(odd_numbers)}>)"
     cfg = PipelineConfig(src=src, pipes=[Pipe(double), Aggregate(2)], sink=SinkConfig(3))
     lines = repr(cfg).split("\n")
     assert lines[0] == "PipelineConfig"

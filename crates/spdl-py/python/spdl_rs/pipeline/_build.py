@@ -25,7 +25,6 @@ from .defs import (
     PipeConfig,
     PipelineConfig,
     PlacementConfig,
-    ProcessPoolExecutorConfig,
     SinkConfig,
     SourceConfig,
     _MainProcess,

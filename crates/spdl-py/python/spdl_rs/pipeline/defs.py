@@ -145,9 +145,12 @@ class SourceConfig(Generic[T]):
             raise TypeError(f"continuous must be a bool, got {type(self.continuous).__name__}")
 
     def __repr__(self) -> str:
-        where = _where(self.source) if inspect.isgenerator(self.source) else None
         kind = type(self.source).__name__
-        info = f"<{kind} at {where.split(' at ', 1)[1]}>" if where else f"<{kind} object at 0x{id(self.source):x}>"
+        code = getattr(self.source, "gi_code", None) or getattr(self.source, "ag_code", None)
+        if code is not None:  # a generator: where its function is
+            info = f"<{kind} at {code.co_filename}:{code.co_firstlineno}>"
+        else:
+            info = f"<{kind} object at 0x{id(self.source):x}>"
         return f"SourceConfig(source={info})"
 
 
