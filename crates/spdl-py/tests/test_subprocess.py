@@ -259,3 +259,12 @@ def test_native_source_pipeline_in_subprocess(samples):
         assert len(batch) == len(listing) and all(isinstance(a, np.ndarray) for a in batch)
         np.testing.assert_array_equal(np.stack(batch), want)
     src.shutdown()
+
+
+def test_continuous_source_in_subprocess_builds_once():
+    cfg = PipelineConfig(
+        src=SourceConfig(range(5), continuous=True), pipes=[Pipe(double, output_order="input")], sink=SinkConfig(2)
+    )
+    src = run_pipeline_in_subprocess(cfg, num_threads=1, mp_context="spawn")
+    assert [list(src) for _ in range(3)] == [[0, 2, 4, 6, 8]] * 3
+    src.shutdown()
