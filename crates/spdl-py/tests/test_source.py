@@ -203,3 +203,23 @@ def test_imagenet_fake_tree(tmp_path):
     (tmp_path / "val/n99999999/z.JPEG").write_bytes(b"")
     with pytest.raises(ValueError, match="n99999999"):
         list(ImageNet(tmp_path))
+
+
+def test_merge_resumes_through_pipeline_state_dict():
+    from spdl_rs.pipeline import PipelineBuilder
+
+    def build():
+        src = MergeIterator([range(0, 50), range(100, 150)], weights=[3, 1], stop_after=80, seed=11)
+        return PipelineBuilder().add_source(src).pipe(lambda x: x, concurrency=2).add_sink(2).build(num_threads=2)
+
+    full = list(MergeIterator([range(0, 50), range(100, 150)], weights=[3, 1], stop_after=80, seed=11))
+    p = build()
+    with p.auto_stop():
+        it = iter(p)
+        first = [next(it) for _ in range(30)]
+        state = p.state_dict()
+    q = build()
+    q.load_state_dict(state)
+    with q.auto_stop():
+        rest = list(q)
+    assert sorted(first + rest) == sorted(full)  # no repeat, no skip

@@ -54,7 +54,9 @@ class MergeIterator(Iterable[T]):
     ``stop_after``: ``0`` (default) until every iterable is exhausted; ``n > 0`` after ``n``
     items (or earlier if all are exhausted); ``-1`` as soon as one iterable is exhausted.
 
-    :meth:`state_dict`/:meth:`load_state_dict` resume the stream: the next iteration after
+    Being deterministic for a seed, it resumes through ``Pipeline.state_dict()`` /
+    ``load_state_dict()`` like any source that gives the same items in the same order. On its
+    own, :meth:`state_dict`/:meth:`load_state_dict` resume the stream: the next iteration after
     ``load_state_dict(s)`` continues after the ``s["num_yielded"]`` items the saved one had
     given (the skipped items are drawn again from the sources and discarded, so the sources
     must give the same items in the same order).
