@@ -91,6 +91,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ops::to_device, m)?)?;
     m.add_class::<ops::NativeOp>()?;
     m.add_class::<sources::SampleList>()?;
+    m.add_function(wrap_pyfunction!(sources::sample_list_from_parts, m)?)?;
     m.add_class::<sources::Sampler>()?;
     m.add_class::<pipeline::PyPipeline>()?;
     m.add_class::<stats::PipelineStats>()?;

@@ -1,6 +1,7 @@
 //! `spdl_rs.sources`: native listings. Given to `PipelineBuilder.add_source`, a [`SampleList`]
 //! is iterated in Rust on the source thread, without the GIL.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -136,6 +137,49 @@ impl SampleList {
     fn __repr__(&self) -> String {
         format!("SampleList({} samples)", self.samples.len())
     }
+
+    /// Pickle support (a config holding a `SampleList` runs in another process): rebuilt by
+    /// `_native._sample_list(paths, labels, classes)`, the paths byte-exact (as `os.fsdecode`
+    /// strings).
+    #[allow(clippy::type_complexity)]
+    fn __reduce__<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<(
+        Bound<'py, PyAny>,
+        (Vec<OsString>, Vec<Option<i64>>, Vec<String>),
+    )> {
+        let rebuild = py.import("spdl_rs._native")?.getattr("_sample_list")?;
+        let paths = self
+            .samples
+            .iter()
+            .map(|s| s.0.clone().into_os_string())
+            .collect();
+        let labels = self.samples.iter().map(|s| s.1).collect();
+        Ok((rebuild, (paths, labels, self.classes.clone())))
+    }
+}
+
+/// Rebuilds a pickled [`SampleList`] (its `__reduce__`). Raises `ValueError` when `paths` and
+/// `labels` differ in length.
+#[pyfunction]
+#[pyo3(name = "_sample_list")]
+pub(crate) fn sample_list_from_parts(
+    paths: Vec<PathBuf>,
+    labels: Vec<Option<i64>>,
+    classes: Vec<String>,
+) -> PyResult<SampleList> {
+    if paths.len() != labels.len() {
+        return Err(PyValueError::new_err(format!(
+            "{} paths but {} labels",
+            paths.len(),
+            labels.len()
+        )));
+    }
+    Ok(SampleList {
+        samples: Arc::new(paths.into_iter().zip(labels).collect()),
+        classes,
+    })
 }
 
 fn extensions(ext: Option<Vec<String>>) -> spdl_sources::Extensions {

@@ -17,15 +17,17 @@ Submodules:
 workspace version in ``Cargo.toml``; the wheel's version is the same).
 """
 
-from . import io, ops, pipeline, sources
+from . import dataloader, io, ops, pipeline, source, sources
 from ._native import __version__, init_logging
 from ._tracing import trace_counter, trace_event, trace_gc, tracing
 
 
 __all__ = [
+    "dataloader",
     "io",
     "ops",
     "pipeline",
+    "source",
     "sources",
     "init_logging",
     "tracing",

@@ -21,12 +21,15 @@ Names, signatures and behaviour follow SPDL 0.8; the differences are listed in
 ``crates/spdl-py/README.md`` (e.g. a ``TaskStatsHook`` is fed by the engine's counters and
 costs nothing per task, ``continuous=True`` starts each epoch when the consumer asks for it).
 Submodules: :mod:`spdl_rs.pipeline.config` (global defaults), :mod:`spdl_rs.pipeline.defs`
-(``Aggregator``, ``Collate``).
+(config-defined pipelines: ``PipelineConfig``, ``Pipe``, ``Aggregate``, ``Merge``, ...; build
+one with :func:`build_pipeline`). :func:`run_pipeline_in_subprocess` and
+:func:`iterate_in_subprocess` run a pipeline or any iterable in a worker process.
 """
 
 from .._errors import PipelineFailure
 from .._native import PipelineStats, QueueStats, StageStats, TimeSummary
 from . import config, defs
+from ._cache import cache_iterator
 from ._hooks import (
     AsyncQueue,
     QueuePerfStats,
@@ -39,11 +42,18 @@ from ._hooks import (
     is_epoch_end,
 )
 from ._misc import BackgroundTask, BackgroundTaskFactory, create_task
+from ._build import build_pipeline
 from ._pipeline import Pipeline, PipelineBuilder, PipelineIterator
 from ._profile import ProfileHook, ProfileResult, profile_pipeline
+from ._subprocess import WorkerDied, iterate_in_subprocess, run_pipeline_in_subprocess
 
 __all__ = [
     "PipelineBuilder",
+    "build_pipeline",
+    "run_pipeline_in_subprocess",
+    "iterate_in_subprocess",
+    "WorkerDied",
+    "cache_iterator",
     "Pipeline",
     "PipelineIterator",
     "PipelineFailure",

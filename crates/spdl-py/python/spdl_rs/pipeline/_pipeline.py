@@ -391,6 +391,7 @@ class PipelineBuilder(Generic[T, U]):
                 "concurrency": int(concurrency),
                 "output_order": output_order,
                 "budget": _budget(max_failures, "max_failures"),
+                "max_failures": max_failures,
                 "executor": executor,
             }
         )
@@ -435,10 +436,37 @@ class PipelineBuilder(Generic[T, U]):
         self._sink_size = int(buffer_size)
         return self
 
-    def get_config(self) -> "_BuilderConfig":
-        """A snapshot of the pipeline's definition (source, stages, sink), for
-        :func:`profile_pipeline` and the build callback. Not yet SPDL's
-        ``spdl.pipeline.defs.PipelineConfig`` (config-based building is not in spdl_rs).
+    def path_variants(
+        self, router: Callable[[Any], Any], paths: Sequence[Sequence[Any]], *, name: str | None = None, batched: bool = False
+    ) -> "PipelineBuilder[T, U]":
+        """Adds a stage routing each item to one of ``paths`` (chains of
+        :func:`~spdl_rs.pipeline.defs.Pipe` configs) and merging their outputs (SPDL's
+        ``path_variants``); see :class:`~spdl_rs.pipeline.defs.PathVariantsConfig`.
+        Raises what ``PathVariants`` raises."""
+        from .defs import PathVariants
+
+        cfg = PathVariants(router, paths, name, batched=batched)
+        self._stages.append({"kind": "path_variants", "config": cfg, "name": cfg.name})
+        return self
+
+    def to(self, target: Any, *, buffer_size: int = 1) -> "PipelineBuilder[T, U]":
+        """Runs the stages added after this call on ``target`` (SPDL's ``PipelineBuilder.to``):
+        a :class:`~spdl_rs.pipeline.defs.ProcessPoolExecutorConfig` (their function and
+        generator ops run in that pool of worker processes, made at build and shut down
+        when the pipeline stops) or :data:`~spdl_rs.pipeline.defs.MAIN_PROCESS` (back to the
+        pipeline's threads). A stage with its own ``executor=`` keeps it. ``buffer_size``
+        must be 1 (``NotImplementedError`` at build otherwise). Raises ``TypeError`` for
+        another target."""
+        from .defs import PlacementConfig
+
+        cfg = PlacementConfig(target, buffer_size=buffer_size)
+        self._stages.append({"kind": "placement", "target": target, "buffer_size": buffer_size, "name": cfg.name})
+        return self
+
+    def get_config(self) -> Any:
+        """The :class:`~spdl_rs.pipeline.defs.PipelineConfig` of this builder (SPDL's
+        ``get_config``): ``build_pipeline(builder.get_config(), ...)`` builds the same
+        pipeline, and :func:`profile_pipeline` takes it.
 
         Raises ``RuntimeError`` if the source or the sink is not set (as SPDL).
         """
@@ -446,7 +474,9 @@ class PipelineBuilder(Generic[T, U]):
             raise RuntimeError("Source is not set. Did you call `add_source`?")
         if self._sink_size is None:
             raise RuntimeError("Sink is not set. Did you call `add_sink`?")
-        return _BuilderConfig(self)
+        from ._build import builder_to_config
+
+        return builder_to_config(self)
 
     def build(
         self,
@@ -489,6 +519,29 @@ class PipelineBuilder(Generic[T, U]):
         Raises ``ValueError`` without a source or for a bad value, ``TypeError`` for a bad type
         or a queue class that cannot be honoured, ``RuntimeError`` if threads cannot start.
         """
+        return self._build_with(
+            num_threads=num_threads,
+            max_failures=max_failures,
+            report_stats_interval=report_stats_interval,
+            queue_class=queue_class,
+            task_hook_factory=task_hook_factory,
+            stage_id=stage_id,
+            use_thread_output_queue=use_thread_output_queue,
+            background_tasks=None,
+        )
+
+    def _build_with(
+        self,
+        *,
+        num_threads: int,
+        max_failures: int | Fraction,
+        report_stats_interval: float,
+        queue_class: Any,
+        task_hook_factory: Any,
+        stage_id: int,
+        use_thread_output_queue: bool,
+        background_tasks: Any,
+    ) -> "Pipeline[U]":
         if self._source is None:
             raise ValueError("Source is not set.")
         if isinstance(num_threads, bool) or not isinstance(num_threads, numbers.Integral) or num_threads < 1:
@@ -507,29 +560,25 @@ class PipelineBuilder(Generic[T, U]):
         if queue_class is not None:
             _check_queue_class(queue_class)
         if (callback := config.get_default_build_callback()) is not None:
+            from ._build import builder_to_config
+
             try:
-                callback(_BuilderConfig(self))
+                callback(builder_to_config(self))
             except Exception:
                 _LG.exception("Build callback failed.")
         if config.is_diagnostic_mode_enabled():
             from ._profile import _DiagnosticPipeline
 
-            return _DiagnosticPipeline(_BuilderConfig(self)._builder, config.diagnostic_mode_num_sources())  # type: ignore[return-value]
-        return _Build(self, num_threads, global_budget, report_stats_interval, queue_class, task_hook_factory, int(stage_id)).run()
+            return _DiagnosticPipeline(self._copy(), config.diagnostic_mode_num_sources())  # type: ignore[return-value]
+        build = _Build(self, num_threads, global_budget, report_stats_interval, queue_class, task_hook_factory, int(stage_id))
+        build.background_tasks = background_tasks
+        return build.run()
 
-
-class _BuilderConfig:
-    """What ``PipelineBuilder.get_config()`` returns: a copy of the builder's definition."""
-
-    def __init__(self, builder: PipelineBuilder) -> None:
-        b = PipelineBuilder()
-        b._source, b._continuous, b._sink_size = builder._source, builder._continuous, builder._sink_size
-        b._stages = [dict(st) for st in builder._stages]
-        self._builder = b
-
-    def __repr__(self) -> str:
-        stages = ", ".join(st["name"] for st in self._builder._stages)
-        return f"PipelineConfig(src={type(self._builder._source).__name__}, pipes=[{stages}], sink={self._builder._sink_size})"
+    def _copy(self) -> "PipelineBuilder[T, U]":
+        b: PipelineBuilder[T, U] = PipelineBuilder()
+        b._source, b._continuous, b._sink_size = self._source, self._continuous, self._sink_size
+        b._stages = [dict(st) for st in self._stages]
+        return b
 
 
 class _Build:
@@ -554,6 +603,7 @@ class _Build:
         self.hook_factory = hook_factory
         self.stage_id = stage_id
         self.pipeline_id = next(_PIPELINE_IDS)
+        self.background_tasks: Any = None
 
     def _hooks_for(self, info: StageInfo) -> list[Any]:
         if self.hook_factory is not None:
@@ -577,8 +627,19 @@ class _Build:
         return q
 
     def run(self) -> "Pipeline":
+        from ._build import lower_stages
+
         b = self.b
-        stages = b._stages
+        stages, executors = lower_stages(b._stages)
+        try:
+            return self._run(stages, executors)
+        except BaseException:
+            for ex in executors:
+                ex.shutdown(wait=False, cancel_futures=True)
+            raise
+
+    def _run(self, stages: list[dict[str, Any]], executors: list[Executor]) -> "Pipeline":
+        b = self.b
         infos = [StageInfo(self.pipeline_id, str(self.stage_id), "src")]
         for i, st in enumerate(stages, 1):
             conc = st.get("concurrency", 1)
@@ -588,7 +649,7 @@ class _Build:
         sizes = [st.get("concurrency", 1) for st in stages] + [b._sink_size if b._sink_size is not None else 3]
         queues = [self._queue_for(info, size) for info, size in zip(infos, sizes)]
         per_task = [[h for h in hs if not _engine_fed(h)] for hs in hooks]
-        bg = list(_misc._DEFAULT_BACKGROUND_TASKS or [])
+        bg = list(self.background_tasks if self.background_tasks is not None else _misc._DEFAULT_BACKGROUND_TASKS or [])
 
         stage_objs = [h for hs in hooks for h in hs] + queues
         quiet = all(_is_quiet(o) for o in stage_objs) and not bg
@@ -619,6 +680,9 @@ class _Build:
                 loop.stop()
             raise
         lifecycle = _StageLifecycle(native, hooks, queues, bg, loop, quiet)
+        lifecycle.executors = executors
+        if (shutdown := getattr(b._source, "_merged_shutdown", None)) is not None:
+            lifecycle.on_stop.append(shutdown)
         return Pipeline(native, loop, lifecycle, continuous=b._continuous)
 
     def _spec(self, st: dict[str, Any], hooks: list[TaskHook], loop: _LoopThread | None) -> dict[str, Any]:
@@ -732,6 +796,8 @@ class _StageLifecycle:
         self._state = "new"  # -> "entered" -> "exited"
         self._state_lock = threading.Lock()  # the consumer and stop() may both end the stages
         self.error: BaseException | None = None
+        self.executors: list[Executor] = []  # made for PlacementConfig regions; shut down at stop
+        self.on_stop: list[Callable[[], None]] = []  # e.g. a Merge source's shutdown
 
         def stage_stats(i: int) -> Callable[[], Any]:
             def get() -> Any:
@@ -818,8 +884,14 @@ def _stop_impl(native: Any, loop: _LoopThread | None, lifecycle: _StageLifecycle
         try:
             lifecycle.exit()
         finally:
-            if loop is not None:
-                loop.stop()
+            try:
+                if loop is not None:
+                    loop.stop()
+            finally:
+                for ex in lifecycle.executors:
+                    ex.shutdown(wait=False, cancel_futures=True)
+                for cb in lifecycle.on_stop:
+                    cb()
 
 
 def _register_stop_at_exit(pipeline: "Pipeline") -> None:

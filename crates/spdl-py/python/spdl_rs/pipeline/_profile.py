@@ -126,9 +126,11 @@ def profile_pipeline(
     Raises ``RuntimeError`` if the source gives no item or a stage gives none,
     ``TypeError`` if ``cfg`` is not a builder or its config.
     """
+    from ._build import config_to_builder
     from ._pipeline import PipelineBuilder
+    from .defs import PipelineConfig
 
-    spec = getattr(cfg, "_builder", cfg)
+    spec = config_to_builder(cfg) if isinstance(cfg, PipelineConfig) else cfg
     if not isinstance(spec, PipelineBuilder):
         raise TypeError(f"profile_pipeline takes a PipelineBuilder or its get_config(), got {type(cfg).__name__}")
     hook_ = hook or config.get_default_profile_hook() or _NoHook()
@@ -143,7 +145,11 @@ def profile_pipeline(
         if not inputs:
             raise RuntimeError("No input samples are fetched.")
         results = []
-        for stage in spec._stages:
+        from ._build import lower_stages
+
+        # Placement markers are left out: profiling runs each stage on threads.
+        stages, _ = lower_stages([st for st in spec._stages if st["kind"] != "placement"])
+        for stage in stages:
             if not inputs:
                 raise RuntimeError(f"An empty input was provided to stage {stage['name']}")
             sweep = (1,) if stage["kind"] in ("aggregate", "disaggregate") else _SWEEP

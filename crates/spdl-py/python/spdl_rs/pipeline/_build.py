@@ -1,0 +1,412 @@
+"""Config-defined pipelines: ``build_pipeline(cfg)``, ``PipelineBuilder.get_config()`` and
+the lowering of what the engine has no stage for (``Merge`` sources, ``PathVariants``,
+``PlacementConfig`` regions) into what it has (SPDL 0.8's ``spdl.pipeline.build_pipeline``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import queue
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Executor
+from fractions import Fraction
+from typing import Any
+
+from . import _hooks
+from .defs import (
+    AggregateConfig,
+    Aggregator,
+    Collate,
+    DisaggregateConfig,
+    MergeConfig,
+    PathVariantsConfig,
+    PipeConfig,
+    PipelineConfig,
+    PlacementConfig,
+    SinkConfig,
+    SourceConfig,
+    _MainProcess,
+    _PipeArgs,
+    _PipeType,
+)
+
+__all__ = ["build_pipeline"]
+
+
+def build_pipeline(
+    cfg: PipelineConfig[Any],
+    /,
+    *,
+    num_threads: int,
+    max_failures: int | Fraction = -1,
+    report_stats_interval: float = -1,
+    queue_class: Any = None,
+    task_hook_factory: Callable[[Any], list[Any]] | None = None,
+    stage_id: int = 0,
+    background_tasks: Sequence[Callable[[], Any]] | None = None,
+    use_thread_output_queue: bool = False,
+) -> Any:
+    """Builds a :class:`~spdl_rs.pipeline.Pipeline` from a
+    :class:`~spdl_rs.pipeline.defs.PipelineConfig` (SPDL's ``spdl.pipeline.build_pipeline``).
+
+    The keywords are those of ``PipelineBuilder.build``; ``background_tasks``: factories of
+    :class:`~spdl_rs.pipeline.BackgroundTask` run while the pipeline runs (``None``: the
+    global default, ``config.set_default_background_tasks``). Sub-pipelines of a
+    :class:`~spdl_rs.pipeline.defs.MergeConfig` are built with the same ``num_threads``.
+    Building from a config gives the same pipeline as building its builder: the same items.
+
+    Raises ``TypeError`` if ``cfg`` is not a ``PipelineConfig``, and what
+    ``PipelineBuilder.build`` raises.
+    """
+    if not isinstance(cfg, PipelineConfig):
+        raise TypeError(f"build_pipeline takes a PipelineConfig, got {type(cfg).__name__}")
+    if background_tasks is not None and not all(callable(t) for t in background_tasks):
+        raise TypeError("background_tasks must be a sequence of callables (BackgroundTask factories)")
+    builder = config_to_builder(cfg, num_threads=num_threads)
+    return builder._build_with(
+        num_threads=num_threads,
+        max_failures=max_failures,
+        report_stats_interval=report_stats_interval,
+        queue_class=queue_class,
+        task_hook_factory=task_hook_factory,
+        stage_id=stage_id,
+        use_thread_output_queue=use_thread_output_queue,
+        background_tasks=background_tasks,
+    )
+
+
+################################################################################
+# builder <-> config
+################################################################################
+def config_to_builder(cfg: PipelineConfig[Any], *, num_threads: int = 1) -> Any:
+    """A :class:`PipelineBuilder` with ``cfg``'s source, stages and sink; a ``Merge`` source
+    becomes a :class:`_MergedSource` whose sub-pipelines get ``num_threads``."""
+    from ._pipeline import PipelineBuilder
+
+    b: PipelineBuilder = PipelineBuilder()
+    if isinstance(cfg.src, MergeConfig):
+        b.add_source(_MergedSource(cfg.src, num_threads))
+    else:
+        b.add_source(cfg.src.source, continuous=cfg.src.continuous)
+    for p in cfg.pipes:
+        if isinstance(p, PipeConfig):
+            a = p._args
+            order = "input" if p._type == _PipeType.OrderedPipe else "completion"
+            b.pipe(
+                a.op,
+                concurrency=a.concurrency,
+                executor=a.executor,
+                name=p.name,
+                output_order=order,
+                max_failures=p._max_failures,
+            )
+        elif isinstance(p, AggregateConfig):
+            b.aggregate(p.op, drop_last=p.drop_last)
+            b._stages[-1]["name"] = p.name
+        elif isinstance(p, DisaggregateConfig):
+            b.disaggregate()
+            b._stages[-1]["name"] = p.name
+        elif isinstance(p, PathVariantsConfig):
+            b._stages.append({"kind": "path_variants", "config": p, "name": p.name})
+        elif isinstance(p, PlacementConfig):
+            b.to(p.target, buffer_size=p.buffer_size)
+            b._stages[-1]["name"] = p.name
+        else:  # PipelineConfig checked the types already
+            raise TypeError(f"unknown stage config {type(p).__name__}")
+    b.add_sink(cfg.sink.buffer_size)
+    return b
+
+
+def builder_to_config(b: Any) -> PipelineConfig[Any]:
+    """The :class:`PipelineConfig` of a builder whose source and sink are set."""
+    src = b._source
+    src_cfg = src.config if isinstance(src, _MergedSource) else SourceConfig(src, continuous=b._continuous)
+    pipes: list[Any] = []
+    for st in b._stages:
+        kind = st["kind"]
+        if kind == "aggregate":
+            op = st["op"]
+            agg = op if isinstance(op, Aggregator) else Collate(int(op))
+            pipes.append(AggregateConfig(name=st["name"], op=agg, drop_last=st["drop_last"]))
+        elif kind == "disaggregate":
+            pipes.append(DisaggregateConfig(name=st["name"]))
+        elif kind == "path_variants":
+            pipes.append(st["config"])
+        elif kind == "placement":
+            pipes.append(PlacementConfig(st["target"], name=st["name"], buffer_size=st["buffer_size"]))
+        else:
+            order = _PipeType.OrderedPipe if st["output_order"] == "input" else _PipeType.Pipe
+            args = _PipeArgs(op=st["op"], executor=st["executor"], concurrency=st["concurrency"])
+            pipes.append(PipeConfig(name=st["name"], _type=order, _args=args, _max_failures=st.get("max_failures")))
+    sink = SinkConfig(b._sink_size if b._sink_size is not None else 3)  # build()'s default sink
+    return PipelineConfig(src=src_cfg, pipes=tuple(pipes), sink=sink)
+
+
+################################################################################
+# lowering: placement regions and path variants
+################################################################################
+def lower_stages(stages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[Executor]]:
+    """The stage dicts the engine runs, and the executors made for placement regions (the
+    pipeline shuts them down when it stops)."""
+    out: list[dict[str, Any]] = []
+    executors: list[Executor] = []
+    region: Executor | None = None
+    try:
+        for st in stages:
+            kind = st["kind"]
+            if kind == "placement":
+                if st["buffer_size"] != 1:
+                    raise NotImplementedError(
+                        f"PlacementConfig(buffer_size={st['buffer_size']}): spdl_rs moves items one at a time"
+                    )
+                target = st["target"]
+                if isinstance(target, _MainProcess):
+                    region = None
+                else:
+                    region = target._make()
+                    executors.append(region)
+                continue
+            if kind == "path_variants":
+                st = _path_variants_stage(st["config"])
+                kind = st["kind"]
+            if region is not None and kind in ("func", "gen") and st.get("executor") is None:
+                st = dict(st, executor=region)
+            out.append(st)
+    except BaseException:
+        for ex in executors:
+            ex.shutdown(wait=False, cancel_futures=True)
+        raise
+    return out, executors
+
+
+def _path_variants_stage(cfg: PathVariantsConfig[Any]) -> dict[str, Any]:
+    paths = []
+    conc = 1
+    for i, path in enumerate(cfg.paths):
+        ops = []
+        for p in path:
+            if not isinstance(p, PipeConfig):
+                raise NotImplementedError(
+                    f"PathVariants path {i}: {type(p).__name__} inside a path is not supported by spdl_rs "
+                    "(only Pipe stages with function or generator ops)"
+                )
+            op = p._args.op
+            if inspect.iscoroutinefunction(op) or inspect.isasyncgenfunction(op):
+                raise NotImplementedError(f"PathVariants path {i}: async op {p.name!r} inside a path is not supported")
+            ops.append((op, inspect.isgeneratorfunction(op)))
+            conc = max(conc, p._args.concurrency)
+        paths.append(ops)
+    router, n, batched = cfg.router, len(paths), cfg.batched
+
+    def run_path(idx: int, value: Any) -> list[Any]:
+        vals = [value]
+        for op, gen in paths[idx]:
+            nxt: list[Any] = []
+            for v in vals:
+                if gen:
+                    nxt.extend(op(v))
+                elif (r := op(v)) is not None:
+                    nxt.append(r)
+            vals = nxt
+        return vals
+
+    def check(idx: Any) -> int:
+        if isinstance(idx, bool) or not isinstance(idx, int) or not 0 <= idx < n:
+            raise ValueError(f"router returned {idx!r}; expected an int in [0, {n})")
+        return idx
+
+    def route(item: Any) -> Iterator[Any]:
+        if not batched:
+            yield from run_path(check(router(item)), item)
+            return
+        batch = list(item)
+        idxs = list(router(batch))
+        if len(idxs) != len(batch):
+            raise ValueError(f"router returned {len(idxs)} indices for a batch of {len(batch)}")
+        subs: list[list[Any]] = [[] for _ in range(n)]
+        for v, idx in zip(batch, idxs):
+            subs[check(idx)].append(v)
+        merged: list[Any] = []
+        for p, sub in enumerate(subs):
+            for out in run_path(p, sub):
+                merged.extend(out)
+        yield merged
+
+    route.__name__ = cfg.name
+    return {
+        "kind": "gen",
+        "op": route,
+        "name": cfg.name,
+        "concurrency": conc,
+        "output_order": "completion",
+        "budget": None,
+        "max_failures": None,
+        "executor": None,
+    }
+
+
+################################################################################
+# Merge
+################################################################################
+async def _pass_through(name: str, input_queues: Sequence[asyncio.Queue], output_queue: asyncio.Queue) -> None:
+    """The default merge: every item of every input as it arrives."""
+
+    async def one(q: asyncio.Queue) -> None:
+        while not _hooks.is_eof(item := await q.get()):
+            await output_queue.put(item)
+
+    await asyncio.gather(*(one(q) for q in input_queues))
+
+
+async def _cancel_all() -> None:
+    """Cancels and awaits every other task of the running loop (before it stops)."""
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class _MergedSource:
+    """The source a :class:`MergeConfig` becomes: each ``iter()`` builds and starts the
+    sub-pipelines, and yields what the merge op puts into its output queue. Feeder threads
+    move each sub-pipeline's items into the op's input queues (bounded: back-pressure); an
+    asyncio loop in its own thread runs the op. A sub-pipeline that fails makes the iterator
+    raise that failure."""
+
+    def __init__(self, config: MergeConfig, num_threads: int) -> None:
+        self.config = config
+        self.num_threads = num_threads
+        # (close, closed) of the iterations not closed yet; close() is idempotent.
+        self._closers: list[tuple[Callable[[], None], threading.Event]] = []
+
+    def _merged_shutdown(self) -> None:
+        """Stops the sub-pipelines and threads of every open iteration (the pipeline calls it
+        when it stops, so that this does not wait for the iterator's garbage collection)."""
+        for close, closed in list(self._closers):
+            close()  # returns at once if another thread is closing it
+            closed.wait()
+
+    def __iter__(self) -> Iterator[Any]:
+        pipelines = [
+            config_to_builder(c, num_threads=self.num_threads).build(num_threads=self.num_threads)
+            for c in self.config.pipeline_configs
+        ]
+        op = self.config.op or _pass_through
+        loop = asyncio.new_event_loop()
+        loop_thread = threading.Thread(target=loop.run_forever, name="spdl_rs_merge", daemon=True)
+        loop_thread.start()
+        stop = threading.Event()
+        errors: list[BaseException] = []
+        done = object()
+        out: queue.Queue = queue.Queue(maxsize=2)
+
+        async def make_queues() -> list[asyncio.Queue]:
+            return [asyncio.Queue(maxsize=max(1, c.sink.buffer_size)) for c in self.config.pipeline_configs]
+
+        inputs = asyncio.run_coroutine_threadsafe(make_queues(), loop).result()
+
+        def put_out(item: Any) -> bool:
+            while not stop.is_set():
+                try:
+                    out.put(item, timeout=0.1)
+                    return True
+                except queue.Full:
+                    pass
+            return False
+
+        class _Out:
+            async def put(self, item: Any) -> None:
+                ok = await asyncio.to_thread(put_out, item)
+                if not ok:
+                    raise asyncio.CancelledError
+
+            def put_nowait(self, item: Any) -> None:
+                if not put_out(item):
+                    raise asyncio.CancelledError
+
+        def feed(p: Any, q: asyncio.Queue) -> None:
+            try:
+                for item in p:
+                    fut = asyncio.run_coroutine_threadsafe(q.put(item), loop)
+                    while not stop.is_set():
+                        try:
+                            fut.result(timeout=0.1)
+                            break
+                        except TimeoutError:
+                            continue
+                    if stop.is_set():
+                        fut.cancel()
+                        return
+            except BaseException as e:  # a failed sub-pipeline fails the merged source
+                errors.append(e)
+                put_out(done)
+                return
+            asyncio.run_coroutine_threadsafe(q.put(_hooks._EOF), loop)
+
+        async def run_op() -> None:
+            try:
+                await op("merge", inputs, _Out())
+            except asyncio.CancelledError:
+                pass
+            except BaseException as e:
+                errors.append(e)
+            finally:
+                try:  # never blocks: the reader also watches op_fut
+                    out.put_nowait(done)
+                except queue.Full:
+                    pass
+
+        feeders = [threading.Thread(target=feed, args=(p, q), daemon=True) for p, q in zip(pipelines, inputs)]
+        for t in feeders:
+            t.start()
+        op_fut = asyncio.run_coroutine_threadsafe(run_op(), loop)
+        owner = threading.get_ident()
+        closing = threading.Lock()
+        started: list[bool] = []
+        closed = threading.Event()
+
+        def close() -> None:
+            with closing:
+                if started:
+                    return
+                started.append(True)
+                stop.set()
+            for p in pipelines:
+                p.stop()
+            for t in feeders:
+                t.join()
+            asyncio.run_coroutine_threadsafe(_cancel_all(), loop).result()
+            asyncio.run_coroutine_threadsafe(loop.shutdown_default_executor(), loop).result()
+            loop.call_soon_threadsafe(loop.stop)
+            loop_thread.join()
+            loop.close()
+            self._closers.remove((close, closed))
+            closed.set()
+
+        self._closers.append((close, closed))
+        try:
+            while True:
+                try:
+                    item = out.get(timeout=0.1)
+                except queue.Empty:
+                    if op_fut.done() and out.empty():
+                        break
+                    continue
+                if item is done:
+                    break
+                yield item
+            if errors:
+                raise errors[0]
+        finally:
+            stop.set()
+            if threading.get_ident() == owner:
+                close()
+            else:
+                # Finalised on another thread (a deferred release can run on any thread that
+                # takes the GIL, even one of the threads close() joins): close in the background.
+                threading.Thread(target=close, name="spdl_rs_merge_close", daemon=True).start()
+
+    def __repr__(self) -> str:
+        return f"<merged source of {len(self.config.pipeline_configs)} pipelines>"

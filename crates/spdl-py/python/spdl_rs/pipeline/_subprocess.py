@@ -1,0 +1,494 @@
+"""Iterating in a worker process: ``iterate_in_subprocess`` and
+``run_pipeline_in_subprocess`` (SPDL 0.8's "multi-threading in a subprocess").
+
+One worker process per returned iterable, started at once and reused for every ``iter()``
+(one epoch each). Messages carry the epoch they belong to, so an epoch the consumer left early
+is told to stop and its late items are dropped. The parent waits for items in slices of
+0.1 s and checks that the worker is alive in between: a worker that dies is reported as
+:class:`WorkerDied` (a ``RuntimeError``) within about a second, never a hang.
+
+Items cross the boundary by pickle, except arrays: a :class:`spdl_rs.io.CPUBuffer` or a NumPy
+array of at least 64 KiB (also inside tuples, lists and dicts) is copied once by the worker
+into a new shared-memory file under ``/dev/shm`` and arrives as a NumPy array mapped onto that
+memory, with no copy in the parent (the file is unlinked on arrival; the memory is freed with
+the array). A ``CPUBuffer``'s ``keys``/``labels`` are not carried. Without ``/dev/shm`` the
+array is pickled. Not yet SPDL's pool of reused segments: each array maps a new one, and the
+decoder does not write into shared memory directly (the worker's one copy remains).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import mmap
+import multiprocessing as mp
+import os
+import pickle
+import queue
+import random
+import secrets
+import sys
+import traceback
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
+
+__all__ = ["WorkerDied", "iterate_in_subprocess", "run_pipeline_in_subprocess"]
+
+T = TypeVar("T")
+
+_POLL = 0.1  # seconds between liveness checks while waiting for the worker
+
+
+class WorkerDied(RuntimeError):
+    """The worker process of :func:`iterate_in_subprocess` exited while the parent was
+    waiting for it; the message gives its exit code (negative: killed by that signal)."""
+
+
+################################################################################
+# what crosses the process boundary
+################################################################################
+_SHM_DIR = "/dev/shm"
+_SHM_MIN_BYTES = 1 << 16
+_SHM_COUNTER = itertools.count()
+
+
+class _ShmArray:
+    """An array written to a shared-memory file: what crosses the pipe instead of the data."""
+
+    __slots__ = ("dtype", "path", "shape")
+
+    def __init__(self, path: str, shape: tuple[int, ...], dtype: str) -> None:
+        self.path = path
+        self.shape = shape
+        self.dtype = dtype
+
+    def __getstate__(self) -> tuple:
+        return (self.path, self.shape, self.dtype)
+
+    def __setstate__(self, state: tuple) -> None:
+        self.path, self.shape, self.dtype = state
+
+
+def _to_shm(arr: Any) -> Any:
+    """Worker side: ``arr`` copied into a new shared-memory file (or ``arr`` itself where
+    there is no ``/dev/shm``)."""
+    import numpy as np
+
+    if arr.nbytes == 0 or not os.path.isdir(_SHM_DIR):
+        return arr
+    arr = np.ascontiguousarray(arr)
+    name = f"spdl_rs_{os.getpid()}_{next(_SHM_COUNTER)}_{secrets.token_hex(4)}"
+    path = os.path.join(_SHM_DIR, name)
+    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+    try:
+        os.ftruncate(fd, arr.nbytes)
+        with mmap.mmap(fd, arr.nbytes) as mm:
+            dst = np.frombuffer(mm, dtype=arr.dtype, count=arr.size).reshape(arr.shape)
+            dst[...] = arr
+            del dst  # no view may outlive the mapping
+    except BaseException:
+        os.unlink(path)
+        raise
+    finally:
+        os.close(fd)
+    return _ShmArray(path, arr.shape, arr.dtype.str)
+
+
+def _from_shm(ref: _ShmArray) -> Any:
+    """Parent side: a NumPy array on the shared memory itself; the file is unlinked at once
+    (the mapping lives as long as the array)."""
+    import numpy as np
+
+    fd = os.open(ref.path, os.O_RDWR)
+    try:
+        mm = mmap.mmap(fd, 0)
+    finally:
+        os.close(fd)
+        os.unlink(ref.path)
+    dtype = np.dtype(ref.dtype)
+    count = 1
+    for d in ref.shape:
+        count *= d
+    return np.frombuffer(mm, dtype=dtype, count=count).reshape(ref.shape)
+
+
+def _encode(obj: Any) -> Any:
+    """Worker side: arrays (a ``CPUBuffer``, a NumPy array of 64 KiB or more) to shared
+    memory, inside tuples, lists and dicts too."""
+    from .. import _native
+
+    if isinstance(obj, _native.CPUBuffer):
+        import numpy as np
+
+        return _to_shm(np.asarray(obj))
+    if type(obj).__name__ == "ndarray" and type(obj).__module__ == "numpy" and obj.nbytes >= _SHM_MIN_BYTES:
+        return _to_shm(obj)
+    if type(obj) is tuple:
+        return tuple(_encode(v) for v in obj)
+    if type(obj) is list:
+        return [_encode(v) for v in obj]
+    if type(obj) is dict:
+        return {k: _encode(v) for k, v in obj.items()}
+    return obj
+
+
+def _decode(obj: Any) -> Any:
+    """Parent side: the inverse of :func:`_encode`."""
+    if isinstance(obj, _ShmArray):
+        return _from_shm(obj)
+    if type(obj) is tuple:
+        return tuple(_decode(v) for v in obj)
+    if type(obj) is list:
+        return [_decode(v) for v in obj]
+    if type(obj) is dict:
+        return {k: _decode(v) for k, v in obj.items()}
+    return obj
+
+
+def _release(obj: Any) -> None:
+    """Parent side: unlinks the shared memory of a message that is dropped."""
+    try:
+        _decode(obj)
+    except OSError:
+        pass
+
+
+def _portable_error(e: BaseException) -> BaseException:
+    """``e`` if it pickles, else a ``RuntimeError`` with its text (and the traceback)."""
+    text = "".join(traceback.format_exception(e))
+    try:
+        pickle.loads(pickle.dumps(e))
+        e.add_note(f"(raised in the worker process)\n{text}")
+        return e
+    except Exception:
+        return RuntimeError(f"{type(e).__name__}: {e}\n(raised in the worker process)\n{text}")
+
+
+################################################################################
+# the worker
+################################################################################
+def _worker(
+    fn: Callable[[], Iterable[Any]],
+    initializers: Sequence[Callable[[], None]],
+    cmd_q: Any,
+    data_q: Any,
+) -> None:
+    try:
+        for init in initializers:
+            init()
+        iterable = fn()
+    except BaseException as e:
+        data_q.put(("init_error", -1, _portable_error(e)))
+        return
+    data_q.put(("ready", -1, None))
+    while True:
+        cmd, epoch = _PENDING.pop(0) if _PENDING else cmd_q.get()
+        if cmd == "stop":
+            return
+        if cmd != "iterate":  # an abort for an epoch that already ended
+            continue
+        try:
+            if _run_epoch(iterable, epoch, cmd_q, data_q):
+                data_q.put(("end", epoch, None))
+        except BaseException as e:
+            data_q.put(("error", epoch, _portable_error(e)))
+        # Aborts of this epoch are done with; a stop or the next iterate stays pending.
+        _PENDING[:] = [(c, e) for c, e in _PENDING if c != "abort"]
+
+
+def _run_epoch(iterable: Iterable[Any], epoch: int, cmd_q: Any, data_q: Any) -> bool:
+    """Sends one epoch's items; ``False`` if the parent aborted it or asked to stop."""
+    for item in iterable:
+        payload = _encode(item)
+        while True:
+            try:
+                data_q.put(("item", epoch, payload), timeout=_POLL)
+                break
+            except queue.Full:
+                if _interrupted(cmd_q, epoch):
+                    _release(payload)  # never sent: free its shared memory here
+                    return False
+        if _interrupted(cmd_q, epoch):
+            return False
+    return True
+
+
+_PENDING: list[tuple[str, int]] = []  # commands read while an epoch ran (worker side)
+
+
+def _interrupted(cmd_q: Any, epoch: int) -> bool:
+    """Whether the parent aborted ``epoch`` or asked to stop (worker side)."""
+    while True:
+        try:
+            _PENDING.append(cmd_q.get_nowait())
+        except queue.Empty:
+            break
+    return any(c == "stop" or (c == "abort" and e == epoch) for c, e in _PENDING)
+
+
+################################################################################
+# the parent
+################################################################################
+def _shutdown(process: Any, cmd_q: Any, data_q: Any) -> None:
+    try:
+        cmd_q.put(("stop", -1))
+    except Exception:
+        pass
+    process.join(3)
+    if process.is_alive():
+        process.terminate()
+        process.join(3)
+    if process.is_alive():
+        process.kill()
+        process.join()
+    while True:  # what was sent and never read: free its shared memory
+        try:
+            kind, _, payload = data_q.get(timeout=0.05)
+        except Exception:  # empty, closed, or a message cut short by a killed worker
+            break
+        if kind == "item":
+            _release(payload)
+    for q in (cmd_q, data_q):
+        q.cancel_join_thread()
+        q.close()
+
+
+class _SubprocessIterable(Iterable[T]):
+    """What :func:`iterate_in_subprocess` returns; each ``iter()`` runs one epoch in the
+    same worker process."""
+
+    def __init__(self, process: Any, cmd_q: Any, data_q: Any, timeout: float | None) -> None:
+        self._process = process
+        self._cmd_q = cmd_q
+        self._data_q = data_q
+        self._timeout = timeout
+        self._epoch = 0
+        self._ready = False
+        self._active = False
+        self._closed = False
+        self._finalizer = weakref.finalize(self, _shutdown, process, cmd_q, data_q)
+
+    @property
+    def pid(self) -> int | None:
+        """The worker's process id."""
+        return self._process.pid
+
+    def _get(self) -> tuple[str, int, Any]:
+        waited = 0.0
+        while True:
+            try:
+                return self._data_q.get(timeout=_POLL)
+            except queue.Empty:
+                pass
+            waited += _POLL
+            if not self._process.is_alive():
+                try:  # what it sent just before it ended
+                    return self._data_q.get(timeout=_POLL)
+                except queue.Empty:
+                    pass
+                code = self._process.exitcode
+                self.shutdown()
+                raise WorkerDied(f"The worker process (pid {self._process.pid}) exited unexpectedly, exit code {code}.")
+            if self._timeout is not None and waited >= self._timeout:
+                self.shutdown()
+                raise TimeoutError(f"The worker process gave nothing for {self._timeout} sec; it was terminated.")
+
+    def __iter__(self) -> Iterator[T]:
+        if self._closed:
+            raise RuntimeError("The worker process was shut down.")
+        if self._active:
+            raise RuntimeError("Another iterator of this subprocess iterable is still running.")
+        if not self._ready:
+            kind, _, payload = self._get()
+            if kind == "init_error":
+                self.shutdown()
+                raise RuntimeError("The worker process failed to initialize.") from payload
+            self._ready = True
+        return self._run_epoch()
+
+    def _run_epoch(self) -> Iterator[T]:
+        self._epoch += 1
+        epoch = self._epoch
+        self._active = True
+        self._cmd_q.put(("iterate", epoch))
+        finished = False
+        try:
+            while True:
+                kind, e, payload = self._get()
+                if e != epoch:  # late items of an epoch left early
+                    if kind == "item":
+                        _release(payload)
+                    continue
+                if kind == "item":
+                    yield _decode(payload)
+                elif kind == "end":
+                    finished = True
+                    return
+                else:  # "error"
+                    finished = True
+                    raise payload
+        finally:
+            self._active = False
+            if not finished and not self._closed and self._process.is_alive():
+                self._cmd_q.put(("abort", epoch))
+
+    def shutdown(self) -> None:
+        """Stops the worker (``terminate`` after 3 s) and joins it. Idempotent; also done
+        when the iterable is garbage-collected and at interpreter exit."""
+        self._closed = True
+        self._finalizer()
+
+
+def iterate_in_subprocess(
+    fn: Callable[[], Iterable[T]],
+    *,
+    buffer_size: int = 3,
+    initializer: Callable[[], None] | Sequence[Callable[[], None]] | None = None,
+    mp_context: str | None = None,
+    timeout: float | None = None,
+    daemon: bool = False,
+) -> Iterable[T]:
+    """Runs ``fn()`` in a new process and iterates what it returns there (SPDL's
+    ``spdl.pipeline.iterate_in_subprocess``).
+
+    The process starts now and is reused: each ``iter()`` of the returned iterable runs
+    ``iter(iterable)`` in the worker again (a generator returned by ``fn`` is therefore
+    exhausted after the first epoch, as SPDL). ``fn``, ``initializer`` and the items must
+    pickle (``spawn``/``forkserver``); :class:`spdl_rs.io.CPUBuffer` items arrive as NumPy
+    arrays (see the module notes).
+
+    - ``buffer_size``: items the worker may have sent ahead (at least 1).
+    - ``initializer``: a function or functions run in the worker before ``fn``.
+    - ``mp_context``: ``"spawn"``, ``"fork"``, ``"forkserver"`` (``None``: Python's default).
+    - ``timeout``: seconds without an item after which the worker is terminated and
+      ``TimeoutError`` raised (``None``: no limit).
+    - ``daemon``: the worker's ``daemon`` flag.
+
+    Raises: the worker's exception (same type when it pickles, with the worker's traceback
+    as a note) when ``fn`` or the iteration fails; ``RuntimeError`` from ``iter()`` if the
+    initializer or ``fn()`` failed; :class:`WorkerDied` if the worker exits unexpectedly;
+    ``ValueError``/``TypeError`` for bad arguments.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    if isinstance(buffer_size, bool) or not isinstance(buffer_size, int) or buffer_size < 1:
+        raise ValueError(f"buffer_size must be a positive int, got {buffer_size!r}")
+    if initializer is None:
+        inits: list[Callable[[], None]] = []
+    elif callable(initializer):
+        inits = [initializer]
+    else:
+        inits = list(initializer)
+        for i in inits:
+            if not callable(i):
+                raise TypeError(f"initializer must be callable, got {type(i).__name__}")
+    if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
+        raise ValueError(f"timeout must be None or a positive number, got {timeout!r}")
+    if not isinstance(daemon, bool):
+        raise TypeError(f"daemon must be a bool, got {type(daemon).__name__}")
+    ctx = mp.get_context(mp_context)
+    cmd_q = ctx.Queue()
+    data_q = ctx.Queue(maxsize=buffer_size)
+    process = ctx.Process(target=_worker, args=(fn, inits, cmd_q, data_q), daemon=daemon, name="spdl_rs_worker")
+    process.start()
+    return _SubprocessIterable(process, cmd_q, data_q, timeout)
+
+
+################################################################################
+# pipelines in a subprocess
+################################################################################
+class _PipelineIterable(Iterable[Any]):
+    """Lives in the worker: builds the pipeline for each epoch (a continuous source: once,
+    then one epoch per ``iter()``)."""
+
+    def __init__(self, cfg: Any, build_args: dict[str, Any]) -> None:
+        self._cfg = cfg
+        self._args = build_args
+        self._pipeline: Any = None
+        if _is_continuous(cfg):
+            self._pipeline = self._build()
+
+    def _build(self) -> Any:
+        from ._build import build_pipeline
+
+        return build_pipeline(self._cfg, **self._args)
+
+    def __iter__(self) -> Iterator[Any]:
+        if self._pipeline is not None:
+            yield from self._pipeline
+            return
+        pipeline = self._build()
+        with pipeline.auto_stop():
+            yield from pipeline
+
+
+def _is_continuous(cfg: Any) -> bool:
+    from .defs import SourceConfig
+
+    return isinstance(cfg.src, SourceConfig) and cfg.src.continuous
+
+
+def _set_rng_state(py_state: Any, np_state: Any) -> None:
+    random.setstate(py_state)
+    if np_state is not None:
+        import numpy as np
+
+        np.random.set_state(np_state)
+
+
+def run_pipeline_in_subprocess(
+    cfg: Any,
+    /,
+    *,
+    num_threads: int,
+    max_failures: Any = -1,
+    report_stats_interval: float = -1,
+    queue_class: Any = None,
+    task_hook_factory: Any = None,
+    stage_id: int = 0,
+    background_tasks: Any = None,
+    use_thread_output_queue: bool = False,
+    **kwargs: Any,
+) -> Iterable[Any]:
+    """Builds the :class:`~spdl_rs.pipeline.defs.PipelineConfig` ``cfg`` in a worker process
+    and iterates it there (SPDL's ``run_pipeline_in_subprocess``): one pipeline per epoch
+    (``for`` pass) in the same process; a continuous source builds it once.
+
+    The keywords before ``**kwargs`` are ``build_pipeline``'s; ``kwargs`` are
+    :func:`iterate_in_subprocess`'s (``buffer_size``, ``initializer``, ``mp_context``,
+    ``timeout``, ``daemon``). As SPDL, the worker starts from the parent's global RNG states
+    (:mod:`random`, and NumPy's legacy one if NumPy is imported). ``cfg`` and everything in
+    it must pickle: module-level ops and sources (a :class:`spdl_rs.sources.SampleList` does);
+    a native op of :mod:`spdl_rs.ops` does not pickle yet (build such a pipeline in the worker:
+    ``iterate_in_subprocess(make_pipeline_iterable)``), nor does an ``executor=`` object (use
+    :meth:`PipelineBuilder.to` with a :class:`~spdl_rs.pipeline.defs.ProcessPoolExecutorConfig`).
+
+    Raises ``TypeError`` if ``cfg`` is not a ``PipelineConfig`` or a keyword is unknown,
+    ``pickle.PicklingError``/``TypeError`` if ``cfg`` does not pickle, and what
+    :func:`iterate_in_subprocess` raises.
+    """
+    from .defs import PipelineConfig
+
+    if not isinstance(cfg, PipelineConfig):
+        raise TypeError(f"run_pipeline_in_subprocess takes a PipelineConfig, got {type(cfg).__name__}")
+    unknown = set(kwargs) - {"buffer_size", "initializer", "mp_context", "timeout", "daemon"}
+    if unknown:
+        raise TypeError(f"run_pipeline_in_subprocess got unexpected keyword arguments: {sorted(unknown)}")
+    build_args = dict(
+        num_threads=num_threads,
+        max_failures=max_failures,
+        report_stats_interval=report_stats_interval,
+        queue_class=queue_class,
+        task_hook_factory=task_hook_factory,
+        stage_id=stage_id,
+        background_tasks=background_tasks,
+        use_thread_output_queue=use_thread_output_queue,
+    )
+    np_mod = sys.modules.get("numpy")
+    np_state = np_mod.random.get_state() if np_mod is not None else None
+    init = kwargs.pop("initializer", None)
+    inits: list[Callable[[], None]] = [functools.partial(_set_rng_state, random.getstate(), np_state)]
+    if init is not None:
+        inits.extend([init] if callable(init) else list(init))
+    return iterate_in_subprocess(functools.partial(_PipelineIterable, cfg, build_args), initializer=inits, **kwargs)

@@ -1,0 +1,350 @@
+"""spdl_rs.pipeline.defs: config-defined pipelines (SPDL's spdl.pipeline.defs), build_pipeline,
+PipelineBuilder.get_config, Merge, PathVariants, placement on a process pool."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import inspect
+import multiprocessing as mp
+import os
+import pickle
+
+import pytest
+
+from spdl_rs.pipeline import PipelineBuilder, build_pipeline, is_eof, profile_pipeline
+from spdl_rs.pipeline.defs import (
+    MAIN_PROCESS,
+    Aggregate,
+    Aggregator,
+    Collate,
+    Disaggregate,
+    Merge,
+    MergeConfig,
+    PathVariants,
+    Pipe,
+    PipelineConfig,
+    PlacementConfig,
+    ProcessPoolExecutorConfig,
+    SinkConfig,
+    SourceConfig,
+)
+
+
+def double(x):
+    return 2 * x
+
+
+def plus_one(x):
+    return x + 1
+
+
+def negate(x):
+    return -x
+
+
+def pid_of(_):
+    return os.getpid()
+
+
+def odd_only(x):
+    return x if x % 2 else None
+
+
+def odd_numbers():
+    yield from range(1, 10, 2)
+
+
+def collect(cfg_bytes: bytes) -> list:
+    cfg = pickle.loads(cfg_bytes)
+    pipeline = build_pipeline(cfg, num_threads=2)
+    with pipeline.auto_stop():
+        return list(pipeline)
+
+
+def _line(fn) -> int:
+    return inspect.getsourcelines(fn)[1]
+
+
+def test_reprs():
+    p = Pipe(double, concurrency=2, output_order="input")
+    assert repr(p) == f"double(concurrency=2, output_order='input', op=double at {__file__}:{_line(double)})"
+    assert repr(Aggregate(3)) == "aggregate(op=collate(3), drop_last=False)"
+    assert repr(Aggregate(Collate(4), drop_last=True)) == "aggregate(op=collate(4), drop_last=True)"
+    assert repr(Disaggregate()) == "disaggregate"
+    assert repr(MAIN_PROCESS) == "MAIN_PROCESS"
+    assert repr(PlacementConfig(MAIN_PROCESS)) == "placement(MAIN_PROCESS)"
+    ppe = ProcessPoolExecutorConfig(max_workers=2, mp_context="spawn")
+    assert repr(PlacementConfig(ppe, buffer_size=4)) == (
+        "placement(ProcessPoolExecutorConfig(max_workers=2, initializer=None, initargs=(), mp_context='spawn'), buffer_size=4)"
+    )
+    assert repr(SinkConfig(5)) == "SinkConfig(buffer_size=5)"
+    src = SourceConfig([1, 2])
+    assert repr(src).startswith("SourceConfig(source=<list object at 0x")
+    gen = SourceConfig(odd_numbers())
+    assert repr(gen) == f"SourceConfig(source=<generator at {__file__}:{_line(odd_numbers)}>)"
+    cfg = PipelineConfig(src=src, pipes=[Pipe(double), Aggregate(2)], sink=SinkConfig(3))
+    lines = repr(cfg).split("\n")
+    assert lines[0] == "PipelineConfig"
+    assert lines[1] == f" - Source: {src!r}"
+    assert lines[2:] == [
+        " - Pipes:",
+        f"   - {Pipe(double)!r}",
+        "   - aggregate(op=collate(2), drop_last=False)",
+        " - Sink: SinkConfig(buffer_size=3)",
+    ]
+    merged = PipelineConfig(src=Merge([cfg, cfg]), pipes=[], sink=SinkConfig(1))
+    mlines = repr(merged).split("\n")
+    assert mlines[:4] == ["PipelineConfig", " - Source:", "   MergeConfig(", "     Pipeline 1:"]
+    assert mlines[4] == "       PipelineConfig"
+    assert mlines[-1] == " - Sink: SinkConfig(buffer_size=1)"
+    pv = PathVariants(odd_only, [[Pipe(double)], [Pipe(negate)]])
+    assert repr(pv) == f"PathVariants(path0=[{Pipe(double)!r}], path1=[{Pipe(negate)!r}])"
+
+
+def test_validation():
+    with pytest.raises(ValueError, match="output_order"):
+        Pipe(double, output_order="random")
+    with pytest.raises(ValueError, match="concurrency"):
+        Pipe(double, concurrency=0)
+    with pytest.raises(ValueError, match="buffer_size"):
+        SinkConfig(-1)
+    with pytest.raises(ValueError, match="Source must be"):
+        SourceConfig(3)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="at least one"):
+        Merge([])
+    with pytest.raises(TypeError, match="int or Aggregator"):
+        Aggregate("3")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="SourceConfig is not allowed"):
+        PathVariants(odd_only, [[SourceConfig([1])]])
+    with pytest.raises(ValueError, match="Path 1 is empty"):
+        PathVariants(odd_only, [[Pipe(double)], []])
+    with pytest.raises(TypeError, match="ProcessPoolExecutorConfig or MAIN_PROCESS"):
+        PlacementConfig("elsewhere")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="PipelineConfig"):
+        build_pipeline(PipelineBuilder(), num_threads=1)  # type: ignore[arg-type]
+
+
+def test_build_from_config_equals_builder():
+    cfg = PipelineConfig(
+        src=SourceConfig(range(20)),
+        pipes=[Pipe(double, concurrency=3, output_order="input"), Pipe(odd_only), Aggregate(4), Disaggregate()],
+        sink=SinkConfig(2),
+    )
+    p = build_pipeline(cfg, num_threads=3)
+    with p.auto_stop():
+        got = list(p)
+    assert got == []  # doubles are even: all dropped
+    cfg2 = PipelineConfig(
+        src=SourceConfig(range(10)), pipes=[Pipe(plus_one, output_order="input"), Aggregate(3)], sink=SinkConfig(2)
+    )
+    p = build_pipeline(cfg2, num_threads=2)
+    with p.auto_stop():
+        assert list(p) == [[1, 2, 3], [4, 5, 6], [7, 8, 9], [10]]
+    b = PipelineBuilder().add_source(range(10)).pipe(plus_one, output_order="input").aggregate(3).add_sink(2)
+    p = b.build(num_threads=2)
+    with p.auto_stop():
+        assert list(p) == [[1, 2, 3], [4, 5, 6], [7, 8, 9], [10]]
+
+
+def test_get_config_round_trip():
+    class Pairs(Aggregator):
+        def __init__(self):
+            self.buf = []
+
+        def accumulate(self, item):
+            self.buf.append(item)
+            if len(self.buf) == 2:
+                out, self.buf = tuple(self.buf), []
+                return out
+            return None
+
+        def flush(self):
+            out, self.buf = self.buf, []
+            return tuple(out) or None
+
+    b = (
+        PipelineBuilder()
+        .add_source(range(7))
+        .pipe(double, concurrency=2, output_order="input", max_failures=3)
+        .aggregate(Pairs(), drop_last=False)
+        .add_sink(4)
+    )
+    cfg = b.get_config()
+    assert isinstance(cfg, PipelineConfig)
+    assert isinstance(cfg.src, SourceConfig) and cfg.src.source == range(7)
+    assert cfg.pipes[0]._args.concurrency == 2 and cfg.pipes[0]._max_failures == 3
+    assert cfg.sink == SinkConfig(4)
+    p = build_pipeline(cfg, num_threads=2)
+    with p.auto_stop():
+        assert list(p) == [(0, 2), (4, 6), (8, 10), (12,)]
+    with pytest.raises(RuntimeError, match="Sink is not set"):
+        PipelineBuilder().add_source([1]).get_config()
+
+
+def test_profile_takes_config():
+    cfg = PipelineConfig(src=SourceConfig(range(30)), pipes=[Pipe(double), Aggregate(5)], sink=SinkConfig(2))
+    results = profile_pipeline(cfg, num_inputs=30)
+    assert [r.name for r in results] == ["double", "aggregate(op=collate(5), drop_last=False)"]
+
+
+def test_pickled_config_builds_in_spawned_process():
+    cfg = PipelineConfig(
+        src=SourceConfig(range(12)), pipes=[Pipe(double, concurrency=2), Aggregate(12)], sink=SinkConfig(2)
+    )
+    data = pickle.dumps(cfg)
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as ex:
+        got = ex.submit(collect, data).result(timeout=120)
+    assert len(got) == 1 and sorted(got[0]) == [2 * i for i in range(12)]
+
+
+def test_merge_sub_pipelines():
+    a = PipelineConfig(src=SourceConfig(range(5)), pipes=[Pipe(double)], sink=SinkConfig(2))
+    b = PipelineConfig(src=SourceConfig(range(100, 104)), pipes=[Pipe(negate)], sink=SinkConfig(2))
+    cfg = PipelineConfig(src=Merge([a, b]), pipes=[Pipe(plus_one, concurrency=2)], sink=SinkConfig(3))
+    for _ in range(2):  # the merged source is rebuilt each time
+        p = build_pipeline(cfg, num_threads=2)
+        with p.auto_stop():
+            got = sorted(p)
+        assert got == sorted([2 * i + 1 for i in range(5)] + [-i + 1 for i in range(100, 104)])
+    # the config of the builder that build_pipeline made gives the Merge back
+    from spdl_rs.pipeline._build import config_to_builder
+
+    assert config_to_builder(cfg).get_config().src is cfg.src
+    assert isinstance(cfg.src, MergeConfig)
+
+
+async def round_robin(name, input_queues, output_queue):
+    active = list(input_queues)
+    while active:
+        for q in list(active):
+            item = await q.get()
+            if is_eof(item):
+                active.remove(q)
+            else:
+                await output_queue.put(item)
+
+
+async def first_three(name, input_queues, output_queue):
+    for _ in range(3):
+        await output_queue.put(await input_queues[0].get())
+
+
+def test_merge_custom_op():
+    a = PipelineConfig(src=SourceConfig([1, 2, 3]), pipes=[], sink=SinkConfig(1))
+    b = PipelineConfig(src=SourceConfig([10, 20, 30, 40]), pipes=[], sink=SinkConfig(1))
+    cfg = PipelineConfig(src=Merge([a, b], op=round_robin), pipes=[], sink=SinkConfig(1))
+    p = build_pipeline(cfg, num_threads=1)
+    with p.auto_stop():
+        # round robin over queues whose order within a source is kept: 1, 10, 2, 20, 3, 30, 40
+        assert list(p) == [1, 10, 2, 20, 3, 30, 40]
+    # an op that returns early ends the source; the sub-pipelines are stopped
+    big = PipelineConfig(src=SourceConfig(range(10_000)), pipes=[], sink=SinkConfig(1))
+    cfg = PipelineConfig(src=Merge([big], op=first_three), pipes=[], sink=SinkConfig(1))
+    p = build_pipeline(cfg, num_threads=1)
+    with p.auto_stop():
+        assert list(p) == [0, 1, 2]
+
+
+def test_merge_sub_pipeline_failure_is_raised():
+    def bad_source():
+        yield 1
+        raise ValueError("broken source")
+
+    a = PipelineConfig(src=SourceConfig(bad_source()), pipes=[], sink=SinkConfig(1))
+    cfg = PipelineConfig(src=Merge([a]), pipes=[], sink=SinkConfig(1))
+    p = build_pipeline(cfg, num_threads=1)
+    with pytest.raises(Exception):  # noqa: B017 (the source failure, as PipelineFailure)
+        with p.auto_stop():
+            list(p)
+
+
+def even_odd(x):
+    return x % 2
+
+
+def route_batch(batch):
+    return [x % 2 for x in batch]
+
+
+def double_all(xs):
+    return [2 * x for x in xs]
+
+
+def negate_all(xs):
+    return [-x for x in xs]
+
+
+def test_path_variants():
+    cfg = PipelineConfig(
+        src=SourceConfig(range(8)),
+        pipes=[PathVariants(even_odd, [[Pipe(double)], [Pipe(negate), Pipe(plus_one)]])],
+        sink=SinkConfig(2),
+    )
+    p = build_pipeline(cfg, num_threads=2)
+    with p.auto_stop():
+        assert sorted(p) == sorted([0, 4, 8, 12] + [0, -2, -4, -6])
+    b = PipelineBuilder().add_source([[0, 1, 2, 3]]).path_variants(route_batch, [[Pipe(double_all)], [Pipe(negate_all)]], batched=True)
+    p = b.add_sink(1).build(num_threads=1)
+    with p.auto_stop():
+        assert list(p) == [[0, 4, -1, -3]]
+    bad = PipelineConfig(src=SourceConfig([1]), pipes=[PathVariants(even_odd, [[Aggregate(2)]])], sink=SinkConfig(1))
+    with pytest.raises(NotImplementedError, match="AggregateConfig"):
+        build_pipeline(bad, num_threads=1)
+
+
+def test_placement_runs_in_process_pool():
+    b = (
+        PipelineBuilder()
+        .add_source(range(16))
+        .to(ProcessPoolExecutorConfig(max_workers=2, mp_context="spawn"))
+        .pipe(pid_of, concurrency=4)
+        .to(MAIN_PROCESS)
+        .pipe(lambda pid: (pid, os.getpid()))
+        .add_sink(4)
+    )
+    cfg = b.get_config()
+    assert [type(p).__name__ for p in cfg.pipes] == ["PlacementConfig", "PipeConfig", "PlacementConfig", "PipeConfig"]
+    p = build_pipeline(cfg, num_threads=2)
+    with p.auto_stop():
+        got = list(p)
+    assert len(got) == 16
+    worker_pids = {w for w, _ in got}
+    assert os.getpid() not in worker_pids and 1 <= len(worker_pids) <= 2
+    assert {m for _, m in got} == {os.getpid()}
+    with pytest.raises(NotImplementedError, match="buffer_size"):
+        PipelineBuilder().add_source([1]).to(MAIN_PROCESS, buffer_size=2).add_sink(1).build(num_threads=1)
+
+
+def test_executor_with_native_op_is_refused():
+    from spdl_rs import ops
+
+    with concurrent.futures.ThreadPoolExecutor(1) as ex, pytest.raises(TypeError, match="native op"):
+        PipelineBuilder().add_source(["a"]).pipe(ops.read_file(), executor=ex)
+
+
+def test_async_op_in_config():
+    async def aplus(x):
+        await asyncio.sleep(0)
+        return x + 1
+
+    cfg = PipelineConfig(src=SourceConfig(range(5)), pipes=[Pipe(aplus, concurrency=3)], sink=SinkConfig(2))
+    p = build_pipeline(cfg, num_threads=1)
+    with p.auto_stop():
+        assert sorted(p) == [1, 2, 3, 4, 5]
+
+
+def test_merge_left_early_stops_everything():
+    import threading
+
+    big = PipelineConfig(src=SourceConfig(range(100_000)), pipes=[], sink=SinkConfig(2))
+    cfg = PipelineConfig(src=Merge([big, big]), pipes=[], sink=SinkConfig(2))
+    before = {t.name for t in threading.enumerate()}
+    for _ in range(3):
+        p = build_pipeline(cfg, num_threads=1)
+        with p.auto_stop():
+            got = [x for _, x in zip(range(4), p)]
+        assert len(got) == 4 and set(got) <= set(range(100_000))
+        # stop() returned: the sub-pipelines, feeders and the merge loop are gone
+        left = {t.name for t in threading.enumerate()} - before
+        assert not {n for n in left if n.startswith(("spdl_rs_merge", "asyncio_")) or "feed" in n}, left
