@@ -7,7 +7,8 @@
 //! into a buffer the caller gives ([`Decoder::decode_into`]), after checking the caller's
 //! [`Limits`](spdl_io::Limits). Register it after the built-ins and it is picked by content:
 //!
-//! ```
+//! ```ignore
+//! // (run as `tests/registry.rs`: a doctest of a cdylib crate would see two builds of spdl-io)
 //! use std::sync::Arc;
 //! use spdl_io::{DecodeOptions, Registry};
 //!
