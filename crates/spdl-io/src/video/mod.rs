@@ -13,6 +13,9 @@
 //! - [`probe_video`] reads the header only; [`frame_timestamps`] decodes the
 //!   whole stream (no conversion) and gives every frame's timestamp.
 //!
+//! Index and step selections seek to the key frame before the wanted
+//! frames (module `seek`), as time windows do.
+//!
 //! Frame counts and indices come from decoding, in presentation order; the
 //! container's frame count and duration are reported only as estimates
 //! ([`VideoInfo::frames_estimate`]) and never used to build indices. An index
@@ -42,6 +45,7 @@
 //! ```
 
 mod convert;
+mod seek;
 
 use std::collections::BTreeMap;
 
@@ -70,8 +74,16 @@ pub enum FrameSelection {
     },
     /// These frame indices, in this order; repeats allowed (decord's
     /// `get_batch`). An index past the last frame is an error.
+    ///
+    /// Decoding starts at the key frame before each run of wanted frames
+    /// (found by a demux-only pass over the packets), so a frame near the
+    /// end of a long file costs about what one near the start costs; the
+    /// frames are byte-identical to a decode from the start. Streams whose
+    /// packets cannot vouch for the frame numbering (no pts, repeated pts,
+    /// not starting on a key frame, damaged) are decoded from the start.
     Indices(Vec<usize>),
-    /// Every `k`-th frame: 0, k, 2k, ... (`k >= 1`).
+    /// Every `k`-th frame: 0, k, 2k, ... (`k >= 1`). For `k >= 2`, seeks
+    /// between the wanted frames as [`FrameSelection::Indices`] does.
     Step(usize),
     /// For each time `t` (seconds), the frame on screen at `t`: the one with
     /// `pts <= t < next pts` (torchcodec's `get_frames_played_at`). A time
@@ -221,7 +233,8 @@ pub struct Video {
     /// [`VideoOptions::apply_rotation`] is off).
     pub rotation_applied: i32,
     /// Frames in the stream, counted by decoding, when this call decoded to
-    /// the end of the stream from its start; `None` otherwise.
+    /// the end of the stream from its start; `None` otherwise (also after
+    /// the seeks of [`FrameSelection::Indices`] and [`FrameSelection::Step`]).
     pub frames_decoded: Option<usize>,
     /// Header information.
     pub info: VideoInfo,
@@ -624,6 +637,11 @@ fn load(src: &MediaSource<'_>, opts: &VideoOptions) -> Result<Video> {
                 ));
             }
             let k = *k;
+            if k > 1 {
+                if let Some(video) = seek::load_step(src, opts, k)? {
+                    return Ok(video);
+                }
+            }
             load_filtered(
                 src,
                 opts,
@@ -858,11 +876,25 @@ impl ConverterFactory<'_> {
     }
 }
 
+/// Indices: seek to the key frame before the wanted frames where the
+/// stream allows it ([`seek`]), else [`load_indices_sequential`].
+fn load_indices(
+    src: &MediaSource<'_>,
+    opts: &VideoOptions,
+    indices: &[usize],
+    clamp: bool,
+) -> Result<Video> {
+    if let Some(video) = seek::load_indices(src, opts, indices, clamp)? {
+        return Ok(video);
+    }
+    load_indices_sequential(src, opts, indices, clamp)
+}
+
 /// Indices: decode sequentially up to the largest index, converting each
 /// wanted frame once into its first slot and copying it to repeats.
 /// `clamp`: indices past the end take the last decoded frame (clip
 /// sampling) instead of failing.
-fn load_indices(
+fn load_indices_sequential(
     src: &MediaSource<'_>,
     opts: &VideoOptions,
     indices: &[usize],
