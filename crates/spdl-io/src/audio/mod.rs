@@ -22,6 +22,7 @@
 
 use ffmpeg_next::{self as ff, codec, format::Sample, media, software::resampling, ChannelLayout};
 
+use crate::ffmpeg::filter::FilterGraph;
 use crate::ffmpeg::{ff_err, seconds, to_ts, Demuxer, MediaSource};
 use crate::{Error, ErrorKind, Result};
 
@@ -41,6 +42,16 @@ pub struct AudioOptions {
     /// Largest output allowed, in samples over all channels; more is
     /// [`ErrorKind::LimitExceeded`].
     pub max_samples: usize,
+    /// An FFmpeg filter graph description (libavfilter, as the ffmpeg
+    /// command line's `-af` and SPDL's `filter_desc`), e.g.
+    /// `"aresample=16000,aformat=sample_fmts=fltp"`. It runs on the decoded
+    /// samples (after `window`) as planar f32 at the stream's rate and
+    /// layout, in frames of 4096 samples with pts counted from the first
+    /// one; its output, in whatever sample format, is read as f32 as the
+    /// decoder's is, then resampled to `sample_rate` / `channels` when given.
+    /// A description FFmpeg rejects is an [`ErrorKind::InvalidArgument`]
+    /// error.
+    pub filter_desc: Option<String>,
 }
 
 impl Default for AudioOptions {
@@ -50,6 +61,7 @@ impl Default for AudioOptions {
             channels: None,
             window: None,
             max_samples: 1 << 31,
+            filter_desc: None,
         }
     }
 }
@@ -297,6 +309,11 @@ fn load(src: &MediaSource<'_>, opts: &AudioOptions) -> Result<Audio> {
         }
     }
     let start = first_pos.map_or(0.0, |p| p as f64 / f64::from(rate));
+    let (planes, layout, rate) = match opts.filter_desc.as_deref() {
+        Some(desc) => filter_planes(desc, &planes, layout, rate, opts.max_samples)?,
+        None => (planes, layout, rate),
+    };
+    let nch = planes.len();
     let out_rate = opts.sample_rate.unwrap_or(rate);
     let out_ch = opts.channels.map_or(nch, usize::from);
     let planes = if out_rate != rate || out_ch != nch {
@@ -317,6 +334,91 @@ fn load(src: &MediaSource<'_>, opts: &AudioOptions) -> Result<Audio> {
         start,
         info,
     })
+}
+
+/// Runs `desc` over planar f32 `planes` at `rate` Hz: the filtered planes,
+/// their layout and rate.
+fn filter_planes(
+    desc: &str,
+    planes: &[Vec<f32>],
+    layout: ChannelLayout,
+    rate: u32,
+    max_samples: usize,
+) -> Result<(Vec<Vec<f32>>, ChannelLayout, u32)> {
+    const CHUNK: usize = 4096;
+    let nch = planes.len();
+    let layout = if layout.is_empty() || layout.channels() as usize != nch {
+        ChannelLayout::default(nch as i32)
+    } else {
+        layout
+    };
+    let total = planes.first().map_or(0, Vec::len);
+    let time_base = ff::Rational::new(1, rate as i32);
+    let fltp = Sample::F32(ff::format::sample::Type::Planar);
+    let mut graph: Option<FilterGraph> = None;
+    let mut out_planes: Vec<Vec<f32>> = Vec::new();
+    let mut out = ff::frame::Audio::empty();
+    let mut collect = |graph: &mut FilterGraph, out_planes: &mut Vec<Vec<f32>>| -> Result<()> {
+        while graph.pull(&mut out)? {
+            let ch = usize::from(out.channels());
+            if out_planes.is_empty() {
+                *out_planes = vec![Vec::new(); ch];
+            } else if out_planes.len() != ch {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    format!(
+                        "filter output changes from {} to {ch} channels",
+                        out_planes.len()
+                    ),
+                ));
+            }
+            let n = out.samples();
+            if (out_planes[0].len() + n).saturating_mul(ch) > max_samples {
+                return Err(Error::new(
+                    ErrorKind::LimitExceeded,
+                    format!("more than max_samples {max_samples} samples"),
+                ));
+            }
+            append_f32(&out, 0, n, out_planes)?;
+        }
+        Ok(())
+    };
+    let mut at = 0usize;
+    while at < total {
+        let n = CHUNK.min(total - at);
+        let mut frame = ff::frame::Audio::new(fltp, n, layout);
+        frame.set_rate(rate);
+        frame.set_pts(Some(at as i64));
+        for (c, plane) in planes.iter().enumerate() {
+            frame.plane_mut::<f32>(c)[..n].copy_from_slice(&plane[at..at + n]);
+        }
+        if graph.is_none() {
+            graph = Some(FilterGraph::audio(desc, &frame, time_base)?);
+        }
+        if let Some(g) = graph.as_mut() {
+            g.push(Some(&*frame))?;
+            collect(g, &mut out_planes)?;
+        }
+        at += n;
+    }
+    let Some(mut g) = graph else {
+        // No samples: nothing to filter, but a bad description still fails.
+        let frame = {
+            let mut f = ff::frame::Audio::new(fltp, 1, layout);
+            f.set_rate(rate);
+            f
+        };
+        FilterGraph::audio(desc, &frame, time_base)?;
+        return Ok((planes.to_vec(), layout, rate));
+    };
+    g.push(None)?;
+    collect(&mut g, &mut out_planes)?;
+    let out_rate = g.sample_rate();
+    if out_planes.is_empty() {
+        out_planes = vec![Vec::new(); g.channels().max(1)];
+    }
+    let out_layout = ChannelLayout::default(out_planes.len() as i32);
+    Ok((out_planes, out_layout, out_rate))
 }
 
 /// Appends samples `lo..hi` of every channel of `frame` as f32 (u8 as

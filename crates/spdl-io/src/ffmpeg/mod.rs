@@ -17,6 +17,7 @@
 //! except FFmpeg's global, thread-safe registries. The results are plain
 //! `Send + Sync` data.
 
+pub(crate) mod filter;
 mod io;
 
 use std::borrow::Cow;

@@ -51,6 +51,7 @@ use std::collections::BTreeMap;
 
 use ffmpeg_next::{self as ff, codec, format::Pixel, media, software::scaling};
 
+use crate::ffmpeg::filter::FilterGraph;
 use crate::ffmpeg::{ff_err, seconds, stream_rotation, to_ts, Demuxer, MediaSource};
 use crate::{Error, ErrorKind, Result};
 use convert::Converter;
@@ -173,6 +174,17 @@ pub struct VideoOptions {
     /// Largest output allowed, in bytes; more is [`ErrorKind::LimitExceeded`]
     /// (checked before allocating).
     pub max_output_bytes: usize,
+    /// An FFmpeg filter graph description (libavfilter, as the ffmpeg
+    /// command line's `-vf` and SPDL's `filter_desc`), e.g.
+    /// `"fps=5,scale=224:224,format=rgb24"`, run on the selected frames in
+    /// presentation order after the display rotation, then converted to
+    /// `pixel_format` inside the graph (as `ffmpeg -vf DESC -pix_fmt rgb24`),
+    /// then scaled to `width` / `height` when given. With a filter, [`Video::pts`] are the filtered frames' and
+    /// [`Video::indices`] is `None`. Works with [`FrameSelection::All`],
+    /// [`FrameSelection::Window`] and [`FrameSelection::Step`]; with the
+    /// others it is an [`ErrorKind::InvalidArgument`] error, as is a
+    /// description FFmpeg rejects.
+    pub filter_desc: Option<String>,
 }
 
 impl Default for VideoOptions {
@@ -186,6 +198,7 @@ impl Default for VideoOptions {
             threads: 1,
             apply_rotation: true,
             max_output_bytes: 4 << 30,
+            filter_desc: None,
         }
     }
 }
@@ -365,7 +378,8 @@ pub struct VideoClips {
 }
 
 /// Samples clips as [`ClipSampling`] says, in one decode pass; frames shared
-/// by clips are decoded once. `opts.selection` is ignored.
+/// by clips are decoded once. `opts.selection` is ignored; `opts.filter_desc`
+/// is an `InvalidArgument` error.
 ///
 /// The clip plan needs the frame count before decoding: it is counted from
 /// the demuxed packets of the stream (one packet per frame in MP4, MKV, AVI,
@@ -382,6 +396,12 @@ pub fn load_video_clips<'a>(
 ) -> Result<VideoClips> {
     let src = src.into();
     let run = || -> Result<VideoClips> {
+        if opts.filter_desc.is_some() {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "filter_desc is not supported by clip sampling",
+            ));
+        }
         if sampling.num_clips == 0 || sampling.frames_per_clip == 0 || sampling.stride == 0 {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
@@ -627,6 +647,17 @@ fn check_limit(frames: usize, frame_len: usize, opts: &VideoOptions) -> Result<(
 }
 
 fn load(src: &MediaSource<'_>, opts: &VideoOptions) -> Result<Video> {
+    if opts.filter_desc.is_some()
+        && matches!(
+            opts.selection,
+            FrameSelection::Indices(_) | FrameSelection::PlayedAt(_)
+        )
+    {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            "filter_desc works with all frames, a time window or a step, not with indices or played_at",
+        ));
+    }
     match &opts.selection {
         FrameSelection::All => load_filtered(src, opts, |_, _| Keep::Yes, None),
         FrameSelection::Step(k) => {
@@ -637,7 +668,7 @@ fn load(src: &MediaSource<'_>, opts: &VideoOptions) -> Result<Video> {
                 ));
             }
             let k = *k;
-            if k > 1 {
+            if k > 1 && opts.filter_desc.is_none() {
                 if let Some(video) = seek::load_step(src, opts, k)? {
                     return Ok(video);
                 }
@@ -722,46 +753,81 @@ fn filtered_pass(
     keep: impl Fn(usize, f64) -> Keep,
     check_start: Option<f64>,
 ) -> Result<Option<Video>> {
-    let mut conv: Option<Converter> = None;
-    let mut data = Vec::new();
-    let mut pts_out = Vec::new();
-    let mut idx_out = Vec::new();
-    let mut overshot = false;
-    let end = {
-        let (conv, data, pts_out, idx_out, overshot) = (
-            &mut conv,
-            &mut data,
-            &mut pts_out,
-            &mut idx_out,
-            &mut overshot,
-        );
-        session_run_with_converter(session, opts, conv, |conv, frame, i, pts| {
-            if i == 0 {
-                if let Some(start) = check_start {
-                    if pts > start + 1e-9 {
-                        *overshot = true;
-                        return Ok(Flow::Stop);
-                    }
-                }
-            }
-            match keep(i, pts) {
-                Keep::No => Ok(Flow::Continue),
-                Keep::Stop => Ok(Flow::Stop),
-                Keep::Yes => {
-                    let n = conv.frame_len();
-                    check_limit(pts_out.len() + 1, n, opts)?;
-                    let at = data.len();
-                    data.resize(at + n, 0);
-                    conv.convert(frame, &mut data[at..])?;
-                    pts_out.push(pts);
-                    idx_out.push(i);
-                    Ok(Flow::Continue)
-                }
-            }
-        })?
+    let rotation = if opts.apply_rotation {
+        session.info.rotation
+    } else {
+        0
     };
+    // With a filter graph the rotation is its first filter (as the ffmpeg
+    // command line's autorotate), so the converter turns nothing; its last
+    // converts to the output pixel format, as the command line's
+    // `-pix_fmt`, so the converter only copies (or scales).
+    let graph_desc = opts.filter_desc.as_deref().map(|d| {
+        let fmt = opts
+            .pixel_format
+            .to_ffmpeg()
+            .descriptor()
+            .map_or("rgb24", |p| p.name());
+        match rotation_filter(rotation) {
+            Some(r) => format!("{r},{d},format=pix_fmts={fmt}"),
+            None => format!("{d},format=pix_fmts={fmt}"),
+        }
+    });
+    let mut info = session.info.clone();
+    if graph_desc.is_some() {
+        info.rotation = 0;
+    }
+    let factory = ConverterFactory { info, opts };
+    let time_base = session.time_base;
+    let mut out = Collector {
+        factory,
+        opts,
+        conv: None,
+        data: Vec::new(),
+        pts: Vec::new(),
+        indices: Vec::new(),
+    };
+    let mut graph: Option<FilterGraph> = None;
+    let mut filtered = ff::frame::Video::empty();
+    let mut overshot = false;
+    let end = session.run(|frame, i, pts| {
+        if i == 0 {
+            if let Some(start) = check_start {
+                if pts > start + 1e-9 {
+                    overshot = true;
+                    return Ok(Flow::Stop);
+                }
+            }
+        }
+        match keep(i, pts) {
+            Keep::No => Ok(Flow::Continue),
+            Keep::Stop => Ok(Flow::Stop),
+            Keep::Yes => {
+                let Some(desc) = graph_desc.as_deref() else {
+                    out.push(frame, i, pts)?;
+                    return Ok(Flow::Continue);
+                };
+                if graph.is_none() {
+                    graph = Some(FilterGraph::video(desc, frame, time_base)?);
+                }
+                if let Some(g) = graph.as_mut() {
+                    // The filters see the best-effort timestamp as pts, as in
+                    // the ffmpeg command line.
+                    let mut input = frame_ref(frame)?;
+                    input.set_pts(frame.timestamp());
+                    g.push(Some(&*input))?;
+                    out.drain(g, &mut filtered, i)?;
+                }
+                Ok(Flow::Continue)
+            }
+        }
+    })?;
     if overshot {
         return Ok(None);
+    }
+    if let Some(g) = graph.as_mut() {
+        g.push(None)?;
+        out.drain(g, &mut filtered, 0)?;
     }
     if check_start.is_none() && end.eof && end.frames == 0 {
         return Err(Error::new(
@@ -769,17 +835,74 @@ fn filtered_pass(
             "the video stream has packets but no frame could be decoded",
         ));
     }
-    let (h, w, c, rotation_applied) = shape_of(session, conv.as_ref(), opts);
+    let (h, w, c, rotation_applied) = shape_of(session, out.conv.as_ref(), opts);
     let seeked = check_start.is_some();
+    let indexed = !seeked && graph_desc.is_none();
     Ok(Some(Video {
-        shape: [pts_out.len(), h, w, c],
-        data,
-        pts: pts_out,
-        indices: (!seeked).then_some(idx_out),
+        shape: [out.pts.len(), h, w, c],
+        data: out.data,
+        pts: out.pts,
+        indices: indexed.then_some(out.indices),
         rotation_applied,
         frames_decoded: (!seeked && end.eof).then_some(end.frames),
         info: session.info.clone(),
     }))
+}
+
+/// The filters that turn a frame `rotation` degrees counterclockwise (the
+/// ffmpeg command line's autorotate); `None` for 0.
+fn rotation_filter(rotation: i32) -> Option<&'static str> {
+    match rotation {
+        90 => Some("transpose=cclock"),
+        180 => Some("hflip,vflip"),
+        270 => Some("transpose=clock"),
+        _ => None,
+    }
+}
+
+/// Output frames appended one after another (the streaming selections).
+struct Collector<'o> {
+    factory: ConverterFactory<'o>,
+    opts: &'o VideoOptions,
+    conv: Option<Converter>,
+    data: Vec<u8>,
+    pts: Vec<f64>,
+    indices: Vec<usize>,
+}
+
+impl Collector<'_> {
+    /// Converts `frame` (decoded frame `i`, or a filtered frame) and appends it.
+    fn push(&mut self, frame: &ff::frame::Video, i: usize, pts: f64) -> Result<()> {
+        if self.conv.is_none() {
+            self.conv = Some(self.factory.build(frame)?);
+        }
+        let Some(conv) = self.conv.as_mut() else {
+            return Ok(());
+        };
+        let n = conv.frame_len();
+        check_limit(self.pts.len() + 1, n, self.opts)?;
+        let at = self.data.len();
+        self.data.resize(at + n, 0);
+        conv.convert(frame, &mut self.data[at..])?;
+        self.pts.push(pts);
+        self.indices.push(i);
+        Ok(())
+    }
+
+    /// Appends every frame the graph has ready.
+    fn drain(
+        &mut self,
+        graph: &mut FilterGraph,
+        frame: &mut ff::frame::Video,
+        i: usize,
+    ) -> Result<()> {
+        let tb = graph.time_base();
+        while graph.pull(frame)? {
+            let pts = frame.pts().map_or(0.0, |p| seconds(p, tb));
+            self.push(frame, i, pts)?;
+        }
+        Ok(())
+    }
 }
 
 /// Output `(H, W, C, rotation)`; without any frame, the header's size.
