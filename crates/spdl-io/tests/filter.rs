@@ -224,3 +224,47 @@ fn bad_filter_strings_are_named_errors() {
     .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
 }
+
+#[test]
+fn ffmpeg_utilities_report_versions_filters_and_log_level() {
+    let versions = spdl_io::ffmpeg_library_versions();
+    let names: Vec<&str> = versions.iter().map(|(n, _)| *n).collect();
+    assert_eq!(
+        names,
+        [
+            "libavcodec",
+            "libavfilter",
+            "libavformat",
+            "libavutil",
+            "libswresample",
+            "libswscale"
+        ]
+    );
+    // FFmpeg 4.4 or later (libavcodec 58.134).
+    let (major, minor, _) = versions[0].1;
+    assert!((major, minor) >= (58, 134), "{versions:?}");
+    assert!(spdl_io::ffmpeg_versions().contains(&format!("libavcodec {major}.{minor}.")));
+
+    let filters = spdl_io::ffmpeg_filters();
+    for f in [
+        "scale",
+        "format",
+        "fps",
+        "aresample",
+        "aformat",
+        "tpad",
+        "buffer",
+        "abuffersink",
+    ] {
+        assert!(
+            filters.iter().any(|n| n == f),
+            "no {f} in {} filters",
+            filters.len()
+        );
+    }
+
+    assert_eq!(spdl_io::ffmpeg_log_level(), 16);
+    spdl_io::set_ffmpeg_log_level(24);
+    assert_eq!(spdl_io::ffmpeg_log_level(), 24);
+    spdl_io::set_ffmpeg_log_level(16);
+}
