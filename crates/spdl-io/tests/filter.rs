@@ -133,6 +133,12 @@ fn video_filters_run_after_the_rotation_and_with_windows_and_steps() {
 fn audio_filter_strings_give_the_ffmpeg_command_line_samples() {
     for (file, desc) in [
         ("sine_44100Hz_stereo_LR.flac", "aresample=16000,volume=0.5"),
+        // A downmix of 16-bit samples (normalized, unlike float ones).
+        (
+            "sine_44100Hz_stereo_LR.flac",
+            "aformat=channel_layouts=1c,aresample=16000",
+        ),
+        ("sine440_22050Hz_mono.mp3", "atempo=1.5"),
         (
             "sine_48000Hz_5.1_s16.wav",
             "pan=stereo|c0=FL|c1=FR,atrim=end_sample=4000",
@@ -171,6 +177,42 @@ fn audio_filter_strings_give_the_ffmpeg_command_line_samples() {
             }
         }
         assert!(diff <= 1e-4, "{file}: {desc}: differs by {diff}");
+    }
+}
+
+#[test]
+fn audio_filters_see_the_window_cut_at_sample_precision() {
+    // Packed s16 (WAV, 6 channels) and planar float (MP3): the window cuts
+    // decoded frames in their own format before the graph.
+    for file in ["sine_48000Hz_5.1_s16.wav", "sine440_22050Hz_mono.mp3"] {
+        let path = media(&format!("{AUDIO}/{file}"));
+        let window = Some((0.0123, 0.2345));
+        let plain = load_audio(
+            &path,
+            &AudioOptions {
+                window,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let halved = load_audio(
+            &path,
+            &AudioOptions {
+                window,
+                filter_desc: Some("aformat=sample_fmts=flt,volume=0.5".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            (halved.channels, halved.samples),
+            (plain.channels, plain.samples),
+            "{file}"
+        );
+        assert!(plain.data.iter().any(|v| v.abs() > 0.1), "{file}");
+        for (h, p) in halved.data.iter().zip(&plain.data) {
+            assert!((h - p * 0.5).abs() <= 1e-6, "{file}: {h} vs {p} / 2");
+        }
     }
 }
 

@@ -480,6 +480,7 @@ def load_video(
     num_threads: int = 1,
     apply_rotation: bool = True,
     name: str | None = None,
+    filter_desc: str | None = None,
 ) -> VideoFrames: ...
 def load_video_clips(
     src: _Src,
@@ -502,9 +503,22 @@ def load_audio(
     sample_rate: int | None = None,
     num_channels: int | None = None,
     name: str | None = None,
+    filter_desc: str | None = None,
 ) -> AudioFrames: ...
 def ffmpeg_versions() -> str | None:
     """FFmpeg library versions, or ``None`` when built without FFmpeg."""
+
+def get_ffmpeg_versions() -> dict[str, tuple[int, int, int]]:
+    """``{"libavcodec": (major, minor, micro), ...}``; ``RuntimeError`` without FFmpeg."""
+
+def get_ffmpeg_filters() -> list[str]:
+    """FFmpeg's filter names; ``RuntimeError`` without FFmpeg."""
+
+def get_ffmpeg_log_level() -> int:
+    """FFmpeg's log level; ``RuntimeError`` without FFmpeg."""
+
+def set_ffmpeg_log_level(val: int, /) -> None:
+    """Sets FFmpeg's log level; ``RuntimeError`` without FFmpeg."""
 
 def op_video(
     from_bytes: bool,
@@ -522,6 +536,7 @@ def op_video(
     num_clips: int | None = None,
     frames_per_clip: int | None = None,
     stride: int = 1,
+    filter_desc: str | None = None,
 ) -> NativeOp: ...
 def op_audio(
     from_bytes: bool,
@@ -529,6 +544,7 @@ def op_audio(
     *,
     sample_rate: int | None = None,
     num_channels: int | None = None,
+    filter_desc: str | None = None,
 ) -> NativeOp: ...
 
 def load_decoder_plugin(path: _Path) -> str:
