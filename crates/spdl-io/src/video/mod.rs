@@ -408,9 +408,8 @@ pub fn load_video_clips<'a>(
                 format!("clip sampling needs non-zero clips, frames and stride: {sampling:?}"),
             ));
         }
-        let total = count_packets(&src)?;
-        let indices: Vec<usize> = sampling.indices(total).into_iter().flatten().collect();
-        let video = load_indices(&src, opts, &indices, true)?;
+        let plan = |total: usize| sampling.indices(total).into_iter().flatten().collect();
+        let video = load_clip_plan(&src, opts, plan)?;
         Ok(VideoClips {
             shape: [
                 sampling.num_clips,
@@ -446,23 +445,24 @@ pub fn load_video_clip<'a>(
                 format!("clip of {frames} frames at {width}x{height}"),
             ));
         }
-        let total = count_packets(&src)?;
-        let indices: Vec<usize> = (0..frames)
-            .map(|i| {
-                if frames == 1 {
-                    0
-                } else {
-                    ((total - 1) as f64 * i as f64 / (frames - 1) as f64).round() as usize
-                }
-            })
-            .collect();
+        let plan = |total: usize| -> Vec<usize> {
+            (0..frames)
+                .map(|i| {
+                    if frames == 1 {
+                        0
+                    } else {
+                        ((total - 1) as f64 * i as f64 / (frames - 1) as f64).round() as usize
+                    }
+                })
+                .collect()
+        };
         let opts = VideoOptions {
             width: Some(width),
             height: Some(height),
             threads,
             ..Default::default()
         };
-        load_indices(&src, &opts, &indices, true)
+        load_clip_plan(&src, &opts, plan)
     };
     run().map_err(|e| src.err(e))
 }
@@ -669,7 +669,8 @@ fn load(src: &MediaSource<'_>, opts: &VideoOptions) -> Result<Video> {
             }
             let k = *k;
             if k > 1 && opts.filter_desc.is_none() {
-                if let Some(video) = seek::load_step(src, opts, k)? {
+                let plan = |n: usize| Some((0..n).step_by(k).collect());
+                if let Some(video) = seek::load_planned(src, opts, plan)? {
                     return Ok(video);
                 }
             }
@@ -703,7 +704,7 @@ fn load(src: &MediaSource<'_>, opts: &VideoOptions) -> Result<Video> {
             ErrorKind::InvalidArgument,
             "no frame indices given: ask for at least one frame",
         )),
-        FrameSelection::Indices(indices) => load_indices(src, opts, indices, false),
+        FrameSelection::Indices(indices) => load_indices(src, opts, indices),
         FrameSelection::PlayedAt(times) => load_played_at(src, opts, times),
     }
 }
@@ -1001,16 +1002,30 @@ impl ConverterFactory<'_> {
 
 /// Indices: seek to the key frame before the wanted frames where the
 /// stream allows it ([`seek`]), else [`load_indices_sequential`].
-fn load_indices(
-    src: &MediaSource<'_>,
-    opts: &VideoOptions,
-    indices: &[usize],
-    clamp: bool,
-) -> Result<Video> {
-    if let Some(video) = seek::load_indices(src, opts, indices, clamp)? {
+fn load_indices(src: &MediaSource<'_>, opts: &VideoOptions, indices: &[usize]) -> Result<Video> {
+    // An index past the end goes to the sequential path for its error (it
+    // counts the frames by decoding).
+    let plan = |n: usize| indices.iter().all(|&i| i < n).then(|| indices.to_vec());
+    if let Some(video) = seek::load_planned(src, opts, plan)? {
         return Ok(video);
     }
-    load_indices_sequential(src, opts, indices, clamp)
+    load_indices_sequential(src, opts, indices, false)
+}
+
+/// Clip sampling: the indices `plan(frame count)` (each below the count),
+/// seeking where the stream allows it; else the count comes from the
+/// packets and the decode runs from the start, clamping to the last decoded
+/// frame.
+fn load_clip_plan(
+    src: &MediaSource<'_>,
+    opts: &VideoOptions,
+    plan: impl Fn(usize) -> Vec<usize>,
+) -> Result<Video> {
+    if let Some(video) = seek::load_planned(src, opts, |n| Some(plan(n)))? {
+        return Ok(video);
+    }
+    let total = count_packets(src)?;
+    load_indices_sequential(src, opts, &plan(total), true)
 }
 
 /// Indices: decode sequentially up to the largest index, converting each

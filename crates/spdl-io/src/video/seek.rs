@@ -111,44 +111,24 @@ enum Pass {
     Fallback,
 }
 
-/// [`FrameSelection::Indices`](super::FrameSelection::Indices) with seeks;
-/// `clamp` as in the sequential path (indices past the end take the last
-/// frame). `Ok(None)`: use the sequential path.
-pub(super) fn load_indices(
+/// Decodes the frames `plan(n)` gives for a stream of `n` frames (any
+/// order, repeats allowed; every index `< n`), seeking. `Ok(None)`: use the
+/// sequential path (also when `plan` returns `None`).
+pub(super) fn load_planned(
     src: &MediaSource<'_>,
     opts: &VideoOptions,
-    indices: &[usize],
-    clamp: bool,
+    plan: impl FnOnce(usize) -> Option<Vec<usize>>,
 ) -> Result<Option<Video>> {
     let mut session = Session::open(src, opts.threads)?;
     let Some(map) = FrameMap::scan(&mut session.demux, session.stream) else {
         return Ok(None);
     };
-    let n = map.len();
-    let wanted: Vec<usize> = if clamp {
-        indices.iter().map(|&i| i.min(n - 1)).collect()
-    } else if indices.iter().any(|&i| i >= n) {
-        // The sequential path counts the frames by decoding for its error.
-        return Ok(None);
-    } else {
-        indices.to_vec()
-    };
-    decode_into(&mut session, &map, opts, wanted)
-}
-
-/// [`FrameSelection::Step`](super::FrameSelection::Step) `k` with seeks.
-/// `Ok(None)`: use the sequential path.
-pub(super) fn load_step(
-    src: &MediaSource<'_>,
-    opts: &VideoOptions,
-    k: usize,
-) -> Result<Option<Video>> {
-    let mut session = Session::open(src, opts.threads)?;
-    let Some(map) = FrameMap::scan(&mut session.demux, session.stream) else {
-        return Ok(None);
-    };
-    let wanted: Vec<usize> = (0..map.len()).step_by(k.max(1)).collect();
-    decode_into(&mut session, &map, opts, wanted)
+    match plan(map.len()) {
+        Some(wanted) if wanted.iter().all(|&i| i < map.len()) => {
+            decode_into(&mut session, &map, opts, wanted)
+        }
+        _ => Ok(None),
+    }
 }
 
 /// Decodes the frames `wanted` (any order, repeats allowed) into one tensor.
