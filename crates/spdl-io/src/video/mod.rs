@@ -45,7 +45,10 @@
 //! ```
 
 mod convert;
+mod packets;
 mod seek;
+
+pub use packets::{decode_packets, demux_video, VideoPackets};
 
 use std::collections::BTreeMap;
 
@@ -754,30 +757,7 @@ fn filtered_pass(
     keep: impl Fn(usize, f64) -> Keep,
     check_start: Option<f64>,
 ) -> Result<Option<Video>> {
-    let rotation = if opts.apply_rotation {
-        session.info.rotation
-    } else {
-        0
-    };
-    // With a filter graph the rotation is its first filter (as the ffmpeg
-    // command line's autorotate), so the converter turns nothing; its last
-    // converts to the output pixel format, as the command line's
-    // `-pix_fmt`, so the converter only copies (or scales).
-    let graph_desc = opts.filter_desc.as_deref().map(|d| {
-        let fmt = opts
-            .pixel_format
-            .to_ffmpeg()
-            .descriptor()
-            .map_or("rgb24", |p| p.name());
-        match rotation_filter(rotation) {
-            Some(r) => format!("{r},{d},format=pix_fmts={fmt}"),
-            None => format!("{d},format=pix_fmts={fmt}"),
-        }
-    });
-    let mut info = session.info.clone();
-    if graph_desc.is_some() {
-        info.rotation = 0;
-    }
+    let (graph_desc, info) = graph_plan(&session.info, opts);
     let factory = ConverterFactory { info, opts };
     let time_base = session.time_base;
     let mut out = Collector {
@@ -850,6 +830,34 @@ fn filtered_pass(
     }))
 }
 
+/// The filter graph description `opts.filter_desc` becomes for a stream
+/// with `info`, and the info the converter works from. The rotation is the
+/// graph's first filter (as the ffmpeg command line's autorotate), so the
+/// converter turns nothing; its last converts to the output pixel format, as
+/// the command line's `-pix_fmt`, so the converter only copies (or scales).
+fn graph_plan(info: &VideoInfo, opts: &VideoOptions) -> (Option<String>, VideoInfo) {
+    let mut info = info.clone();
+    let Some(desc) = opts.filter_desc.as_deref() else {
+        return (None, info);
+    };
+    let rotation = if opts.apply_rotation {
+        info.rotation
+    } else {
+        0
+    };
+    let fmt = opts
+        .pixel_format
+        .to_ffmpeg()
+        .descriptor()
+        .map_or("rgb24", |p| p.name());
+    let desc = match rotation_filter(rotation) {
+        Some(r) => format!("{r},{desc},format=pix_fmts={fmt}"),
+        None => format!("{desc},format=pix_fmts={fmt}"),
+    };
+    info.rotation = 0;
+    (Some(desc), info)
+}
+
 /// The filters that turn a frame `rotation` degrees counterclockwise (the
 /// ffmpeg command line's autorotate); `None` for 0.
 fn rotation_filter(rotation: i32) -> Option<&'static str> {
@@ -912,8 +920,17 @@ fn shape_of(
     conv: Option<&Converter>,
     opts: &VideoOptions,
 ) -> (usize, usize, usize, i32) {
+    shape_of_info(&session.info, conv, opts)
+}
+
+/// [`shape_of`] for a stream with `info`.
+fn shape_of_info(
+    info: &VideoInfo,
+    conv: Option<&Converter>,
+    opts: &VideoOptions,
+) -> (usize, usize, usize, i32) {
     let rotation = if opts.apply_rotation {
-        session.info.rotation
+        info.rotation
     } else {
         0
     };
