@@ -148,3 +148,33 @@ def test_ffmpeg_utilities():
     assert io.built_with_cuda() == io.cuda_built()
     assert io.built_with_nvcodec() is False
     assert io.built_with_nvjpeg() is False
+
+
+def test_demux_then_decode_equals_load_video_and_runs_on_threads():
+    import concurrent.futures
+
+    full = io.load_video(BBB)
+    packets = io.demux_video(BBB)
+    assert len(packets) == 75 and packets.timestamp is None and packets.codec == "h264"
+    assert sorted(packets.get_timestamps()) == pytest.approx(full.pts)
+    v = io.decode_packets(packets)
+    np.testing.assert_array_equal(np.asarray(v.frames), np.asarray(full.frames))
+    assert v.pts == full.pts
+
+    window = (full.pts[30], full.pts[55])
+    part = io.demux_video(BBB.read_bytes(), timestamp=window, name="bbb.mp4")
+    assert 25 <= len(part) < 75 and part.timestamp == window
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        outs = list(pool.map(lambda p: io.decode_packets(p), [part, part.clone()]))
+    for out in outs:
+        np.testing.assert_array_equal(np.asarray(out.frames), np.asarray(full.frames)[30:55])
+
+    desc = "scale=64:36,hflip"
+    np.testing.assert_array_equal(
+        np.asarray(io.decode_packets(packets, desc, num_frames=4).frames),
+        np.asarray(io.load_video(BBB, filter_desc=desc).frames)[:4],
+    )
+    with pytest.raises(ValueError, match="bbb.mp4"):
+        io.decode_packets(part, "notafilter")
+    with pytest.raises(TypeError):
+        io.decode_packets(packets, None, decode_config=None)

@@ -505,6 +505,32 @@ def load_audio(
     name: str | None = None,
     filter_desc: str | None = None,
 ) -> AudioFrames: ...
+class VideoPackets:
+    """Demuxed packets of one video stream (``demux_video``); decode with ``decode_packets``."""
+
+    def __len__(self) -> int: ...
+    @property
+    def timestamp(self) -> tuple[float, float] | None: ...
+    @property
+    def codec(self) -> str: ...
+    def get_timestamps(self) -> list[float]: ...
+    def clone(self) -> VideoPackets: ...
+
+def demux_video(
+    src: _Src, *, timestamp: tuple[float, float] | None = None, name: str | None = None
+) -> VideoPackets: ...
+def decode_packets(
+    packets: VideoPackets,
+    filter_desc: str | None = None,
+    *,
+    num_frames: int = -1,
+    width: int | None = None,
+    height: int | None = None,
+    pixel_format: str = "rgb",
+    filter: str = "bicubic",
+    num_threads: int = 1,
+    apply_rotation: bool = True,
+) -> VideoFrames: ...
 def ffmpeg_versions() -> str | None:
     """FFmpeg library versions, or ``None`` when built without FFmpeg."""
 

@@ -32,6 +32,7 @@ from ._native import (
     CPUBuffer,
     CUDABuffer,
     VideoFrames,
+    VideoPackets,
     cuda_available,
     cuda_built,
     cuda_unavailable_reason,
@@ -66,6 +67,9 @@ __all__ = [
     "load_video",
     "load_video_clips",
     "load_audio",
+    "VideoPackets",
+    "demux_video",
+    "decode_packets",
     "ffmpeg_versions",
     "get_video_filter_desc",
     "get_audio_filter_desc",
@@ -240,6 +244,55 @@ def load_audio(
         num_channels=num_channels,
         name=name,
         filter_desc=filter_desc,
+    )
+
+
+def demux_video(
+    src: Src, *, timestamp: tuple[float, float] | None = None, name: str | None = None
+) -> VideoPackets:
+    """Demuxes the best video stream of ``src`` into :class:`VideoPackets` (compressed packets
+    and the codec parameters), with the GIL released, as SPDL's ``spdl.io.demux_video``: all
+    packets, or with ``timestamp=(start, end)`` (seconds) those needed for the frames with
+    ``start <= pts < end`` (from the key frame before ``start``). Decode them later, on any
+    thread and as often as needed, with :func:`decode_packets`.
+
+    ``src`` and ``name`` as :func:`load_video`. Raises as :func:`load_video`; ``ValueError`` for
+    an empty window. (SPDL's ``demux_config`` / ``bsf`` are not supported.)
+    """
+    return _native.demux_video(src, timestamp=timestamp, name=name)
+
+
+def decode_packets(
+    packets: VideoPackets,
+    filter_desc: str | None = None,
+    *,
+    num_frames: int = -1,
+    width: int | None = None,
+    height: int | None = None,
+    pixel_format: str = "rgb",
+    filter: str = "bicubic",
+    num_threads: int = 1,
+    apply_rotation: bool = True,
+) -> VideoFrames:
+    """Decodes :class:`VideoPackets` into :class:`VideoFrames` (``frames`` ``uint8``
+    ``[T, H, W, C]``, ``pts``), with the GIL released: the frames of the packets' time window
+    (all when they have none), at most ``num_frames`` (``-1``: all). ``filter_desc`` and the
+    output options work as in :func:`load_video`, and the frames equal ``load_video``'s for the
+    same window. SPDL's ``decode_packets`` followed by ``convert_frames`` (SPDL's
+    ``decode_config`` is not supported).
+
+    Raises ``ValueError`` naming the source for undecodable data or a bad ``filter_desc``.
+    """
+    return _native.decode_packets(
+        packets,
+        filter_desc,
+        num_frames=num_frames,
+        width=width,
+        height=height,
+        pixel_format=pixel_format,
+        filter=filter,
+        num_threads=num_threads,
+        apply_rotation=apply_rotation,
     )
 
 
