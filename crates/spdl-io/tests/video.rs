@@ -386,8 +386,10 @@ fn far_indices_and_steps_seek_and_equal_sequential_decode() {
         assert_eq!(all.shape[0], 1500, "{name}");
         // Near the end, around key frames (every 50), out of order, repeated,
         // then back near the start.
-        let picks = vec![1499, 1450, 1449, 1451, 1000, 3, 1499, 50, 49, 748, 0, 1200];
-        for threads in [1, 2] {
+        let far = vec![1499, 1450, 1449, 1451, 1000, 3, 1499, 50, 49, 748, 0, 1200];
+        // Near the start only: the packets are listed no further than needed.
+        let near = vec![51, 3, 0, 49, 50, 2];
+        for (threads, picks) in [(1, &far), (2, &far), (1, &near), (2, &near)] {
             let v = load_video(
                 src(),
                 &VideoOptions {
@@ -399,6 +401,7 @@ fn far_indices_and_steps_seek_and_equal_sequential_decode() {
             .unwrap();
             assert_eq!(v.shape[0], picks.len());
             assert_eq!(v.indices.as_deref(), Some(&picks[..]));
+            let picks = picks.clone();
             for (slot, &i) in picks.iter().enumerate() {
                 assert!(
                     v.frame(slot) == all.frame(i),

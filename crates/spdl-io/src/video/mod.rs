@@ -673,7 +673,7 @@ fn load(src: &MediaSource<'_>, opts: &VideoOptions) -> Result<Video> {
             let k = *k;
             if k > 1 && opts.filter_desc.is_none() {
                 let plan = |n: usize| Some((0..n).step_by(k).collect());
-                if let Some(video) = seek::load_planned(src, opts, plan)? {
+                if let Some(video) = seek::load_planned(src, opts, None, plan)? {
                     return Ok(video);
                 }
             }
@@ -1023,7 +1023,8 @@ fn load_indices(src: &MediaSource<'_>, opts: &VideoOptions, indices: &[usize]) -
     // An index past the end goes to the sequential path for its error (it
     // counts the frames by decoding).
     let plan = |n: usize| indices.iter().all(|&i| i < n).then(|| indices.to_vec());
-    if let Some(video) = seek::load_planned(src, opts, plan)? {
+    let upto = indices.iter().copied().max();
+    if let Some(video) = seek::load_planned(src, opts, upto, plan)? {
         return Ok(video);
     }
     load_indices_sequential(src, opts, indices, false)
@@ -1038,7 +1039,7 @@ fn load_clip_plan(
     opts: &VideoOptions,
     plan: impl Fn(usize) -> Vec<usize>,
 ) -> Result<Video> {
-    if let Some(video) = seek::load_planned(src, opts, |n| Some(plan(n)))? {
+    if let Some(video) = seek::load_planned(src, opts, None, |n| Some(plan(n)))? {
         return Ok(video);
     }
     let total = count_packets(src)?;

@@ -20,7 +20,7 @@
 //! [`FrameSelection::Indices`]: super::FrameSelection::Indices
 //! [`FrameSelection::Step`]: super::FrameSelection::Step
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 
 use ff::packet::Ref as _;
 use ffmpeg_next as ff;
@@ -42,15 +42,30 @@ struct FrameMap {
     key_for: Vec<usize>,
     /// pts -> frame index.
     index_of: HashMap<i64, usize>,
+    /// The scan stopped early: only frames `0..=upto` of the scan are
+    /// numbered for sure, and packets after the listed ones (all shown
+    /// after those frames) are not in the map.
+    partial: bool,
+    /// The largest listed pts.
+    max_pts: i64,
 }
 
 impl FrameMap {
     /// Lists `stream`'s packets (demux only, the decoder sees nothing).
     /// `None` when the stream is not one whose frame indices can be read off
     /// its packets (see the module doc) or the demuxer fails.
-    fn scan(demux: &mut Demuxer<'_>, stream: usize) -> Option<FrameMap> {
+    ///
+    /// With `upto = Some(k)` the scan stops once frames `0..=k` are known:
+    /// when a packet's dts passes the pts of the `k+1`-th smallest pts read
+    /// so far (dts only grows and pts >= dts, so no later packet is shown
+    /// before those frames). A frame near the start then costs no scan of
+    /// the whole file.
+    fn scan(demux: &mut Demuxer<'_>, stream: usize, upto: Option<usize>) -> Option<FrameMap> {
         // (pts, dts, key) in decode order.
         let mut packets: Vec<(i64, Option<i64>, bool)> = Vec::new();
+        // The `k+1` smallest pts so far (max-heap).
+        let mut smallest: BinaryHeap<i64> = BinaryHeap::new();
+        let mut partial = false;
         loop {
             let mut packet = ff::Packet::empty();
             match demux.read_packet(&mut packet) {
@@ -66,7 +81,23 @@ impl FrameMap {
             if flags & ff::ffi::AV_PKT_FLAG_DISCARD != 0 {
                 return None;
             }
-            packets.push((packet.pts()?, packet.dts(), packet.is_key()));
+            let pts = packet.pts()?;
+            packets.push((pts, packet.dts(), packet.is_key()));
+            if let Some(k) = upto {
+                if smallest.len() <= k {
+                    smallest.push(pts);
+                } else if smallest.peek().is_some_and(|&top| pts < top) {
+                    smallest.pop();
+                    smallest.push(pts);
+                }
+                let known = smallest.len() == k + 1;
+                if let (true, Some(dts), Some(&kth)) = (known, packet.dts(), smallest.peek()) {
+                    if dts > kth {
+                        partial = true;
+                        break;
+                    }
+                }
+            }
         }
         let first = packets.first()?;
         if !first.2 || packets.iter().any(|p| p.0 < first.0) {
@@ -93,8 +124,10 @@ impl FrameMap {
                 .enumerate()
                 .map(|(i, &p)| (packets[p].0, i))
                 .collect(),
+            max_pts: order.last().map_or(i64::MIN, |&p| packets[p].0),
             decode_pos: order,
             key_for,
+            partial,
         })
     }
 
@@ -112,15 +145,18 @@ enum Pass {
 }
 
 /// Decodes the frames `plan(n)` gives for a stream of `n` frames (any
-/// order, repeats allowed; every index `< n`), seeking. `Ok(None)`: use the
-/// sequential path (also when `plan` returns `None`).
+/// order, repeats allowed; every index `< n`), seeking. With `upto =
+/// Some(k)` (no planned index above `k`), `n` may be any count above `k`
+/// (the packets are only listed that far). `Ok(None)`: use the sequential
+/// path (also when `plan` returns `None`).
 pub(super) fn load_planned(
     src: &MediaSource<'_>,
     opts: &VideoOptions,
+    upto: Option<usize>,
     plan: impl FnOnce(usize) -> Option<Vec<usize>>,
 ) -> Result<Option<Video>> {
     let mut session = Session::open(src, opts.threads)?;
-    let Some(map) = FrameMap::scan(&mut session.demux, session.stream) else {
+    let Some(map) = FrameMap::scan(&mut session.demux, session.stream, upto) else {
         return Ok(None);
     };
     match plan(map.len()) {
@@ -272,7 +308,22 @@ fn run(
         if packet.stream() != session.stream || packet.size() == 0 {
             continue;
         }
-        let Some(i) = packet.pts().and_then(|p| map.index_of.get(&p).copied()) else {
+        let Some(pts) = packet.pts() else {
+            return Ok(Pass::Fallback);
+        };
+        let Some(i) = map.index_of.get(&pts).copied() else {
+            // Past the listed packets of a partial map (shown after every
+            // target): decode on; anything else is not what the map says.
+            if map.partial && landing.is_none() && pts > map.max_pts {
+                sent = Some(map.len());
+                if session.decoder.send_packet(&packet).is_err() {
+                    return Ok(Pass::Fallback);
+                }
+                if let Some(pass) = drain(session, &mut next, &mut frame)? {
+                    return Ok(pass);
+                }
+                continue;
+            }
             return Ok(Pass::Fallback);
         };
         if let Some((limit, retried)) = landing.take() {
