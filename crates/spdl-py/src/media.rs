@@ -873,6 +873,16 @@ pub(crate) fn op_video(
             apply_rotation,
         )?;
         opts.filter_desc = filter_desc;
+        // Checked now, not per item: a filter cannot follow picked frames or clips.
+        let picked = matches!(
+            opts.selection,
+            spdl_io::FrameSelection::Indices(_) | spdl_io::FrameSelection::PlayedAt(_)
+        );
+        if opts.filter_desc.is_some() && (picked || num_clips.is_some()) {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "filter_desc works with all frames, a timestamp window or a step, not with indices, played_at or clips",
+            ));
+        }
         let spec = match (num_clips, frames_per_clip) {
             (None, None) => Spec::Video(opts),
             (Some(n), Some(t)) => {

@@ -178,3 +178,25 @@ def test_demux_then_decode_equals_load_video_and_runs_on_threads():
         io.decode_packets(part, "notafilter")
     with pytest.raises(TypeError):
         io.decode_packets(packets, None, decode_config=None)
+
+
+def test_native_stages_take_filter_desc_and_get_filter_desc_follows_the_packets():
+    from spdl_rs import ops
+
+    desc = io.get_video_filter_desc(scale_width=32, scale_height=32, scale_mode=None)
+    v = ops.decode_video(filter_desc=desc)(BBB.read_bytes())
+    np.testing.assert_array_equal(
+        np.asarray(v.frames), np.asarray(io.load_video(BBB, filter_desc=desc).frames)
+    )
+    a = ops.load_audio(filter_desc="aresample=8000")(str(FLAC))
+    assert a.sample_rate == 8000
+    with pytest.raises(ValueError, match="filter_desc"):
+        ops.load_video(indices=[0], filter_desc="null")
+
+    # SPDL's get_filter_desc: video packets get no trim (their window is applied when decoding).
+    packets = io.demux_video(BBB, timestamp=(1.0, 2.0))
+    assert io.get_filter_desc(packets, scale_width=8, scale_height=8) == io.get_video_filter_desc(
+        scale_width=8, scale_height=8
+    )
+    with pytest.raises(TypeError, match="VideoPackets"):
+        io.get_filter_desc(b"bytes")

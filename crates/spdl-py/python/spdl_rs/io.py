@@ -73,6 +73,7 @@ __all__ = [
     "ffmpeg_versions",
     "get_video_filter_desc",
     "get_audio_filter_desc",
+    "get_filter_desc",
     "get_buffer_desc",
     "get_abuffer_desc",
     "get_ffmpeg_versions",
@@ -411,6 +412,16 @@ def get_audio_filter_desc(
     if sample_fmt is not None:
         parts.append(f"aformat=sample_fmts={sample_fmt}")
     return ",".join(parts) or None
+
+
+def get_filter_desc(packets: VideoPackets, **filter_args: Any) -> str | None:
+    """The filter description for decoding ``packets`` (SPDL's ``spdl.io.get_filter_desc``):
+    :func:`get_video_filter_desc` with ``filter_args``, without a ``trim`` (the packets' time
+    window is applied when decoding). Only :class:`VideoPackets` exist in spdl_rs so far;
+    anything else raises ``TypeError``."""
+    if not isinstance(packets, VideoPackets):
+        raise TypeError(f"get_filter_desc expects VideoPackets, got {type(packets).__name__}")
+    return get_video_filter_desc(timestamp=None, **filter_args)
 
 
 def get_buffer_desc(codec: Any, label: str | None = None, pix_fmt: str | None = None) -> str:
