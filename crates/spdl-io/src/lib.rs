@@ -76,6 +76,9 @@ pub use transform::{Filter, Normalize, RandomResizedCrop, SampleContext, Transfo
 #[cfg(feature = "decode-ffmpeg")]
 pub use audio::{load_audio, Audio, AudioOptions};
 #[cfg(feature = "decode-ffmpeg")]
-pub use ffmpeg::{ffmpeg_versions, MediaSource};
+pub use ffmpeg::{
+    ffmpeg_filters, ffmpeg_library_versions, ffmpeg_log_level, ffmpeg_versions,
+    set_ffmpeg_log_level, MediaSource,
+};
 #[cfg(feature = "decode-ffmpeg")]
 pub use video::{load_video, load_video_clip, FrameSelection, Video, VideoOptions};

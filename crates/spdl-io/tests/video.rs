@@ -337,6 +337,108 @@ fn random_access_on_b_frames_equals_sequential_decode_every_run() {
     }
 }
 
+/// Makes a `seconds`-long 25 fps 160x90 H.264 clip with B-frames and a key
+/// frame every `gop` frames with the `ffmpeg` command line (installed by
+/// `cargo xtask setup`), in `dir` as `name`; `extra` goes before the output.
+fn make_long_clip(
+    dir: &std::path::Path,
+    name: &str,
+    seconds: u32,
+    gop: u32,
+    extra: &[&str],
+) -> std::path::PathBuf {
+    let out = dir.join(name);
+    let src = format!("testsrc2=size=160x90:rate=25:duration={seconds}");
+    let gop = gop.to_string();
+    let status = std::process::Command::new("ffmpeg")
+        .args(["-nostdin", "-v", "error", "-y", "-f", "lavfi", "-i", &src])
+        .args(["-c:v", "libx264", "-preset", "veryfast", "-bf", "2"])
+        .args(["-g", &gop, "-keyint_min", &gop, "-pix_fmt", "yuv420p"])
+        .args(extra)
+        .arg(&out)
+        .status()
+        .expect("the ffmpeg command line (cargo xtask setup installs it)");
+    assert!(status.success(), "ffmpeg failed making {name}");
+    out
+}
+
+#[test]
+fn far_indices_and_steps_seek_and_equal_sequential_decode() {
+    let dir = tempfile::tempdir().unwrap();
+    // 1500 frames; MP4 (seeks by dts), Matroska (by pts) and an open-GOP
+    // stream (leading B-frames reference the previous GOP).
+    let clips = [
+        make_long_clip(dir.path(), "long.mp4", 60, 50, &[]),
+        make_long_clip(dir.path(), "long.mkv", 60, 50, &[]),
+        make_long_clip(
+            dir.path(),
+            "open_gop.mp4",
+            60,
+            50,
+            &["-x264-params", "open-gop=1:scenecut=0"],
+        ),
+    ];
+    for path in &clips {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let bytes = read(path);
+        let src = || MediaSource::bytes(&name, &bytes);
+        let all = load_video(src(), &VideoOptions::default()).unwrap();
+        assert_eq!(all.shape[0], 1500, "{name}");
+        // Near the end, around key frames (every 50), out of order, repeated,
+        // then back near the start.
+        let far = vec![1499, 1450, 1449, 1451, 1000, 3, 1499, 50, 49, 748, 0, 1200];
+        // Near the start only: the packets are listed no further than needed.
+        let near = vec![51, 3, 0, 49, 50, 2];
+        for (threads, picks) in [(1, &far), (2, &far), (1, &near), (2, &near)] {
+            let v = load_video(
+                src(),
+                &VideoOptions {
+                    selection: FrameSelection::Indices(picks.clone()),
+                    threads,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+            assert_eq!(v.shape[0], picks.len());
+            assert_eq!(v.indices.as_deref(), Some(&picks[..]));
+            let picks = picks.clone();
+            for (slot, &i) in picks.iter().enumerate() {
+                assert!(
+                    v.frame(slot) == all.frame(i),
+                    "{name}: threads {threads}, frame {i} differs from the sequential decode"
+                );
+                assert_eq!(v.pts[slot], all.pts[i], "{name}: frame {i}");
+            }
+            // One frame at the very end alone.
+            let last = load_video(
+                src(),
+                &VideoOptions {
+                    selection: FrameSelection::Indices(vec![1499]),
+                    threads,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+            assert!(last.frame(0) == all.frame(1499), "{name}: last frame");
+        }
+        // Steps longer than a GOP seek between the wanted frames; shorter
+        // ones decode through.
+        for k in [3usize, 49, 50, 51, 333] {
+            let v = load_video(src(), &opts(FrameSelection::Step(k))).unwrap();
+            let want: Vec<usize> = (0..1500).step_by(k).collect();
+            assert_eq!(v.indices.as_deref(), Some(&want[..]), "{name}: step {k}");
+            for (slot, &i) in want.iter().enumerate() {
+                assert!(v.frame(slot) == all.frame(i), "{name}: step {k}, frame {i}");
+                assert_eq!(v.pts[slot], all.pts[i]);
+            }
+        }
+        // Past the end is still the counted error.
+        let err = load_video(src(), &opts(FrameSelection::Indices(vec![5, 1500]))).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+        assert!(err.to_string().contains("1500 frames"), "{err}");
+    }
+}
+
 #[test]
 fn resize_and_pixel_formats_happen_in_the_decode() {
     let path = media(BBB);

@@ -120,6 +120,13 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(media::load_video_clips, m)?)?;
     m.add_function(wrap_pyfunction!(media::load_audio, m)?)?;
     m.add_function(wrap_pyfunction!(media::ffmpeg_versions, m)?)?;
+    m.add_class::<media::VideoPackets>()?;
+    m.add_function(wrap_pyfunction!(media::demux_video, m)?)?;
+    m.add_function(wrap_pyfunction!(media::decode_packets, m)?)?;
+    m.add_function(wrap_pyfunction!(media::get_ffmpeg_versions, m)?)?;
+    m.add_function(wrap_pyfunction!(media::get_ffmpeg_filters, m)?)?;
+    m.add_function(wrap_pyfunction!(media::get_ffmpeg_log_level, m)?)?;
+    m.add_function(wrap_pyfunction!(media::set_ffmpeg_log_level, m)?)?;
     m.add_function(wrap_pyfunction!(media::op_video, m)?)?;
     m.add_function(wrap_pyfunction!(media::op_audio, m)?)?;
     m.add_function(wrap_pyfunction!(arrays::_parse_npy, m)?)?;

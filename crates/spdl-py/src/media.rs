@@ -48,6 +48,69 @@ pub(crate) fn ffmpeg_versions() -> Option<String> {
     }
 }
 
+/// The FFmpeg libraries as `{"libavcodec": (major, minor, micro), ...}` (SPDL's
+/// `spdl.io.utils.get_ffmpeg_versions`). `RuntimeError` in a build without FFmpeg.
+#[pyfunction]
+pub(crate) fn get_ffmpeg_versions() -> PyResult<std::collections::BTreeMap<String, (u32, u32, u32)>>
+{
+    #[cfg(feature = "decode-ffmpeg")]
+    {
+        Ok(spdl_io::ffmpeg_library_versions()
+            .into_iter()
+            .map(|(n, v)| (n.to_owned(), v))
+            .collect())
+    }
+    #[cfg(not(feature = "decode-ffmpeg"))]
+    {
+        Err(no_ffmpeg("get_ffmpeg_versions"))
+    }
+}
+
+/// The names of FFmpeg's filters, usable in `filter_desc` (SPDL's `get_ffmpeg_filters`).
+/// `RuntimeError` in a build without FFmpeg.
+#[pyfunction]
+pub(crate) fn get_ffmpeg_filters() -> PyResult<Vec<String>> {
+    #[cfg(feature = "decode-ffmpeg")]
+    {
+        Ok(spdl_io::ffmpeg_filters())
+    }
+    #[cfg(not(feature = "decode-ffmpeg"))]
+    {
+        Err(no_ffmpeg("get_ffmpeg_filters"))
+    }
+}
+
+/// FFmpeg's log level (SPDL's `get_ffmpeg_log_level`; spdl_rs starts at 16, error).
+/// `RuntimeError` in a build without FFmpeg.
+#[pyfunction]
+pub(crate) fn get_ffmpeg_log_level() -> PyResult<i32> {
+    #[cfg(feature = "decode-ffmpeg")]
+    {
+        Ok(spdl_io::ffmpeg_log_level())
+    }
+    #[cfg(not(feature = "decode-ffmpeg"))]
+    {
+        Err(no_ffmpeg("get_ffmpeg_log_level"))
+    }
+}
+
+/// Sets FFmpeg's process-wide log level (SPDL's `set_ffmpeg_log_level`).
+/// `RuntimeError` in a build without FFmpeg.
+#[pyfunction]
+#[pyo3(signature = (val, /))]
+pub(crate) fn set_ffmpeg_log_level(val: i32) -> PyResult<()> {
+    #[cfg(feature = "decode-ffmpeg")]
+    {
+        spdl_io::set_ffmpeg_log_level(val);
+        Ok(())
+    }
+    #[cfg(not(feature = "decode-ffmpeg"))]
+    {
+        let _ = val;
+        Err(no_ffmpeg("set_ffmpeg_log_level"))
+    }
+}
+
 /// Where a video or audio comes from.
 #[cfg_attr(not(feature = "decode-ffmpeg"), allow(dead_code))]
 pub(crate) enum Src {
@@ -486,7 +549,7 @@ mod imp {
         })
     }
 
-    fn video_out(
+    pub(crate) fn video_out(
         v: spdl_io::Video,
         shape: Vec<usize>,
         key: String,
@@ -631,7 +694,7 @@ pub(crate) use imp::{apply, Spec, Stage};
 /// timestamp, with the GIL released. See `spdl_rs.io.load_video` (`python/spdl_rs/io.py`)
 /// for the arguments.
 #[pyfunction]
-#[pyo3(signature = (src, timestamp=None, *, indices=None, step=None, played_at=None, width=None, height=None, pixel_format="rgb", filter="bicubic", num_threads=1, apply_rotation=true, name=None))]
+#[pyo3(signature = (src, timestamp=None, *, indices=None, step=None, played_at=None, width=None, height=None, pixel_format="rgb", filter="bicubic", num_threads=1, apply_rotation=true, name=None, filter_desc=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn load_video(
     py: Python<'_>,
@@ -647,10 +710,11 @@ pub(crate) fn load_video(
     num_threads: usize,
     apply_rotation: bool,
     name: Option<&str>,
+    filter_desc: Option<String>,
 ) -> PyResult<VideoFrames> {
     #[cfg(feature = "decode-ffmpeg")]
     {
-        let opts = imp::video_options(
+        let mut opts = imp::video_options(
             timestamp,
             indices,
             step,
@@ -662,6 +726,7 @@ pub(crate) fn load_video(
             num_threads,
             apply_rotation,
         )?;
+        opts.filter_desc = filter_desc;
         match imp::run_py(py, &Spec::Video(opts), src, name)? {
             MediaOut::Video(v) => Ok(v),
             MediaOut::Audio(_) => unreachable!("a video spec gives a video"),
@@ -670,7 +735,14 @@ pub(crate) fn load_video(
     #[cfg(not(feature = "decode-ffmpeg"))]
     {
         let _ = (py, src, timestamp, indices, step, played_at, width, height);
-        let _ = (pixel_format, filter, num_threads, apply_rotation, name);
+        let _ = (
+            pixel_format,
+            filter,
+            num_threads,
+            apply_rotation,
+            name,
+            filter_desc,
+        );
         Err(no_ffmpeg("load_video"))
     }
 }
@@ -726,7 +798,7 @@ pub(crate) fn load_video_clips(
 /// Decodes the best audio stream of a file (a path or its bytes) into `[C, S]` `float32`,
 /// with the GIL released. See `spdl_rs.io.load_audio`.
 #[pyfunction]
-#[pyo3(signature = (src, timestamp=None, *, sample_rate=None, num_channels=None, name=None))]
+#[pyo3(signature = (src, timestamp=None, *, sample_rate=None, num_channels=None, name=None, filter_desc=None))]
 pub(crate) fn load_audio(
     py: Python<'_>,
     src: &Bound<'_, PyAny>,
@@ -734,10 +806,12 @@ pub(crate) fn load_audio(
     sample_rate: Option<u32>,
     num_channels: Option<u16>,
     name: Option<&str>,
+    filter_desc: Option<String>,
 ) -> PyResult<AudioFrames> {
     #[cfg(feature = "decode-ffmpeg")]
     {
-        let opts = imp::audio_options(sample_rate, num_channels, timestamp)?;
+        let mut opts = imp::audio_options(sample_rate, num_channels, timestamp)?;
+        opts.filter_desc = filter_desc;
         match imp::run_py(py, &Spec::Audio(opts), src, name)? {
             MediaOut::Audio(a) => Ok(a),
             MediaOut::Video(_) => unreachable!("an audio spec gives audio"),
@@ -745,14 +819,22 @@ pub(crate) fn load_audio(
     }
     #[cfg(not(feature = "decode-ffmpeg"))]
     {
-        let _ = (py, src, timestamp, sample_rate, num_channels, name);
+        let _ = (
+            py,
+            src,
+            timestamp,
+            sample_rate,
+            num_channels,
+            name,
+            filter_desc,
+        );
         Err(no_ffmpeg("load_audio"))
     }
 }
 
 /// The stage behind `spdl_rs.ops.load_video` (paths) and `decode_video` (`from_bytes`).
 #[pyfunction]
-#[pyo3(name = "op_video", signature = (from_bytes, timestamp=None, *, indices=None, step=None, played_at=None, width=None, height=None, pixel_format="rgb", filter="bicubic", num_threads=1, apply_rotation=true, num_clips=None, frames_per_clip=None, stride=1))]
+#[pyo3(name = "op_video", signature = (from_bytes, timestamp=None, *, indices=None, step=None, played_at=None, width=None, height=None, pixel_format="rgb", filter="bicubic", num_threads=1, apply_rotation=true, num_clips=None, frames_per_clip=None, stride=1, filter_desc=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn op_video(
     from_bytes: bool,
@@ -769,6 +851,7 @@ pub(crate) fn op_video(
     num_clips: Option<usize>,
     frames_per_clip: Option<usize>,
     stride: usize,
+    filter_desc: Option<String>,
 ) -> PyResult<NativeOp> {
     let name = if from_bytes {
         "decode_video"
@@ -777,7 +860,7 @@ pub(crate) fn op_video(
     };
     #[cfg(feature = "decode-ffmpeg")]
     {
-        let opts = imp::video_options(
+        let mut opts = imp::video_options(
             timestamp,
             indices,
             step,
@@ -789,6 +872,17 @@ pub(crate) fn op_video(
             num_threads,
             apply_rotation,
         )?;
+        opts.filter_desc = filter_desc;
+        // Checked now, not per item: a filter cannot follow picked frames or clips.
+        let picked = matches!(
+            opts.selection,
+            spdl_io::FrameSelection::Indices(_) | spdl_io::FrameSelection::PlayedAt(_)
+        );
+        if opts.filter_desc.is_some() && (picked || num_clips.is_some()) {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "filter_desc works with all frames, a timestamp window or a step, not with indices, played_at or clips",
+            ));
+        }
         let spec = match (num_clips, frames_per_clip) {
             (None, None) => Spec::Video(opts),
             (Some(n), Some(t)) => {
@@ -825,6 +919,7 @@ pub(crate) fn op_video(
             num_clips,
             frames_per_clip,
             stride,
+            filter_desc,
         );
         Err(no_ffmpeg(name))
     }
@@ -832,12 +927,13 @@ pub(crate) fn op_video(
 
 /// The stage behind `spdl_rs.ops.load_audio` (paths) and `decode_audio` (`from_bytes`).
 #[pyfunction]
-#[pyo3(name = "op_audio", signature = (from_bytes, timestamp=None, *, sample_rate=None, num_channels=None))]
+#[pyo3(name = "op_audio", signature = (from_bytes, timestamp=None, *, sample_rate=None, num_channels=None, filter_desc=None))]
 pub(crate) fn op_audio(
     from_bytes: bool,
     timestamp: Option<(f64, f64)>,
     sample_rate: Option<u32>,
     num_channels: Option<u16>,
+    filter_desc: Option<String>,
 ) -> PyResult<NativeOp> {
     let name = if from_bytes {
         "decode_audio"
@@ -846,12 +942,174 @@ pub(crate) fn op_audio(
     };
     #[cfg(feature = "decode-ffmpeg")]
     {
-        let opts = imp::audio_options(sample_rate, num_channels, timestamp)?;
+        let mut opts = imp::audio_options(sample_rate, num_channels, timestamp)?;
+        opts.filter_desc = filter_desc;
         Ok(imp::op(Spec::Audio(opts), from_bytes, name))
     }
     #[cfg(not(feature = "decode-ffmpeg"))]
     {
-        let _ = (timestamp, sample_rate, num_channels);
+        let _ = (timestamp, sample_rate, num_channels, filter_desc);
         Err(no_ffmpeg(name))
+    }
+}
+
+/// The demuxed packets of one video stream (SPDL's `VideoPackets`), from `demux_video`; decode
+/// them with `decode_packets`, on any thread, as often as needed. Holds the compressed data
+/// only. `len()`: packets (one per frame in MP4/MKV/WebM/AVI); `timestamp`: the window they
+/// were demuxed for (or `None`); `codec`: decoder name; `get_timestamps()`: packet pts in
+/// seconds, decode order; `clone()` shares the data.
+#[pyclass(frozen, module = "spdl_rs.io", name = "VideoPackets")]
+pub(crate) struct VideoPackets {
+    #[cfg(feature = "decode-ffmpeg")]
+    inner: spdl_io::video::VideoPackets,
+}
+
+#[cfg(feature = "decode-ffmpeg")]
+#[pymethods]
+impl VideoPackets {
+    fn __len__(&self) -> usize {
+        self.inner.len()
+    }
+
+    /// The time window `(start, end)` in seconds the packets were demuxed for, or `None`.
+    #[getter]
+    fn timestamp(&self) -> Option<(f64, f64)> {
+        self.inner.timestamp()
+    }
+
+    /// Decoder name, e.g. `"h264"`.
+    #[getter]
+    fn codec(&self) -> &str {
+        &self.inner.info().codec
+    }
+
+    /// Presentation timestamps of the packets in seconds, in decode order.
+    fn get_timestamps(&self) -> Vec<f64> {
+        self.inner.timestamps()
+    }
+
+    /// A copy sharing the packets' data.
+    fn clone(&self) -> VideoPackets {
+        VideoPackets {
+            inner: self.inner.clone(),
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "VideoPackets(src={:?}, codec={:?}, num_packets={}, timestamp={:?})",
+            self.inner.key(),
+            self.inner.info().codec,
+            self.inner.len(),
+            self.inner.timestamp()
+        )
+    }
+}
+
+/// Demuxes the best video stream of `src` (path or bytes) into `VideoPackets`, with the GIL
+/// released: all packets, or with `timestamp=(start, end)` those needed for the frames with
+/// `start <= pts < end` (seeking to the key frame before `start`). SPDL's `demux_video`.
+#[pyfunction]
+#[pyo3(signature = (src, *, timestamp=None, name=None))]
+pub(crate) fn demux_video(
+    py: Python<'_>,
+    src: &Bound<'_, PyAny>,
+    timestamp: Option<(f64, f64)>,
+    name: Option<&str>,
+) -> PyResult<VideoPackets> {
+    #[cfg(feature = "decode-ffmpeg")]
+    {
+        use spdl_io::MediaSource;
+        let src = extract_src(src)?;
+        let key = name.unwrap_or("<bytes>");
+        if let Src::Path(p) = &src {
+            check_file(p)?;
+        }
+        let inner = py
+            .detach(|| {
+                let source = match &src {
+                    Src::Path(p) => MediaSource::file(p),
+                    Src::Backed(b) => MediaSource::bytes(key, b),
+                    Src::Owned(v) => MediaSource::bytes(key, v),
+                };
+                spdl_io::video::demux_video(source, timestamp)
+            })
+            .map_err(crate::error::io_err)?;
+        Ok(VideoPackets { inner })
+    }
+    #[cfg(not(feature = "decode-ffmpeg"))]
+    {
+        let _ = (py, src, timestamp, name);
+        Err(no_ffmpeg("demux_video"))
+    }
+}
+
+/// Decodes `VideoPackets` into `VideoFrames` (`[T, H, W, C]` `uint8`) with the GIL released:
+/// the frames of the packets' window (all without one), at most `num_frames` (`-1`: all),
+/// through `filter_desc` and the output options of `load_video`. SPDL's `decode_packets`
+/// followed by `convert_frames`.
+#[pyfunction]
+#[pyo3(signature = (packets, filter_desc=None, *, num_frames=-1, width=None, height=None, pixel_format="rgb", filter="bicubic", num_threads=1, apply_rotation=true))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn decode_packets(
+    py: Python<'_>,
+    packets: &Bound<'_, VideoPackets>,
+    filter_desc: Option<String>,
+    num_frames: i64,
+    width: Option<u32>,
+    height: Option<u32>,
+    pixel_format: &str,
+    filter: &str,
+    num_threads: usize,
+    apply_rotation: bool,
+) -> PyResult<VideoFrames> {
+    #[cfg(feature = "decode-ffmpeg")]
+    {
+        let limit = match num_frames {
+            -1 => None,
+            n => Some(usize::try_from(n).map_err(|_| {
+                pyo3::exceptions::PyValueError::new_err(format!(
+                    "num_frames must be -1 (all) or >= 0, got {n}"
+                ))
+            })?),
+        };
+        let mut opts = imp::video_options(
+            None,
+            None,
+            None,
+            None,
+            width,
+            height,
+            pixel_format,
+            filter,
+            num_threads,
+            apply_rotation,
+        )?;
+        opts.filter_desc = filter_desc;
+        let packets = packets.get();
+        let v = py
+            .detach(|| spdl_io::video::decode_packets(&packets.inner, &opts, limit))
+            .map_err(crate::error::io_err)?;
+        let shape = v.shape.to_vec();
+        Ok(imp::video_out(
+            v,
+            shape,
+            packets.inner.key().to_owned(),
+            None,
+        ))
+    }
+    #[cfg(not(feature = "decode-ffmpeg"))]
+    {
+        let _ = (
+            py,
+            packets,
+            filter_desc,
+            num_frames,
+            width,
+            height,
+            pixel_format,
+        );
+        let _ = (filter, num_threads, apply_rotation);
+        Err(no_ffmpeg("decode_packets"))
     }
 }

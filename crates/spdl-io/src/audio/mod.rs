@@ -22,6 +22,7 @@
 
 use ffmpeg_next::{self as ff, codec, format::Sample, media, software::resampling, ChannelLayout};
 
+use crate::ffmpeg::filter::FilterGraph;
 use crate::ffmpeg::{ff_err, seconds, to_ts, Demuxer, MediaSource};
 use crate::{Error, ErrorKind, Result};
 
@@ -41,6 +42,17 @@ pub struct AudioOptions {
     /// Largest output allowed, in samples over all channels; more is
     /// [`ErrorKind::LimitExceeded`].
     pub max_samples: usize,
+    /// An FFmpeg filter graph description (libavfilter, as the ffmpeg
+    /// command line's `-af` and SPDL's `filter_desc`), e.g.
+    /// `"aresample=16000,aformat=sample_fmts=fltp"`. It gets the decoded
+    /// frames (cut to `window`) in the decoder's sample format, rate and
+    /// layout, as the command line's `-af` does (so format-dependent steps,
+    /// such as a downmix's normalization for integer samples, match); its
+    /// output, in whatever sample format, is read as f32 as the decoder's
+    /// is, then resampled to `sample_rate` / `channels` when given.
+    /// A description FFmpeg rejects is an [`ErrorKind::InvalidArgument`]
+    /// error.
+    pub filter_desc: Option<String>,
 }
 
 impl Default for AudioOptions {
@@ -50,6 +62,7 @@ impl Default for AudioOptions {
             channels: None,
             window: None,
             max_samples: 1 << 31,
+            filter_desc: None,
         }
     }
 }
@@ -209,6 +222,10 @@ fn load(src: &MediaSource<'_>, opts: &AudioOptions) -> Result<Audio> {
     });
 
     let mut planes: Vec<Vec<f32>> = vec![Vec::new(); nch];
+    let mut filter = opts
+        .filter_desc
+        .as_deref()
+        .map(|d| AudioFilter::new(d, opts.max_samples));
     let mut first_pos: Option<i64> = None;
     let mut next_pos: Option<i64> = None;
     let mut frame = ff::frame::Audio::empty();
@@ -273,7 +290,10 @@ fn load(src: &MediaSource<'_>, opts: &AudioOptions) -> Result<Audio> {
                                 format!("more than max_samples {} samples", opts.max_samples),
                             ));
                         }
-                        append_f32(&frame, lo as usize, hi as usize, &mut planes)?;
+                        match filter.as_mut() {
+                            Some(f) => f.push(&mut frame, lo as usize, hi as usize, pos + lo)?,
+                            None => append_f32(&frame, lo as usize, hi as usize, &mut planes)?,
+                        }
                     }
                 }
                 Err(ff::Error::Other { errno }) if errno == ff::util::error::EAGAIN => break,
@@ -297,6 +317,11 @@ fn load(src: &MediaSource<'_>, opts: &AudioOptions) -> Result<Audio> {
         }
     }
     let start = first_pos.map_or(0.0, |p| p as f64 / f64::from(rate));
+    let (planes, layout, rate) = match filter {
+        Some(f) => f.finish(&frame, rate)?,
+        None => (planes, layout, rate),
+    };
+    let nch = planes.len();
     let out_rate = opts.sample_rate.unwrap_or(rate);
     let out_ch = opts.channels.map_or(nch, usize::from);
     let planes = if out_rate != rate || out_ch != nch {
@@ -317,6 +342,136 @@ fn load(src: &MediaSource<'_>, opts: &AudioOptions) -> Result<Audio> {
         start,
         info,
     })
+}
+
+/// The `filter_desc` graph of [`load_audio`]: decoded frames (cut to the
+/// window) in the decoder's own sample format, as the ffmpeg command line
+/// feeds `-af`; the output is read as f32.
+struct AudioFilter<'d> {
+    desc: &'d str,
+    /// Built from the first frame.
+    graph: Option<FilterGraph>,
+    planes: Vec<Vec<f32>>,
+    layout: ChannelLayout,
+    out: ff::frame::Audio,
+    max_samples: usize,
+}
+
+impl<'d> AudioFilter<'d> {
+    fn new(desc: &'d str, max_samples: usize) -> Self {
+        AudioFilter {
+            desc,
+            graph: None,
+            planes: Vec::new(),
+            layout: ChannelLayout::empty(),
+            out: ff::frame::Audio::empty(),
+            max_samples,
+        }
+    }
+
+    /// Sends samples `lo..hi` of `frame`, the first one at sample position
+    /// `pos` (its pts in 1/rate), and collects what the graph gives back.
+    fn push(&mut self, frame: &mut ff::frame::Audio, lo: usize, hi: usize, pos: i64) -> Result<()> {
+        let time_base = ff::Rational::new(1, frame.rate() as i32);
+        let part;
+        let input = if lo == 0 && hi == frame.samples() {
+            frame.set_pts(Some(pos));
+            &*frame
+        } else {
+            part = slice_frame(frame, lo, hi, pos)?;
+            &part
+        };
+        if self.graph.is_none() {
+            self.graph = Some(FilterGraph::audio(self.desc, input, time_base)?);
+        }
+        if let Some(g) = self.graph.as_mut() {
+            g.push(Some(input))?;
+        }
+        self.collect()
+    }
+
+    fn collect(&mut self) -> Result<()> {
+        let Some(graph) = self.graph.as_mut() else {
+            return Ok(());
+        };
+        while graph.pull(&mut self.out)? {
+            let ch = usize::from(self.out.channels());
+            if self.planes.is_empty() {
+                self.planes = vec![Vec::new(); ch];
+                self.layout = self.out.channel_layout();
+            } else if self.planes.len() != ch {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    format!(
+                        "filter output changes from {} to {ch} channels",
+                        self.planes.len()
+                    ),
+                ));
+            }
+            let n = self.out.samples();
+            if (self.planes[0].len() + n).saturating_mul(ch) > self.max_samples {
+                return Err(Error::new(
+                    ErrorKind::LimitExceeded,
+                    format!("more than max_samples {} samples", self.max_samples),
+                ));
+            }
+            append_f32(&self.out, 0, n, &mut self.planes)?;
+        }
+        Ok(())
+    }
+
+    /// Flushes the graph: the filtered planes, their layout and rate.
+    /// `probe` (a decoded frame, or an empty one) builds the graph when no
+    /// sample reached it, so a bad description still fails.
+    fn finish(
+        mut self,
+        probe: &ff::frame::Audio,
+        rate: u32,
+    ) -> Result<(Vec<Vec<f32>>, ChannelLayout, u32)> {
+        let Some(graph) = self.graph.as_mut() else {
+            if probe.format() != Sample::None && probe.rate() > 0 {
+                FilterGraph::audio(self.desc, probe, ff::Rational::new(1, probe.rate() as i32))?;
+            }
+            return Ok((Vec::new(), ChannelLayout::empty(), rate));
+        };
+        graph.push(None)?;
+        let out_rate = graph.sample_rate();
+        let channels = graph.channels().max(1);
+        self.collect()?;
+        if self.planes.is_empty() {
+            self.planes = vec![Vec::new(); channels];
+        }
+        Ok((self.planes, self.layout, out_rate))
+    }
+}
+
+/// Samples `lo..hi` of `frame` as a new frame in the same format, with pts
+/// `pos`.
+fn slice_frame(
+    frame: &ff::frame::Audio,
+    lo: usize,
+    hi: usize,
+    pos: i64,
+) -> Result<ff::frame::Audio> {
+    let fmt = frame.format();
+    let nch = usize::from(frame.channels());
+    let bps = fmt.bytes();
+    let mut part = ff::frame::Audio::new(fmt, hi - lo, frame.channel_layout());
+    part.set_rate(frame.rate());
+    part.set_pts(Some(pos));
+    let (planes, width) = if fmt.is_planar() {
+        (nch, bps)
+    } else {
+        (1, bps * nch)
+    };
+    for p in 0..planes {
+        let src = frame.data(p);
+        let src = src.get(lo * width..hi * width).ok_or_else(short_frame)?;
+        let dst = part.data_mut(p);
+        let dst = dst.get_mut(..src.len()).ok_or_else(short_frame)?;
+        dst.copy_from_slice(src);
+    }
+    Ok(part)
 }
 
 /// Appends samples `lo..hi` of every channel of `frame` as f32 (u8 as

@@ -17,6 +17,7 @@
 //! except FFmpeg's global, thread-safe registries. The results are plain
 //! `Send + Sync` data.
 
+pub(crate) mod filter;
 mod io;
 
 use std::borrow::Cow;
@@ -129,6 +130,66 @@ pub fn ffmpeg_versions() -> String {
         v(scale),
         v(resample)
     )
+}
+
+/// The FFmpeg libraries this process runs against as `(name, (major,
+/// minor, micro))`, sorted by name: `libavcodec`, `libavfilter`,
+/// `libavformat`, `libavutil`, `libswresample`, `libswscale`. SPDL's
+/// `get_ffmpeg_versions` gives the same pairs (it lists `libavdevice`,
+/// which spdl-rs does not link, instead of the last two).
+pub fn ffmpeg_library_versions() -> Vec<(&'static str, (u32, u32, u32))> {
+    fn v(n: u32) -> (u32, u32, u32) {
+        (n >> 16, (n >> 8) & 0xff, n & 0xff)
+    }
+    // SAFETY: the *_version() functions take no arguments and only return a
+    // compile-time constant of the loaded library.
+    unsafe {
+        vec![
+            ("libavcodec", v(ffi::avcodec_version())),
+            ("libavfilter", v(ffi::avfilter_version())),
+            ("libavformat", v(ffi::avformat_version())),
+            ("libavutil", v(ffi::avutil_version())),
+            ("libswresample", v(ffi::swresample_version())),
+            ("libswscale", v(ffi::swscale_version())),
+        ]
+    }
+}
+
+/// The names of the filters this FFmpeg has (`ffmpeg -filters`), in
+/// libavfilter's order; what a `filter_desc` may use. As SPDL's
+/// `get_ffmpeg_filters`.
+pub fn ffmpeg_filters() -> Vec<String> {
+    let mut names = Vec::new();
+    let mut opaque: *mut std::ffi::c_void = ptr::null_mut();
+    loop {
+        // SAFETY: av_filter_iterate walks libavfilter's static filter table
+        // with `opaque` as its cursor; it returns null at the end.
+        let f = unsafe { ffi::av_filter_iterate(&mut opaque) };
+        if f.is_null() {
+            return names;
+        }
+        // SAFETY: `f` is a static AVFilter whose `name` is a static C string.
+        let name = unsafe { std::ffi::CStr::from_ptr((*f).name) };
+        names.push(name.to_string_lossy().into_owned());
+    }
+}
+
+/// FFmpeg's current log level (`av_log_get_level`): -8 quiet, 0 panic,
+/// 8 fatal, 16 error, 24 warning, 32 info, 40 verbose, 48 debug, 56 trace.
+/// spdl-io sets it to 16 (error) on first use.
+pub fn ffmpeg_log_level() -> i32 {
+    init();
+    // SAFETY: reads a global int.
+    unsafe { ffi::av_log_get_level() }
+}
+
+/// Sets FFmpeg's log level (process-wide, `av_log_set_level`); values as
+/// [`ffmpeg_log_level`]. As SPDL's `set_ffmpeg_log_level`.
+pub fn set_ffmpeg_log_level(level: i32) {
+    // After the one-time set-up, which would otherwise override it.
+    init();
+    // SAFETY: sets a global int; FFmpeg reads it without other state.
+    unsafe { ffi::av_log_set_level(level) }
 }
 
 /// One-time global set-up: FFmpeg's log level goes to `error` so that

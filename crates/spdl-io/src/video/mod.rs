@@ -13,6 +13,9 @@
 //! - [`probe_video`] reads the header only; [`frame_timestamps`] decodes the
 //!   whole stream (no conversion) and gives every frame's timestamp.
 //!
+//! Index and step selections seek to the key frame before the wanted
+//! frames (module `seek`), as time windows do.
+//!
 //! Frame counts and indices come from decoding, in presentation order; the
 //! container's frame count and duration are reported only as estimates
 //! ([`VideoInfo::frames_estimate`]) and never used to build indices. An index
@@ -42,11 +45,16 @@
 //! ```
 
 mod convert;
+mod packets;
+mod seek;
+
+pub use packets::{decode_packets, demux_video, VideoPackets};
 
 use std::collections::BTreeMap;
 
 use ffmpeg_next::{self as ff, codec, format::Pixel, media, software::scaling};
 
+use crate::ffmpeg::filter::FilterGraph;
 use crate::ffmpeg::{ff_err, seconds, stream_rotation, to_ts, Demuxer, MediaSource};
 use crate::{Error, ErrorKind, Result};
 use convert::Converter;
@@ -70,8 +78,16 @@ pub enum FrameSelection {
     },
     /// These frame indices, in this order; repeats allowed (decord's
     /// `get_batch`). An index past the last frame is an error.
+    ///
+    /// Decoding starts at the key frame before each run of wanted frames
+    /// (found by a demux-only pass over the packets), so a frame near the
+    /// end of a long file costs about what one near the start costs; the
+    /// frames are byte-identical to a decode from the start. Streams whose
+    /// packets cannot vouch for the frame numbering (no pts, repeated pts,
+    /// not starting on a key frame, damaged) are decoded from the start.
     Indices(Vec<usize>),
-    /// Every `k`-th frame: 0, k, 2k, ... (`k >= 1`).
+    /// Every `k`-th frame: 0, k, 2k, ... (`k >= 1`). For `k >= 2`, seeks
+    /// between the wanted frames as [`FrameSelection::Indices`] does.
     Step(usize),
     /// For each time `t` (seconds), the frame on screen at `t`: the one with
     /// `pts <= t < next pts` (torchcodec's `get_frames_played_at`). A time
@@ -161,6 +177,17 @@ pub struct VideoOptions {
     /// Largest output allowed, in bytes; more is [`ErrorKind::LimitExceeded`]
     /// (checked before allocating).
     pub max_output_bytes: usize,
+    /// An FFmpeg filter graph description (libavfilter, as the ffmpeg
+    /// command line's `-vf` and SPDL's `filter_desc`), e.g.
+    /// `"fps=5,scale=224:224,format=rgb24"`, run on the selected frames in
+    /// presentation order after the display rotation, then converted to
+    /// `pixel_format` inside the graph (as `ffmpeg -vf DESC -pix_fmt rgb24`),
+    /// then scaled to `width` / `height` when given. With a filter, [`Video::pts`] are the filtered frames' and
+    /// [`Video::indices`] is `None`. Works with [`FrameSelection::All`],
+    /// [`FrameSelection::Window`] and [`FrameSelection::Step`]; with the
+    /// others it is an [`ErrorKind::InvalidArgument`] error, as is a
+    /// description FFmpeg rejects.
+    pub filter_desc: Option<String>,
 }
 
 impl Default for VideoOptions {
@@ -174,6 +201,7 @@ impl Default for VideoOptions {
             threads: 1,
             apply_rotation: true,
             max_output_bytes: 4 << 30,
+            filter_desc: None,
         }
     }
 }
@@ -221,7 +249,8 @@ pub struct Video {
     /// [`VideoOptions::apply_rotation`] is off).
     pub rotation_applied: i32,
     /// Frames in the stream, counted by decoding, when this call decoded to
-    /// the end of the stream from its start; `None` otherwise.
+    /// the end of the stream from its start; `None` otherwise (also after
+    /// the seeks of [`FrameSelection::Indices`] and [`FrameSelection::Step`]).
     pub frames_decoded: Option<usize>,
     /// Header information.
     pub info: VideoInfo,
@@ -352,7 +381,8 @@ pub struct VideoClips {
 }
 
 /// Samples clips as [`ClipSampling`] says, in one decode pass; frames shared
-/// by clips are decoded once. `opts.selection` is ignored.
+/// by clips are decoded once. `opts.selection` is ignored; `opts.filter_desc`
+/// is an `InvalidArgument` error.
 ///
 /// The clip plan needs the frame count before decoding: it is counted from
 /// the demuxed packets of the stream (one packet per frame in MP4, MKV, AVI,
@@ -369,15 +399,20 @@ pub fn load_video_clips<'a>(
 ) -> Result<VideoClips> {
     let src = src.into();
     let run = || -> Result<VideoClips> {
+        if opts.filter_desc.is_some() {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "filter_desc is not supported by clip sampling",
+            ));
+        }
         if sampling.num_clips == 0 || sampling.frames_per_clip == 0 || sampling.stride == 0 {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
                 format!("clip sampling needs non-zero clips, frames and stride: {sampling:?}"),
             ));
         }
-        let total = count_packets(&src)?;
-        let indices: Vec<usize> = sampling.indices(total).into_iter().flatten().collect();
-        let video = load_indices(&src, opts, &indices, true)?;
+        let plan = |total: usize| sampling.indices(total).into_iter().flatten().collect();
+        let video = load_clip_plan(&src, opts, plan)?;
         Ok(VideoClips {
             shape: [
                 sampling.num_clips,
@@ -413,23 +448,24 @@ pub fn load_video_clip<'a>(
                 format!("clip of {frames} frames at {width}x{height}"),
             ));
         }
-        let total = count_packets(&src)?;
-        let indices: Vec<usize> = (0..frames)
-            .map(|i| {
-                if frames == 1 {
-                    0
-                } else {
-                    ((total - 1) as f64 * i as f64 / (frames - 1) as f64).round() as usize
-                }
-            })
-            .collect();
+        let plan = |total: usize| -> Vec<usize> {
+            (0..frames)
+                .map(|i| {
+                    if frames == 1 {
+                        0
+                    } else {
+                        ((total - 1) as f64 * i as f64 / (frames - 1) as f64).round() as usize
+                    }
+                })
+                .collect()
+        };
         let opts = VideoOptions {
             width: Some(width),
             height: Some(height),
             threads,
             ..Default::default()
         };
-        load_indices(&src, &opts, &indices, true)
+        load_clip_plan(&src, &opts, plan)
     };
     run().map_err(|e| src.err(e))
 }
@@ -614,6 +650,17 @@ fn check_limit(frames: usize, frame_len: usize, opts: &VideoOptions) -> Result<(
 }
 
 fn load(src: &MediaSource<'_>, opts: &VideoOptions) -> Result<Video> {
+    if opts.filter_desc.is_some()
+        && matches!(
+            opts.selection,
+            FrameSelection::Indices(_) | FrameSelection::PlayedAt(_)
+        )
+    {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            "filter_desc works with all frames, a time window or a step, not with indices or played_at",
+        ));
+    }
     match &opts.selection {
         FrameSelection::All => load_filtered(src, opts, |_, _| Keep::Yes, None),
         FrameSelection::Step(k) => {
@@ -624,6 +671,12 @@ fn load(src: &MediaSource<'_>, opts: &VideoOptions) -> Result<Video> {
                 ));
             }
             let k = *k;
+            if k > 1 && opts.filter_desc.is_none() {
+                let plan = |n: usize| Some((0..n).step_by(k).collect());
+                if let Some(video) = seek::load_planned(src, opts, None, plan)? {
+                    return Ok(video);
+                }
+            }
             load_filtered(
                 src,
                 opts,
@@ -654,7 +707,7 @@ fn load(src: &MediaSource<'_>, opts: &VideoOptions) -> Result<Video> {
             ErrorKind::InvalidArgument,
             "no frame indices given: ask for at least one frame",
         )),
-        FrameSelection::Indices(indices) => load_indices(src, opts, indices, false),
+        FrameSelection::Indices(indices) => load_indices(src, opts, indices),
         FrameSelection::PlayedAt(times) => load_played_at(src, opts, times),
     }
 }
@@ -704,46 +757,58 @@ fn filtered_pass(
     keep: impl Fn(usize, f64) -> Keep,
     check_start: Option<f64>,
 ) -> Result<Option<Video>> {
-    let mut conv: Option<Converter> = None;
-    let mut data = Vec::new();
-    let mut pts_out = Vec::new();
-    let mut idx_out = Vec::new();
-    let mut overshot = false;
-    let end = {
-        let (conv, data, pts_out, idx_out, overshot) = (
-            &mut conv,
-            &mut data,
-            &mut pts_out,
-            &mut idx_out,
-            &mut overshot,
-        );
-        session_run_with_converter(session, opts, conv, |conv, frame, i, pts| {
-            if i == 0 {
-                if let Some(start) = check_start {
-                    if pts > start + 1e-9 {
-                        *overshot = true;
-                        return Ok(Flow::Stop);
-                    }
-                }
-            }
-            match keep(i, pts) {
-                Keep::No => Ok(Flow::Continue),
-                Keep::Stop => Ok(Flow::Stop),
-                Keep::Yes => {
-                    let n = conv.frame_len();
-                    check_limit(pts_out.len() + 1, n, opts)?;
-                    let at = data.len();
-                    data.resize(at + n, 0);
-                    conv.convert(frame, &mut data[at..])?;
-                    pts_out.push(pts);
-                    idx_out.push(i);
-                    Ok(Flow::Continue)
-                }
-            }
-        })?
+    let (graph_desc, info) = graph_plan(&session.info, opts);
+    let factory = ConverterFactory { info, opts };
+    let time_base = session.time_base;
+    let mut out = Collector {
+        factory,
+        opts,
+        conv: None,
+        data: Vec::new(),
+        pts: Vec::new(),
+        indices: Vec::new(),
     };
+    let mut graph: Option<FilterGraph> = None;
+    let mut filtered = ff::frame::Video::empty();
+    let mut overshot = false;
+    let end = session.run(|frame, i, pts| {
+        if i == 0 {
+            if let Some(start) = check_start {
+                if pts > start + 1e-9 {
+                    overshot = true;
+                    return Ok(Flow::Stop);
+                }
+            }
+        }
+        match keep(i, pts) {
+            Keep::No => Ok(Flow::Continue),
+            Keep::Stop => Ok(Flow::Stop),
+            Keep::Yes => {
+                let Some(desc) = graph_desc.as_deref() else {
+                    out.push(frame, i, pts)?;
+                    return Ok(Flow::Continue);
+                };
+                if graph.is_none() {
+                    graph = Some(FilterGraph::video(desc, frame, time_base)?);
+                }
+                if let Some(g) = graph.as_mut() {
+                    // The filters see the best-effort timestamp as pts, as in
+                    // the ffmpeg command line.
+                    let mut input = frame_ref(frame)?;
+                    input.set_pts(frame.timestamp());
+                    g.push(Some(&*input))?;
+                    out.drain(g, &mut filtered, i)?;
+                }
+                Ok(Flow::Continue)
+            }
+        }
+    })?;
     if overshot {
         return Ok(None);
+    }
+    if let Some(g) = graph.as_mut() {
+        g.push(None)?;
+        out.drain(g, &mut filtered, 0)?;
     }
     if check_start.is_none() && end.eof && end.frames == 0 {
         return Err(Error::new(
@@ -751,17 +816,102 @@ fn filtered_pass(
             "the video stream has packets but no frame could be decoded",
         ));
     }
-    let (h, w, c, rotation_applied) = shape_of(session, conv.as_ref(), opts);
+    let (h, w, c, rotation_applied) = shape_of(session, out.conv.as_ref(), opts);
     let seeked = check_start.is_some();
+    let indexed = !seeked && graph_desc.is_none();
     Ok(Some(Video {
-        shape: [pts_out.len(), h, w, c],
-        data,
-        pts: pts_out,
-        indices: (!seeked).then_some(idx_out),
+        shape: [out.pts.len(), h, w, c],
+        data: out.data,
+        pts: out.pts,
+        indices: indexed.then_some(out.indices),
         rotation_applied,
         frames_decoded: (!seeked && end.eof).then_some(end.frames),
         info: session.info.clone(),
     }))
+}
+
+/// The filter graph description `opts.filter_desc` becomes for a stream
+/// with `info`, and the info the converter works from. The rotation is the
+/// graph's first filter (as the ffmpeg command line's autorotate), so the
+/// converter turns nothing; its last converts to the output pixel format, as
+/// the command line's `-pix_fmt`, so the converter only copies (or scales).
+fn graph_plan(info: &VideoInfo, opts: &VideoOptions) -> (Option<String>, VideoInfo) {
+    let mut info = info.clone();
+    let Some(desc) = opts.filter_desc.as_deref() else {
+        return (None, info);
+    };
+    let rotation = if opts.apply_rotation {
+        info.rotation
+    } else {
+        0
+    };
+    let fmt = opts
+        .pixel_format
+        .to_ffmpeg()
+        .descriptor()
+        .map_or("rgb24", |p| p.name());
+    let desc = match rotation_filter(rotation) {
+        Some(r) => format!("{r},{desc},format=pix_fmts={fmt}"),
+        None => format!("{desc},format=pix_fmts={fmt}"),
+    };
+    info.rotation = 0;
+    (Some(desc), info)
+}
+
+/// The filters that turn a frame `rotation` degrees counterclockwise (the
+/// ffmpeg command line's autorotate); `None` for 0.
+fn rotation_filter(rotation: i32) -> Option<&'static str> {
+    match rotation {
+        90 => Some("transpose=cclock"),
+        180 => Some("hflip,vflip"),
+        270 => Some("transpose=clock"),
+        _ => None,
+    }
+}
+
+/// Output frames appended one after another (the streaming selections).
+struct Collector<'o> {
+    factory: ConverterFactory<'o>,
+    opts: &'o VideoOptions,
+    conv: Option<Converter>,
+    data: Vec<u8>,
+    pts: Vec<f64>,
+    indices: Vec<usize>,
+}
+
+impl Collector<'_> {
+    /// Converts `frame` (decoded frame `i`, or a filtered frame) and appends it.
+    fn push(&mut self, frame: &ff::frame::Video, i: usize, pts: f64) -> Result<()> {
+        if self.conv.is_none() {
+            self.conv = Some(self.factory.build(frame)?);
+        }
+        let Some(conv) = self.conv.as_mut() else {
+            return Ok(());
+        };
+        let n = conv.frame_len();
+        check_limit(self.pts.len() + 1, n, self.opts)?;
+        let at = self.data.len();
+        self.data.resize(at + n, 0);
+        conv.convert(frame, &mut self.data[at..])?;
+        self.pts.push(pts);
+        self.indices.push(i);
+        Ok(())
+    }
+
+    /// Appends every frame the graph has ready.
+    fn drain(
+        &mut self,
+        graph: &mut FilterGraph,
+        frame: &mut ff::frame::Video,
+        i: usize,
+    ) -> Result<()> {
+        let tb = graph.time_base();
+        while graph.pull(frame)? {
+            let pts = frame.pts().map_or(0.0, |p| seconds(p, tb));
+            self.push(frame, i, pts)?;
+        }
+        Ok(())
+    }
 }
 
 /// Output `(H, W, C, rotation)`; without any frame, the header's size.
@@ -770,8 +920,17 @@ fn shape_of(
     conv: Option<&Converter>,
     opts: &VideoOptions,
 ) -> (usize, usize, usize, i32) {
+    shape_of_info(&session.info, conv, opts)
+}
+
+/// [`shape_of`] for a stream with `info`.
+fn shape_of_info(
+    info: &VideoInfo,
+    conv: Option<&Converter>,
+    opts: &VideoOptions,
+) -> (usize, usize, usize, i32) {
     let rotation = if opts.apply_rotation {
-        session.info.rotation
+        info.rotation
     } else {
         0
     };
@@ -858,11 +1017,40 @@ impl ConverterFactory<'_> {
     }
 }
 
+/// Indices: seek to the key frame before the wanted frames where the
+/// stream allows it ([`seek`]), else [`load_indices_sequential`].
+fn load_indices(src: &MediaSource<'_>, opts: &VideoOptions, indices: &[usize]) -> Result<Video> {
+    // An index past the end goes to the sequential path for its error (it
+    // counts the frames by decoding).
+    let plan = |n: usize| indices.iter().all(|&i| i < n).then(|| indices.to_vec());
+    let upto = indices.iter().copied().max();
+    if let Some(video) = seek::load_planned(src, opts, upto, plan)? {
+        return Ok(video);
+    }
+    load_indices_sequential(src, opts, indices, false)
+}
+
+/// Clip sampling: the indices `plan(frame count)` (each below the count),
+/// seeking where the stream allows it; else the count comes from the
+/// packets and the decode runs from the start, clamping to the last decoded
+/// frame.
+fn load_clip_plan(
+    src: &MediaSource<'_>,
+    opts: &VideoOptions,
+    plan: impl Fn(usize) -> Vec<usize>,
+) -> Result<Video> {
+    if let Some(video) = seek::load_planned(src, opts, None, |n| Some(plan(n)))? {
+        return Ok(video);
+    }
+    let total = count_packets(src)?;
+    load_indices_sequential(src, opts, &plan(total), true)
+}
+
 /// Indices: decode sequentially up to the largest index, converting each
 /// wanted frame once into its first slot and copying it to repeats.
 /// `clamp`: indices past the end take the last decoded frame (clip
 /// sampling) instead of failing.
-fn load_indices(
+fn load_indices_sequential(
     src: &MediaSource<'_>,
     opts: &VideoOptions,
     indices: &[usize],

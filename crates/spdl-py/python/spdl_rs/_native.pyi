@@ -500,6 +500,7 @@ def load_video(
     num_threads: int = 1,
     apply_rotation: bool = True,
     name: str | None = None,
+    filter_desc: str | None = None,
 ) -> VideoFrames: ...
 def load_video_clips(
     src: _Src,
@@ -522,9 +523,48 @@ def load_audio(
     sample_rate: int | None = None,
     num_channels: int | None = None,
     name: str | None = None,
+    filter_desc: str | None = None,
 ) -> AudioFrames: ...
+class VideoPackets:
+    """Demuxed packets of one video stream (``demux_video``); decode with ``decode_packets``."""
+
+    def __len__(self) -> int: ...
+    @property
+    def timestamp(self) -> tuple[float, float] | None: ...
+    @property
+    def codec(self) -> str: ...
+    def get_timestamps(self) -> list[float]: ...
+    def clone(self) -> VideoPackets: ...
+
+def demux_video(
+    src: _Src, *, timestamp: tuple[float, float] | None = None, name: str | None = None
+) -> VideoPackets: ...
+def decode_packets(
+    packets: VideoPackets,
+    filter_desc: str | None = None,
+    *,
+    num_frames: int = -1,
+    width: int | None = None,
+    height: int | None = None,
+    pixel_format: str = "rgb",
+    filter: str = "bicubic",
+    num_threads: int = 1,
+    apply_rotation: bool = True,
+) -> VideoFrames: ...
 def ffmpeg_versions() -> str | None:
     """FFmpeg library versions, or ``None`` when built without FFmpeg."""
+
+def get_ffmpeg_versions() -> dict[str, tuple[int, int, int]]:
+    """``{"libavcodec": (major, minor, micro), ...}``; ``RuntimeError`` without FFmpeg."""
+
+def get_ffmpeg_filters() -> list[str]:
+    """FFmpeg's filter names; ``RuntimeError`` without FFmpeg."""
+
+def get_ffmpeg_log_level() -> int:
+    """FFmpeg's log level; ``RuntimeError`` without FFmpeg."""
+
+def set_ffmpeg_log_level(val: int, /) -> None:
+    """Sets FFmpeg's log level; ``RuntimeError`` without FFmpeg."""
 
 def op_video(
     from_bytes: bool,
@@ -542,6 +582,7 @@ def op_video(
     num_clips: int | None = None,
     frames_per_clip: int | None = None,
     stride: int = 1,
+    filter_desc: str | None = None,
 ) -> NativeOp: ...
 def op_audio(
     from_bytes: bool,
@@ -549,6 +590,7 @@ def op_audio(
     *,
     sample_rate: int | None = None,
     num_channels: int | None = None,
+    filter_desc: str | None = None,
 ) -> NativeOp: ...
 
 def load_decoder_plugin(path: _Path) -> str:

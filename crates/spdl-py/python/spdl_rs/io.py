@@ -24,6 +24,8 @@ one; ``pip install ./crates/spdl-py
 
 from __future__ import annotations
 
+import functools
+import math
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -34,17 +36,22 @@ from ._native import (
     CPUBuffer,
     CUDABuffer,
     VideoFrames,
+    VideoPackets,
     cuda_available,
     cuda_built,
     cuda_unavailable_reason,
     decode_image,
     decode_image_batch,
     ffmpeg_versions,
+    get_ffmpeg_filters as _get_ffmpeg_filters,
+    get_ffmpeg_log_level,
+    get_ffmpeg_versions,
     load_image,
     load_decoder_plugin,
     load_image_batch,
     random_resized_crop,
 )
+from ._native import set_ffmpeg_log_level as _set_ffmpeg_log_level
 from ._native import transfer_buffer as _transfer_buffer
 from ._array import NpzFile, load_npy, load_npz
 from ._tar import iter_tarfile
@@ -67,7 +74,22 @@ __all__ = [
     "load_video",
     "load_video_clips",
     "load_audio",
+    "VideoPackets",
+    "demux_video",
+    "decode_packets",
     "ffmpeg_versions",
+    "get_video_filter_desc",
+    "get_audio_filter_desc",
+    "get_filter_desc",
+    "get_buffer_desc",
+    "get_abuffer_desc",
+    "get_ffmpeg_versions",
+    "get_ffmpeg_filters",
+    "get_ffmpeg_log_level",
+    "set_ffmpeg_log_level",
+    "built_with_cuda",
+    "built_with_nvcodec",
+    "built_with_nvjpeg",
     "to_numpy",
     "to_torch",
     "load_decoder_plugin",
@@ -98,6 +120,7 @@ def load_video(
     num_threads: int = 1,
     apply_rotation: bool = True,
     name: str | None = None,
+    filter_desc: str | None = None,
 ) -> VideoFrames:
     """Decodes frames of a video into one ``uint8`` array, with the GIL released.
 
@@ -123,6 +146,15 @@ def load_video(
     decodes many videos at once). ``apply_rotation``: turn frames as the stream's display
     matrix says, as players do (the result's ``rotation`` says by how much).
 
+    ``filter_desc``: an FFmpeg filter graph (libavfilter) run on the selected frames, as SPDL's
+    ``filter_desc`` and ``ffmpeg -vf``, e.g. from :func:`get_video_filter_desc`. It sees the
+    frames after the rotation; its output is converted to ``pixel_format`` inside the graph (as
+    ``ffmpeg -vf DESC -pix_fmt rgb24``, so the bytes equal the command line's), then scaled to
+    ``width`` / ``height`` when given. The result's ``pts`` are the filtered frames' and its
+    ``indices`` ``None``. Works with all frames, ``timestamp`` and ``step``; with ``indices`` or
+    ``played_at`` it raises ``ValueError``. Default ``None``: no graph (unlike SPDL, whose
+    default is ``get_video_filter_desc()``, i.e. ``"format=pix_fmts=rgb24"``).
+
     Returns :class:`VideoFrames`: ``frames`` a zero-copy :class:`CPUBuffer` ``uint8``
     ``[T, H, W, C]``; ``pts`` seconds per frame; ``indices``; ``rotation``;
     ``num_decoded`` (the exact frame count when the whole stream was decoded).
@@ -130,8 +162,13 @@ def load_video(
     Raises ``FileNotFoundError`` / ``OSError`` naming a path that cannot be opened,
     ``ValueError`` naming the source and the reason for data that is not a usable video
     (``"empty"``, ``"unknown format"``, ``"truncated"``, ``"corrupt"``, ``"unsupported"``: no
-    video stream) or an index / time out of range, ``TypeError`` for another ``src`` type,
-    ``RuntimeError`` in a build without FFmpeg.
+    video stream) or an index / time out of range, ``ValueError`` naming the description for a
+    ``filter_desc`` FFmpeg rejects (``"invalid argument: invalid filter description ..."``),
+    ``TypeError`` for another ``src`` type, ``RuntimeError`` in a build without FFmpeg.
+
+    ``indices`` and ``step`` seek to the key frame before the wanted frames (found from the
+    demuxed packets), so a frame near the end of a long file costs about what one near the
+    start costs; the frames equal those of a decode from the start.
     """
     return _native.load_video(
         src,
@@ -146,6 +183,7 @@ def load_video(
         num_threads=num_threads,
         apply_rotation=apply_rotation,
         name=name,
+        filter_desc=filter_desc,
     )
 
 
@@ -194,6 +232,7 @@ def load_audio(
     sample_rate: int | None = None,
     num_channels: int | None = None,
     name: str | None = None,
+    filter_desc: str | None = None,
 ) -> AudioFrames:
     """Decodes the best audio stream of a file into a ``float32`` waveform, GIL released.
 
@@ -205,9 +244,264 @@ def load_audio(
     ``[C, S]`` (channels first, in [-1, 1]; 16-bit PCM scaled by 1/32768), ``sample_rate`` in
     Hz, ``start`` in seconds. Encoder delay/padding is trimmed as ffmpeg does (MP3 LAME tag).
 
-    Raises as :func:`load_video` (``"unsupported"``: no audio stream).
+    ``filter_desc``: an FFmpeg filter graph (as ``ffmpeg -af`` and SPDL's ``filter_desc``,
+    e.g. from :func:`get_audio_filter_desc`) run on the decoded samples (after ``timestamp``)
+    as planar ``float32`` at the stream's rate; its output, in any sample format, is read as
+    ``float32`` ``[C, S]``, then resampled to ``sample_rate`` / ``num_channels`` when given.
+
+    Raises as :func:`load_video` (``"unsupported"``: no audio stream; ``ValueError`` for a
+    ``filter_desc`` FFmpeg rejects).
     """
-    return _native.load_audio(src, timestamp, sample_rate=sample_rate, num_channels=num_channels, name=name)
+    return _native.load_audio(
+        src,
+        timestamp,
+        sample_rate=sample_rate,
+        num_channels=num_channels,
+        name=name,
+        filter_desc=filter_desc,
+    )
+
+
+def demux_video(
+    src: Src, *, timestamp: tuple[float, float] | None = None, name: str | None = None
+) -> VideoPackets:
+    """Demuxes the best video stream of ``src`` into :class:`VideoPackets` (compressed packets
+    and the codec parameters), with the GIL released, as SPDL's ``spdl.io.demux_video``: all
+    packets, or with ``timestamp=(start, end)`` (seconds) those needed for the frames with
+    ``start <= pts < end`` (from the key frame before ``start``). Decode them later, on any
+    thread and as often as needed, with :func:`decode_packets`.
+
+    ``src`` and ``name`` as :func:`load_video`. Raises as :func:`load_video`; ``ValueError`` for
+    an empty window. (SPDL's ``demux_config`` / ``bsf`` are not supported.)
+    """
+    return _native.demux_video(src, timestamp=timestamp, name=name)
+
+
+def decode_packets(
+    packets: VideoPackets,
+    filter_desc: str | None = None,
+    *,
+    num_frames: int = -1,
+    width: int | None = None,
+    height: int | None = None,
+    pixel_format: str = "rgb",
+    filter: str = "bicubic",
+    num_threads: int = 1,
+    apply_rotation: bool = True,
+) -> VideoFrames:
+    """Decodes :class:`VideoPackets` into :class:`VideoFrames` (``frames`` ``uint8``
+    ``[T, H, W, C]``, ``pts``), with the GIL released: the frames of the packets' time window
+    (all when they have none), at most ``num_frames`` (``-1``: all). ``filter_desc`` and the
+    output options work as in :func:`load_video`, and the frames equal ``load_video``'s for the
+    same window. SPDL's ``decode_packets`` followed by ``convert_frames`` (SPDL's
+    ``decode_config`` is not supported).
+
+    Raises ``ValueError`` naming the source for undecodable data or a bad ``filter_desc``.
+    """
+    return _native.decode_packets(
+        packets,
+        filter_desc,
+        num_frames=num_frames,
+        width=width,
+        height=height,
+        pixel_format=pixel_format,
+        filter=filter,
+        num_threads=num_threads,
+        apply_rotation=apply_rotation,
+    )
+
+
+# ---------------------------------------------------------------- FFmpeg filter descriptions
+
+
+def _trim_args(timestamp: tuple[float, float]) -> str | None:
+    """``start=..:end=..`` for the finite ends of ``timestamp``, or ``None``."""
+    start, end = timestamp
+    args = [f"{k}={v}" for k, v in (("start", start), ("end", end)) if not math.isinf(v)]
+    return ":".join(args) or None
+
+
+def get_video_filter_desc(
+    *,
+    frame_rate: tuple[int, int] | None = None,
+    timestamp: tuple[float, float] | None = None,
+    scale_width: int | None = None,
+    scale_height: int | None = None,
+    scale_algo: str = "bicubic",
+    scale_mode: str | None = "pad",
+    crop_width: int | None = None,
+    crop_height: int | None = None,
+    pix_fmt: str | None = "rgb24",
+    num_frames: int | None = None,
+    pad_mode: str | None = None,
+    filter_desc: str | None = None,
+) -> str | None:
+    """An FFmpeg video filter description for ``load_video(filter_desc=...)``, built as SPDL's
+    ``spdl.io.get_video_filter_desc`` builds it (same arguments, defaults and string), in
+    this order: ``fps``, ``trim``, scale, crop, frame-count padding, ``filter_desc``,
+    ``format``.
+
+    - ``frame_rate=(num, den)``: ``fps=num/den``.
+    - ``timestamp=(start, end)``: ``trim`` to those seconds (infinite ends left open).
+    - ``scale_width`` / ``scale_height``: output size (``0`` or missing keeps that side; a
+      negative ``-n`` keeps the aspect ratio, rounded to a multiple of ``n``), with
+      ``scale_algo`` (swscale's flag name). ``scale_mode``: ``"pad"`` fits the frame inside
+      and pads with ``pad_mode`` (default ``"black"``), ``"crop"`` covers the size and crops
+      the excess, ``None`` scales as is; anything else raises ``ValueError``.
+    - ``crop_width`` / ``crop_height``: a centre crop after scaling.
+    - ``num_frames``: exactly that many frames, padding by repeating the last frame (or with
+      ``pad_mode`` colour frames; needs FFmpeg's ``tpad``, else ``RuntimeError``).
+    - ``filter_desc``: more filters, appended before the pixel format.
+    - ``pix_fmt``: output pixel format (``"rgb24"``, ``"gray8"``, ``"rgba"``, ...); ``None``
+      leaves it. ``load_video`` still converts to its ``pixel_format`` at the end.
+
+    Returns the description, or ``None`` when nothing was asked.
+    """
+    parts: list[str] = []
+    if frame_rate is not None:
+        parts.append(f"fps={frame_rate[0]}/{frame_rate[1]}")
+    if timestamp is not None and (trim := _trim_args(timestamp)) is not None:
+        parts.append(f"trim={trim}")
+    if scale_width is not None or scale_height is not None:
+        size = f"w={scale_width or 0}:h={scale_height or 0}"
+        scale = f"scale={size}:flags={scale_algo}"
+        if scale_mode is None:
+            parts.append(scale)
+        elif scale_mode == "pad":
+            parts.append(f"{scale}:force_original_aspect_ratio=decrease")
+            parts.append(f"pad={size}:x=-1:y=-1:color={pad_mode or 'black'}")
+        elif scale_mode == "crop":
+            parts.append(f"{scale}:force_original_aspect_ratio=increase")
+            parts.append(f"crop={size}")
+        else:
+            raise ValueError(f'scale_mode must be "pad", "crop" or None, got {scale_mode!r}')
+    if crop_width is not None or crop_height is not None:
+        parts.append(f"crop=w={crop_width or 0}:h={crop_height or 0}")
+    if num_frames is not None:
+        if "tpad" not in _ffmpeg_filter_set():
+            raise RuntimeError("num_frames needs FFmpeg's tpad filter (FFmpeg 4.2 or later)")
+        if pad_mode is None:
+            parts.append("tpad=stop=-1:stop_mode=clone")
+        else:
+            parts.append(f"tpad=stop=-1:stop_mode=add:color={pad_mode}")
+        parts.append(f"trim=end_frame={num_frames}")
+    if filter_desc is not None:
+        parts.append(filter_desc)
+    if pix_fmt is not None:
+        parts.append(f"format=pix_fmts={pix_fmt}")
+    return ",".join(parts) or None
+
+
+def get_audio_filter_desc(
+    *,
+    sample_rate: int | None = None,
+    num_channels: int | None = None,
+    sample_fmt: str | None = "fltp",
+    timestamp: tuple[float, float] | None = None,
+    num_frames: int | None = None,
+    filter_desc: str | None = None,
+) -> str | None:
+    """An FFmpeg audio filter description for ``load_audio(filter_desc=...)``, built as SPDL's
+    ``spdl.io.get_audio_filter_desc`` builds it (same arguments, defaults and string), in
+    this order: channel count, rate, ``atrim``, length, ``filter_desc``, sample format.
+
+    - ``num_channels``: ``aformat=channel_layouts=Nc``; ``sample_rate``: ``aresample`` (Hz).
+    - ``timestamp=(start, end)``: ``atrim`` to those seconds (infinite ends left open).
+    - ``num_frames``: exactly that many samples (padding with silence).
+    - ``sample_fmt``: output sample format (default ``"fltp"``; ``None`` leaves it).
+
+    Returns the description, or ``None`` when nothing was asked.
+    """
+    parts: list[str] = []
+    if num_channels is not None:
+        parts.append(f"aformat=channel_layouts={num_channels}c")
+    if sample_rate is not None:
+        parts.append(f"aresample={sample_rate}")
+    if timestamp is not None and (trim := _trim_args(timestamp)) is not None:
+        parts.append(f"atrim={trim}")
+    if num_frames is not None:
+        parts += ["apad", f"atrim=end_sample={num_frames}"]
+    if filter_desc is not None:
+        parts.append(filter_desc)
+    if sample_fmt is not None:
+        parts.append(f"aformat=sample_fmts={sample_fmt}")
+    return ",".join(parts) or None
+
+
+def get_filter_desc(packets: VideoPackets, **filter_args: Any) -> str | None:
+    """The filter description for decoding ``packets`` (SPDL's ``spdl.io.get_filter_desc``):
+    :func:`get_video_filter_desc` with ``filter_args``, without a ``trim`` (the packets' time
+    window is applied when decoding). Only :class:`VideoPackets` exist in spdl_rs so far;
+    anything else raises ``TypeError``."""
+    if not isinstance(packets, VideoPackets):
+        raise TypeError(f"get_filter_desc expects VideoPackets, got {type(packets).__name__}")
+    return get_video_filter_desc(timestamp=None, **filter_args)
+
+
+def get_buffer_desc(codec: Any, label: str | None = None, pix_fmt: str | None = None) -> str:
+    """The ``buffer`` source filter description (the video input of a filter graph) for frames
+    described by ``codec``, as SPDL's ``spdl.io.get_buffer_desc``: ``codec`` is any object with
+    ``width``, ``height``, ``pix_fmt``, ``time_base`` ``(num, den)`` and
+    ``sample_aspect_ratio`` ``(num, den)``. ``label`` names the node (``buffer@label``);
+    ``pix_fmt`` overrides the codec's."""
+    name = "buffer" if label is None else f"buffer@{label}"
+    tb, sar = codec.time_base, codec.sample_aspect_ratio
+    return (
+        f"{name}=video_size={codec.width}x{codec.height}:pix_fmt={pix_fmt or codec.pix_fmt}"
+        f":time_base={tb[0]}/{tb[1]}:pixel_aspect={sar[0]}/{sar[1]}"
+    )
+
+
+def get_abuffer_desc(codec: Any, *, label: str | None = None, sample_fmt: str | None = None) -> str:
+    """The ``abuffer`` source filter description (the audio input of a filter graph), as SPDL's
+    ``spdl.io.get_abuffer_desc``: ``codec`` is any object with ``time_base`` ``(num, den)``,
+    ``sample_rate``, ``sample_fmt`` and ``channel_layout``. ``label`` names the node
+    (``abuffer@label``); ``sample_fmt`` overrides the codec's."""
+    name = "abuffer" if label is None else f"abuffer@{label}"
+    tb = codec.time_base
+    return (
+        f"{name}=time_base={tb[0]}/{tb[1]}:sample_rate={codec.sample_rate}"
+        f":sample_fmt={sample_fmt or codec.sample_fmt}:channel_layout={codec.channel_layout}"
+    )
+
+
+# ---------------------------------------------------------------- FFmpeg and build utilities
+
+
+@functools.cache
+def _ffmpeg_filter_set() -> frozenset[str]:
+    return frozenset(_get_ffmpeg_filters())
+
+
+def get_ffmpeg_filters() -> list[str]:
+    """The names of the FFmpeg filters a ``filter_desc`` may use (SPDL's
+    ``spdl.io.utils.get_ffmpeg_filters``). ``RuntimeError`` in a build without FFmpeg."""
+    return _get_ffmpeg_filters()
+
+
+def set_ffmpeg_log_level(val: int, /) -> None:
+    """Sets FFmpeg's process-wide log level (SPDL's ``spdl.io.utils.set_ffmpeg_log_level``):
+    ``-8`` quiet, ``0`` panic, ``8`` fatal, ``16`` error (spdl_rs's start value), ``24``
+    warning, ``32`` info, ``40`` verbose, ``48`` debug, ``56`` trace. Read it back with
+    :func:`get_ffmpeg_log_level`. ``RuntimeError`` in a build without FFmpeg."""
+    _set_ffmpeg_log_level(val)
+
+
+def built_with_cuda() -> bool:
+    """Whether this spdl_rs was built with CUDA support (SPDL's
+    ``spdl.io.utils.built_with_cuda``); :func:`cuda_available` says whether it can run here."""
+    return cuda_built()
+
+
+def built_with_nvcodec() -> bool:
+    """SPDL's ``built_with_nvcodec``: always ``False``, spdl_rs has no NVDEC/NVENC decoding."""
+    return False
+
+
+def built_with_nvjpeg() -> bool:
+    """SPDL's ``built_with_nvjpeg``: always ``False``, spdl_rs's Python API has no nvJPEG
+    decoding."""
+    return False
 
 
 def transfer_buffer(buffer: CPUBuffer, device: str | int | None = None) -> CUDABuffer:

@@ -200,13 +200,15 @@ def load_video(
     num_clips: int | None = None,
     frames_per_clip: int | None = None,
     stride: int = 1,
+    filter_desc: str | None = None,
 ) -> NativeOp:
     """A stage decoding each video path (``str``, ``os.PathLike`` or a listed sample), GIL-free.
 
     Output: a :class:`spdl_rs.io.VideoFrames` (``frames`` ``uint8`` ``[T, H, W, C]``, ``pts``
     in seconds, ``label`` of a labelled listing). Frame selection and output arguments as
     :func:`spdl_rs.io.load_video`; with ``num_clips`` and ``frames_per_clip`` (and
-    ``stride``), clips as :func:`spdl_rs.io.load_video_clips` (``[N, T, H, W, C]``).
+    ``stride``), clips as :func:`spdl_rs.io.load_video_clips` (``[N, T, H, W, C]``);
+    ``filter_desc`` (an FFmpeg filter graph) as in :func:`spdl_rs.io.load_video`.
     Failure (counted against ``max_failures``): the message names the file and the reason.
     Raises ``ValueError`` now for bad arguments, ``RuntimeError`` in a build without FFmpeg.
     """
@@ -225,6 +227,7 @@ def load_video(
         num_clips=num_clips,
         frames_per_clip=frames_per_clip,
         stride=stride,
+        filter_desc=filter_desc,
     )
 
 
@@ -243,6 +246,7 @@ def decode_video(
     num_clips: int | None = None,
     frames_per_clip: int | None = None,
     stride: int = 1,
+    filter_desc: str | None = None,
 ) -> NativeOp:
     """A stage decoding the bytes of each video file (from :func:`read_file`, or ``bytes``
     from a Python op), demuxed from memory without a temporary file. Arguments and output as
@@ -263,6 +267,7 @@ def decode_video(
         num_clips=num_clips,
         frames_per_clip=frames_per_clip,
         stride=stride,
+        filter_desc=filter_desc,
     )
 
 
@@ -271,15 +276,16 @@ def load_audio(
     *,
     sample_rate: int | None = None,
     num_channels: int | None = None,
+    filter_desc: str | None = None,
 ) -> NativeOp:
     """A stage decoding each audio path, GIL-free.
 
     Output: a :class:`spdl_rs.io.AudioFrames` (``waveform`` ``float32`` ``[C, S]``,
-    ``sample_rate`` in Hz). Arguments as :func:`spdl_rs.io.load_audio`; each file gets its own
+    ``sample_rate`` in Hz). Arguments (``filter_desc`` too) as :func:`spdl_rs.io.load_audio`; each file gets its own
     resampler, so no state carries from one file to the next. Failure: the message names the
     file and the reason. Raises ``RuntimeError`` in a build without FFmpeg.
     """
-    return _audio(False, timestamp, sample_rate=sample_rate, num_channels=num_channels)
+    return _audio(False, timestamp, sample_rate=sample_rate, num_channels=num_channels, filter_desc=filter_desc)
 
 
 def decode_audio(
@@ -287,11 +293,12 @@ def decode_audio(
     *,
     sample_rate: int | None = None,
     num_channels: int | None = None,
+    filter_desc: str | None = None,
 ) -> NativeOp:
     """A stage decoding the bytes of each audio file (from :func:`read_file`). Arguments and
     output as :func:`load_audio`.
     """
-    return _audio(True, timestamp, sample_rate=sample_rate, num_channels=num_channels)
+    return _audio(True, timestamp, sample_rate=sample_rate, num_channels=num_channels, filter_desc=filter_desc)
 
 
 def load_npy() -> NativeOp:
