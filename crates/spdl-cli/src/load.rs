@@ -16,8 +16,8 @@ use spdl_io::{
     SampleContext, Transform,
 };
 use spdl_sources::{
-    read_list_file, walk_dir, Bytes, DistInfo, Extensions, FetchOptions, Fetcher, ImageFolder,
-    SampleList, Sampler, SamplerOptions, Uri,
+    read_list_file, walk_dir_with, Bytes, DistInfo, Extensions, FetchOptions, Fetcher, ImageFolder,
+    SampleList, Sampler, SamplerOptions, Uri, WalkOptions,
 };
 use tracing_subscriber::prelude::*;
 
@@ -53,6 +53,9 @@ pub(crate) fn list_dataset(args: &LoadArgs) -> Result<(SampleList, String)> {
     let path = args.path.clone().unwrap_or_else(bundled_samples);
     let shown = path.display().to_string();
     let remote = Uri::has_scheme(path.as_os_str().as_encoded_bytes());
+    let walk = WalkOptions {
+        include_hidden: args.include_hidden,
+    };
     let mut list = if remote {
         // s3://bucket/prefix (listed), or an http(s):// / s3:// manifest of paths and URIs.
         let uri = Uri::parse_bytes(path.as_os_str().as_encoded_bytes())?;
@@ -65,7 +68,7 @@ pub(crate) fn list_dataset(args: &LoadArgs) -> Result<(SampleList, String)> {
         let samples = samples.filter(|s| !uri.names_prefix() || images.matches(&s.path));
         SampleList::new(name, samples.collect())
     } else if args.image_folder {
-        ImageFolder::open(&path, &Extensions::images(), true)
+        ImageFolder::open_with(&path, &Extensions::images(), true, &walk)
             .with_context(|| format!("cannot open ImageFolder {shown}"))?
             .into_samples()
     } else if path.is_file() && Extensions::images().matches(&path) {
@@ -77,8 +80,10 @@ pub(crate) fn list_dataset(args: &LoadArgs) -> Result<(SampleList, String)> {
     } else if path.is_file() {
         read_list_file(&path).with_context(|| format!("cannot read list file {shown}"))?
     } else {
-        walk_dir(&path, &Extensions::images()).with_context(|| format!("cannot list {shown}"))?
+        walk_dir_with(&path, &Extensions::images(), &walk)
+            .with_context(|| format!("cannot list {shown}"))?
     };
+    print_warnings(&list);
     if args.limit == Some(0) {
         bail!("--limit must be at least 1");
     }
@@ -91,6 +96,13 @@ pub(crate) fn list_dataset(args: &LoadArgs) -> Result<(SampleList, String)> {
         bail!("no images found in {shown}");
     }
     Ok((list, shown))
+}
+
+/// Shows what the listing cut (directory loops), one line each on stderr.
+pub(crate) fn print_warnings(list: &SampleList) {
+    for warning in list.warnings() {
+        eprintln!("warning: {warning}");
+    }
 }
 
 pub(crate) fn transform(args: &LoadArgs) -> Result<Transform> {
