@@ -11,6 +11,7 @@ mod cmd;
 mod corpus;
 mod demo;
 mod features;
+mod fuzz;
 mod gpu_check;
 mod setup;
 mod test;
@@ -44,6 +45,8 @@ enum Command {
     Corpus(corpus::Args),
     /// Build the Python wheel into `target/wheels`.
     Wheel,
+    /// Run every cargo-fuzz target in `fuzz/` for `--seconds N` each (needs cargo-fuzz).
+    Fuzz(fuzz::Args),
     /// Benchmarks: `overhead`, `decode`, `images` (see `cargo xtask bench --help`).
     Bench(bench::Args),
     /// On a GPU machine: CUDA tests, H2D GB/s, nvJPEG pixels and images/s, the Python GPU tests
@@ -59,6 +62,7 @@ fn main() -> ExitCode {
         Command::Test(args) => test::run(&args),
         Command::Corpus(args) => corpus::run(&args),
         Command::Wheel => wheel::run(),
+        Command::Fuzz(args) => fuzz::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::GpuCheck(args) => gpu_check::run(&args),
     };

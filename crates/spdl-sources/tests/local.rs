@@ -10,13 +10,16 @@ use spdl_sources::{
     ImageFolder, WalkOptions,
 };
 
+#[path = "common/listing_cases.rs"]
+mod listing_cases;
+use listing_cases::{case_33, LISTING};
+#[cfg(unix)]
+use listing_cases::case_34;
+
 const FIXTURE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/fixtures/17-unicode-and-space-filenames"
 );
-
-/// The real images of hard cases 33 and 34 (see its README.md).
-const LISTING: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/listing");
 
 /// The 12 sample files of the fixture, as `EXPECTED.md` lists them (UTF-8 bytes, byte-exact).
 const FIXTURE_NAMES: [&str; 12] = [
@@ -213,51 +216,6 @@ fn symlinks_are_followed_loops_cut_and_broken_links_listed() {
     );
     let err = read_file(root.join("self.png")).unwrap_err();
     assert!(err.to_string().contains("self.png"), "{err}");
-}
-
-/// Builds hard case 33 (`../shared/data/hard/33-hidden-and-sidecar-files`) under `root`.
-fn case_33(root: &Path) {
-    let fixture = |name: &str| fs::read(Path::new(LISTING).join(name)).unwrap();
-    let mut apple_double = vec![0u8; 4096];
-    apple_double[..4].copy_from_slice(&[0x00, 0x05, 0x16, 0x07]);
-    let mut ds_store = vec![0u8; 6148];
-    ds_store[..8].copy_from_slice(b"\0\0\0\x01Bud1");
-    let files: [(&str, Vec<u8>); 10] = [
-        ("cat/img1.jpg", fixture("red_12x20.jpg")),
-        ("dog/img2.png", fixture("blue_12x20.png")),
-        ("cat/._img1.jpg", apple_double.clone()),
-        ("dog/._img2.png", apple_double.clone()),
-        ("__MACOSX/cat/._img1.jpg", apple_double),
-        (".DS_Store", ds_store.clone()),
-        ("cat/.DS_Store", ds_store),
-        ("dog/Thumbs.db", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1".to_vec()),
-        ("desktop.ini", b"[.ShellClassInfo]\r\n".to_vec()),
-        (".ipynb_checkpoints/img1-checkpoint.jpg", fixture("green_12x20.jpg")),
-    ];
-    for (rel, bytes) in files {
-        let path = root.join(rel);
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(path, bytes).unwrap();
-    }
-}
-
-/// Builds hard case 34 (`../shared/data/hard/34-listing-symlinks-and-dirs`) under `root`.
-#[cfg(unix)]
-fn case_34(root: &Path) {
-    use std::os::unix::fs::symlink;
-    fs::create_dir_all(root.join("real")).unwrap();
-    fs::create_dir_all(root.join("folder.jpg")).unwrap();
-    fs::create_dir_all(root.join("nest")).unwrap();
-    fs::copy(Path::new(LISTING).join("red_8x8.png"), root.join("real/a.png")).unwrap();
-    fs::copy(
-        Path::new(LISTING).join("green_8x8.png"),
-        root.join("folder.jpg/inner.png"),
-    )
-    .unwrap();
-    symlink("real/a.png", root.join("link_file.png")).unwrap();
-    symlink("real", root.join("link_dir")).unwrap();
-    symlink("missing.png", root.join("broken_link.png")).unwrap();
-    symlink("..", root.join("nest/back_to_root")).unwrap();
 }
 
 #[test]
