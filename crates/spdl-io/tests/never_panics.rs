@@ -111,3 +111,25 @@ fn huge_output_sizes_are_limit_errors() {
         );
     }
 }
+
+/// Every input a fuzz target once crashed on (`tests/fixtures/fuzz/`, see its README): decoded
+/// by every backend without a panic, and refused with an error (each is a broken file).
+#[test]
+fn fuzz_findings_are_clear_errors() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fuzz");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "md") {
+            continue;
+        }
+        let bytes = read(&path);
+        decode_all(&bytes);
+        let err = Registry::with_defaults()
+            .decode("fuzz", &bytes, &DecodeOptions::default())
+            .unwrap_err();
+        assert!(!err.to_string().is_empty(), "{}", path.display());
+        n += 1;
+    }
+    assert!(n >= 1, "no fuzz findings in {}", dir.display());
+}
