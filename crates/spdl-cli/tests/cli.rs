@@ -399,7 +399,8 @@ fn dump_batch(dir: &Path, size: usize, batch: usize, extra: &[&str]) -> Vec<[u8;
         .status()
         .expect("run spdl");
     assert!(status.success());
-    let npy = npyz::NpyFile::new(std::fs::read(&npy_path).unwrap().as_slice()).unwrap();
+    let bytes = std::fs::read(&npy_path).unwrap();
+    let npy = npyz::NpyFile::new(bytes.as_slice()).unwrap();
     assert_eq!(npy.shape(), &[batch as u64, size as u64, size as u64, 3]);
     let pixels: Vec<u8> = npy.into_vec().unwrap();
     // One colour per image: every image here is a solid colour.

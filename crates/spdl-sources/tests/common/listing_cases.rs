@@ -8,10 +8,10 @@ use std::fs;
 use std::path::Path;
 
 /// The real images of hard cases 33 and 34 (see `fixtures/listing/README.md`).
-pub const LISTING: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../spdl-sources/tests/fixtures/listing");
+pub(crate) const LISTING: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../spdl-sources/tests/fixtures/listing");
 
 /// Builds hard case 33 (`../shared/data/hard/33-hidden-and-sidecar-files`) under `root`.
-pub fn case_33(root: &Path) {
+pub(crate) fn case_33(root: &Path) {
     let fixture = |name: &str| fs::read(Path::new(LISTING).join(name)).unwrap();
     let mut apple_double = vec![0u8; 4096];
     apple_double[..4].copy_from_slice(&[0x00, 0x05, 0x16, 0x07]);
@@ -38,7 +38,7 @@ pub fn case_33(root: &Path) {
 
 /// Builds hard case 34 (`../shared/data/hard/34-listing-symlinks-and-dirs`) under `root`.
 #[cfg(unix)]
-pub fn case_34(root: &Path) {
+pub(crate) fn case_34(root: &Path) {
     use std::os::unix::fs::symlink;
     fs::create_dir_all(root.join("real")).unwrap();
     fs::create_dir_all(root.join("folder.jpg")).unwrap();
