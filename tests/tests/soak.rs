@@ -31,7 +31,9 @@ fn status_field(name: &str) -> u64 {
 }
 
 fn open_fds() -> usize {
-    std::fs::read_dir("/proc/self/fd").expect("list /proc/self/fd").count()
+    std::fs::read_dir("/proc/self/fd")
+        .expect("list /proc/self/fd")
+        .count()
 }
 
 /// Least-squares slope of `ys` against 0, 1, 2, ...
@@ -103,7 +105,10 @@ fn fifty_epochs_do_not_grow() {
     let loader = ImageLoader::new(Transform::RandomResizedCrop(RandomResizedCrop::new(32, 1)));
     let mut pipeline = PipelineBuilder::source(move |epoch| {
         let paths = paths.clone();
-        paths.into_iter().enumerate().map(move |(i, p)| (epoch, i, p))
+        paths
+            .into_iter()
+            .enumerate()
+            .map(move |(i, p)| (epoch, i, p))
     })
     .pipe(
         Op::future(|(epoch, i, path): (u64, usize, PathBuf)| async move {
@@ -113,15 +118,17 @@ fn fifty_epochs_do_not_grow() {
         StageConfig::named("read").concurrency(READ_CONCURRENCY),
     )
     .pipe(
-        Op::blocking(move |(epoch, i, path, bytes): (u64, usize, PathBuf, Vec<u8>)| {
-            let key = key_from_path(&path);
-            let ctx = SampleContext {
-                key: &key,
-                index: i as u64,
-                epoch,
-            };
-            Ok(Some(loader.load(&bytes, &ctx)?.shape()))
-        }),
+        Op::blocking(
+            move |(epoch, i, path, bytes): (u64, usize, PathBuf, Vec<u8>)| {
+                let key = key_from_path(&path);
+                let ctx = SampleContext {
+                    key: &key,
+                    index: i as u64,
+                    epoch,
+                };
+                Ok(Some(loader.load(&bytes, &ctx)?.shape()))
+            },
+        ),
         StageConfig::named("decode").concurrency(2),
     )
     .build(2)

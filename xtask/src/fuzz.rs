@@ -56,7 +56,9 @@ const TARGETS: &[Target] = &[
     },
     Target {
         name: "ffmpeg",
-        extensions: &["mp4", "mkv", "avi", "mov", "webm", "wav", "mp3", "flac", "ogg"],
+        extensions: &[
+            "mp4", "mkv", "avi", "mov", "webm", "wav", "mp3", "flac", "ogg",
+        ],
         prefix: &[],
     },
     Target {
@@ -95,7 +97,11 @@ pub(crate) fn run(args: &Args) -> Result<()> {
                 Some(t) => chosen.push(t),
                 None => bail!(
                     "no fuzz target {name:?}; the targets are: {}",
-                    TARGETS.iter().map(|t| t.name).collect::<Vec<_>>().join(", ")
+                    TARGETS
+                        .iter()
+                        .map(|t| t.name)
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
             }
         }
@@ -105,9 +111,12 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     let mut results = Vec::new();
     for target in chosen {
         let corpus = root.join("fuzz/corpus").join(target.name);
-        let seeds = root.join("fuzz/corpus").join(format!("{}-seeds", target.name));
+        let seeds = root
+            .join("fuzz/corpus")
+            .join(format!("{}-seeds", target.name));
         let n = write_seeds(&root, target, &fixtures, &seeds)?;
-        fs::create_dir_all(&corpus).with_context(|| format!("cannot create {}", corpus.display()))?;
+        fs::create_dir_all(&corpus)
+            .with_context(|| format!("cannot create {}", corpus.display()))?;
         eprintln!("fuzz {}: {n} seeds, {} s", target.name, args.seconds);
         let mut fuzz = cmd::cargo();
         if nightly {
@@ -172,8 +181,7 @@ fn fixture_files(root: &Path) -> Vec<PathBuf> {
             };
             if kind.is_dir() {
                 stack.push(entry.path());
-            } else if kind.is_file() && entry.metadata().is_ok_and(|m| m.len() <= MAX_SEED_BYTES)
-            {
+            } else if kind.is_file() && entry.metadata().is_ok_and(|m| m.len() <= MAX_SEED_BYTES) {
                 files.push(entry.path());
             }
         }
@@ -192,8 +200,8 @@ fn write_seeds(root: &Path, target: &Target, fixtures: &[PathBuf], seeds: &Path)
         let ext = path
             .extension()
             .map(|e| e.to_string_lossy().to_ascii_lowercase());
-        let wanted = path.starts_with(&own)
-            || ext.is_some_and(|e| target.extensions.contains(&e.as_str()));
+        let wanted =
+            path.starts_with(&own) || ext.is_some_and(|e| target.extensions.contains(&e.as_str()));
         if !wanted {
             continue;
         }

@@ -392,7 +392,12 @@ fn dump_batch(dir: &Path, size: usize, batch: usize, extra: &[&str]) -> Vec<[u8;
         .arg("load")
         .arg(dir)
         .args(["--transform", "resize", "--quiet"])
-        .args(["--size", &size.to_string(), "--batch-size", &batch.to_string()])
+        .args([
+            "--size",
+            &size.to_string(),
+            "--batch-size",
+            &batch.to_string(),
+        ])
         .args(extra)
         .arg("--dump")
         .arg(&npy_path)
@@ -417,7 +422,12 @@ fn dump_batch(dir: &Path, size: usize, batch: usize, extra: &[&str]) -> Vec<[u8;
 fn hidden_and_side_files_are_not_listed() {
     let dir = tempfile::tempdir().unwrap();
     listing_cases::case_33(dir.path());
-    let r = json(spdl().arg("load").arg(dir.path()).args(["--batch-size", "1"]));
+    let r = json(
+        spdl()
+            .arg("load")
+            .arg(dir.path())
+            .args(["--batch-size", "1"]),
+    );
     assert_eq!(
         (&r["listed"], &r["images"], &r["failed"]),
         (&2.into(), &2.into(), &0.into()),
@@ -425,19 +435,27 @@ fn hidden_and_side_files_are_not_listed() {
     );
     // cat/img1.jpg red (~254, 0, 0) +-3, then dog/img2.png blue, exact.
     let colours = dump_batch(dir.path(), 12, 2, &[]);
-    assert!(colours[0][0] >= 251 && colours[0][1] <= 3 && colours[0][2] <= 3, "{colours:?}");
+    assert!(
+        colours[0][0] >= 251 && colours[0][1] <= 3 && colours[0][2] <= 3,
+        "{colours:?}"
+    );
     assert_eq!(colours[1], [0, 0, 255]);
 
     let r = json(spdl().arg("load").arg(dir.path()).arg("--image-folder"));
-    assert_eq!((&r["listed"], &r["failed"]), (&2.into(), &0.into()), "{r:#}");
+    assert_eq!(
+        (&r["listed"], &r["failed"]),
+        (&2.into(), &0.into()),
+        "{r:#}"
+    );
 
     // --include-hidden: the AppleDouble files are listed (and fail), the checkpoint decodes.
-    let r = json(
-        spdl()
-            .arg("load")
-            .arg(dir.path())
-            .args(["--batch-size", "1", "--include-hidden"]),
-    );
+    let r =
+        json(
+            spdl()
+                .arg("load")
+                .arg(dir.path())
+                .args(["--batch-size", "1", "--include-hidden"]),
+        );
     assert_eq!(
         (&r["listed"], &r["images"], &r["failed"]),
         (&6.into(), &3.into(), &3.into()),
@@ -465,13 +483,19 @@ fn links_are_followed_a_loop_is_cut_and_a_broken_link_is_one_failure() {
     );
     let failure = &r["failures"][0];
     assert!(
-        failure["path"].as_str().unwrap().ends_with("broken_link.png"),
+        failure["path"]
+            .as_str()
+            .unwrap()
+            .ends_with("broken_link.png"),
         "{failure}"
     );
     let reason = failure["reason"].as_str().unwrap();
     assert!(reason.contains("broken symbolic link"), "{reason}");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let warnings: Vec<_> = stderr.lines().filter(|l| l.starts_with("warning:")).collect();
+    let warnings: Vec<_> = stderr
+        .lines()
+        .filter(|l| l.starts_with("warning:"))
+        .collect();
     assert_eq!(warnings.len(), 1, "{stderr}");
     assert!(warnings[0].contains("nest/back_to_root"), "{stderr}");
 

@@ -16,6 +16,7 @@ from spdl_rs import ops
 from spdl_rs.pipeline import PipelineBuilder
 
 HANG = 5.0  # seconds without a KeyboardInterrupt after the signal: lost
+SLOW = float(os.environ.get("SIGNAL_CHILD_SLOW", "0.12"))  # seconds per item of the slow stage
 
 
 def os_threads() -> int:
@@ -24,6 +25,11 @@ def os_threads() -> int:
 
 def sleepy(x):
     time.sleep(0.005)
+    return x
+
+
+def slow(x):
+    time.sleep(SLOW)
     return x
 
 
@@ -40,6 +46,8 @@ def build(scenario: str, sample: str):
     b = PipelineBuilder()
     if scenario == "native_stage":
         b = b.add_source([sample] * 100_000).pipe(ops.read_file()).pipe(ops.decode_image(224, 224))
+    elif scenario == "slow_stage":
+        b = b.add_source(range(10**9)).pipe(slow, concurrency=1)
     elif scenario == "python_stage":
         b = b.add_source(range(10**9)).pipe(busy, concurrency=2)
     else:  # consumer_waits, stop
@@ -54,9 +62,15 @@ def wait_for_interrupt() -> None:
         time.sleep(0.001)
 
 
-def one(scenario: str, sample: str, rng: random.Random) -> str:
+def one(scenario: str, sample: str, rng: random.Random, latencies: list) -> str:
     p = build(scenario, sample)
-    timer = threading.Timer(rng.uniform(0.0, 0.03), os.kill, (os.getpid(), signal.SIGINT))
+    sent = []
+
+    def send() -> None:
+        sent.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGINT)
+
+    timer = threading.Timer(rng.uniform(0.0, 0.03), send)
     outcome = "lost"
     try:
         try:
@@ -73,6 +87,7 @@ def one(scenario: str, sample: str, rng: random.Random) -> str:
                     p.get_item(timeout=HANG)
         except KeyboardInterrupt:
             outcome = "interrupted"
+            latencies.append(time.monotonic() - sent[0])
     except BaseException as e:  # noqa: BLE001 - reported to the parent
         outcome = f"error: {type(e).__name__}: {e}"
     finally:
@@ -89,11 +104,15 @@ def one(scenario: str, sample: str, rng: random.Random) -> str:
 def main() -> None:
     scenario, repeats, seed, sample = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
     rng = random.Random(seed)
+    # A process started in the background by a non-interactive shell (as CI may run us) begins
+    # with SIGINT ignored, and Python then keeps it ignored: install the usual handler.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     base_os, base_py = os_threads(), threading.active_count()
     counts: dict[str, int] = {}
     leaked = 0
+    latencies: list[float] = []
     for _ in range(repeats):
-        outcome = one(scenario, sample, rng)
+        outcome = one(scenario, sample, rng, latencies)
         counts[outcome] = counts.get(outcome, 0) + 1
         end = time.monotonic() + 5.0
         while (os_threads() > base_os or threading.active_count() > base_py) and time.monotonic() < end:
@@ -101,7 +120,10 @@ def main() -> None:
         if os_threads() > base_os or threading.active_count() > base_py:
             leaked += 1
             base_os, base_py = os_threads(), threading.active_count()
-    print(json.dumps({"outcomes": counts, "leaked": leaked}))
+    latencies.sort()
+    ms = [round(1000 * latencies[int(q * (len(latencies) - 1))], 1) for q in (0.5, 0.99, 1.0)] if latencies else []
+    # Latency (signal sent -> KeyboardInterrupt caught) is informational: shown, never asserted.
+    print(json.dumps({"outcomes": counts, "leaked": leaked, "latency_ms_p50_p99_max": ms}))
 
 
 if __name__ == "__main__":

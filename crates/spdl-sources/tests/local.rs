@@ -12,9 +12,9 @@ use spdl_sources::{
 
 #[path = "common/listing_cases.rs"]
 mod listing_cases;
-use listing_cases::{case_33, LISTING};
 #[cfg(unix)]
 use listing_cases::case_34;
+use listing_cases::{case_33, LISTING};
 
 const FIXTURE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -205,13 +205,22 @@ fn symlinks_are_followed_loops_cut_and_broken_links_listed() {
     let list = walk_dir(&root, &Extensions::images()).unwrap();
     assert_eq!(
         names(&list, &root),
-        ["alias.png", "broken.png", "linked/b.png", "real/a.png", "self.png"].map(PathBuf::from)
+        [
+            "alias.png",
+            "broken.png",
+            "linked/b.png",
+            "real/a.png",
+            "self.png"
+        ]
+        .map(PathBuf::from)
     );
     let err = read_file(root.join("broken.png")).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
     let msg = err.to_string();
     assert!(
-        msg.contains("broken.png") && msg.contains("broken symbolic link") && msg.contains("nowhere.png"),
+        msg.contains("broken.png")
+            && msg.contains("broken symbolic link")
+            && msg.contains("nowhere.png"),
         "{msg}"
     );
     let err = read_file(root.join("self.png")).unwrap_err();
@@ -255,7 +264,13 @@ fn hidden_and_side_files_are_skipped_unless_included() {
     let any = walk_dir(root, &Extensions::any()).unwrap();
     assert_eq!(
         names(&any, root),
-        ["cat/img1.jpg", "desktop.ini", "dog/Thumbs.db", "dog/img2.png"].map(PathBuf::from)
+        [
+            "cat/img1.jpg",
+            "desktop.ini",
+            "dog/Thumbs.db",
+            "dog/img2.png"
+        ]
+        .map(PathBuf::from)
     );
 
     let folder = ImageFolder::open(root, &Extensions::images(), false).unwrap();
@@ -282,7 +297,10 @@ fn hidden_and_side_files_are_skipped_unless_included() {
     // The root's own name is never a reason to skip it.
     let hidden_root = dir.path().join(".hidden_root");
     touch(&hidden_root.join("x.png"));
-    assert_eq!(walk_dir(&hidden_root, &Extensions::images()).unwrap().len(), 1);
+    assert_eq!(
+        walk_dir(&hidden_root, &Extensions::images()).unwrap().len(),
+        1
+    );
 }
 
 #[cfg(unix)]

@@ -391,7 +391,11 @@ class Pipeline(Generic[T]):
         running at that moment finishes its current call first. Idempotent; the pipeline is
         unusable afterwards (``get_item`` raises ``EOFError``)."""
         del timeout
-        self._finalizer()
+        # Not `self._finalizer()`: it forgets itself before stopping, so a Ctrl-C landing in
+        # between would leave the threads running with no way to stop them. `_stop_impl` is
+        # idempotent, so a stop() cut short can be called again.
+        _stop_impl(self._native, self._loop)
+        self._finalizer.detach()
 
     @contextmanager
     def auto_stop(self, *, timeout: float | None = None) -> Iterator[None]:

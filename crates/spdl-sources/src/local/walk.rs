@@ -264,13 +264,22 @@ mod tests {
 
     #[test]
     fn hidden_names() {
-        for name in [".DS_Store", "._img.jpg", ".ipynb_checkpoints", "__MACOSX", "."] {
+        for name in [
+            ".DS_Store",
+            "._img.jpg",
+            ".ipynb_checkpoints",
+            "__MACOSX",
+            ".",
+        ] {
             assert!(is_hidden(OsStr::new(name)), "{name}");
         }
         for name in ["img.jpg", "Thumbs.db", "__MACOSX2", "a.hidden", "_MACOSX"] {
             assert!(!is_hidden(OsStr::new(name)), "{name}");
         }
-        assert!(!WalkOptions { include_hidden: true }.skips(OsStr::new(".x")));
+        assert!(!WalkOptions {
+            include_hidden: true
+        }
+        .skips(OsStr::new(".x")));
     }
 
     #[test]

@@ -8,7 +8,10 @@ use std::fs;
 use std::path::Path;
 
 /// The real images of hard cases 33 and 34 (see `fixtures/listing/README.md`).
-pub(crate) const LISTING: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../spdl-sources/tests/fixtures/listing");
+pub(crate) const LISTING: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../spdl-sources/tests/fixtures/listing"
+);
 
 /// Builds hard case 33 (`../shared/data/hard/33-hidden-and-sidecar-files`) under `root`.
 pub(crate) fn case_33(root: &Path) {
@@ -25,9 +28,15 @@ pub(crate) fn case_33(root: &Path) {
         ("__MACOSX/cat/._img1.jpg", apple_double),
         (".DS_Store", ds_store.clone()),
         ("cat/.DS_Store", ds_store),
-        ("dog/Thumbs.db", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1".to_vec()),
+        (
+            "dog/Thumbs.db",
+            b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1".to_vec(),
+        ),
         ("desktop.ini", b"[.ShellClassInfo]\r\n".to_vec()),
-        (".ipynb_checkpoints/img1-checkpoint.jpg", fixture("green_12x20.jpg")),
+        (
+            ".ipynb_checkpoints/img1-checkpoint.jpg",
+            fixture("green_12x20.jpg"),
+        ),
     ];
     for (rel, bytes) in files {
         let path = root.join(rel);
@@ -43,7 +52,11 @@ pub(crate) fn case_34(root: &Path) {
     fs::create_dir_all(root.join("real")).unwrap();
     fs::create_dir_all(root.join("folder.jpg")).unwrap();
     fs::create_dir_all(root.join("nest")).unwrap();
-    fs::copy(Path::new(LISTING).join("red_8x8.png"), root.join("real/a.png")).unwrap();
+    fs::copy(
+        Path::new(LISTING).join("red_8x8.png"),
+        root.join("real/a.png"),
+    )
+    .unwrap();
     fs::copy(
         Path::new(LISTING).join("green_8x8.png"),
         root.join("folder.jpg/inner.png"),
@@ -54,4 +67,3 @@ pub(crate) fn case_34(root: &Path) {
     symlink("missing.png", root.join("broken_link.png")).unwrap();
     symlink("..", root.join("nest/back_to_root")).unwrap();
 }
-
