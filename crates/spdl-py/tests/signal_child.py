@@ -16,7 +16,9 @@ from spdl_rs import ops
 from spdl_rs.pipeline import PipelineBuilder
 
 HANG = 5.0  # seconds without a KeyboardInterrupt after the signal: lost
-SLOW = float(os.environ.get("SIGNAL_CHILD_SLOW", "0.12"))  # seconds per item of the slow stage
+# Seconds per item of the slow stage: longer than the consumer's 50 ms wake-ups, so that the
+# signal lands while the consumer waits inside get_item().
+SLOW = float(os.environ.get("SIGNAL_CHILD_SLOW", "0.15"))
 
 
 def os_threads() -> int:
@@ -75,7 +77,7 @@ def one(scenario: str, sample: str, rng: random.Random, latencies: list) -> str:
     try:
         try:
             p.start()
-            for _ in range(rng.randint(0, 3)):
+            for _ in range(0 if scenario == "slow_stage" else rng.randint(0, 3)):
                 p.get_item(timeout=HANG)
             timer.start()
             if scenario == "stop":
