@@ -67,7 +67,7 @@ impl ImageFolder {
         let mut empty = Vec::new();
         let mut warnings = Vec::new();
         for (label, class) in classes.iter().enumerate() {
-            let (files, cut) = sorted_files(&root.join(class), extensions, options)?;
+            let (files, cut) = sorted_files(&root.join(class), root, extensions, options)?;
             warnings.extend(cut);
             if files.is_empty() {
                 empty.push(escape_path(Path::new(class)));

@@ -127,9 +127,9 @@ pub fn walk_dir(root: impl AsRef<Path>, extensions: &Extensions) -> Result<Sampl
 /// Links are followed, to files and to folders, as torchvision's `make_dataset` does
 /// (`os.walk(followlinks=True)`): a dataset assembled from links lists like the real one, and a
 /// folder reached through two paths lists under both. One bad entry never stops the listing:
-/// - a link that leads back to one of its ancestors (a directory loop) is not followed, so the
-///   walk ends and lists each file once per loop-free path; the list carries one warning per
-///   such link ([`SampleList::warnings`]) naming it;
+/// - a link that leads back to one of its ancestors or to a folder holding the root (a
+///   directory loop) is not followed, so the walk ends and lists each file once per loop-free
+///   path; the list carries one warning per such link ([`SampleList::warnings`]) naming it;
 /// - a broken link (its target is missing, or it is a loop of links) whose name has an accepted
 ///   extension is listed as a sample: reading it fails with [`ErrorKind::NotFound`] naming the
 ///   link and saying it is broken (see [`read_file`](super::read_file)), so a run counts it as
@@ -149,14 +149,19 @@ pub fn walk_dir_with(
     options: &WalkOptions,
 ) -> Result<SampleList> {
     let root = root.as_ref();
-    let (files, warnings) = sorted_files(root, extensions, options)?;
+    let (files, warnings) = sorted_files(root, root, extensions, options)?;
     let samples = files.into_iter().map(|p| Sample::new(p, None)).collect();
     Ok(SampleList::named_after(root, samples).with_warnings(warnings))
 }
 
 /// The accepted files under `root`, sorted by relative-path bytes, and the listing's warnings.
+///
+/// `dataset` is the folder the user gave (`root` itself, or the ImageFolder root above a class
+/// folder): a link to it or to one of its ancestors is a loop too, though the walk from `root`
+/// would not see it as one.
 pub(crate) fn sorted_files(
     root: &Path,
+    dataset: &Path,
     extensions: &Extensions,
     options: &WalkOptions,
 ) -> Result<(Vec<PathBuf>, Vec<String>)> {
@@ -168,11 +173,22 @@ pub(crate) fn sorted_files(
     }
     let mut keyed = Vec::new();
     let mut warnings = Vec::new();
+    let dataset = std::fs::canonicalize(dataset).map_err(|e| Error::io(e, dataset))?;
+    let mut cut = Vec::new();
     let walk = walkdir::WalkDir::new(root)
         .follow_links(true)
         .min_depth(1)
         .into_iter()
-        .filter_entry(|e| !options.skips(e.file_name()));
+        .filter_entry(|e| {
+            if options.skips(e.file_name()) {
+                return false;
+            }
+            if let Some(warning) = link_above(e, &dataset) {
+                cut.push(warning);
+                return false;
+            }
+            true
+        });
     for entry in walk {
         let path = match entry {
             Ok(entry) if entry.file_type().is_file() => entry.into_path(),
@@ -191,8 +207,30 @@ pub(crate) fn sorted_files(
             keyed.push((key, path));
         }
     }
+    warnings.append(&mut cut);
     keyed.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     Ok((keyed.into_iter().map(|(_, path)| path).collect(), warnings))
+}
+
+/// The loop warning for a link to a folder that holds the whole `dataset` (canonical), if
+/// `entry` is one.
+fn link_above(entry: &walkdir::DirEntry, dataset: &Path) -> Option<String> {
+    if !entry.path_is_symlink() || !entry.file_type().is_dir() {
+        return None;
+    }
+    let target = std::fs::canonicalize(entry.path()).ok()?;
+    dataset
+        .starts_with(&target)
+        .then(|| loop_warning(entry.path(), &target))
+}
+
+fn loop_warning(link: &Path, ancestor: &Path) -> String {
+    format!(
+        "cut a directory loop: the symbolic link {} leads back to its ancestor {} and was not \
+         followed",
+        escape_path(link),
+        escape_path(ancestor)
+    )
 }
 
 /// A walk error that does not stop the listing.
@@ -209,12 +247,7 @@ enum BadLink {
 fn bad_link(err: walkdir::Error, root: &Path, options: &WalkOptions) -> Result<BadLink> {
     let path = err.path().unwrap_or(root).to_path_buf();
     if let Some(ancestor) = err.loop_ancestor() {
-        return Ok(BadLink::Loop(format!(
-            "cut a directory loop: the symbolic link {} leads back to its ancestor {} and was not \
-             followed",
-            escape_path(&path),
-            escape_path(ancestor)
-        )));
+        return Ok(BadLink::Loop(loop_warning(&path, ancestor)));
     }
     let is_link = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink());
     if is_link && err.depth() > 0 {
