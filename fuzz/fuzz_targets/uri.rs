@@ -15,7 +15,12 @@ fuzz_target!(|data: &[u8]| {
     let Ok(uri) = Uri::parse_bytes(input) else {
         return;
     };
-    let _ = (uri.is_remote(), uri.names_prefix(), uri.file_name(), uri.as_path());
+    let _ = (
+        uri.is_remote(),
+        uri.names_prefix(),
+        uri.file_name(),
+        uri.as_path(),
+    );
     let text = uri.to_string();
     if uri.is_remote() {
         let again = Uri::parse(&text).expect("a parsed URI's text parses again");
