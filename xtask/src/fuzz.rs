@@ -35,6 +35,9 @@ struct Target {
     extensions: &'static [&'static str],
     /// Bytes put in front of each seed (the target reads its parameters from there).
     prefix: &'static [u8],
+    /// Close the target's stderr (libFuzzer keeps its own): FFmpeg logs an error line for
+    /// nearly every mutated input. A crash input is still saved; rerun it to see the message.
+    quiet: bool,
 }
 
 const TARGETS: &[Target] = &[
@@ -42,17 +45,20 @@ const TARGETS: &[Target] = &[
         name: "jpeg_markers",
         extensions: &["jpg", "jpeg"],
         prefix: &[],
+        quiet: false,
     },
     Target {
         name: "turbojpeg",
         extensions: &["jpg", "jpeg"],
         // RGB strict, region from the top-left corner over the whole image.
         prefix: &[0, 0, 0, 255, 255],
+        quiet: false,
     },
     Target {
         name: "image_rs",
         extensions: &["png", "jpg", "jpeg", "gif", "webp", "bmp", "tif", "tiff"],
         prefix: &[0],
+        quiet: false,
     },
     Target {
         name: "ffmpeg",
@@ -60,16 +66,19 @@ const TARGETS: &[Target] = &[
             "mp4", "mkv", "avi", "mov", "webm", "wav", "mp3", "flac", "ogg",
         ],
         prefix: &[],
+        quiet: false,
     },
     Target {
         name: "uri",
         extensions: &[],
         prefix: &[],
+        quiet: false,
     },
     Target {
         name: "list_file",
         extensions: &["txt"],
         prefix: &[],
+        quiet: false,
     },
 ];
 
@@ -132,12 +141,15 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         if ffmpeg {
             fuzz = fuzz.args(["--features", "decode-ffmpeg"]);
         }
-        let limits = [
+        let mut limits = vec![
             format!("-max_total_time={}", args.seconds),
             "-rss_limit_mb=4096".to_owned(),
             "-timeout=60".to_owned(),
             "-print_final_stats=1".to_owned(),
         ];
+        if target.quiet {
+            limits.push("-close_fd_mask=2".to_owned());
+        }
         let fuzz = fuzz.arg(&corpus).arg(&seeds).arg("--").args(&limits);
         let start = Instant::now();
         let outcome = fuzz.run();
