@@ -128,3 +128,13 @@ def test_links_loop_and_broken_link(tmp_path):
     assert "broken_link.png" in errors[0] and "broken symbolic link" in errors[0], errors
     assert [tuple(img[0, 0]) for img in images] == [(0, 255, 0)] + [(255, 0, 0)] * 3
     assert all(np.all(img == img[0, 0]) for img in images)
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symbolic links")
+def test_image_folder_cuts_a_link_back_to_the_dataset(tmp_path):
+    case_34(tmp_path)
+    with pytest.warns(RuntimeWarning, match="nest/back_to_root"):
+        folder = sources.image_folder(tmp_path, allow_empty=True)
+    assert folder.classes == ["folder.jpg", "link_dir", "nest", "real"]
+    assert relative(folder, tmp_path) == ["folder.jpg/inner.png", "link_dir/a.png", "real/a.png"]
+    assert folder.labels == [0, 1, 3]
