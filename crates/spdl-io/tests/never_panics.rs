@@ -133,3 +133,16 @@ fn fuzz_findings_are_clear_errors() {
     }
     assert!(n >= 1, "no fuzz findings in {}", dir.display());
 }
+
+/// Fuzz regression (`image_rs` target): png 0.18.1 panics on a palette that is not a whole
+/// number of RGB entries; the decoder refuses it first, naming the chunk.
+#[test]
+fn png_with_a_ragged_palette_is_corrupt() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/fuzz/png_plte_not_multiple_of_3.png");
+    let err = spdl_io::decode::ImageRsDecoder::new()
+        .decode(&read(&path), &DecodeOptions::default())
+        .unwrap_err();
+    assert_eq!(err.kind(), spdl_io::ErrorKind::Corrupt, "{err}");
+    assert!(err.to_string().contains("PLTE"), "{err}");
+}
