@@ -12,6 +12,7 @@ mod corpus;
 mod demo;
 mod docs;
 mod features;
+mod fuzz;
 mod gpu_check;
 mod setup;
 mod test;
@@ -48,6 +49,8 @@ enum Command {
     Corpus(corpus::Args),
     /// The Python wheels: `--release` builds and checks the distributable ones.
     Wheel(wheel::Args),
+    /// Run every cargo-fuzz target in `fuzz/` for `--seconds N` each (needs cargo-fuzz).
+    Fuzz(fuzz::Args),
     /// Benchmarks: `overhead`, `decode`, `images` (see `cargo xtask bench --help`).
     Bench(bench::Args),
     /// On a GPU machine: CUDA tests, H2D GB/s, nvJPEG pixels and images/s, the Python GPU tests
@@ -67,6 +70,7 @@ fn main() -> ExitCode {
         Command::Corpus(args) => corpus::run(&args),
         Command::Docs => docs::run(),
         Command::Wheel(args) => wheel::run(&args),
+        Command::Fuzz(args) => fuzz::run(&args),
         Command::Bench(args) => bench::run(&args),
         Command::GpuCheck(args) => gpu_check::run(&args),
         Command::Tidy => tidy::run(),

@@ -16,8 +16,8 @@ use spdl_io::{
     TransformKind,
 };
 use spdl_sources::{
-    read_list_file, walk_dir, Bytes, DistInfo, Extensions, FetchOptions, Fetcher, ImageFolder,
-    SampleList, Sampler, SamplerOptions, Uri,
+    read_list_file, walk_dir_with, Bytes, DistInfo, Extensions, FetchOptions, Fetcher, ImageFolder,
+    SampleList, Sampler, SamplerOptions, Uri, WalkOptions,
 };
 use tracing_subscriber::prelude::*;
 
@@ -62,6 +62,9 @@ pub(crate) fn list_dataset(args: &LoadArgs) -> Result<(SampleList, String)> {
     let path = args.path.clone().unwrap_or_else(bundled_samples);
     let shown = path.display().to_string();
     let remote = Uri::has_scheme(path.as_os_str().as_encoded_bytes());
+    let walk = WalkOptions {
+        include_hidden: args.include_hidden,
+    };
     let mut list = if remote {
         // s3://bucket/prefix (listed), or an http(s):// / s3:// manifest of paths and URIs.
         let uri = Uri::parse_bytes(path.as_os_str().as_encoded_bytes())?;
@@ -74,7 +77,7 @@ pub(crate) fn list_dataset(args: &LoadArgs) -> Result<(SampleList, String)> {
         let samples = samples.filter(|s| !uri.names_prefix() || images.matches(&s.path));
         SampleList::new(name, samples.collect())
     } else if args.image_folder {
-        ImageFolder::open(&path, &image_extensions(), true)
+        ImageFolder::open_with(&path, &image_extensions(), true, &walk)
             .with_context(|| format!("cannot open ImageFolder {shown}"))?
             .into_samples()
     } else if path.is_file() && image_extensions().matches(&path) {
@@ -86,8 +89,10 @@ pub(crate) fn list_dataset(args: &LoadArgs) -> Result<(SampleList, String)> {
     } else if path.is_file() {
         read_list_file(&path).with_context(|| format!("cannot read list file {shown}"))?
     } else {
-        walk_dir(&path, &image_extensions()).with_context(|| format!("cannot list {shown}"))?
+        walk_dir_with(&path, &image_extensions(), &walk)
+            .with_context(|| format!("cannot list {shown}"))?
     };
+    print_warnings(&list);
     if args.limit == Some(0) {
         bail!("--limit must be at least 1");
     }
@@ -100,6 +105,13 @@ pub(crate) fn list_dataset(args: &LoadArgs) -> Result<(SampleList, String)> {
         bail!("no images found in {shown}");
     }
     Ok((list, shown))
+}
+
+/// Shows what the listing cut (directory loops), one line each on stderr.
+pub(crate) fn print_warnings(list: &SampleList) {
+    for warning in list.warnings() {
+        eprintln!("warning: {warning}");
+    }
 }
 
 /// The image loader of `--transform`, `--size`, `--seed`, `--no-region-decode` and

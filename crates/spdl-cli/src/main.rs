@@ -81,6 +81,10 @@ pub(crate) struct LoadArgs {
     /// Use the ImageFolder layout: one sub-folder per class gives the labels.
     #[arg(long)]
     pub(crate) image_folder: bool,
+    /// List hidden entries too: by default files and folders whose name starts with `.`
+    /// (`.DS_Store`, AppleDouble `._*`, `.ipynb_checkpoints/`) and `__MACOSX/` are skipped.
+    #[arg(long)]
+    pub(crate) include_hidden: bool,
     /// Images per batch.
     #[arg(long, short = 'b', default_value_t = 32)]
     pub(crate) batch_size: usize,

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Result};
 use spdl_core::{Op, PipelineBuilder, StageConfig};
-use spdl_sources::{read_file, walk_dir, Extensions};
+use spdl_sources::{read_file, walk_dir_with, Extensions, WalkOptions};
 
 use crate::report::Failure;
 use crate::LoadArgs;
@@ -22,7 +22,11 @@ pub(crate) fn run(args: &LoadArgs) -> Result<ExitCode> {
         bail!("--video needs a PATH: a folder of video files");
     };
     let extensions = Extensions::new(["mp4", "mkv", "avi", "mov", "webm", "m4v"]);
-    let list = walk_dir(&path, &extensions)?;
+    let walk = WalkOptions {
+        include_hidden: args.include_hidden,
+    };
+    let list = walk_dir_with(&path, &extensions, &walk)?;
+    crate::load::print_warnings(&list);
     if list.is_empty() {
         bail!(
             "no video files (mp4, mkv, avi, mov, webm, m4v) in {}",

@@ -446,3 +446,130 @@ fn version_is_the_workspace_version() {
         format!("spdl {}", env!("CARGO_PKG_VERSION"))
     );
 }
+
+#[path = "../../spdl-sources/tests/common/listing_cases.rs"]
+mod listing_cases;
+
+/// The `[N, S, S, 3]` u8 batch `spdl load DIR --transform resize --size S --dump` saves.
+fn dump_batch(dir: &Path, size: usize, batch: usize, extra: &[&str]) -> Vec<[u8; 3]> {
+    let out = tempfile::tempdir().unwrap();
+    let npy_path = out.path().join("batch.npy");
+    let status = spdl()
+        .arg("load")
+        .arg(dir)
+        .args(["--transform", "resize", "--quiet"])
+        .args([
+            "--size",
+            &size.to_string(),
+            "--batch-size",
+            &batch.to_string(),
+        ])
+        .args(extra)
+        .arg("--dump")
+        .arg(&npy_path)
+        .status()
+        .expect("run spdl");
+    assert!(status.success());
+    let bytes = std::fs::read(&npy_path).unwrap();
+    let npy = npyz::NpyFile::new(bytes.as_slice()).unwrap();
+    assert_eq!(npy.shape(), &[batch as u64, size as u64, size as u64, 3]);
+    let pixels: Vec<u8> = npy.into_vec().unwrap();
+    // One colour per image: every image here is a solid colour.
+    pixels
+        .chunks(size * size * 3)
+        .map(|img| {
+            assert!(img.chunks(3).all(|p| p == &img[..3]), "not one colour");
+            [img[0], img[1], img[2]]
+        })
+        .collect()
+}
+
+#[test]
+fn hidden_and_side_files_are_not_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    listing_cases::case_33(dir.path());
+    let r = json(
+        spdl()
+            .arg("load")
+            .arg(dir.path())
+            .args(["--batch-size", "1"]),
+    );
+    assert_eq!(
+        (&r["listed"], &r["images"], &r["failed"]),
+        (&2.into(), &2.into(), &0.into()),
+        "{r:#}"
+    );
+    // cat/img1.jpg red (~254, 0, 0) +-3, then dog/img2.png blue, exact.
+    let colours = dump_batch(dir.path(), 12, 2, &[]);
+    assert!(
+        colours[0][0] >= 251 && colours[0][1] <= 3 && colours[0][2] <= 3,
+        "{colours:?}"
+    );
+    assert_eq!(colours[1], [0, 0, 255]);
+
+    let r = json(spdl().arg("load").arg(dir.path()).arg("--image-folder"));
+    assert_eq!(
+        (&r["listed"], &r["failed"]),
+        (&2.into(), &0.into()),
+        "{r:#}"
+    );
+
+    // --include-hidden: the AppleDouble files are listed (and fail), the checkpoint decodes.
+    let r =
+        json(
+            spdl()
+                .arg("load")
+                .arg(dir.path())
+                .args(["--batch-size", "1", "--include-hidden"]),
+        );
+    assert_eq!(
+        (&r["listed"], &r["images"], &r["failed"]),
+        (&6.into(), &3.into(), &3.into()),
+        "{r:#}"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn links_are_followed_a_loop_is_cut_and_a_broken_link_is_one_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    listing_cases::case_34(dir.path());
+    let out = spdl()
+        .arg("load")
+        .arg(dir.path())
+        .args(["--batch-size", "1", "--json"])
+        .output()
+        .expect("run spdl");
+    assert!(out.status.success());
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (&r["listed"], &r["images"], &r["failed"]),
+        (&5.into(), &4.into(), &1.into()),
+        "{r:#}"
+    );
+    let failure = &r["failures"][0];
+    assert!(
+        failure["path"]
+            .as_str()
+            .unwrap()
+            .ends_with("broken_link.png"),
+        "{failure}"
+    );
+    let reason = failure["reason"].as_str().unwrap();
+    assert!(reason.contains("broken symbolic link"), "{reason}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let warnings: Vec<_> = stderr
+        .lines()
+        .filter(|l| l.starts_with("warning:"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    assert!(warnings[0].contains("nest/back_to_root"), "{stderr}");
+
+    // Listing order: broken_link.png (fails), folder.jpg/inner.png (green), link_dir/a.png,
+    // link_file.png, real/a.png (red), all exact.
+    let colours = dump_batch(dir.path(), 8, 4, &[]);
+    assert_eq!(
+        colours,
+        [[0, 255, 0], [255, 0, 0], [255, 0, 0], [255, 0, 0]]
+    );
+}

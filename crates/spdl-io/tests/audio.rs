@@ -265,6 +265,30 @@ fn bad_inputs_are_named_errors_never_panics() {
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);
 }
 
+/// Fuzz regression (`ffmpeg` target): a WAV header claiming 268 MHz. Resampling it made
+/// swresample refuse the ratio and ffmpeg-next leak its context; it is refused first, by name.
+#[test]
+fn absurd_sample_rates_are_refused_before_resampling() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/fuzz/wav_rate_268mhz.wav");
+    let native = load_audio(&path, &AudioOptions::default()).unwrap();
+    assert_eq!(native.sample_rate, 268_442_806);
+    let err = load_audio(
+        &path,
+        &AudioOptions {
+            sample_rate: Some(8000),
+            ..Default::default()
+        },
+    )
+    .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("wav_rate_268mhz.wav") && msg.contains("268442806 Hz"),
+        "{msg}"
+    );
+}
+
 #[test]
 fn public_types_are_send_and_sync() {
     fn check<T: Send + Sync + 'static>() {}

@@ -190,3 +190,38 @@ fn huge_output_sizes_are_limit_errors() {
         );
     }
 }
+
+/// Every input a fuzz target once crashed on (`tests/fixtures/fuzz/`, see its README): decoded
+/// by every backend without a panic, and refused with an error (each is a broken file).
+#[test]
+fn fuzz_findings_are_clear_errors() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fuzz");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "md") {
+            continue;
+        }
+        let bytes = read(&path);
+        decode_all(&bytes);
+        let err = Registry::with_defaults()
+            .decode("fuzz", &bytes, &DecodeOptions::default())
+            .unwrap_err();
+        assert!(!err.to_string().is_empty(), "{}", path.display());
+        n += 1;
+    }
+    assert!(n >= 1, "no fuzz findings in {}", dir.display());
+}
+
+/// Fuzz regression (`image_rs` target): png 0.18.1 panics on a palette that is not a whole
+/// number of RGB entries; the decoder refuses it first, naming the chunk.
+#[test]
+fn png_with_a_ragged_palette_is_corrupt() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/fuzz/png_plte_not_multiple_of_3.png");
+    let err = spdl_io::decode::ImageRsDecoder::new()
+        .decode(&read(&path), &DecodeOptions::default())
+        .unwrap_err();
+    assert_eq!(err.kind(), spdl_io::ErrorKind::Corrupt, "{err}");
+    assert!(err.to_string().contains("PLTE"), "{err}");
+}

@@ -690,9 +690,10 @@ impl PyPipeline {
         }
     }
 
-    /// Waits for the next message for at most ~200 ms (then `Pending`), or until `deadline`.
+    /// Waits for the next message for at most ~50 ms (then `Pending`: the caller checks for
+    /// Ctrl-C, so a KeyboardInterrupt comes within ~50 ms), or until `deadline`.
     fn step(&self, deadline: Option<Instant>) -> Step {
-        let until = Instant::now() + Duration::from_millis(200);
+        let until = Instant::now() + Duration::from_millis(50);
         loop {
             if self.stopping.load(Ordering::Acquire) {
                 return Step::Stopped;

@@ -189,42 +189,66 @@ fn extensions(ext: Option<Vec<String>>) -> spdl_sources::Extensions {
     }
 }
 
+/// One `RuntimeWarning` per listing warning (a directory loop that was cut).
+fn warn_listing(py: Python<'_>, list: &spdl_sources::SampleList) -> PyResult<()> {
+    let category = py.get_type::<pyo3::exceptions::PyRuntimeWarning>();
+    for warning in list.warnings() {
+        let text = std::ffi::CString::new(warning.replace('\0', "\\0")).unwrap_or_default();
+        PyErr::warn(py, &category, &text, 1)?;
+    }
+    Ok(())
+}
+
 /// Lists the files under `root`, recursively, whose extension is in `extensions` (default:
 /// common image extensions; case-insensitive), sorted by path bytes (the same order on every
 /// machine). Releases the GIL while listing.
 ///
+/// Hidden entries (names starting with `.`: `.DS_Store`, AppleDouble `._*`,
+/// `.ipynb_checkpoints/`; and `__MACOSX/`) are skipped unless `include_hidden`. Symbolic links
+/// are followed; a link back to an ancestor folder is cut with one `RuntimeWarning` naming it;
+/// a broken link is listed, and reading it fails naming the path ("broken symbolic link").
+///
 /// Raises `FileNotFoundError` / `NotADirectoryError` / `OSError` naming the path.
 #[pyfunction]
-#[pyo3(signature = (root, extensions=None))]
+#[pyo3(signature = (root, extensions=None, *, include_hidden=false))]
 pub(crate) fn list_files(
     py: Python<'_>,
     root: PathBuf,
     extensions: Option<Vec<String>>,
+    include_hidden: bool,
 ) -> PyResult<SampleList> {
     let ext = self::extensions(extensions);
+    let options = spdl_sources::WalkOptions { include_hidden };
     let list = py
-        .detach(|| spdl_sources::walk_dir(&root, &ext))
+        .detach(|| spdl_sources::walk_dir_with(&root, &ext, &options))
         .map_err(sources_err)?;
+    warn_listing(py, &list)?;
     Ok(SampleList::from_list(list, Vec::new()))
 }
 
 /// Lists `root` in torchvision's `ImageFolder` layout: one sub-folder per class, sorted by
 /// name, class `i` has label `i`. Releases the GIL while listing.
 ///
+/// Hidden folders (`.ipynb_checkpoints`, `__MACOSX`) are no class, and hidden files inside
+/// classes are skipped, unless `include_hidden`; links are treated as by `list_files`.
+///
 /// Raises `FileNotFoundError` for a missing root, `ValueError` when there is no class folder
 /// or (unless `allow_empty`) a class folder has no image.
 #[pyfunction]
-#[pyo3(signature = (root, extensions=None, allow_empty=false))]
+#[pyo3(signature = (root, extensions=None, allow_empty=false, *, include_hidden=false))]
 pub(crate) fn image_folder(
     py: Python<'_>,
     root: PathBuf,
     extensions: Option<Vec<String>>,
     allow_empty: bool,
+    include_hidden: bool,
 ) -> PyResult<SampleList> {
     let ext = self::extensions(extensions);
+    let options = spdl_sources::WalkOptions { include_hidden };
     let folder = py
-        .detach(|| spdl_sources::ImageFolder::open(&root, &ext, allow_empty))
+        .detach(|| spdl_sources::ImageFolder::open_with(&root, &ext, allow_empty, &options))
         .map_err(sources_err)?;
+    warn_listing(py, folder.samples())?;
     let classes = folder
         .classes()
         .iter()

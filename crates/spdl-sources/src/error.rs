@@ -208,7 +208,7 @@ impl Error {
         self
     }
 
-    #[cfg_attr(not(feature = "source-local"), allow(dead_code))]
+    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
     /// Replaces the reason, keeping kind, path and source.
     pub(crate) fn with_reason(mut self, reason: impl Into<String>) -> Self {
         self.0.reason = reason.into();
@@ -217,9 +217,20 @@ impl Error {
 
     #[cfg_attr(not(feature = "source-local"), allow(dead_code))]
     /// Maps an I/O error on `path` to a kind and a short reason, keeping it as the source.
+    /// A missing file that is a symbolic link says so: listings keep broken links as samples
+    /// so that each fails as one sample, and the reason must tell the user what to fix.
     pub(crate) fn io(err: io::Error, path: &Path) -> Self {
         let (kind, reason) = match err.kind() {
-            io::ErrorKind::NotFound => (ErrorKind::NotFound, "no such file or directory".into()),
+            io::ErrorKind::NotFound => match std::fs::read_link(path) {
+                Ok(target) => (
+                    ErrorKind::NotFound,
+                    format!(
+                        "broken symbolic link: its target {} does not exist",
+                        escape_path(&target)
+                    ),
+                ),
+                Err(_) => (ErrorKind::NotFound, "no such file or directory".into()),
+            },
             io::ErrorKind::PermissionDenied => {
                 (ErrorKind::PermissionDenied, "permission denied".into())
             }

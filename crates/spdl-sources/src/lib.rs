@@ -74,7 +74,8 @@ pub use fetch::{Capability, FetchOptions, Fetcher, S3Options, Secret};
 pub use list::{parse_manifest, Sample, SampleList};
 #[cfg(feature = "source-local")]
 pub use local::{
-    parse_list, read_file, read_file_async, read_list_file, walk_dir, Extensions, ImageFolder,
+    parse_list, read_file, read_file_async, read_list_file, walk_dir, walk_dir_with, Extensions,
+    ImageFolder, WalkOptions,
 };
 pub use retry::RetryPolicy;
 pub use sampler::{

@@ -133,6 +133,7 @@ pub(crate) fn split_label(line: &[u8]) -> std::result::Result<(&[u8], Option<i64
 pub struct SampleList {
     name: String,
     samples: Vec<Sample>,
+    warnings: Vec<String>,
 }
 
 impl SampleList {
@@ -141,7 +142,21 @@ impl SampleList {
         Self {
             name: name.into(),
             samples,
+            warnings: Vec::new(),
         }
+    }
+
+    /// The list with `warnings` attached: what the listing cut that a user should be told
+    /// about (a directory loop that was not followed), one sentence each, naming the path.
+    pub fn with_warnings(mut self, warnings: Vec<String>) -> Self {
+        self.warnings = warnings;
+        self
+    }
+
+    /// The listing's warnings (see [`Self::with_warnings`]); empty for most lists. Callers show
+    /// them (the CLI on stderr, Python as `RuntimeWarning`s).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     #[cfg_attr(not(feature = "source-local"), allow(dead_code))]

@@ -6,8 +6,15 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use spdl_sources::{
-    read_file, read_file_async, read_list_file, walk_dir, ErrorKind, Extensions, ImageFolder,
+    read_file, read_file_async, read_list_file, walk_dir, walk_dir_with, ErrorKind, Extensions,
+    ImageFolder, WalkOptions,
 };
+
+#[path = "common/listing_cases.rs"]
+mod listing_cases;
+#[cfg(unix)]
+use listing_cases::case_34;
+use listing_cases::{case_33, LISTING};
 
 const FIXTURE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -161,7 +168,7 @@ fn non_utf8_names_survive_and_are_escaped_in_errors() {
 
 #[cfg(unix)]
 #[test]
-fn symlinks_are_followed_loops_and_broken_links_are_errors() {
+fn symlinks_are_followed_loops_cut_and_broken_links_listed() {
     use std::os::unix::fs::symlink;
 
     let dir = tempfile::tempdir().unwrap();
@@ -175,17 +182,183 @@ fn symlinks_are_followed_loops_and_broken_links_are_errors() {
         names(&list, &root),
         ["alias.png", "linked/b.png", "real/a.png"].map(PathBuf::from)
     );
+    assert!(list.warnings().is_empty());
 
+    // A loop is cut: each file once, one warning naming the link.
     symlink(&root, root.join("real/loop")).unwrap();
-    let err = walk_dir(&root, &Extensions::images()).unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::SymlinkLoop, "{err}");
-    assert!(err.to_string().contains("loop"), "{err}");
-    fs::remove_file(root.join("real/loop")).unwrap();
+    let list = walk_dir(&root, &Extensions::images()).unwrap();
+    assert_eq!(
+        names(&list, &root),
+        ["alias.png", "linked/b.png", "real/a.png"].map(PathBuf::from)
+    );
+    assert_eq!(list.warnings().len(), 1, "{:?}", list.warnings());
+    assert!(
+        list.warnings()[0].contains("real/loop") && list.warnings()[0].contains("loop"),
+        "{:?}",
+        list.warnings()
+    );
 
+    // A broken link is a sample whose read fails naming it; a link to itself too.
     symlink(dir.path().join("nowhere.png"), root.join("broken.png")).unwrap();
-    let err = walk_dir(&root, &Extensions::images()).unwrap_err();
+    symlink(root.join("self.png"), root.join("self.png")).unwrap();
+    symlink(dir.path().join("nowhere.txt"), root.join("broken.txt")).unwrap();
+    let list = walk_dir(&root, &Extensions::images()).unwrap();
+    assert_eq!(
+        names(&list, &root),
+        [
+            "alias.png",
+            "broken.png",
+            "linked/b.png",
+            "real/a.png",
+            "self.png"
+        ]
+        .map(PathBuf::from)
+    );
+    let err = read_file(root.join("broken.png")).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
-    assert!(err.to_string().contains("broken.png"), "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("broken.png")
+            && msg.contains("broken symbolic link")
+            && msg.contains("nowhere.png"),
+        "{msg}"
+    );
+    let err = read_file(root.join("self.png")).unwrap_err();
+    assert!(err.to_string().contains("self.png"), "{err}");
+}
+
+#[test]
+fn hidden_and_side_files_are_skipped_unless_included() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    case_33(root);
+
+    let list = walk_dir(root, &Extensions::images()).unwrap();
+    assert_eq!(
+        names(&list, root),
+        ["cat/img1.jpg", "dog/img2.png"].map(PathBuf::from)
+    );
+    assert!(list.warnings().is_empty());
+
+    let all = walk_dir_with(
+        root,
+        &Extensions::images(),
+        &WalkOptions {
+            include_hidden: true,
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        names(&all, root),
+        [
+            ".ipynb_checkpoints/img1-checkpoint.jpg",
+            "__MACOSX/cat/._img1.jpg",
+            "cat/._img1.jpg",
+            "cat/img1.jpg",
+            "dog/._img2.png",
+            "dog/img2.png",
+        ]
+        .map(PathBuf::from)
+    );
+    // Every file, hidden or not, with `Extensions::any()`.
+    let any = walk_dir(root, &Extensions::any()).unwrap();
+    assert_eq!(
+        names(&any, root),
+        [
+            "cat/img1.jpg",
+            "desktop.ini",
+            "dog/Thumbs.db",
+            "dog/img2.png"
+        ]
+        .map(PathBuf::from)
+    );
+
+    let folder = ImageFolder::open(root, &Extensions::images(), false).unwrap();
+    assert_eq!(folder.classes(), ["cat", "dog"]);
+    assert_eq!(
+        names(folder.samples(), root),
+        ["cat/img1.jpg", "dog/img2.png"].map(PathBuf::from)
+    );
+    let folder = ImageFolder::open_with(
+        root,
+        &Extensions::images(),
+        false,
+        &WalkOptions {
+            include_hidden: true,
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        folder.classes(),
+        [".ipynb_checkpoints", "__MACOSX", "cat", "dog"]
+    );
+    assert_eq!(folder.samples().len(), 6);
+
+    // The root's own name is never a reason to skip it.
+    let hidden_root = dir.path().join(".hidden_root");
+    touch(&hidden_root.join("x.png"));
+    assert_eq!(
+        walk_dir(&hidden_root, &Extensions::images()).unwrap().len(),
+        1
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn links_dirs_named_like_images_and_a_loop_back_to_the_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    case_34(root);
+
+    let list = walk_dir(root, &Extensions::images()).unwrap();
+    assert_eq!(
+        names(&list, root),
+        [
+            "broken_link.png",
+            "folder.jpg/inner.png",
+            "link_dir/a.png",
+            "link_file.png",
+            "real/a.png",
+        ]
+        .map(PathBuf::from)
+    );
+    assert_eq!(list.warnings().len(), 1, "{:?}", list.warnings());
+    assert!(
+        list.warnings()[0].contains("nest/back_to_root"),
+        "{:?}",
+        list.warnings()
+    );
+    let red = fs::read(Path::new(LISTING).join("red_8x8.png")).unwrap();
+    for rel in ["link_dir/a.png", "link_file.png", "real/a.png"] {
+        assert_eq!(read_file(root.join(rel)).unwrap(), red, "{rel}");
+    }
+    let err = read_file(root.join("broken_link.png")).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotFound);
+    assert_eq!(err.path(), Some(root.join("broken_link.png").as_path()));
+    assert!(err.to_string().contains("broken symbolic link"), "{err}");
+
+    // ImageFolder: `folder.jpg`, `link_dir`, `nest` and `real` are classes. `nest/back_to_root`
+    // leads to the dataset root (not an ancestor of the class folder `nest`, but of the
+    // dataset): cut too, so no class lists the dataset again.
+    let folder = ImageFolder::open(root, &Extensions::images(), true).unwrap();
+    assert_eq!(folder.classes(), ["folder.jpg", "link_dir", "nest", "real"]);
+    let labelled: Vec<_> = folder
+        .samples()
+        .iter()
+        .map(|s| (s.path.strip_prefix(root).unwrap().to_path_buf(), s.label))
+        .collect();
+    assert_eq!(
+        labelled,
+        [
+            ("folder.jpg/inner.png", 0),
+            ("link_dir/a.png", 1),
+            ("real/a.png", 3)
+        ]
+        .map(|(p, l)| (PathBuf::from(p), Some(l)))
+    );
+    let warnings = folder.samples().warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains("nest/back_to_root"), "{warnings:?}");
 }
 
 #[test]

@@ -536,7 +536,16 @@ fn short_frame() -> Error {
     )
 }
 
+/// The highest sample rate resampled from or to, Hz (real audio tops out at 768 kHz). A header
+/// claiming more is corrupt, and swresample refuses such extreme ratios, and ffmpeg-next 9.0
+/// then leaks the context it allocated (found by the `ffmpeg` fuzz target).
+const MAX_RESAMPLE_RATE: u32 = 1_000_000;
+
 /// Resamples / remixes f32 planes with swresample (a fresh context per call).
+///
+/// # Errors
+/// [`ErrorKind::Unsupported`] when a rate is above [`MAX_RESAMPLE_RATE`] or swresample has no
+/// resampler for the conversion.
 fn resample(
     planes: &[Vec<f32>],
     layout: ChannelLayout,
@@ -555,6 +564,14 @@ fn resample(
     } else {
         ChannelLayout::default(out_ch as i32)
     };
+    if rate > MAX_RESAMPLE_RATE || out_rate > MAX_RESAMPLE_RATE {
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            format!(
+                "cannot resample from {rate} Hz to {out_rate} Hz: rates above {MAX_RESAMPLE_RATE} Hz are refused"
+            ),
+        ));
+    }
     let mut swr = resampling::Context::get(
         Sample::F32(ff::format::sample::Type::Planar),
         in_layout,

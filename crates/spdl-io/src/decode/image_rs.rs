@@ -120,10 +120,12 @@ fn open<'a>(
 }
 
 /// Rejects a PNG whose IDAT data could not inflate to the claimed size
-/// (deflate expands at most 1032:1), before allocating for it.
+/// (deflate expands at most 1032:1), before allocating for it, and one with a palette (PLTE)
+/// that is not a whole number of RGB entries (PNG spec 11.2.3: an error), which makes png 0.18.1
+/// panic (image-rs/image-png#694; found by the `image_rs` fuzz target).
 ///
 /// # Errors
-/// [`ErrorKind::Truncated`] naming the claimed size.
+/// [`ErrorKind::Truncated`] naming the claimed size; [`ErrorKind::Corrupt`] for the palette.
 fn check_png_plausible(bytes: &[u8], info: &ImageInfo) -> Result<()> {
     let (Some(&depth), Some(&color)) = (bytes.get(24), bytes.get(25)) else {
         return Err(Error::new(ErrorKind::Truncated, "PNG header is cut short"));
@@ -142,8 +144,15 @@ fn check_png_plausible(bytes: &[u8], info: &ImageInfo) -> Result<()> {
         .get(pos..pos + 4)
         .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
     {
-        if bytes.get(pos + 4..pos + 8) == Some(b"IDAT") {
-            idat += u64::from(len);
+        match bytes.get(pos + 4..pos + 8) {
+            Some(b"IDAT") => idat += u64::from(len),
+            Some(b"PLTE") if len == 0 || len % 3 != 0 || len > 768 => {
+                return Err(Error::new(
+                    ErrorKind::Corrupt,
+                    format!("PNG palette (PLTE) of {len} bytes is not 1 to 256 RGB entries"),
+                ))
+            }
+            _ => {}
         }
         pos = pos.saturating_add(12).saturating_add(len as usize);
     }

@@ -111,6 +111,13 @@ pub(crate) fn parse_header(bytes: &[u8]) -> Result<JpegHeader> {
                         format!("frame header claims a {width}x{height} image"),
                     ));
                 }
+                // ITU T.81 B.2.2: Nf is 1..=255 (found by the jpeg_markers fuzz target).
+                if components == 0 {
+                    return Err(Error::new(
+                        ErrorKind::Corrupt,
+                        "frame header (SOF) has no image component",
+                    ));
+                }
                 return Ok(JpegHeader {
                     width,
                     height,
@@ -219,5 +226,15 @@ mod tests {
             parse_header(&[0xFF, 0xD8]).unwrap_err().kind(),
             ErrorKind::Truncated
         );
+    }
+
+    /// Fuzz regression (`fuzz/` target `jpeg_markers`): a frame header with zero components
+    /// was accepted and passed on to the decoders.
+    #[test]
+    fn rejects_a_frame_without_components() {
+        let bytes = include_bytes!("../../tests/fixtures/fuzz/jpeg_sof_zero_components.jpg");
+        let err = parse_header(bytes).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Corrupt);
+        assert!(err.to_string().contains("no image component"), "{err}");
     }
 }

@@ -37,6 +37,30 @@ pub use registry::{register_global, Registry};
 #[cfg(feature = "decode-turbojpeg")]
 pub use turbojpeg::TurboJpegDecoder;
 
+/// Entry points for the fuzz targets in `fuzz/` (feature `fuzzing`, never on in a build for
+/// users): internal parsers that have no public door of their own.
+#[cfg(all(
+    feature = "fuzzing",
+    any(feature = "decode-turbojpeg", feature = "decode-image")
+))]
+#[doc(hidden)]
+pub mod fuzzing {
+    /// Runs the JPEG marker walker (`parse_header`, `check_plausible_size`, `check_complete`)
+    /// over `bytes`, and panics when a header it accepts breaks an invariant the decoders rely
+    /// on (a zero size, no component, a first scan outside the data).
+    pub fn jpeg_markers(bytes: &[u8]) {
+        use super::jpeg_markers::{check_complete, check_plausible_size, parse_header};
+        let Ok(header) = parse_header(bytes) else {
+            return;
+        };
+        assert!(header.width > 0 && header.height > 0, "{header:?}");
+        assert!(header.components > 0, "{header:?}");
+        assert!(header.first_scan < bytes.len(), "{header:?}");
+        let _ = check_plausible_size(bytes, &header);
+        let _ = check_complete(bytes, header.first_scan);
+    }
+}
+
 pub(crate) use format::describe_unknown;
 pub(crate) use orientation::apply as apply_orientation;
 

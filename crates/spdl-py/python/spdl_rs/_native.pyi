@@ -374,11 +374,23 @@ def op_load_image(
 def op_collate(*, normalize: bool = False) -> NativeOp: ...
 def op_load_npy() -> NativeOp: ...
 def op_load_wav(time_offset_seconds: float | None = None, duration_seconds: float | None = None) -> NativeOp: ...
-def list_files(root: _Path, extensions: Sequence[str] | None = None) -> SampleList:
-    """Files under ``root`` with an accepted extension, sorted by path bytes."""
+def list_files(
+    root: _Path, extensions: Sequence[str] | None = None, *, include_hidden: bool = False
+) -> SampleList:
+    """Files under ``root`` with an accepted extension, sorted by path bytes. Hidden entries
+    (``.``-names, ``._*``, ``.ipynb_checkpoints/``, ``__MACOSX/``) are skipped unless
+    ``include_hidden``; a link loop is cut with a ``RuntimeWarning``; a broken link is listed
+    and fails when read."""
 
-def image_folder(root: _Path, extensions: Sequence[str] | None = None, allow_empty: bool = False) -> SampleList:
-    """torchvision ``ImageFolder`` layout: class ``i`` = ``i``-th sub-folder by name."""
+def image_folder(
+    root: _Path,
+    extensions: Sequence[str] | None = None,
+    allow_empty: bool = False,
+    *,
+    include_hidden: bool = False,
+) -> SampleList:
+    """torchvision ``ImageFolder`` layout: class ``i`` = ``i``-th sub-folder by name; hidden
+    folders are no class unless ``include_hidden``."""
 
 def merge_states(states: Sequence[str]) -> str:
     """Merges the :meth:`Sampler.state` of every rank of a job into the epoch's progress (a

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
-use super::walk::{sorted_files, Extensions};
+use super::walk::{sorted_files, Extensions, WalkOptions};
 use crate::error::{escape_path, Error, ErrorKind, Result};
 use crate::list::{Sample, SampleList};
 
@@ -27,7 +27,24 @@ pub struct ImageFolder {
 }
 
 impl ImageFolder {
+    /// [`Self::open_with`] with the default [`WalkOptions`] (hidden entries skipped).
+    ///
+    /// # Errors
+    /// As [`Self::open_with`].
+    pub fn open(
+        root: impl AsRef<Path>,
+        extensions: &Extensions,
+        allow_empty: bool,
+    ) -> Result<Self> {
+        Self::open_with(root, extensions, allow_empty, &WalkOptions::default())
+    }
+
     /// Lists `root` in the ImageFolder layout, accepting files by `extensions`.
+    ///
+    /// Hidden folders (`.ipynb_checkpoints`, `__MACOSX`, see [`WalkOptions`]) are no class
+    /// unless `options` includes them, and hidden entries inside classes are skipped the same
+    /// way; links inside class folders are treated as by [`walk_dir_with`](super::walk_dir_with)
+    /// (loops cut with a warning in the samples' [`SampleList::warnings`], broken links listed).
     ///
     /// `allow_empty` is torchvision's argument of the same name: when false, a class folder
     /// without any accepted file is an error; when true, the class keeps its label and has no
@@ -38,17 +55,20 @@ impl ImageFolder {
     /// [`ErrorKind::NoClasses`] when `root` holds no sub-folder, [`ErrorKind::EmptyClass`] (naming
     /// the classes and the accepted extensions) as above, and the errors of
     /// [`walk_dir`](super::walk_dir) for the class folders.
-    pub fn open(
+    pub fn open_with(
         root: impl AsRef<Path>,
         extensions: &Extensions,
         allow_empty: bool,
+        options: &WalkOptions,
     ) -> Result<Self> {
         let root = root.as_ref();
-        let classes = find_classes(root)?;
+        let classes = find_classes(root, options)?;
         let mut samples = Vec::new();
         let mut empty = Vec::new();
+        let mut warnings = Vec::new();
         for (label, class) in classes.iter().enumerate() {
-            let files = sorted_files(&root.join(class), extensions)?;
+            let (files, cut) = sorted_files(&root.join(class), root, extensions, options)?;
+            warnings.extend(cut);
             if files.is_empty() {
                 empty.push(escape_path(Path::new(class)));
             }
@@ -69,7 +89,7 @@ impl ImageFolder {
         Ok(Self {
             root: root.to_path_buf(),
             classes,
-            samples: SampleList::named_after(root, samples),
+            samples: SampleList::named_after(root, samples).with_warnings(warnings),
         })
     }
 
@@ -112,8 +132,9 @@ impl ImageFolder {
     }
 }
 
-/// The sub-folders of `root`, sorted by name bytes (torchvision `find_classes`).
-fn find_classes(root: &Path) -> Result<Vec<OsString>> {
+/// The sub-folders of `root`, sorted by name bytes (torchvision `find_classes`), without the
+/// hidden ones unless `options` includes them.
+fn find_classes(root: &Path, options: &WalkOptions) -> Result<Vec<OsString>> {
     let meta = std::fs::metadata(root).map_err(|e| Error::io(e, root))?;
     if !meta.is_dir() {
         return Err(Error::new(
@@ -125,6 +146,9 @@ fn find_classes(root: &Path) -> Result<Vec<OsString>> {
     let mut classes = Vec::new();
     for entry in std::fs::read_dir(root).map_err(|e| Error::io(e, root))? {
         let entry = entry.map_err(|e| Error::io(e, root))?;
+        if options.skips(&entry.file_name()) {
+            continue;
+        }
         // `metadata` follows links, as Python's `DirEntry.is_dir()` does; a broken link is no
         // class folder.
         if std::fs::metadata(entry.path()).is_ok_and(|m| m.is_dir()) {

@@ -967,10 +967,10 @@ class Pipeline(Generic[T]):
         the stop goes on in the background.
         """
         if timeout is None:
-            unobserved = self._finalizer()
+            unobserved = self._stop_now()
         else:
             box: list[Any] = []
-            t = threading.Thread(target=lambda: box.append(self._finalizer()), name="spdl_rs_stop", daemon=True)
+            t = threading.Thread(target=lambda: box.append(self._stop_now()), name="spdl_rs_stop", daemon=True)
             t.start()
             t.join(timeout)
             if t.is_alive():
@@ -979,6 +979,19 @@ class Pipeline(Generic[T]):
         if unobserved is not None and self._failure is None:
             self._failure = unobserved
             raise unobserved
+
+    def _stop_now(self) -> Any:
+        # Not `self._finalizer()`: it forgets itself before stopping, so a Ctrl-C landing in
+        # between would leave the threads running with no way to stop them. The stop is
+        # idempotent, so a stop() cut short can be called again; the finalizer is detached
+        # only once it completed.
+        info = self._finalizer.peek()
+        if info is None:
+            return None
+        _, func, args, kwargs = info
+        result = func(*args, **kwargs)
+        self._finalizer.detach()
+        return result
 
     @contextmanager
     def auto_stop(self, *, timeout: float | None = None) -> Iterator[None]:
