@@ -92,7 +92,7 @@ pub(crate) fn list_dataset(args: &LoadArgs) -> Result<(SampleList, String)> {
         walk_dir_with(&path, &image_extensions(), &walk)
             .with_context(|| format!("cannot list {shown}"))?
     };
-    print_warnings(&list);
+    crate::report::print_warnings(&list);
     if args.limit == Some(0) {
         bail!("--limit must be at least 1");
     }
@@ -105,13 +105,6 @@ pub(crate) fn list_dataset(args: &LoadArgs) -> Result<(SampleList, String)> {
         bail!("no images found in {shown}");
     }
     Ok((list, shown))
-}
-
-/// Shows what the listing cut (directory loops), one line each on stderr.
-pub(crate) fn print_warnings(list: &SampleList) {
-    for warning in list.warnings() {
-        eprintln!("warning: {warning}");
-    }
 }
 
 /// The image loader of `--transform`, `--size`, `--seed`, `--no-region-decode` and

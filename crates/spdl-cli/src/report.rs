@@ -233,3 +233,10 @@ impl fmt::Display for Report {
         Ok(())
     }
 }
+
+/// Shows what the listing cut (directory loops), one line each on stderr.
+pub(crate) fn print_warnings(list: &spdl_sources::SampleList) {
+    for warning in list.warnings() {
+        eprintln!("warning: {warning}");
+    }
+}

@@ -26,7 +26,7 @@ pub(crate) fn run(args: &LoadArgs) -> Result<ExitCode> {
         include_hidden: args.include_hidden,
     };
     let list = walk_dir_with(&path, &extensions, &walk)?;
-    crate::load::print_warnings(&list);
+    crate::report::print_warnings(&list);
     if list.is_empty() {
         bail!(
             "no video files (mp4, mkv, avi, mov, webm, m4v) in {}",
