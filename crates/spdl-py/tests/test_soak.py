@@ -54,7 +54,7 @@ def test_fifty_epochs_do_not_grow(tmp_path, thread_baseline):
     assert len(listing) == n_good + n_bad
     p = (
         PipelineBuilder()
-        .add_source(listing)
+        .add_source(listing, continuous=True)  # 50 epochs: one per get_iterator()
         .pipe(ops.read_file(), concurrency=4)
         .pipe(ops.decode_image(32, 32), concurrency=2)
         .pipe(np.asarray)  # a Python stage: the GIL path too
