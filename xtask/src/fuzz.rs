@@ -89,6 +89,42 @@ const TARGETS: &[Target] = &[
         quiet: false,
         max_len: 0,
     },
+    Target {
+        name: "npy",
+        extensions: &["npy"],
+        prefix: &[],
+        quiet: false,
+        max_len: 0,
+    },
+    Target {
+        name: "npz",
+        extensions: &["npz"],
+        prefix: &[],
+        quiet: false,
+        max_len: 0,
+    },
+    Target {
+        name: "tar",
+        extensions: &["tar"],
+        prefix: &[],
+        quiet: false,
+        max_len: 0,
+    },
+    Target {
+        name: "wav",
+        extensions: &["wav"],
+        // Window start 1 s, duration 2 s (the target's first two bytes).
+        prefix: &[16, 16],
+        quiet: false,
+        max_len: 0,
+    },
+    Target {
+        name: "filter_desc",
+        extensions: &[],
+        prefix: &[],
+        quiet: true,
+        max_len: 512,
+    },
 ];
 
 /// Fixture files larger than this are not seeds (libFuzzer works best on small inputs).
@@ -106,7 +142,7 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     let chosen: Vec<&Target> = if args.targets.is_empty() {
         TARGETS
             .iter()
-            .filter(|t| ffmpeg || t.name != "ffmpeg")
+            .filter(|t| ffmpeg || !matches!(t.name, "ffmpeg" | "filter_desc"))
             .collect()
     } else {
         let mut chosen = Vec::new();

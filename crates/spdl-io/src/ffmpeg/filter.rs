@@ -164,9 +164,15 @@ impl FilterGraph {
     /// The next filtered frame into `out`: `Ok(false)` when none is ready
     /// (more input needed, or the end).
     pub(crate) fn pull(&mut self, out: &mut ff::Frame) -> Result<bool> {
-        // SAFETY: `sink` is the graph's buffer sink; `out` is a valid frame
-        // that av_buffersink_get_frame unrefs and fills.
-        let ret = unsafe { ffi::av_buffersink_get_frame(self.sink, out.as_mut_ptr()) };
+        // SAFETY: `sink` is the graph's buffer sink; `out` is a valid frame.
+        // av_buffersink_get_frame moves the next frame into `out` *without*
+        // unreferencing what `out` held (av_frame_move_ref), so the previous
+        // frame is released first: skipping this leaked every filtered frame and
+        // its side data (found by the `filter_desc` fuzz target, LeakSanitizer).
+        let ret = unsafe {
+            ffi::av_frame_unref(out.as_mut_ptr());
+            ffi::av_buffersink_get_frame(self.sink, out.as_mut_ptr())
+        };
         match ret {
             r if r >= 0 => Ok(true),
             r if r == ffi::AVERROR_EOF || r == ffi::AVERROR(ffi::EAGAIN) => Ok(false),
