@@ -58,20 +58,7 @@ impl TarShards {
         seed: u64,
         drop_last: bool,
     ) -> PyResult<Self> {
-        let dist = match (rank, world_size) {
-            (None, None) => spdl_sources::DistInfo::from_env(),
-            (r, w) => spdl_sources::DistInfo::new(r.unwrap_or(0), w.unwrap_or(1)),
-        }
-        .map_err(sources_err)?;
-        let options = spdl_sources::SamplerOptions {
-            shuffle,
-            seed,
-            remainder: if drop_last {
-                spdl_sources::Remainder::Drop
-            } else {
-                spdl_sources::Remainder::Pad
-            },
-        };
+        let (dist, options) = crate::sources::sampling(rank, world_size, shuffle, seed, drop_last)?;
         let shards = py.detach(|| list_shards(pattern)).map_err(sources_err)?;
         let source = ShardSource::new(shards, dist, options).map_err(sources_err)?;
         Ok(TarShards {
