@@ -107,7 +107,11 @@ impl ImageLoader {
         let (img, plan) = self.decode_for_plan(bytes, ctx)?;
         match plan {
             Some(plan) => apply_plan_into(&img, &plan, self.transform.filter(), out),
-            None => unreachable!("a fixed output shape implies a transform"),
+            // A fixed output shape implies a transform, hence a plan; an error, not a panic.
+            None => Err(crate::Error::new(
+                crate::ErrorKind::InvalidArgument,
+                "load_into needs a resizing transform",
+            )),
         }
     }
 
@@ -147,7 +151,18 @@ impl ImageLoader {
         )?;
         let region = covering_region(&plan.src, w, h);
         if let Some(denom) = self.scale_for(decoder, &info, region, &plan) {
-            let scaled = decoder.decode_scaled(bytes, &self.options, region, denom)?;
+            // `region_decode: false` asks for the whole image: scale it all, then crop.
+            let box_to_decode = if self.region_decode {
+                region
+            } else {
+                Region {
+                    x: 0,
+                    y: 0,
+                    width: w,
+                    height: h,
+                }
+            };
+            let scaled = decoder.decode_scaled(bytes, &self.options, box_to_decode, denom)?;
             // Map the source box into the scaled image's pixels: scaled pixel i covers full
             // pixels [i * denom, (i + 1) * denom).
             let f = 1.0 / denom as f64;
