@@ -366,7 +366,12 @@ impl NvjpegDecoder {
                     h.as_mut_ptr(),
                 )
             };
-            let reject = if st != 0 {
+            // The header scan first: formats nvJPEG's batched decode does not take, corrupt
+            // files and sizes over the limits go to the CPU decoder.
+            let probed = crate::jpeg_probe::classify(bytes, &self.limits);
+            let reject = if let Err(reason) = probed {
+                Some(reason.to_string())
+            } else if st != 0 {
                 Some(crate::nvjpeg_status_name(st).to_string())
             } else if n != 1 && n != 3 {
                 Some(format!("{n} components (CMYK/YCCK)"))
