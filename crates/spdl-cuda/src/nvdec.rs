@@ -28,6 +28,7 @@ pub const PATH_ENV: &str = "SPDL_NVCUVID_PATH";
 const SONAMES: [&str; 2] = ["libnvcuvid.so.1", "libnvcuvid.so"];
 
 /// Entry points the decoder needs; a library missing one of them is refused.
+#[cfg(feature = "decode-nvdec")]
 const SYMBOLS: [&str; 6] = [
     "cuvidGetDecoderCaps",
     "cuvidCreateDecoder",

@@ -93,10 +93,6 @@ pub(crate) struct CpuStorage {
     pinned: bool,
 }
 
-// SAFETY: the pooled buffer is owned here and never resized or moved; Python views write
-// through the raw pointer, as with any shared buffer.
-unsafe impl Sync for CpuStorage {}
-
 #[pymethods]
 impl CpuStorage {
     /// Size in bytes.

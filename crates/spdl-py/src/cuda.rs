@@ -3,18 +3,18 @@
 //! `ops.to_device` stage ([`CudaTarget`]), and `io.transfer_buffer`.
 //!
 //! The work is spdl-cuda's (pinned pool, copy stream, events, device memory kept alive by every
-//! view); this module only moves items in and out and builds the Python objects.
+//! view); this module opens devices and builds the Python objects. Which pipeline items go
+//! where is `ops.rs`'s (`collate_pinned`, `transfer_item`); the DLPack capsules are
+//! `dlpack.rs`'s.
 //!
 //! No CUDA context is created before the first batch (or a `transfer_buffer` call), so a
 //! pipeline can be built before `fork()`. Without the `cuda` feature every GPU call raises
 //! `RuntimeError` naming the feature and how to rebuild; without a driver, spdl-cuda's
 //! `no CUDA driver: ...`.
 
-use std::ffi::CStr;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use pyo3::exceptions::{PyBufferError, PyRuntimeError, PyTypeError, PyValueError};
-use pyo3::ffi;
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use spdl_core::buffer::{BufferPool, PoolConfig, PooledBuffer};
@@ -25,7 +25,6 @@ use spdl_cuda::{
 
 use crate::buffer::{CpuBuffer, HostView};
 use crate::dlpack::{cai_dict, capsule, check_dlpack_args, consumer_stream, wants_versioned};
-use crate::item::Item;
 
 /// Whether this build has the `cuda` feature.
 pub(crate) const BUILT_WITH_CUDA: bool = cfg!(feature = "cuda");
@@ -148,39 +147,21 @@ impl CudaTarget {
             .map_err(|m| GpuError(m.clone()))
     }
 
-    /// Collates decoded images into pinned memory of this device (for the `to_device` stage
-    /// that follows): a pinned [`Item::HostBatch`], or a plain [`Item::Batch`] when the device
-    /// cannot be opened (the transfer then reports why) or every pinned buffer is in use
-    /// (waiting for one could hold every worker thread while the transfer needs one).
-    pub(crate) fn collate_pinned(
-        &self,
-        items: Vec<spdl_io::BatchItem>,
-        normalize: bool,
-    ) -> Result<Item, OpError> {
-        let Ok(opened) = self.open() else {
-            return Ok(Item::Batch(crate::io::collate_items(items, normalize)?));
-        };
-        let [h, w, c] = spdl_io::batch::common_shape(&items)?;
-        let elem = match (&items[0].image.data, normalize) {
-            (_, true) => 4,
-            (spdl_io::PixelData::U8(_), false) => 1,
-            (spdl_io::PixelData::U16(_), false) => 2,
-        };
-        let reserved = match opened.pool.try_acquire(items.len() * h * w * c * elem) {
-            Ok(Some(b)) => Reserved(std::sync::Mutex::new(Some(b))),
-            _ => return Ok(Item::Batch(crate::io::collate_items(items, normalize)?)),
-        };
-        let pinned = if normalize {
-            spdl_cuda::collate_normalized_into(items, &spdl_io::Normalize::imagenet(), &reserved)
-        } else {
-            spdl_cuda::collate_into(items, &reserved)
-        };
-        pinned.map(Item::HostBatch).map_err(|e| -> OpError {
-            match e {
-                spdl_cuda::Error::Decode(e) => Box::new(e),
-                e => Box::new(GpuError::from(e)),
-            }
-        })
+    /// A pinned buffer of this device for `len` bytes, taken from its pool now (so that
+    /// collating into it never waits); `None` when the device cannot be opened (the transfer
+    /// then reports why) or every pinned buffer is in use.
+    pub(crate) fn reserve_pinned(&self, len: usize) -> Option<Reserved> {
+        match self.open().ok()?.pool.try_acquire(len) {
+            Ok(Some(b)) => Some(Reserved(Mutex::new(Some(b)))),
+            _ => None,
+        }
+    }
+
+    /// Copies a batch collated in pinned memory (waits for the copy).
+    pub(crate) fn transfer_host(&self, b: HostBatch) -> Result<CudaBuffer, GpuError> {
+        let shape = b.shape.iter().map(|&d| d as i64).collect();
+        let batch = self.open()?.stage.transfer(b)?;
+        Ok(CudaBuffer { batch, shape })
     }
 
     /// Copies host bytes to the device: through a pinned buffer when one is free (then an
@@ -210,68 +191,6 @@ impl CudaTarget {
             .transfer_slice(bytes, shape, dtype, keys, labels)?)
     }
 
-    /// The `to_device` stage on one item: a batch (pinned or not), a decoded image, a
-    /// `CPUBuffer` from Python code, or a `CUDABuffer` already on this device (passed on).
-    pub(crate) fn transfer_item(&self, item: Item) -> Result<CudaBuffer, OpError> {
-        match item {
-            Item::HostBatch(b) => {
-                let shape = b.shape.iter().map(|&d| d as i64).collect();
-                let batch = self.open()?.stage.transfer(b).map_err(GpuError::from)?;
-                Ok(CudaBuffer { batch, shape })
-            }
-            Item::Batch(b) => {
-                let view = HostView::from_batch(b);
-                Ok(self.transfer_view(&view)?)
-            }
-            Item::Image { key, label, image } => {
-                let view = HostView::from_image(image, key, label);
-                Ok(self.transfer_view(&view)?)
-            }
-            Item::Media(m) => Ok(self.transfer_view(&m.host_view())?),
-            Item::Device(b) if b.batch.device_index() == self.index => Ok(b),
-            Item::Device(b) => Err(format!(
-                "to_device(cuda:{}): the batch is already on cuda:{}",
-                self.index,
-                b.batch.device_index()
-            )
-            .into()),
-            Item::Py(obj) => {
-                let view = crate::with_gil(|py| -> Result<Option<HostView>, OpError> {
-                    let obj = obj.bind(py);
-                    if let Ok(cpu) = obj.cast::<CpuBuffer>() {
-                        return Ok(Some(cpu.get().host_view()));
-                    }
-                    if let Some(view) = crate::media::MediaOut::host_view_of(obj) {
-                        return Ok(Some(view));
-                    }
-                    if obj.cast::<CudaBuffer>().is_ok() {
-                        return Ok(None);
-                    }
-                    Err(format!(
-                        "to_device expects a batch (ops.collate() before it), decoded video or audio, or a CPUBuffer, got {}",
-                        obj.get_type().name().map(|n| n.to_string()).unwrap_or_default()
-                    )
-                    .into())
-                })?;
-                match view {
-                    Some(view) => Ok(self.transfer_view(&view)?),
-                    None => crate::with_gil(|py| {
-                        let b = obj
-                            .bind(py)
-                            .cast::<CudaBuffer>()
-                            .map_err(|e| e.to_string())?;
-                        self.transfer_item(Item::Device(b.get().clone()))
-                    }),
-                }
-            }
-            other => Err(format!(
-                "to_device expects a batch (ops.collate() before it), decoded video or audio, or a CPUBuffer, got {}",
-                other.describe()
-            )
-            .into()),
-        }
-    }
-
     /// Copies a host view; the device batch is `[rows, H, W, C]` with the view's leading
     /// dimensions folded into `rows`, the `CUDABuffer` keeps the view's own shape.
     pub(crate) fn transfer_view(&self, view: &HostView) -> Result<CudaBuffer, GpuError> {
@@ -289,11 +208,9 @@ impl CudaTarget {
     }
 }
 
-type OpError = Box<dyn std::error::Error + Send + Sync>;
-
 /// One buffer already taken from the pinned pool, handed out by the next `acquire` (so that
 /// collating never waits on the pool).
-struct Reserved(std::sync::Mutex<Option<PooledBuffer>>);
+pub(crate) struct Reserved(Mutex<Option<PooledBuffer>>);
 
 impl Reserved {
     fn take(&self, len: usize) -> spdl_core::Result<Option<PooledBuffer>> {
@@ -349,14 +266,6 @@ fn fold4(shape: &[usize]) -> [usize; 4] {
     out
 }
 
-fn dtype_name(d: DType) -> &'static str {
-    match d {
-        DType::U8 => "uint8",
-        DType::U16 => "uint16",
-        DType::F32 => "float32",
-    }
-}
-
 /// A contiguous, row-major array in CUDA device memory: a batch `[N, H, W, C]` (`uint8`, or
 /// `uint16` for 16-bit images) or a normalized batch `[N, C, H, W]` (`float32`), on device
 /// `device_index`.
@@ -375,6 +284,11 @@ pub(crate) struct CudaBuffer {
 }
 
 impl CudaBuffer {
+    /// The device index (`cuda:N`) of the memory.
+    pub(crate) fn device_ordinal(&self) -> usize {
+        self.batch.device_index()
+    }
+
     /// A device batch shown to Python with `shape` (same element count as the batch's).
     #[cfg_attr(not(feature = "decode-nvjpeg"), allow(dead_code))]
     pub(crate) fn from_batch(batch: DeviceBatch, shape: Vec<i64>) -> Self {
@@ -405,7 +319,7 @@ impl CudaBuffer {
     /// The element type name: `"uint8"`, `"uint16"` or `"float32"`.
     #[getter]
     fn dtype(&self) -> &'static str {
-        dtype_name(self.batch.dtype)
+        self.batch.dtype.name()
     }
 
     /// The CUDA device index (the `N` of `cuda:N`).
@@ -458,7 +372,7 @@ impl CudaBuffer {
         format!(
             "CUDABuffer(shape={:?}, dtype={}, device=cuda:{})",
             self.shape,
-            dtype_name(self.batch.dtype),
+            self.batch.dtype.name(),
             self.batch.device_index()
         )
     }
