@@ -257,7 +257,7 @@ def test_nvjpeg_stats_start_at_zero():
 def test_nvjpeg_argument_checks():
     with pytest.raises(ValueError, match="device_config"):
         io.decode_image_nvjpeg(str(photo()))
-    with pytest.raises(ValueError, match="rgb"):
+    with pytest.raises(ValueError, match="RGB only"):
         io.decode_image_nvjpeg(str(photo()), device_config=CFG, pix_fmt="bgr")
     with pytest.raises(TypeError, match="sequence"):
         io.load_image_batch_nvjpeg(str(photo()), device_config=CFG, width=8, height=8)
@@ -319,17 +319,18 @@ def test_nvdec_without_a_driver_raises_a_named_error():
         io.nvdec_decoder(CFG, Codec("h264", 1920, 1080))
 
 
-VIDEO = SAMPLES.parent / "videos"
+CLIP = FIXTURES.parent / "media" / "clips" / "bbb_320x180_bframes.mp4"
 
 
 @requires_no_gpu
 def test_nvdec_on_real_packets_without_a_driver():
     if not io.ffmpeg_versions():
         pytest.skip("built without decode-ffmpeg")
-    clip = next(iter(sorted(SAMPLES.parent.rglob("*.mp4"))), None)
-    if clip is None:
-        pytest.skip("no mp4 in data/")
+    if not CLIP.is_file():
+        pytest.skip(f"clip not found at {CLIP}")
+    clip = CLIP
     packets = io.demux_video(str(clip))
+    assert packets.codec == "h264"
     with pytest.raises(ValueError, match="pix_fmt"):
         io.decode_packets_nvdec(packets, device_config=CFG, pix_fmt="yuv")
     with pytest.raises(RuntimeError, match="NVDEC unavailable|decode-nvdec"):
@@ -376,8 +377,9 @@ def test_nv12_to_rgb_matches_ffmpeg(matrix, coeff):
     rgb = np.asarray(io.nv12_to_rgb(batch, coeff=coeff))
     assert rgb.shape == (2, 3, h, w) and rgb.dtype == np.uint8
     diff = np.abs(rgb.transpose(0, 2, 3, 1).astype(np.int16) - np.stack(refs).astype(np.int16))
-    # Same matrix and range; swscale rounds in fixed point: at most 2 levels apart.
-    assert diff.mean() < 0.6 and diff.max() <= 2, (diff.mean(), diff.max())
+    # Same matrix, range and chroma siting; swscale rounds in fixed point: measured mean 0.004
+    # to 0.007 levels, never more than 1 level apart.
+    assert diff.mean() < 0.05 and diff.max() <= 1, (diff.mean(), diff.max())
     bgr = np.asarray(io.nv12_to_bgr(batch, coeff=coeff))
     assert np.array_equal(bgr, rgb[:, ::-1])
     one = np.asarray(io.nv12_to_rgb(frames[0], coeff=coeff))
