@@ -58,8 +58,10 @@ impl Report {
             }
         };
         println!("gpu-check: {name}: {status}");
-        self.text
-            .push_str(&format!("\n## {name}: {status}\n\n```text\n{}\n```\n", body.trim_end()));
+        self.text.push_str(&format!(
+            "\n## {name}: {status}\n\n```text\n{}\n```\n",
+            body.trim_end()
+        ));
     }
 }
 
@@ -94,7 +96,10 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     };
     println!("gpu-check: {machine}");
     let mut report = Report {
-        text: format!("# spdl-rs GPU check\n\n{machine}\n\nphotos: {}\n", photos.display()),
+        text: format!(
+            "# spdl-rs GPU check\n\n{machine}\n\nphotos: {}\n",
+            photos.display()
+        ),
         failed: Vec::new(),
     };
     let features = ["--features", "cuda,decode-nvjpeg,decode-nvdec"];
@@ -110,7 +115,14 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     report.step(
         "measurements (H2D GB/s, nvJPEG images/s and MAD vs CPU)",
         cargo()
-            .args(["run", "--release", "-p", "spdl-cuda", "--example", "gpu_check"])
+            .args([
+                "run",
+                "--release",
+                "-p",
+                "spdl-cuda",
+                "--example",
+                "gpu_check",
+            ])
             .args(features)
             .arg("--")
             .arg(&photos)
@@ -118,9 +130,11 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     );
     report.step(
         "NVDEC frames/s",
-        Ok("not measured: the NVDEC decode session is not implemented in spdl-rs yet (only the \
+        Ok(
+            "not measured: the NVDEC decode session is not implemented in spdl-rs yet (only the \
             libnvcuvid loader and the checks before device allocation)"
-            .into()),
+                .into(),
+        ),
     );
     if !args.no_tests && !args.no_python {
         report.step("Python GPU tests", python_tests());

@@ -3,7 +3,7 @@
 //!
 //! nvJPEG's batched decode takes baseline and extended-sequential Huffman JPEGs with 1 or 3
 //! components. Everything else goes to the CPU decoder (libjpeg-turbo), which the batch
-//! loaders count as a fallback ([`crate::nvjpeg::NvjpegStats::cpu_fallbacks`]):
+//! loaders count as a fallback (`nvjpeg::NvjpegStats::cpu_fallbacks`, feature `decode-nvjpeg`):
 //! progressive (SOF2), lossless (SOF3), hierarchical (SOF5-7), arithmetic coding (SOF9-15),
 //! CMYK/YCCK (4 components), files over [`spdl_io::Limits`], and corrupt files (no SOI, no
 //! frame header, truncated before the end-of-image marker). This is the routing DALI and
@@ -75,7 +75,9 @@ pub fn classify(data: &[u8], limits: &spdl_io::Limits) -> Result<JpegFrame, CpuR
         let marker = data[pos + 1];
         let len = usize::from(u16::from_be_bytes([data[pos + 2], data[pos + 3]]));
         if len < 2 || pos + 2 + len > data.len() {
-            return corrupt(&format!("segment 0x{marker:02X} at byte {pos} is truncated"));
+            return corrupt(&format!(
+                "segment 0x{marker:02X} at byte {pos} is truncated"
+            ));
         }
         let body = &data[pos + 4..pos + 2 + len];
         match marker {
@@ -171,11 +173,11 @@ mod tests {
         );
         // 65535 x 65535 claimed by a 20-byte file: refused before any allocation.
         let bomb = classify(&header(0xC0, 65535, 65535, 3), &l).unwrap_err();
-        assert!(
-            bomb.to_string().contains("65535x65535"),
-            "{bomb}"
-        );
-        assert!(matches!(classify(b"not a jpeg", &l), Err(CpuReason::Corrupt(_))));
+        assert!(bomb.to_string().contains("65535x65535"), "{bomb}");
+        assert!(matches!(
+            classify(b"not a jpeg", &l),
+            Err(CpuReason::Corrupt(_))
+        ));
         assert!(matches!(classify(&[], &l), Err(CpuReason::Corrupt(_))));
         let mut cut = header(0xC0, 64, 64, 3);
         cut.truncate(cut.len() - 2);
@@ -194,8 +196,14 @@ mod tests {
         let cases: &[(&str, Option<&str>)] = &[
             ("photos/opencv_baboon.jpg", None),
             ("photos/opencv_fruits.jpg", None),
-            ("hard/01-cmyk-jpeg/cmyk_imagemagick.jpg", Some("4 components (CMYK/YCCK)")),
-            ("hard/01-cmyk-jpeg/cmyk_pillow.jpg", Some("4 components (CMYK/YCCK)")),
+            (
+                "hard/01-cmyk-jpeg/cmyk_imagemagick.jpg",
+                Some("4 components (CMYK/YCCK)"),
+            ),
+            (
+                "hard/01-cmyk-jpeg/cmyk_pillow.jpg",
+                Some("4 components (CMYK/YCCK)"),
+            ),
             ("hard/02-truncated-jpeg-png/good.jpg", None),
             (
                 "hard/02-truncated-jpeg-png/truncated_60pct.jpg",
@@ -209,7 +217,10 @@ mod tests {
                 "hard/04-decompression-bomb/jpeg_sof_65500x65500.jpg",
                 Some("LIMIT"),
             ),
-            ("hard/09-empty-and-non-image/empty.jpg", Some("corrupt JPEG: no start-of-image marker")),
+            (
+                "hard/09-empty-and-non-image/empty.jpg",
+                Some("corrupt JPEG: no start-of-image marker"),
+            ),
             ("hard/09-empty-and-non-image/good_control.jpg", None),
             (
                 "hard/09-empty-and-non-image/html_error_page.jpg",
@@ -219,12 +230,18 @@ mod tests {
                 "hard/09-empty-and-non-image/soi_only.jpg",
                 Some("corrupt JPEG: no frame header (SOF) before the end of the data"),
             ),
-            ("hard/10-arithmetic-jpeg/arith.jpg", Some("arithmetic-coded JPEG")),
+            (
+                "hard/10-arithmetic-jpeg/arith.jpg",
+                Some("arithmetic-coded JPEG"),
+            ),
             (
                 "hard/10-arithmetic-jpeg/arith_progressive.jpg",
                 Some("arithmetic-coded JPEG"),
             ),
-            ("hard/12-progressive-jpeg/progressive.jpg", Some("progressive JPEG (SOF2)")),
+            (
+                "hard/12-progressive-jpeg/progressive.jpg",
+                Some("progressive JPEG (SOF2)"),
+            ),
         ];
         for (rel, want) in cases {
             let data = fixture(rel);
@@ -233,7 +250,10 @@ mod tests {
                 None => assert!(got.is_ok(), "{rel}: {got:?}"),
                 Some("LIMIT") => {
                     let e = got.unwrap_err();
-                    assert!(e.contains("65500x65500") && e.contains("exceeds"), "{rel}: {e}");
+                    assert!(
+                        e.contains("65500x65500") && e.contains("exceeds"),
+                        "{rel}: {e}"
+                    );
                 }
                 Some(w) => assert_eq!(got.unwrap_err(), *w, "{rel}"),
             }

@@ -76,7 +76,10 @@ pub fn nv12_to_planar(
     let (r_at, b_at) = if bgr { (2, 0) } else { (0, 2) };
     let mut out = vec![0u8; frames * 3 * plane];
     let to_u8 = |v: f32| v.round().clamp(0.0, 255.0) as u8;
-    for (src, dst) in data.chunks_exact(frame_len).zip(out.chunks_exact_mut(3 * plane)) {
+    for (src, dst) in data
+        .chunks_exact(frame_len)
+        .zip(out.chunks_exact_mut(3 * plane))
+    {
         let (luma, chroma) = src.split_at(plane);
         for y in 0..height {
             let crow = &chroma[(y / 2) * width..(y / 2 + 1) * width];

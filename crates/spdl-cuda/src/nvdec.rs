@@ -110,7 +110,11 @@ fn load_library_impl() -> Result<Arc<NvcuvidLibrary>> {
                     *slot = Some(Arc::clone(&lib));
                     return Ok(lib);
                 }
-                tried.push(format!("{}: missing {}", path.display(), missing.join(", ")));
+                tried.push(format!(
+                    "{}: missing {}",
+                    path.display(),
+                    missing.join(", ")
+                ));
             }
             Err(e) => tried.push(format!("{}: {e}", path.display())),
         }
@@ -275,13 +279,17 @@ mod tests {
         c.crop = [8, 4, 8, 4];
         assert_eq!(c.output_size().unwrap(), (48, 40));
         c.scale = Some((100_000, 100_000));
-        assert!(c.check(&limits).unwrap_err().to_string().contains("100000x100000"));
+        assert!(c
+            .check(&limits)
+            .unwrap_err()
+            .to_string()
+            .contains("100000x100000"));
     }
 
     #[test]
     fn a_valid_request_reaches_the_library_or_driver_check() {
-        let e = NvdecDecoder::new(0, cfg("h264", 1920, 1080), &spdl_io::Limits::default())
-            .unwrap_err();
+        let e =
+            NvdecDecoder::new(0, cfg("h264", 1920, 1080), &spdl_io::Limits::default()).unwrap_err();
         // On a machine without the NVIDIA driver: the named library error.
         if crate::driver_available() {
             assert!(!matches!(e, Error::InvalidArgument(_)), "{e}");
@@ -294,7 +302,11 @@ mod tests {
                 "{e}"
             );
             if cfg!(feature = "decode-nvdec") {
-                assert!(e.to_string().starts_with("NVDEC unavailable: libnvcuvid.so.1 not found"), "{e}");
+                assert!(
+                    e.to_string()
+                        .starts_with("NVDEC unavailable: libnvcuvid.so.1 not found"),
+                    "{e}"
+                );
             }
         }
     }

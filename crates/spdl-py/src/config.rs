@@ -37,9 +37,9 @@ impl CudaConfig {
     }
 
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
-        other
-            .cast::<CudaConfig>()
-            .is_ok_and(|o| (o.get().device_index, o.get().stream) == (self.device_index, self.stream))
+        other.cast::<CudaConfig>().is_ok_and(|o| {
+            (o.get().device_index, o.get().stream) == (self.device_index, self.stream)
+        })
     }
 }
 
@@ -70,7 +70,9 @@ pub(crate) fn cuda_config(
         ));
     }
     let device_index = usize::try_from(device_index).map_err(|_| {
-        PyValueError::new_err(format!("cuda_config: device_index {device_index} is negative"))
+        PyValueError::new_err(format!(
+            "cuda_config: device_index {device_index} is negative"
+        ))
     })?;
     let stream = usize::try_from(stream)
         .map_err(|_| PyValueError::new_err(format!("cuda_config: stream {stream} is negative")))?;

@@ -57,7 +57,10 @@ pub(crate) fn wants_versioned(max_version: Option<&Bound<'_, PyAny>>) -> PyResul
 }
 
 /// The `__cuda_array_interface__` dict of an export.
-pub(crate) fn cai_dict<'py>(py: Python<'py>, export: &TensorExport) -> PyResult<Bound<'py, PyDict>> {
+pub(crate) fn cai_dict<'py>(
+    py: Python<'py>,
+    export: &TensorExport,
+) -> PyResult<Bound<'py, PyDict>> {
     let cai = export
         .cuda_array_interface()
         .map_err(|e| PyBufferError::new_err(e.to_string()))?;
@@ -106,7 +109,11 @@ unsafe extern "C" fn destructor_versioned(capsule: *mut ffi::PyObject) {
 
 /// A DLPack capsule owning `export`'s keep-alive until the consumer (or the capsule's
 /// destructor, if never consumed) calls the deleter.
-pub(crate) fn capsule(py: Python<'_>, export: TensorExport, versioned: bool) -> PyResult<Py<PyAny>> {
+pub(crate) fn capsule(
+    py: Python<'_>,
+    export: TensorExport,
+    versioned: bool,
+) -> PyResult<Py<PyAny>> {
     // SAFETY: the pointers come from `into_dlpack*` (heap, owned by the capsule from here);
     // if the capsule cannot be made, the tensor is deleted once, here.
     unsafe {
@@ -139,4 +146,3 @@ pub(crate) fn capsule(py: Python<'_>, export: TensorExport, versioned: bool) -> 
         Ok(Bound::from_owned_ptr(py, cap).unbind())
     }
 }
-

@@ -35,12 +35,13 @@ struct Bytes(PyUntypedBuffer);
 
 impl Bytes {
     fn new(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Self> {
-        let buf = PyUntypedBuffer::get(obj).map_err(|_| {
-            PyTypeError::new_err(format!(
+        let buf =
+            PyUntypedBuffer::get(obj).map_err(|_| {
+                PyTypeError::new_err(format!(
                 "{what} must be bytes-like (bytes, bytearray, memoryview, a uint8 array), got {}",
                 obj.get_type().name().map(|n| n.to_string()).unwrap_or_default()
             ))
-        })?;
+            })?;
         if !buf.is_c_contiguous() {
             return Err(PyBufferError::new_err(format!(
                 "{what} must be a C-contiguous buffer"
@@ -68,9 +69,11 @@ impl Bytes {
 #[pyfunction]
 pub(crate) fn nvjpeg_fallback_reason(data: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
     let bytes = Bytes::new(data, "data")?;
-    Ok(spdl_cuda::jpeg_probe::classify(bytes.as_slice(), &spdl_io::Limits::default())
-        .err()
-        .map(|r| r.to_string()))
+    Ok(
+        spdl_cuda::jpeg_probe::classify(bytes.as_slice(), &spdl_io::Limits::default())
+            .err()
+            .map(|r| r.to_string()),
+    )
 }
 
 #[cfg(feature = "decode-nvjpeg")]
@@ -281,7 +284,11 @@ pub(crate) fn _nv12_to_planar(
     let out = py
         .detach(|| spdl_cuda::nv12::nv12_to_planar(buf.as_slice(), n, h, w, coeff, bgr))
         .map_err(|e| PyValueError::new_err(e.to_string()))?;
-    let shape = if batched { vec![n, 3, h, w] } else { vec![3, h, w] };
+    let shape = if batched {
+        vec![n, 3, h, w]
+    } else {
+        vec![3, h, w]
+    };
     Ok(CpuBuffer::from_u8(out, shape, String::new()))
 }
 
