@@ -170,6 +170,8 @@ def test_transfer_tensor_without_torch_names_it():
         io.transfer_tensor_h2d([1])
     with pytest.raises(ImportError, match="PyTorch"):
         io.transfer_tensor_d2h([1])
+    with pytest.warns(FutureWarning, match="transfer_tensor_h2d"), pytest.raises(ImportError):
+        io.transfer_tensor([1])
 
 
 @pytest.mark.skipif(torch is None or torch.cuda.is_available(), reason="needs torch without CUDA")
