@@ -115,6 +115,10 @@ def test_device_config_without_a_driver_raises_the_driver_error():
 
 
 def test_device_config_is_checked():
+    import inspect
+
+    for f in (io.load_image, io.load_image_batch, io.load_video, io.load_audio, io.transfer_buffer):
+        assert "device_config" in inspect.signature(f).parameters, f
     buf = io.load_image(photo())
     with pytest.raises(TypeError, match="not both"):
         io.transfer_buffer(buf, 0, device_config=CFG)

@@ -126,6 +126,16 @@ def with_device_config(fn: Callable[..., Any]) -> Callable[..., Any]:
                 break
         return transfer_buffer(out, device_config=device_config)
 
+    try:  # show device_config in help() and inspect.signature
+        import inspect
+
+        sig = inspect.signature(fn)
+        extra = inspect.Parameter("device_config", inspect.Parameter.KEYWORD_ONLY, default=None)
+        params = list(sig.parameters.values())
+        at = next((i for i, p in enumerate(params) if p.kind is p.VAR_KEYWORD), len(params))
+        wrapper.__signature__ = sig.replace(parameters=[*params[:at], extra, *params[at:]])  # type: ignore[attr-defined]
+    except (TypeError, ValueError):  # a native function without a text signature
+        pass
     doc = wrapper.__doc__ or ""
     wrapper.__doc__ = (
         doc
