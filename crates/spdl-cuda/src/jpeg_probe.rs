@@ -259,4 +259,45 @@ mod tests {
             }
         }
     }
+
+    /// Mutated real files (byte flips, truncations, inserted markers) never panic, and a frame
+    /// accepted for the GPU always has a size and 1 or 3 components.
+    #[test]
+    fn mutations_never_panic() {
+        let l = spdl_io::Limits::default();
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for rel in [
+            "photos/opencv_baboon.jpg",
+            "hard/12-progressive-jpeg/progressive.jpg",
+        ] {
+            let orig = fixture(rel);
+            for _ in 0..800 {
+                let mut data = orig.clone();
+                match next() % 3 {
+                    0 => {
+                        for _ in 0..1 + next() % 8 {
+                            let i = (next() as usize) % data.len().min(2048);
+                            data[i] = next() as u8;
+                        }
+                    }
+                    1 => data.truncate((next() as usize) % data.len()),
+                    _ => {
+                        let i = (next() as usize) % data.len().min(512);
+                        data.splice(i..i, [0xFF, 0xC0, 0xFF, 0xFF]);
+                    }
+                }
+                if let Ok(f) = classify(&data, &l) {
+                    assert!(
+                        f.width > 0 && f.height > 0 && (f.components == 1 || f.components == 3)
+                    );
+                }
+            }
+        }
+    }
 }
