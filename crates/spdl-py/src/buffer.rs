@@ -13,20 +13,41 @@ use pyo3::types::{PyDict, PyTuple};
 use spdl_cuda::DType;
 
 /// The owned samples. Never read or resized by Rust after construction: views write through
-/// the raw pointer taken once in [`Storage::ptr`].
+/// the raw pointer taken once in [`Memory::new`].
 enum Storage {
     U8(Box<[u8]>),
     U16(Box<[u16]>),
     F32(Box<[f32]>),
 }
 
+impl Storage {
+    fn dtype(&self) -> DType {
+        match self {
+            Storage::U8(_) => DType::U8,
+            Storage::U16(_) => DType::U16,
+            Storage::F32(_) => DType::F32,
+        }
+    }
+}
+
+/// Who owns the memory: this buffer (decoded samples), or a `CPUStorage` it was copied into.
+enum Owner {
+    Boxed {
+        _samples: Storage,
+    },
+    External {
+        _keep_alive: Arc<dyn std::any::Any + Send + Sync>,
+    },
+}
+
 struct Memory {
-    storage: Storage,
+    _owner: Owner,
     ptr: *mut c_void,
 }
 
-// SAFETY: the boxed slice is owned here and never moved or reallocated; the raw pointer is only
-// handed to Python/DLPack consumers, which synchronize their own access.
+// SAFETY: the memory is owned here (a boxed slice, or a keep-alive of a `CPUStorage` block) and
+// never moved or reallocated; the raw pointer is only handed to Python/DLPack consumers, which
+// synchronize their own access.
 unsafe impl Send for Memory {}
 // SAFETY: as above; Rust never reads or writes the memory after construction.
 unsafe impl Sync for Memory {}
@@ -38,14 +59,9 @@ impl Memory {
             Storage::U16(b) => b.as_mut_ptr().cast(),
             Storage::F32(b) => b.as_mut_ptr().cast(),
         };
-        Memory { storage, ptr }
-    }
-
-    fn dtype(&self) -> DType {
-        match self.storage {
-            Storage::U8(_) => DType::U8,
-            Storage::U16(_) => DType::U16,
-            Storage::F32(_) => DType::F32,
+        Memory {
+            _owner: Owner::Boxed { _samples: storage },
+            ptr,
         }
     }
 }
@@ -86,8 +102,8 @@ impl CpuBuffer {
         keys: Vec<String>,
         labels: Vec<Option<i64>>,
     ) -> Self {
+        let dtype = storage.dtype();
         let mem = Memory::new(storage);
-        let dtype = mem.dtype();
         let shape: Vec<isize> = shape.into_iter().map(|d| d as isize).collect();
         let strides = c_strides(&shape, dtype.size());
         CpuBuffer {
@@ -145,6 +161,30 @@ impl CpuBuffer {
             ),
         };
         CpuBuffer::new(storage, shape, keys, labels)
+    }
+
+    /// A buffer over memory that `owner` keeps alive (a `CPUStorage` block): `ptr` holds the
+    /// elements of `shape` in `dtype`, which the caller has written.
+    pub(crate) fn over(
+        owner: Arc<dyn std::any::Any + Send + Sync>,
+        ptr: *mut u8,
+        dtype: DType,
+        shape: Vec<usize>,
+        keys: Vec<String>,
+        labels: Vec<Option<i64>>,
+    ) -> Self {
+        let shape: Vec<isize> = shape.into_iter().map(|d| d as isize).collect();
+        CpuBuffer {
+            mem: Arc::new(Memory {
+                _owner: Owner::External { _keep_alive: owner },
+                ptr: ptr.cast(),
+            }),
+            dtype,
+            strides: c_strides(&shape, dtype.size()),
+            shape,
+            keys,
+            labels,
+        }
     }
 
     /// The memory (shared, not copied) and what describes it, for a copy to a device.

@@ -2,12 +2,14 @@
 //! `cpu_storage` (a block of host memory, page-locked when asked).
 
 use std::ffi::c_int;
+use std::sync::Arc;
 
 use pyo3::exceptions::{PyBufferError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use spdl_core::buffer::{BufferPool, Pool, PoolConfig, PooledBuffer};
 
+use crate::buffer::CpuBuffer;
 use crate::cuda::{GpuError, BUILT_WITH_CUDA, NOT_BUILT};
 
 /// SPDL's `CUDAConfig`: the CUDA device (and stream) of a GPU call, from `cuda_config`.
@@ -88,7 +90,8 @@ pub(crate) fn cuda_config(
 /// the storage or any view of it does.
 #[pyclass(frozen, module = "spdl_rs.io", name = "CPUStorage")]
 pub(crate) struct CpuStorage {
-    buffer: PooledBuffer,
+    /// Shared with the `CPUBuffer`s copied into it (`storage=`), which keep it alive.
+    buffer: Arc<PooledBuffer>,
     /// Where `buffer` points, taken once (views write through it).
     ptr: usize,
     shape: [isize; 1],
@@ -201,6 +204,38 @@ pub(crate) fn cpu_storage(py: Python<'_>, size: i64, pin_memory: bool) -> PyResu
         ptr,
         shape: [size as isize],
         pinned: pin_memory,
-        buffer,
+        buffer: Arc::new(buffer),
     })
+}
+
+/// SPDL's `storage=`: copies `buffer` (a decoded `CPUBuffer`) to the start of `storage` and
+/// returns a `CPUBuffer` of the same shape, dtype, keys and labels over the storage's memory
+/// (which it keeps alive). A later copy into the same storage overwrites it, as in SPDL.
+/// `ValueError` when the storage is smaller than the buffer.
+#[pyfunction]
+pub(crate) fn _copy_into_storage(
+    storage: PyRef<'_, CpuStorage>,
+    buffer: PyRef<'_, CpuBuffer>,
+) -> PyResult<CpuBuffer> {
+    let view = buffer.host_view();
+    let bytes = view.bytes();
+    if bytes.len() > storage.buffer.len() {
+        return Err(PyValueError::new_err(format!(
+            "storage has {} bytes, the decoded data needs {}",
+            storage.buffer.len(),
+            bytes.len()
+        )));
+    }
+    let dst = storage.ptr as *mut u8;
+    // SAFETY: `dst` is the storage's block of at least `bytes.len()` bytes, kept alive by
+    // `storage`; the source is another allocation (a decoded buffer), so they do not overlap.
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, bytes.len()) };
+    Ok(CpuBuffer::over(
+        storage.buffer.clone(),
+        dst,
+        view.dtype,
+        view.shape.clone(),
+        view.keys.clone(),
+        view.labels.clone(),
+    ))
 }

@@ -91,6 +91,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<config::CpuStorage>()?;
     m.add_function(wrap_pyfunction!(config::cuda_config, m)?)?;
     m.add_function(wrap_pyfunction!(config::cpu_storage, m)?)?;
+    m.add_function(wrap_pyfunction!(config::_copy_into_storage, m)?)?;
     m.add_function(wrap_pyfunction!(gpu_decode::built_with_nvjpeg, m)?)?;
     m.add_function(wrap_pyfunction!(gpu_decode::built_with_nvcodec, m)?)?;
     m.add_function(wrap_pyfunction!(gpu_decode::nvjpeg_fallback_reason, m)?)?;

@@ -82,6 +82,25 @@ def test_cpu_storage_unpinned_is_writable_host_memory():
         io.cpu_storage(-1, pin_memory=False)
 
 
+def test_storage_keyword_decodes_into_the_storage():
+    paths = [photo(0), photo(1)]
+    st = io.cpu_storage(2 * 16 * 24 * 3 + 100, pin_memory=False)
+    plain = np.asarray(io.load_image_batch(paths, 24, 16))
+    buf = io.load_image_batch(paths, 24, 16, storage=st)
+    assert buf.shape == (2, 16, 24, 3) and buf.data_ptr == st.data_ptr
+    assert buf.keys == [str(p) for p in paths]
+    assert np.array_equal(np.asarray(buf), plain)
+    assert np.array_equal(np.frombuffer(st, np.uint8, count=plain.size), plain.ravel())
+    one = io.load_image(photo(2) if len(PHOTOS) > 2 else photo(0), 24, 16, storage=st)
+    assert one.data_ptr == st.data_ptr  # the same storage again: overwritten, as in SPDL
+    del st
+    assert np.asarray(one).shape == (16, 24, 3)  # the buffer keeps the storage alive
+    with pytest.raises(ValueError, match="storage has 10 bytes"):
+        io.load_image(photo(), 24, 16, storage=io.cpu_storage(10, pin_memory=False))
+    with pytest.raises(TypeError, match="CPUStorage"):
+        io.load_image(photo(), 24, 16, storage=bytearray(4096))
+
+
 @requires_no_gpu
 def test_cpu_storage_pinned_without_a_driver_names_the_reason():
     with pytest.raises(RuntimeError, match=r"cpu_storage\(pin_memory=True\)") as e:
@@ -119,6 +138,8 @@ def test_device_config_is_checked():
 
     for f in (io.load_image, io.load_image_batch, io.load_video, io.load_audio, io.transfer_buffer):
         assert "device_config" in inspect.signature(f).parameters, f
+    for f in (io.load_image, io.load_image_batch):
+        assert "storage" in inspect.signature(f).parameters, f
     buf = io.load_image(photo())
     with pytest.raises(TypeError, match="not both"):
         io.transfer_buffer(buf, 0, device_config=CFG)

@@ -110,14 +110,23 @@ def transfer_buffer_cpu(buffer: CUDABuffer) -> CPUBuffer:
     return buffer.to_host()
 
 
-def with_device_config(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` (a CPU loader) with SPDL's ``device_config=`` keyword: decoded on the CPU as
-    before, then copied with :func:`transfer_buffer` (a ``CUDABuffer`` is returned). For
-    video and audio the frames / waveform buffer is what is copied."""
+def with_device_config(fn: Callable[..., Any], *, storage: bool = False) -> Callable[..., Any]:
+    """``fn`` (a CPU loader) with SPDL's ``device_config=`` keyword (and, with ``storage``,
+    SPDL's ``storage=``): decoded on the CPU as before; with ``storage`` (a
+    :class:`CPUStorage`) the result is copied into it and the returned ``CPUBuffer`` shares the
+    storage's memory; with ``device_config`` it is then copied with :func:`transfer_buffer` (a
+    ``CUDABuffer`` is returned). For video and audio the frames / waveform buffer is what is
+    copied."""
+    import inspect
 
     @functools.wraps(fn)
     def wrapper(*args: Any, device_config: CUDAConfig | None = None, **kwargs: Any) -> Any:
+        into = kwargs.pop("storage", None) if storage else None
         out = fn(*args, **kwargs)
+        if into is not None:
+            if not isinstance(into, CPUStorage):
+                raise TypeError(f"storage must be a CPUStorage (cpu_storage), got {type(into).__name__}")
+            out = _native._copy_into_storage(into, out)
         if device_config is None:
             return out
         for attr in ("frames", "waveform"):
@@ -126,22 +135,28 @@ def with_device_config(fn: Callable[..., Any]) -> Callable[..., Any]:
                 break
         return transfer_buffer(out, device_config=device_config)
 
-    try:  # show device_config in help() and inspect.signature
-        import inspect
-
+    try:  # show the new keywords in help() and inspect.signature
         sig = inspect.signature(fn)
-        extra = inspect.Parameter("device_config", inspect.Parameter.KEYWORD_ONLY, default=None)
+        kw = inspect.Parameter.KEYWORD_ONLY
+        extra = [inspect.Parameter("device_config", kw, default=None)]
+        if storage:
+            extra.append(inspect.Parameter("storage", kw, default=None))
         params = list(sig.parameters.values())
         at = next((i for i, p in enumerate(params) if p.kind is p.VAR_KEYWORD), len(params))
-        wrapper.__signature__ = sig.replace(parameters=[*params[:at], extra, *params[at:]])  # type: ignore[attr-defined]
+        wrapper.__signature__ = sig.replace(parameters=[*params[:at], *extra, *params[at:]])  # type: ignore[attr-defined]
     except (TypeError, ValueError):  # a native function without a text signature
         pass
     doc = wrapper.__doc__ or ""
-    wrapper.__doc__ = (
-        doc
-        + "\n\n``device_config``: a :class:`CUDAConfig` (SPDL's keyword): the result is copied "
+    wrapper.__doc__ = doc + (
+        "\n\n``device_config``: a :class:`CUDAConfig` (SPDL's keyword): the result is copied "
         "to that device and a ``CUDABuffer`` is returned (see :func:`transfer_buffer`)."
     )
+    if storage:
+        wrapper.__doc__ += (
+            "\n\n``storage``: a :class:`CPUStorage` (SPDL's keyword): the decoded data is copied "
+            "into it and the ``CPUBuffer`` returned shares its memory (``ValueError`` when it "
+            "is too small); a later call with the same storage overwrites it."
+        )
     return wrapper
 
 

@@ -562,8 +562,9 @@ def to_torch(buffer: CPUBuffer) -> Any:
     return torch.from_dlpack(buffer)
 
 
-# SPDL's `device_config=` on the loaders: decode on the CPU, then copy (see _gpu.with_device_config).
-load_image = _gpu.with_device_config(load_image)
-load_image_batch = _gpu.with_device_config(load_image_batch)
+# SPDL's `device_config=` (and `storage=` on the image loaders): decode on the CPU, then copy
+# (see _gpu.with_device_config).
+load_image = _gpu.with_device_config(load_image, storage=True)
+load_image_batch = _gpu.with_device_config(load_image_batch, storage=True)
 load_video = _gpu.with_device_config(load_video)
 load_audio = _gpu.with_device_config(load_audio)
