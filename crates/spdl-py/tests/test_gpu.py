@@ -113,6 +113,21 @@ def test_cpu_storage_pinned_on_a_gpu():
     st = io.cpu_storage(1 << 20)
     assert st.pinned and st.nbytes == 1 << 20
     np.frombuffer(st, dtype=np.uint8)[:] = 7
+    buf = io.load_image_batch([photo(0), photo(1)], 64, 48, storage=st)
+    dev = io.transfer_buffer(buf, device_config=CFG)
+    assert np.array_equal(np.asarray(dev.to_host()), np.asarray(buf))
+
+
+@requires_gpu
+def test_device_config_round_trips_on_a_gpu():
+    cpu = np.asarray(io.load_image(photo(), 40, 30))
+    dev = io.load_image(photo(), 40, 30, device_config=CFG)
+    assert isinstance(dev, io.CUDABuffer) and dev.device_index == 0
+    assert np.array_equal(np.asarray(io.transfer_buffer_cpu(dev)), cpu)
+    nv12 = np.random.default_rng(0).integers(16, 236, size=(2, 12, 8), dtype=np.uint8)
+    rgb = io.nv12_to_rgb(nv12, device_config=CFG)
+    assert isinstance(rgb, io.CUDABuffer) and rgb.shape == (2, 3, 8, 8)
+    assert np.array_equal(np.asarray(rgb.to_host()), np.asarray(io.nv12_to_rgb(nv12)))
 
 
 # ---------------------------------------------------------------------------------------------
