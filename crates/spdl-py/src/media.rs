@@ -1113,3 +1113,19 @@ pub(crate) fn decode_packets(
         Err(no_ffmpeg("decode_packets"))
     }
 }
+
+impl VideoPackets {
+    /// `(width, height)` of the coded frames (what a hardware decoder allocates for); `None`
+    /// in a build without `decode-ffmpeg`, where no `VideoPackets` exist.
+    pub(crate) fn coded_size(&self) -> Option<(usize, usize)> {
+        #[cfg(feature = "decode-ffmpeg")]
+        {
+            let info = self.inner.info();
+            Some((info.coded_width as usize, info.coded_height as usize))
+        }
+        #[cfg(not(feature = "decode-ffmpeg"))]
+        {
+            None
+        }
+    }
+}
