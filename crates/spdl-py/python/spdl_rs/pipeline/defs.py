@@ -16,6 +16,7 @@ import abc
 import enum
 import functools
 import inspect
+import sys
 from collections.abc import AsyncIterable, Callable, Iterable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ __all__ = [
     "Disaggregate",
     "DisaggregateConfig",
     "ExecutorConfig",
+    "InterpreterPoolExecutorConfig",
     "MAIN_PROCESS",
     "Merge",
     "MergeConfig",
@@ -359,6 +361,30 @@ class ProcessPoolExecutorConfig(ExecutorConfig):
 
 
 @dataclass(frozen=True)
+class InterpreterPoolExecutorConfig(ExecutorConfig):
+    """Subinterpreters (SPDL's ``InterpreterPoolExecutorConfig``, Python 3.14+): the stages
+    after ``PipelineBuilder.to(InterpreterPoolExecutorConfig(...))`` run their function and
+    generator ops in one :class:`concurrent.futures.InterpreterPoolExecutor` of
+    ``max_workers`` interpreters of this process, item by item as with
+    :class:`ProcessPoolExecutorConfig` (the ops, items and results must be shareable between
+    interpreters; NumPy and spdl_rs itself cannot be imported in a subinterpreter).
+
+    Building such a pipeline on Python before 3.14 raises ``RuntimeError`` (SPDL's message).
+    """
+
+    def _make(self) -> Executor:
+        if sys.version_info < (3, 14):
+            raise RuntimeError(
+                "Subinterpreter regions (`.to(InterpreterPoolExecutorConfig(...))`) require "
+                f"Python 3.14 or later. Current version: {sys.version_info.major}.{sys.version_info.minor}"
+            )
+        import concurrent.futures
+
+        pool_cls = getattr(concurrent.futures, "InterpreterPoolExecutor")
+        return pool_cls(max_workers=self.max_workers, initializer=self.initializer, initargs=self.initargs)
+
+
+@dataclass(frozen=True)
 class _MainProcess:
     """The main-process placement target; use :data:`MAIN_PROCESS`."""
 
@@ -378,14 +404,15 @@ class PlacementConfig:
     must be 1 in spdl_rs (items cross one at a time; another value raises
     ``NotImplementedError`` at build). ``repr``: ``placement(target[, buffer_size=n])``."""
 
-    target: ProcessPoolExecutorConfig | _MainProcess
+    target: ProcessPoolExecutorConfig | InterpreterPoolExecutorConfig | _MainProcess
     name: str = "placement"
     buffer_size: int = 1
 
     def __post_init__(self) -> None:
-        if not isinstance(self.target, (ProcessPoolExecutorConfig, _MainProcess)):
+        if not isinstance(self.target, (ProcessPoolExecutorConfig, InterpreterPoolExecutorConfig, _MainProcess)):
             raise TypeError(
-                f"target must be a ProcessPoolExecutorConfig or MAIN_PROCESS, got {type(self.target).__name__}"
+                "target must be a ProcessPoolExecutorConfig, an InterpreterPoolExecutorConfig or MAIN_PROCESS, "
+                f"got {type(self.target).__name__}"
             )
         if isinstance(self.buffer_size, bool) or not isinstance(self.buffer_size, int) or self.buffer_size < 1:
             raise ValueError(f"buffer_size must be a positive int, got {self.buffer_size!r}")
