@@ -454,9 +454,10 @@ class PipelineBuilder(Generic[T, U]):
         a :class:`~spdl_rs.pipeline.defs.ProcessPoolExecutorConfig` (their function and
         generator ops run in that pool of worker processes, made at build and shut down
         when the pipeline stops) or :data:`~spdl_rs.pipeline.defs.MAIN_PROCESS` (back to the
-        pipeline's threads). A stage with its own ``executor=`` keeps it. ``buffer_size``
-        must be 1 (``NotImplementedError`` at build otherwise). Raises ``TypeError`` for
-        another target."""
+        pipeline's threads). A stage with its own ``executor=`` keeps it. ``buffer_size``: the
+        items per transfer into the region (see
+        :class:`~spdl_rs.pipeline.defs.PlacementConfig`). Raises ``TypeError`` for another
+        target."""
         from .defs import PlacementConfig
 
         cfg = PlacementConfig(target, buffer_size=buffer_size)

@@ -399,10 +399,17 @@ MAIN_PROCESS: _MainProcess = _MainProcess()
 @dataclass(frozen=True)
 class PlacementConfig:
     """A region marker among the stage configs (SPDL's ``PlacementConfig``): the stages after
-    it (until the next marker) run on ``target`` (a :class:`ProcessPoolExecutorConfig` or
-    :data:`MAIN_PROCESS`). ``buffer_size`` (at least 1) is accepted for SPDL compatibility and
-    must be 1 in spdl_rs (items cross one at a time; another value raises
-    ``NotImplementedError`` at build). ``repr``: ``placement(target[, buffer_size=n])``."""
+    it (until the next marker) run on ``target`` (a :class:`ProcessPoolExecutorConfig`, an
+    :class:`InterpreterPoolExecutorConfig` or :data:`MAIN_PROCESS`).
+
+    ``buffer_size`` (at least 1): on the marker that opens a worker-pool region, at most this
+    many items go to a worker in one transfer (as SPDL, to spread the fixed cost of a
+    transfer): with more than 1, the function and generator stages right after the marker
+    are fused into one chain that a worker runs on each transfer, so their intermediate
+    values stay in the worker; the last transfer of an epoch is shorter. On a marker that
+    closes a region, spdl_rs returns each transfer's results together, so a value other than
+    1 there raises ``NotImplementedError`` at build. ``repr``:
+    ``placement(target[, buffer_size=n])``."""
 
     target: ProcessPoolExecutorConfig | InterpreterPoolExecutorConfig | _MainProcess
     name: str = "placement"
