@@ -256,3 +256,52 @@ def test_native_ops_config_builds_in_spawned_process(samples):
         np.testing.assert_array_equal(batch, want)
     assert src.pid != os.getpid()
     src.shutdown()
+
+
+# -- standard executors and builders in run_pipeline_in_subprocess -------------------------
+def double_and_pid(x):
+    return (2 * x, os.getpid())
+
+
+def thread_and_pid(x):
+    return (x, threading.current_thread().name.rsplit("_", 1)[0], os.getpid())
+
+
+def test_standard_executors_in_config_are_rebuilt_in_worker():
+    cfg = PipelineConfig(
+        src=SourceConfig(range(8)),
+        pipes=[
+            Pipe(double_and_pid, executor=concurrent.futures.ProcessPoolExecutor(2, mp_context=SPAWN), concurrency=2),
+            Pipe(thread_and_pid, executor=concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="cfgpool")),
+            Pipe(str),  # a builtin: pickles
+        ],
+        sink=SinkConfig(2),
+    )
+    with pytest.raises(ValueError, match="daemon"):
+        run_pipeline_in_subprocess(cfg, num_threads=2, mp_context="spawn", daemon=True)
+    cfg = PipelineConfig(src=cfg.src, pipes=cfg.pipes[:2], sink=cfg.sink)
+    src = run_pipeline_in_subprocess(cfg, num_threads=2, mp_context="spawn")
+    for _ in range(2):
+        got = list(src)
+        assert sorted(x for (x, _), _, _ in got) == [2 * i for i in range(8)]
+        assert {name for _, name, _ in got} == {"cfgpool"}
+        assert {pid for _, _, pid in got} == {src.pid}  # the thread pool lives in the worker
+        pool_pids = {pid for (_, pid), _, _ in got}
+        assert 1 <= len(pool_pids) <= 2 and not pool_pids & {src.pid, os.getpid()}
+    src.shutdown()
+
+
+def test_used_standard_executor_is_refused():
+    with concurrent.futures.ThreadPoolExecutor(1) as ex:
+        ex.submit(double, 1).result()
+        cfg = PipelineConfig(src=SourceConfig([1]), pipes=[Pipe(double, executor=ex)], sink=SinkConfig(1))
+        with pytest.raises(ValueError, match="already started threads"):
+            run_pipeline_in_subprocess(cfg, num_threads=1)
+
+
+def test_builder_is_taken_with_deprecation_warning():
+    b = PipelineBuilder().add_source(range(5)).pipe(double).add_sink(2)
+    with pytest.warns(DeprecationWarning, match="get_config"):
+        src = run_pipeline_in_subprocess(b, num_threads=1, mp_context="spawn")
+    assert sorted(src) == [0, 2, 4, 6, 8]
+    src.shutdown()
