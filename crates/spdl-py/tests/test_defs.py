@@ -292,6 +292,19 @@ def test_path_variants():
     p = b.add_sink(1).build(num_threads=1)
     with p.auto_stop():
         assert list(p) == [[0, 4, -1, -3]]
+    nested = PipelineConfig(
+        src=SourceConfig([[1, 2], [3], [4, 6]]),
+        pipes=[
+            PathVariants(
+                lambda batch: len(batch) % 2,
+                [[Disaggregate(), PathVariants(even_odd, [[Pipe(double)], [Pipe(negate)]])], [Pipe(sum)]],
+            )
+        ],
+        sink=SinkConfig(2),
+    )
+    p = build_pipeline(nested, num_threads=2)
+    with p.auto_stop():
+        assert sorted(p) == sorted([-1, 4, 3, 8, 12])  # [1, 2] and [4, 6] split and routed, [3] summed
     bad = PipelineConfig(src=SourceConfig([1]), pipes=[PathVariants(even_odd, [[Aggregate(2)]])], sink=SinkConfig(1))
     with pytest.raises(NotImplementedError, match="AggregateConfig"):
         build_pipeline(bad, num_threads=1)

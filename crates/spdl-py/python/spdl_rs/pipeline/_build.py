@@ -259,10 +259,18 @@ def _path_variants_stage(cfg: PathVariantsConfig[Any]) -> dict[str, Any]:
     for i, path in enumerate(cfg.paths):
         ops = []
         for p in path:
+            if isinstance(p, DisaggregateConfig):  # a list becomes its elements
+                ops.append((iter, True))
+                continue
+            if isinstance(p, PathVariantsConfig):  # nested routing: its route, as a generator
+                inner = _path_variants_stage(p)
+                ops.append((inner["op"], True))
+                conc = max(conc, inner["concurrency"])
+                continue
             if not isinstance(p, PipeConfig):
                 raise NotImplementedError(
                     f"PathVariants path {i}: {type(p).__name__} inside a path is not supported by spdl_rs "
-                    "(only Pipe stages with function or generator ops)"
+                    "(Pipe stages with function or generator ops, Disaggregate and nested PathVariants are)"
                 )
             op = p._args.op
             if inspect.iscoroutinefunction(op) or inspect.isasyncgenfunction(op):

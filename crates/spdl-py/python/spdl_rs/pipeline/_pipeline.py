@@ -437,7 +437,7 @@ class PipelineBuilder(Generic[T, U]):
         return self
 
     def path_variants(
-        self, router: Callable[[Any], Any], paths: Sequence[Sequence[Any]], *, name: str | None = None, batched: bool = False
+        self, router: Callable[[Any], Any], paths: Sequence[Sequence[Any]], name: str | None = None, batched: bool = False
     ) -> "PipelineBuilder[T, U]":
         """Adds a stage routing each item to one of ``paths`` (chains of
         :func:`~spdl_rs.pipeline.defs.Pipe` configs) and merging their outputs (SPDL's
@@ -449,7 +449,7 @@ class PipelineBuilder(Generic[T, U]):
         self._stages.append({"kind": "path_variants", "config": cfg, "name": cfg.name})
         return self
 
-    def to(self, target: Any, *, buffer_size: int = 1) -> "PipelineBuilder[T, U]":
+    def to(self, target: Any, /, *, buffer_size: int = 1) -> "PipelineBuilder[T, U]":
         """Runs the stages added after this call on ``target`` (SPDL's ``PipelineBuilder.to``):
         a :class:`~spdl_rs.pipeline.defs.ProcessPoolExecutorConfig` (their function and
         generator ops run in that pool of worker processes, made at build and shut down

@@ -281,9 +281,9 @@ class PathVariantsConfig(Generic[T]):
     index per element; each path gets its sub-list and the outputs are concatenated back in
     path order). In spdl_rs a path's stages run one after the other inside the routing stage
     (the stage's concurrency is the pipeline's ``num_threads``): :class:`PipeConfig` with a
-    function or generator op (``None`` drops the item), :class:`AggregateConfig` and
-    :class:`DisaggregateConfig` are not supported inside a path (``NotImplementedError`` at
-    build).
+    function or generator op (``None`` drops the item), :class:`DisaggregateConfig` and nested
+    :class:`PathVariantsConfig`; :class:`AggregateConfig` and async ops inside a path are not
+    supported (``NotImplementedError`` at build).
 
     Raises ``ValueError`` if ``router`` is not callable, there is no path, a path is empty
     or holds a source or a sink config.
