@@ -130,6 +130,8 @@ def _same_batches(ours, theirs):
         assert type(a) is type(b)
         if isinstance(a, (list, tuple)):
             _same_batches(a, b)
+        elif isinstance(a, int):
+            assert a == b
         else:
             import torch
 
@@ -152,14 +154,21 @@ def test_pytorch_dataloader_matches_torch_defaults(kwargs):
     import torch
     from torch.utils.data import DataLoader as TorchDataLoader
 
+    from torch.utils.data import RandomSampler
+
     kwargs = dict(kwargs)
-    if kwargs.get("shuffle"):  # the same draws as torch's own loader for the same seed
-        ours_gen, theirs_gen = torch.Generator().manual_seed(7), torch.Generator().manual_seed(7)
-    else:
-        ours_gen = theirs_gen = None
+    ours_gen = None
+    theirs = dict(kwargs)
+    if kwargs.get("shuffle"):
+        # The draws of torch's RandomSampler for the seed, as SPDL: torch's DataLoader(generator=)
+        # also takes a worker base seed from the generator first, SPDL's loader does not.
+        ours_gen = torch.Generator().manual_seed(7)
+        del theirs["shuffle"]
+        theirs["sampler"] = RandomSampler(Rows(), generator=torch.Generator().manual_seed(7))
     ours = list(get_pytorch_dataloader(Rows(), num_workers=2, in_order=True, generator=ours_gen, **kwargs))
-    theirs = list(TorchDataLoader(Rows(), num_workers=0, generator=theirs_gen, **kwargs))
-    _same_batches(ours, theirs)
+    want = list(TorchDataLoader(Rows(), num_workers=0, **theirs))
+    assert len(want) == {1: 11, 4: 3, 3: 4, None: 11}[kwargs.get("batch_size", 1)] - (1 if kwargs.get("drop_last") else 0)
+    _same_batches(ours, want)
 
 
 @pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
