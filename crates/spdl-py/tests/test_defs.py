@@ -341,6 +341,28 @@ def test_placement_runs_in_process_pool():
         closing.build(num_threads=1)
 
 
+def test_region_checks_as_spdl():
+    pool = ProcessPoolExecutorConfig(max_workers=1, mp_context="spawn")
+
+    def build(b):
+        return b.add_sink(1).build(num_threads=1)
+
+    with pytest.raises(ValueError, match="must be closed with `to\\(MAIN_PROCESS\\)` before `add_sink\\(\\)`"):
+        build(PipelineBuilder().add_source([1]).to(pool).pipe(double))
+    with pytest.raises(ValueError, match="An empty `to\\(...\\)` region has no stages"):
+        build(PipelineBuilder().add_source([1]).to(pool).to(MAIN_PROCESS).pipe(double))
+    with pytest.raises(ValueError, match="output_order='input'` cannot run inside a `to\\(\\)` region"):
+        build(PipelineBuilder().add_source([1]).to(pool).pipe(double, output_order="input").to(MAIN_PROCESS))
+    nested = PathVariants(even_odd, [[Pipe(double, output_order="input")], [Pipe(negate)]])
+    cfg = PipelineConfig(
+        src=SourceConfig([1]), pipes=[PlacementConfig(pool), nested, PlacementConfig(MAIN_PROCESS)], sink=SinkConfig(1)
+    )
+    with pytest.raises(ValueError, match="output_order='input'"):
+        build_pipeline(cfg, num_threads=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as ex, pytest.raises(TypeError, match="not a live Executor"):
+        PipelineBuilder().to(ex)  # type: ignore[arg-type]
+
+
 def twice(x):
     yield x
     yield x

@@ -158,6 +158,7 @@ def lower_stages(stages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], li
     this process, the last one of an epoch shorter): the chain's intermediate values stay in
     the worker, and an op that raises fails the items of its transfer (one failure counted).
     """
+    _validate_regions(stages)
     out: list[dict[str, Any]] = []
     executors: list[Executor] = []
     region: Executor | None = None
@@ -207,6 +208,48 @@ def lower_stages(stages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], li
     return out, executors
 
 
+def _has_ordered_pipe(st: dict[str, Any]) -> bool:
+    if st["kind"] == "path_variants":
+        return any(
+            isinstance(c, PipeConfig) and c._type == _PipeType.OrderedPipe
+            or isinstance(c, PathVariantsConfig) and _has_ordered_pipe({"kind": "path_variants", "config": c})
+            for path in st["config"].paths
+            for c in path
+        )
+    return st.get("output_order") == "input"
+
+
+def _validate_regions(stages: list[dict[str, Any]]) -> None:
+    """SPDL's checks of ``to()`` regions: no empty region, no ``output_order="input"`` stage
+    inside one (workers finish in any order), every region closed before the sink
+    (``ValueError``)."""
+    in_region = has_stage = False
+    for st in stages:
+        if st["kind"] == "placement":
+            if in_region and not has_stage:
+                raise ValueError(
+                    "An empty `to(...)` region has no stages. Add stages before the next `.to(...)`, "
+                    "or remove the redundant marker."
+                )
+            in_region, has_stage = not isinstance(st["target"], _MainProcess), False
+        elif in_region:
+            has_stage = True
+            if _has_ordered_pipe(st):
+                raise ValueError(
+                    "A stage with `output_order='input'` cannot run inside a `to()` region: input order "
+                    "cannot be preserved across the region's independent workers."
+                )
+    if in_region and not has_stage:
+        raise ValueError(
+            "An empty `to(...)` region has no stages. Add stages before closing it, or remove the redundant marker."
+        )
+    if in_region:
+        raise ValueError(
+            "A `to()` execution region must be closed with `to(MAIN_PROCESS)` before `add_sink()`. "
+            "The sink always runs in the main process."
+        )
+
+
 def _fused_chain(stages: list[dict[str, Any]], pool: Executor | None, size: int) -> list[dict[str, Any]]:
     """Stages running ``stages`` in ``pool`` on transfers of up to ``size`` items: a grouping
     stage here, then one generator stage whose op (:class:`_Chain`, pickled to the worker)
@@ -225,7 +268,7 @@ def _fused_chain(stages: list[dict[str, Any]], pool: Executor | None, size: int)
         "op": _Chain([(st["op"], st["kind"] == "gen") for st in stages]),
         "name": name,
         "concurrency": max(st["concurrency"] for st in stages),
-        "output_order": "input" if all(st["output_order"] == "input" for st in stages) else "completion",
+        "output_order": "completion",  # no input-ordered stage in a region (_validate_regions)
         "budget": limit["budget"],
         "max_failures": limit["max_failures"],
         "executor": pool,

@@ -416,6 +416,12 @@ class PlacementConfig:
     buffer_size: int = 1
 
     def __post_init__(self) -> None:
+        if isinstance(self.target, Executor):
+            raise TypeError(
+                "`to()` takes a serializable execution target (ProcessPoolExecutorConfig, "
+                "InterpreterPoolExecutorConfig, or MAIN_PROCESS), not a live Executor. To run a single "
+                "stage on a custom executor, pass it to `pipe(executor=...)` instead."
+            )
         if not isinstance(self.target, (ProcessPoolExecutorConfig, InterpreterPoolExecutorConfig, _MainProcess)):
             raise TypeError(
                 "target must be a ProcessPoolExecutorConfig, an InterpreterPoolExecutorConfig or MAIN_PROCESS, "
