@@ -241,7 +241,7 @@ def test_native_ops_config_builds_in_spawned_process(samples):
     cfg = (
         PipelineBuilder()
         .add_source(listing)
-        .pipe(ops.read_file(), concurrency=2)
+        .pipe(ops.read_file(), concurrency=2, output_order="input")
         .pipe(ops.decode_image(32, 24), concurrency=2, output_order="input")
         .aggregate(len(listing))
         .pipe(ops.collate())
