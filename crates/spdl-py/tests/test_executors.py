@@ -154,6 +154,17 @@ def test_priority_pool_in_config_runs_in_subprocess():
     pool.shutdown()
 
 
+def test_used_thread_pool_works_in_forked_worker():
+    pool = PriorityThreadPoolExecutor(max_workers=2)
+    ex = pool.get_executor()
+    assert ex.submit(double, 4).result() == 8  # the parent's pool has threads now
+    cfg = PipelineConfig(src=SourceConfig(range(6)), pipes=[Pipe(double, executor=ex, concurrency=2)], sink=SinkConfig(1))
+    src = run_pipeline_in_subprocess(cfg, num_threads=1, mp_context="fork")
+    assert sorted(src) == [0, 2, 4, 6, 8, 10]  # the child made its own threads
+    src.shutdown()
+    pool.shutdown()
+
+
 # -- PriorityProcessPoolExecutor -----------------------------------------------------------
 def test_process_pool_priority_order_and_pids():
     with tempfile.TemporaryDirectory() as d:

@@ -34,9 +34,12 @@ __all__ = [
     "PriorityThreadPoolExecutor",
 ]
 
-# Pools of this process by id, so that unpickled entrypoints of one pool share one pool again.
-_POOLS: weakref.WeakValueDictionary[tuple[int, int], Any] = weakref.WeakValueDictionary()
+# Pools of this process by (this pid, the pool's id), so that unpickled entrypoints of one pool
+# share one pool again; the pid keeps a forked child from reusing its parent's pool objects.
+_POOLS: weakref.WeakValueDictionary[tuple[int, tuple[int, int]], Any] = weakref.WeakValueDictionary()
 _NEXT_ID = itertools.count()
+# Thread pools, reset in a forked child (their threads are not there).
+_THREAD_POOLS: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 class _Queue:
@@ -71,7 +74,7 @@ class _PriorityPool:
     def _register(self) -> None:
         self._id = (os.getpid(), next(_NEXT_ID))
         self._last_auto = 0
-        _POOLS[self._id] = self
+        _POOLS[(os.getpid(), self._id)] = self
 
     def get_executor(self, *, priority: int | None = None) -> PriorityExecutorEntrypoint:
         """A per-stage executor of this pool, to pass as ``pipe(executor=...)``.
@@ -107,13 +110,14 @@ class _PriorityPool:
 
 
 def _restore_pool(cls: type, pool_id: tuple[int, int], kwargs: dict[str, Any], last_auto: int) -> Any:
-    pool = _POOLS.get(pool_id)
+    key = (os.getpid(), pool_id)
+    pool = _POOLS.get(key)
     if pool is None:
         pool = cls(**kwargs)
-        del _POOLS[pool._id]
+        del _POOLS[(os.getpid(), pool._id)]
         pool._id = pool_id
         pool._last_auto = last_auto
-        _POOLS[pool_id] = pool
+        _POOLS[key] = pool
     return pool
 
 
@@ -169,6 +173,14 @@ class PriorityThreadPoolExecutor(_PriorityPool):
         self._closed = False
         self._broken: str | None = None
         self._register()
+        _THREAD_POOLS.add(self)
+
+    def _after_fork(self) -> None:
+        """In a forked child: no thread and no task of the parent is here; start afresh."""
+        self._cond = threading.Condition()
+        self._threads = []
+        self._idle = 0
+        self._queue = _Queue()
 
     def _submit(self, priority: int, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Future:
         fut: Future = Future()
@@ -237,7 +249,16 @@ class PriorityThreadPoolExecutor(_PriorityPool):
             for t in threads:
                 if t is not threading.current_thread():
                     t.join()
-        _POOLS.pop(self._id, None)
+        _POOLS.pop((os.getpid(), self._id), None)
+
+
+def _reset_thread_pools() -> None:
+    for pool in list(_THREAD_POOLS):
+        pool._after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_thread_pools)
 
 
 class _DispatchPool(_PriorityPool):
@@ -305,7 +326,7 @@ class _DispatchPool(_PriorityPool):
                 except BaseException:
                     pass
         self._inner.shutdown(wait=wait, cancel_futures=cancel_futures)
-        _POOLS.pop(self._id, None)
+        _POOLS.pop((os.getpid(), self._id), None)
 
 
 class PriorityProcessPoolExecutor(_DispatchPool):
