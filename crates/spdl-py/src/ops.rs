@@ -44,6 +44,10 @@ pub(crate) struct NativeOp {
     pub(crate) name: &'static str,
     /// Index for items that carry no position (from a Python source): counts the calls.
     counter: AtomicU64,
+    /// How to make this op again in another process: a no-argument callable (the
+    /// `spdl_rs.ops` constructor with its arguments, a `functools.partial`), set once by that
+    /// constructor. `__reduce__` pickles it, so configs holding native ops cross processes.
+    recipe: std::sync::OnceLock<Py<PyAny>>,
 }
 
 impl NativeOp {
@@ -52,6 +56,7 @@ impl NativeOp {
             kind,
             name,
             counter: AtomicU64::new(0),
+            recipe: std::sync::OnceLock::new(),
         }
     }
 
@@ -283,6 +288,25 @@ impl NativeOp {
 
     fn __repr__(&self) -> String {
         format!("spdl_rs.ops.{}()", self.name)
+    }
+
+    /// Records how to make this op again (`recipe()` returns an equal op); set by the
+    /// `spdl_rs.ops` constructors. A second call is ignored (the first recipe stays).
+    fn _set_recipe(&self, recipe: Py<PyAny>) {
+        let _ = self.recipe.set(recipe);
+    }
+
+    /// Pickles as its recipe: unpickling calls the `spdl_rs.ops` constructor again with the
+    /// same arguments (a fresh op; the call counter restarts). Raises `TypeError` for an op
+    /// made without a recipe.
+    fn __reduce__(&self, py: Python<'_>) -> PyResult<(Py<PyAny>, Py<pyo3::types::PyTuple>)> {
+        match self.recipe.get() {
+            Some(r) => Ok((r.clone_ref(py), pyo3::types::PyTuple::empty(py).unbind())),
+            None => Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                "cannot pickle native op {:?}: it was not made by a spdl_rs.ops constructor",
+                self.name
+            ))),
+        }
     }
 }
 

@@ -24,7 +24,8 @@ a build with FFmpeg (see :mod:`spdl_rs.io`); without it, making one raises ``Run
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 
 from ._native import NativeOp
 from ._native import op_audio as _audio
@@ -53,6 +54,21 @@ __all__ = [
 ]
 
 
+def _picklable(ctor: Callable[..., NativeOp]) -> Callable[..., NativeOp]:
+    """``ctor`` whose ops pickle as the call that made them (``ctor(*args, **kwargs)`` again
+    in the unpickling process), so a pipeline config holding native ops can be built in a
+    worker process (``run_pipeline_in_subprocess``)."""
+
+    @functools.wraps(ctor)
+    def make(*args: object, **kwargs: object) -> NativeOp:
+        op = ctor(*args, **kwargs)
+        op._set_recipe(functools.partial(make, *args, **kwargs))
+        return op
+
+    return make
+
+
+@_picklable
 def read_file() -> NativeOp:
     """A stage reading each path (``str``, ``os.PathLike`` or a listed sample) into its bytes.
 
@@ -63,6 +79,7 @@ def read_file() -> NativeOp:
     return _read_file()
 
 
+@_picklable
 def decode_image(
     width: int | None = None,
     height: int | None = None,
@@ -111,6 +128,7 @@ def decode_image(
     )
 
 
+@_picklable
 def load_image(
     width: int | None = None,
     height: int | None = None,
@@ -138,6 +156,7 @@ def load_image(
     )
 
 
+@_picklable
 def collate(*, normalize: bool = False) -> NativeOp:
     """A stage stacking a list of decoded images (``aggregate(n)`` after ``decode_image``) into
     one :class:`spdl_rs.io.CPUBuffer`.
@@ -150,6 +169,7 @@ def collate(*, normalize: bool = False) -> NativeOp:
     return _collate(normalize=normalize)
 
 
+@_picklable
 def to_device(device: str | int | None = None) -> NativeOp:
     """A stage copying each batch to a CUDA device: put it right after :func:`collate`.
 
@@ -185,6 +205,7 @@ def to_device(device: str | int | None = None) -> NativeOp:
     return _to_device(device)
 
 
+@_picklable
 def load_video(
     timestamp: tuple[float, float] | None = None,
     *,
@@ -231,6 +252,7 @@ def load_video(
     )
 
 
+@_picklable
 def decode_video(
     timestamp: tuple[float, float] | None = None,
     *,
@@ -271,6 +293,7 @@ def decode_video(
     )
 
 
+@_picklable
 def load_audio(
     timestamp: tuple[float, float] | None = None,
     *,
@@ -288,6 +311,7 @@ def load_audio(
     return _audio(False, timestamp, sample_rate=sample_rate, num_channels=num_channels, filter_desc=filter_desc)
 
 
+@_picklable
 def decode_audio(
     timestamp: tuple[float, float] | None = None,
     *,
@@ -301,6 +325,7 @@ def decode_audio(
     return _audio(True, timestamp, sample_rate=sample_rate, num_channels=num_channels, filter_desc=filter_desc)
 
 
+@_picklable
 def load_npy() -> NativeOp:
     """A stage turning ``.npy`` file bytes (from :func:`read_file`, or ``bytes``) into a NumPy
     array, as :func:`spdl_rs.io.load_npy` does, without the GIL.
@@ -313,6 +338,7 @@ def load_npy() -> NativeOp:
     return _load_npy()
 
 
+@_picklable
 def load_wav(time_offset_seconds: float | None = None, duration_seconds: float | None = None) -> NativeOp:
     """A stage turning WAV file bytes (from :func:`read_file`, or ``bytes``) into a NumPy array
     ``[frames, channels]``, as :func:`spdl_rs.io.load_wav` does (same window arguments, in

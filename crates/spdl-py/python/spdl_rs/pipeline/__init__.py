@@ -45,6 +45,13 @@ from ._misc import BackgroundTask, BackgroundTaskFactory, create_task
 from ._build import build_pipeline
 from ._pipeline import Pipeline, PipelineBuilder, PipelineIterator
 from ._profile import ProfileHook, ProfileResult, profile_pipeline
+from ._priority import (
+    PriorityExecutorEntrypoint,
+    PriorityInterpreterPoolExecutor,
+    PriorityProcessPoolExecutor,
+    PriorityThreadPoolExecutor,
+)
+from ._subinterpreter import iterate_in_subinterpreter, run_pipeline_in_subinterpreter
 from ._subprocess import WorkerDied, iterate_in_subprocess, run_pipeline_in_subprocess
 
 __all__ = [
@@ -52,6 +59,12 @@ __all__ = [
     "build_pipeline",
     "run_pipeline_in_subprocess",
     "iterate_in_subprocess",
+    "run_pipeline_in_subinterpreter",
+    "iterate_in_subinterpreter",
+    "PriorityThreadPoolExecutor",
+    "PriorityProcessPoolExecutor",
+    "PriorityInterpreterPoolExecutor",
+    "PriorityExecutorEntrypoint",
     "WorkerDied",
     "cache_iterator",
     "Pipeline",

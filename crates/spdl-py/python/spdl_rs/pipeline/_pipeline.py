@@ -437,7 +437,7 @@ class PipelineBuilder(Generic[T, U]):
         return self
 
     def path_variants(
-        self, router: Callable[[Any], Any], paths: Sequence[Sequence[Any]], *, name: str | None = None, batched: bool = False
+        self, router: Callable[[Any], Any], paths: Sequence[Sequence[Any]], name: str | None = None, batched: bool = False
     ) -> "PipelineBuilder[T, U]":
         """Adds a stage routing each item to one of ``paths`` (chains of
         :func:`~spdl_rs.pipeline.defs.Pipe` configs) and merging their outputs (SPDL's
@@ -449,14 +449,15 @@ class PipelineBuilder(Generic[T, U]):
         self._stages.append({"kind": "path_variants", "config": cfg, "name": cfg.name})
         return self
 
-    def to(self, target: Any, *, buffer_size: int = 1) -> "PipelineBuilder[T, U]":
+    def to(self, target: Any, /, *, buffer_size: int = 1) -> "PipelineBuilder[T, U]":
         """Runs the stages added after this call on ``target`` (SPDL's ``PipelineBuilder.to``):
         a :class:`~spdl_rs.pipeline.defs.ProcessPoolExecutorConfig` (their function and
         generator ops run in that pool of worker processes, made at build and shut down
         when the pipeline stops) or :data:`~spdl_rs.pipeline.defs.MAIN_PROCESS` (back to the
-        pipeline's threads). A stage with its own ``executor=`` keeps it. ``buffer_size``
-        must be 1 (``NotImplementedError`` at build otherwise). Raises ``TypeError`` for
-        another target."""
+        pipeline's threads). A stage with its own ``executor=`` keeps it. ``buffer_size``: the
+        items per transfer into the region (see
+        :class:`~spdl_rs.pipeline.defs.PlacementConfig`). Raises ``TypeError`` for another
+        target."""
         from .defs import PlacementConfig
 
         cfg = PlacementConfig(target, buffer_size=buffer_size)

@@ -18,6 +18,7 @@ decoder does not write into shared memory directly (the worker's one copy remain
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import itertools
 import mmap
@@ -28,6 +29,7 @@ import queue
 import random
 import secrets
 import sys
+import threading
 import traceback
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -458,23 +460,43 @@ def run_pipeline_in_subprocess(
     The keywords before ``**kwargs`` are ``build_pipeline``'s; ``kwargs`` are
     :func:`iterate_in_subprocess`'s (``buffer_size``, ``initializer``, ``mp_context``,
     ``timeout``, ``daemon``). As SPDL, the worker starts from the parent's global RNG states
-    (:mod:`random`, and NumPy's legacy one if NumPy is imported). ``cfg`` and everything in
-    it must pickle: module-level ops and sources (a :class:`spdl_rs.sources.SampleList` does);
-    a native op of :mod:`spdl_rs.ops` does not pickle yet (build such a pipeline in the worker:
-    ``iterate_in_subprocess(make_pipeline_iterable)``), nor does an ``executor=`` object (use
-    :meth:`PipelineBuilder.to` with a :class:`~spdl_rs.pipeline.defs.ProcessPoolExecutorConfig`).
+    (:mod:`random`, and NumPy's legacy one if NumPy is imported). A ``PipelineBuilder`` is
+    taken too (its ``get_config()``), with a ``DeprecationWarning`` as SPDL.
 
-    Raises ``TypeError`` if ``cfg`` is not a ``PipelineConfig`` or a keyword is unknown,
-    ``pickle.PicklingError``/``TypeError`` if ``cfg`` does not pickle, and what
+    ``cfg`` and everything in it must pickle: module-level ops and sources (a
+    :class:`spdl_rs.sources.SampleList` does), native ops of :mod:`spdl_rs.ops`, SPDL's
+    priority pools. A stage's :class:`concurrent.futures.ThreadPoolExecutor` or
+    :class:`~concurrent.futures.ProcessPoolExecutor` that has not run anything yet is
+    replaced by an equal pool made in the worker (same ``max_workers``, ``initializer``,
+    ``initargs``, thread name prefix; a process pool also its ``mp_context`` and
+    ``max_tasks_per_child``), as SPDL supports them; its processes are children of the
+    worker, unlike SPDL, which starts them in the main process.
+
+    Raises ``TypeError`` if ``cfg`` is neither a ``PipelineConfig`` nor a builder, or a
+    keyword is unknown; ``ValueError`` for a stage's executor that has already started
+    workers (as SPDL), or a process pool with ``daemon=True`` (a daemon process cannot have
+    children); ``pickle.PicklingError``/``TypeError`` if ``cfg`` does not pickle; and what
     :func:`iterate_in_subprocess` raises.
     """
+    import warnings
+
+    from ._pipeline import PipelineBuilder
     from .defs import PipelineConfig
 
+    if isinstance(cfg, PipelineBuilder):
+        warnings.warn(
+            "Passing a `PipelineBuilder` object directly to `run_pipeline_in_subprocess` is deprecated. "
+            "Please call `get_config()` method and pass the config object.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        cfg = cfg.get_config()
     if not isinstance(cfg, PipelineConfig):
         raise TypeError(f"run_pipeline_in_subprocess takes a PipelineConfig, got {type(cfg).__name__}")
     unknown = set(kwargs) - {"buffer_size", "initializer", "mp_context", "timeout", "daemon"}
     if unknown:
         raise TypeError(f"run_pipeline_in_subprocess got unexpected keyword arguments: {sorted(unknown)}")
+    cfg = _portable_executors(cfg, daemon=bool(kwargs.get("daemon", False)))
     build_args = dict(
         num_threads=num_threads,
         max_failures=max_failures,
@@ -492,3 +514,87 @@ def run_pipeline_in_subprocess(
     if init is not None:
         inits.extend([init] if callable(init) else list(init))
     return iterate_in_subprocess(functools.partial(_PipelineIterable, cfg, build_args), initializer=inits, **kwargs)
+
+
+################################################################################
+# standard executors in a config
+################################################################################
+class _RebuiltExecutor(concurrent.futures.Executor):
+    """Stands for a standard thread or process pool of a stage: pickles as the pool's
+    arguments and makes the pool on the first ``submit`` in the process it is used in."""
+
+    def __init__(self, cls: type, kwargs: dict[str, Any]) -> None:
+        self._cls = cls
+        self._kwargs = kwargs
+        self._pool: concurrent.futures.Executor | None = None
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
+        with self._lock:
+            if self._pool is None:
+                self._pool = self._cls(**self._kwargs)
+        return self._pool.submit(fn, *args, **kwargs)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)
+
+    def __reduce__(self) -> tuple:
+        return (_RebuiltExecutor, (self._cls, self._kwargs))
+
+    def __repr__(self) -> str:
+        return f"{self._cls.__name__}(max_workers={self._kwargs['max_workers']})"
+
+
+def _rebuilt(ex: Any, daemon: bool) -> Any:
+    cls = type(ex)
+    if cls is concurrent.futures.ThreadPoolExecutor:
+        if ex._threads:
+            raise ValueError("A ThreadPoolExecutor of the config has already started threads; pass a fresh one.")
+        kwargs = dict(
+            max_workers=ex._max_workers,
+            thread_name_prefix=ex._thread_name_prefix,
+            initializer=ex._initializer,
+            initargs=ex._initargs,
+        )
+    elif cls is concurrent.futures.ProcessPoolExecutor:
+        if ex._processes:
+            raise ValueError("A ProcessPoolExecutor of the config has already started processes; pass a fresh one.")
+        if daemon:
+            raise ValueError("A ProcessPoolExecutor stage cannot run in a daemon worker (daemon=True): it has no children.")
+        kwargs = dict(
+            max_workers=ex._max_workers,
+            mp_context=ex._mp_context,
+            initializer=ex._initializer,
+            initargs=ex._initargs,
+        )
+        if getattr(ex, "_max_tasks_per_child", None) is not None:
+            kwargs["max_tasks_per_child"] = ex._max_tasks_per_child
+    else:
+        return ex
+    return _RebuiltExecutor(cls, kwargs)
+
+
+def _portable_executors(cfg: Any, *, daemon: bool) -> Any:
+    """``cfg`` with each stage's standard thread or process pool replaced by a
+    :class:`_RebuiltExecutor` (in merged sub-pipelines and path variants too)."""
+    import dataclasses
+
+    from .defs import MergeConfig, PathVariantsConfig, PipeConfig, PipelineConfig
+
+    def stage(p: Any) -> Any:
+        if isinstance(p, PipeConfig) and p._args.executor is not None:
+            ex = _rebuilt(p._args.executor, daemon)
+            if ex is not p._args.executor:
+                return dataclasses.replace(p, _args=dataclasses.replace(p._args, executor=ex))
+        if isinstance(p, PathVariantsConfig):
+            return dataclasses.replace(p, paths=tuple(tuple(stage(q) for q in path) for path in p.paths))
+        return p
+
+    def pipeline(c: PipelineConfig) -> PipelineConfig:
+        src = c.src
+        if isinstance(src, MergeConfig):
+            src = dataclasses.replace(src, pipeline_configs=tuple(pipeline(s) for s in src.pipeline_configs))
+        return dataclasses.replace(c, src=src, pipes=tuple(stage(p) for p in c.pipes))
+
+    return pipeline(cfg)
