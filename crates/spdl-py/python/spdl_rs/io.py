@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -540,3 +541,9 @@ def to_torch(buffer: CPUBuffer) -> Any:
     import torch
 
     return torch.from_dlpack(buffer)
+
+
+# SPDL's ``spdl.io.utils`` as ``spdl_rs.io.utils`` (``import spdl_rs.io.utils`` finds it here).
+from . import _io_utils as utils  # noqa: E402
+
+sys.modules[__name__ + ".utils"] = utils

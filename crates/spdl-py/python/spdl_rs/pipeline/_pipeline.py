@@ -25,6 +25,7 @@ import itertools
 import logging
 import numbers
 import threading
+import traceback
 import warnings
 import weakref
 from collections.abc import AsyncIterable, Callable, Iterable, Iterator, Sequence
@@ -200,17 +201,49 @@ class _HookRunner:
             return True
         raise error
 
+    def end(self, cm: Any) -> None:
+        """Closes ``cm`` at the end of a generator, with ``StopAsyncIteration`` (SPDL's)."""
+        stop = StopAsyncIteration()
+        try:
+            self._loop.run(cm.__aexit__(StopAsyncIteration, stop, None))
+        except StopAsyncIteration:
+            pass
 
-def _hooked_sync(op: Callable, runner: _HookRunner, gen: bool) -> Callable:
+
+def _hooked_sync(op: Callable, runner: _HookRunner) -> Callable:
     def call(item: Any) -> Any:
         cm = runner.enter(item)
         try:
-            out = list(op(item)) if gen else op(item)
+            out = op(item)
         except Exception as e:
             runner.exit(cm, e)
-            return [] if gen else None
+            return None
         runner.exit(cm, None)
         return out
+
+    return call
+
+
+def _hooked_gen(op: Callable, runner: _HookRunner) -> Callable:
+    """A generator op whose every step runs inside the task hooks, as SPDL runs a converted
+    generator: the last step's hooks see ``StopAsyncIteration``."""
+
+    def call(item: Any) -> Any:
+        it = None
+        while True:
+            cm = runner.enter(item)
+            try:
+                if it is None:
+                    it = iter(op(item))
+                value = next(it)
+            except StopIteration:
+                runner.end(cm)
+                return
+            except Exception as e:
+                runner.exit(cm, e)  # raises unless a hook suppressed it
+                return
+            runner.exit(cm, None)
+            yield value
 
     return call
 
@@ -254,17 +287,81 @@ class _AgenStepper:
                 return (value,)
 
 
+def _is_process_pool(executor: Any) -> bool:
+    """Whether ``executor`` runs work in other processes: a ``ProcessPoolExecutor``, or a pool
+    wrapping one (a priority executor, its entry point)."""
+    if isinstance(executor, concurrent.futures.ProcessPoolExecutor):
+        return True
+    cls = getattr(executor, "_pool_executor_class", None)
+    if isinstance(cls, type):
+        return issubclass(cls, concurrent.futures.ProcessPoolExecutor)
+    for attr in ("_owner", "_pool", "_inner"):
+        inner = getattr(executor, attr, None)
+        if inner is not None and inner is not executor and _is_process_pool(inner):
+            return True
+    return False
+
+
+def _func_in_subprocess(func: Callable, item: Any) -> Any:
+    """Runs ``func(item)`` in a worker process; a failure comes back as a ``RuntimeError``
+    naming the exception and where it was raised (its traceback does not cross processes)."""
+    try:
+        return func(item)
+    except Exception as e:
+        frame = traceback.extract_tb(e.__traceback__)[-1]
+        raise RuntimeError(
+            f"Function failed in subprocess: {type(e).__name__}: {e} ({frame.filename}:{frame.lineno}:{frame.name})"
+        ) from None
+
+
+_END = object()
+
+
+def _next_or_end(it: Iterator) -> Any:
+    # StopIteration cannot travel through a future: the end is a sentinel.
+    try:
+        return next(it)
+    except StopIteration:
+        return _END
+
+
 def _in_executor(op: Callable, executor: Executor, gen: bool) -> Callable:
     """``op`` as an async function (a generator: an async generator) running in ``executor``
-    (SPDL's ``convert_to_async``); a generator's items come back when it finishes."""
-    if gen:
+    (SPDL's ``convert_to_async``). A generator's items come back one ``next()`` at a time,
+    each as it is yielded; in a process pool, all at once when it finishes (as SPDL)."""
+    process = _is_process_pool(executor)
+    if gen and process:
 
-        async def agen(item: Any) -> Any:
+        async def batch_agen(item: Any) -> Any:
             loop = asyncio.get_running_loop()
             for value in await loop.run_in_executor(executor, _drain, op, item):
                 yield value
 
+        return batch_agen
+    if gen:
+
+        async def agen(item: Any) -> Any:
+            loop = asyncio.get_running_loop()
+            it = iter(await loop.run_in_executor(executor, op, item))
+            try:
+                while (value := await loop.run_in_executor(executor, _next_or_end, it)) is not _END:
+                    yield value
+            finally:
+                close = getattr(it, "close", None)
+                if close is not None:
+                    try:
+                        await loop.run_in_executor(executor, close)
+                    except BaseException:  # closing is best effort (cancelled, executor shut down)
+                        pass
+
         return agen
+
+    if process:
+
+        async def pfunc(item: Any) -> Any:
+            return await asyncio.get_running_loop().run_in_executor(executor, _func_in_subprocess, op, item)
+
+        return pfunc
 
     async def afunc(item: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(executor, op, item)
@@ -423,14 +520,16 @@ class PipelineBuilder(Generic[T, U]):
 
     def add_sink(self, buffer_size: int = 3) -> "PipelineBuilder[T, U]":
         """Sets the sink: at most ``buffer_size`` finished items wait for the consumer; ``0``
-        is unlimited (as SPDL; in practice 2**30 items).
+        is unlimited (in practice 2**30 items), as SPDL 0.8's docstring says (its code
+        raises ``ValueError`` for 0).
 
-        Raises ``ValueError`` if a sink was already set or ``buffer_size < 0``.
+        Raises ``ValueError`` if a sink was already set, ``buffer_size`` is not an int or is
+        negative.
         """
         if self._sink_size is not None:
             raise ValueError("Sink is already set.")
         if isinstance(buffer_size, bool) or not isinstance(buffer_size, numbers.Integral):
-            raise TypeError(f"buffer_size must be an int, got {type(buffer_size).__name__}")
+            raise ValueError(f"`buffer_size` must be int. Found: {type(buffer_size)}.")
         if buffer_size < 0:
             raise ValueError(f"buffer_size must be 0 (unlimited) or more, got {buffer_size}")
         self._sink_size = int(buffer_size)
@@ -516,8 +615,9 @@ class PipelineBuilder(Generic[T, U]):
           native queue that the consumer reads with the GIL released, which is what it asks
           for.
 
-        Raises ``ValueError`` without a source or for a bad value, ``TypeError`` for a bad type
-        or a queue class that cannot be honoured, ``RuntimeError`` if threads cannot start.
+        Raises ``RuntimeError`` if the source or the sink is not set (as SPDL) or threads
+        cannot start, ``ValueError`` for a bad value, ``TypeError`` for a bad type or a queue
+        class that cannot be honoured.
         """
         return self._build_with(
             num_threads=num_threads,
@@ -542,8 +642,11 @@ class PipelineBuilder(Generic[T, U]):
         use_thread_output_queue: bool,
         background_tasks: Any,
     ) -> "Pipeline[U]":
+        # As SPDL's build(), which goes through get_config().
         if self._source is None:
-            raise ValueError("Source is not set.")
+            raise RuntimeError("Source is not set. Did you call `add_source`?")
+        if self._sink_size is None:
+            raise RuntimeError("Sink is not set. Did you call `add_sink`?")
         if isinstance(num_threads, bool) or not isinstance(num_threads, numbers.Integral) or num_threads < 1:
             raise ValueError(f"num_threads must be a positive int, got {num_threads!r}")
         global_budget = _budget(max_failures, "max_failures")
@@ -726,7 +829,8 @@ class _Build:
             spec["op"] = lambda item, op=op: _AgenStepper(op(item), item, hooks, loop)
         elif hooks:
             assert loop is not None
-            spec["op"] = _hooked_sync(op, _HookRunner(hooks, loop), kind == "gen")
+            runner = _HookRunner(hooks, loop)
+            spec["op"] = _hooked_gen(op, runner) if kind == "gen" else _hooked_sync(op, runner)
         spec["kind"] = kind
         return spec
 
@@ -877,21 +981,39 @@ class _StageLifecycle:
             _LG.exception("a stage hook failed at the end of the pipeline")
 
 
-def _stop_impl(native: Any, loop: _LoopThread | None, lifecycle: _StageLifecycle) -> Any:
-    try:
-        return native.stop()
-    finally:
+def _on_own_thread(native: Any, loop: _LoopThread | None) -> bool:
+    """Whether this thread is one that a blocking stop would wait for: the engine's (a stage's
+    op, the source, a custom aggregator) or the loop's (a hook, an async op)."""
+    if loop is not None and threading.current_thread() is loop._thread:
+        return True
+    return bool(native.on_engine_thread())
+
+
+def _stop_impl(native: Any, loop: _LoopThread | None, lifecycle: _StageLifecycle, lock: threading.Lock) -> Any:
+    if _on_own_thread(native, loop):
+        # From the pipeline's own thread (a hook, an op, GC there) a stop cannot wait for that
+        # thread: stop the engine now, join and close the rest from a thread of its own.
+        native.request_stop()
+        threading.Thread(
+            target=_stop_impl, args=(native, loop, lifecycle, lock), name="spdl_rs_stop", daemon=True
+        ).start()
+        return None
+    with lock:
         try:
-            lifecycle.exit()
+            return native.stop()
         finally:
             try:
-                if loop is not None:
-                    loop.stop()
+                lifecycle.exit()
             finally:
-                for ex in lifecycle.executors:
-                    ex.shutdown(wait=False, cancel_futures=True)
-                for cb in lifecycle.on_stop:
-                    cb()
+                try:
+                    if loop is not None:
+                        loop.stop()
+                finally:
+                    for ex in lifecycle.executors:
+                        ex.shutdown(wait=False, cancel_futures=True)
+                    for cb in lifecycle.on_stop:
+                        cb()
+                    lifecycle.executors, lifecycle.on_stop = [], []
 
 
 def _register_stop_at_exit(pipeline: "Pipeline") -> None:
@@ -933,7 +1055,7 @@ class Pipeline(Generic[T]):
         self._exhausted = False  # a single-pass pipeline reached its end
         self._failure: BaseException | None = None  # raised again by later reads
         self._failures_warned = 0  # failures already reported by _warn_failures
-        self._finalizer = weakref.finalize(self, _stop_impl, native, loop, lifecycle)
+        self._finalizer = weakref.finalize(self, _stop_impl, native, loop, lifecycle, threading.Lock())
         _register_stop_at_exit(self)
 
     def start(self, *, timeout: float | None = None, daemon: bool = False) -> None:
@@ -965,7 +1087,18 @@ class Pipeline(Generic[T]):
         ``stop()`` call raises that :class:`PipelineFailure` (later calls return normally).
         ``timeout``: seconds to wait for the threads; past it ``TimeoutError`` is raised and
         the stop goes on in the background.
+
+        Called from the pipeline's own threads (an op, the source's iterator, a custom
+        aggregator, a hook, a background task), it cannot wait for the thread it runs on (SPDL
+        raises ``RuntimeError`` there): it stops every stage at once and returns; joining the
+        threads and exiting the stage hooks finish in the background, and the consumer's next
+        read raises ``EOFError``. A later ``stop()`` from another thread waits for that.
         """
+        if timeout is not None and not isinstance(timeout, numbers.Real):
+            raise TypeError(f"timeout must be a number or None, got {type(timeout).__name__}")
+        if _on_own_thread(self._native, self._loop):
+            self._stop_now()  # stops the engine and returns; the rest runs in the background
+            return
         if timeout is None:
             unobserved = self._stop_now()
         else:
@@ -984,21 +1117,23 @@ class Pipeline(Generic[T]):
         # Not `self._finalizer()`: it forgets itself before stopping, so a Ctrl-C landing in
         # between would leave the threads running with no way to stop them. The stop is
         # idempotent, so a stop() cut short can be called again; the finalizer is detached
-        # only once it completed.
+        # only once it completed. From an own thread the stop is only started: the finalizer
+        # stays, so a later stop() (or GC) waits for the background stop (its lock).
         info = self._finalizer.peek()
         if info is None:
             return None
         _, func, args, kwargs = info
+        own = _on_own_thread(self._native, self._loop)
         result = func(*args, **kwargs)
-        self._finalizer.detach()
+        if not own:
+            self._finalizer.detach()
         return result
 
     @contextmanager
     def auto_stop(self, *, timeout: float | None = None) -> Iterator[None]:
-        """Context manager: ``start(timeout=)`` on entry (unless already started),
-        ``stop(timeout=)`` on exit."""
-        if not self._started:
-            self.start(timeout=timeout)
+        """Context manager: ``start(timeout=)`` on entry, ``stop(timeout=)`` on exit (as SPDL:
+        ``RuntimeError`` if the pipeline was already started)."""
+        self.start(timeout=timeout)
         try:
             yield
         finally:
