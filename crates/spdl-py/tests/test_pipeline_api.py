@@ -116,7 +116,7 @@ def test_fraction_out_of_range_raises_value_error(bad):
     with pytest.raises(ValueError, match=r"range \(0, 1\]"):
         PipelineBuilder().add_source([1]).pipe(str, max_failures=bad)
     with pytest.raises(ValueError, match=r"range \(0, 1\]"):
-        PipelineBuilder().add_source([1]).build(num_threads=1, max_failures=bad)
+        PipelineBuilder().add_source([1]).add_sink(1).build(num_threads=1, max_failures=bad)
     with pytest.raises(TypeError, match="max_failures"):
         PipelineBuilder().add_source([1]).pipe(str, max_failures=0.5)
 

@@ -70,7 +70,7 @@ def _demux(x):
     for i in range(x % 4):
         if x == 7 and i == 2:
             raise ValueError("seven fails at its third item")
-        yield None if i == 1 and x == 5 else 100 * x + i
+        yield None if i == 1 and x == 6 else 100 * x + i
 
 
 @pytest.mark.parametrize("order", ["input", "completion"])
@@ -87,7 +87,7 @@ def test_sync_generator_items_failures_and_none(order):
     want = []
     for x in range(12):
         n = 2 if x == 7 else x % 4
-        want += [100 * x + i for i in range(n) if not (x == 5 and i == 1)]  # None is skipped, as SPDL
+        want += [100 * x + i for i in range(n) if not (x == 6 and i == 1)]  # None is skipped, as SPDL
     assert (got if order == "input" else sorted(got)) == want
     stage = p.get_stats().stages[1]
     assert (stage.items_in, stage.items_out, stage.failures, stage.filtered) == (12, len(want), 1, 3)
@@ -242,15 +242,22 @@ def test_process_group_stats_monitor(tmp_path):
     import multiprocessing as mp
 
     out = tmp_path / "usage.jsonl"
-    cb = functools.partial(_write_usage, str(out))
-    monitor = functools.partial(ProcessGroupStatsMonitor, cb, 0.1, mp.get_context("spawn"))
-    cfg = PipelineBuilder().add_source(range(3)).add_sink(3).get_config()
-    p = build_pipeline(cfg, num_threads=1, background_tasks=[monitor])
-    with p.auto_stop():
-        assert list(p) == [0, 1, 2]
-        deadline = time.monotonic() + 60  # a hang detector: the spawned monitor's start-up
+
+    def source():
+        # Background tasks live while the stages run: the source waits for two snapshots
+        # (a hang detector: the spawned monitor's start-up takes a few seconds here).
+        yield 0
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline and (not out.exists() or len(out.read_text().splitlines()) < 2):
             time.sleep(0.05)
+        yield 1
+
+    cb = functools.partial(_write_usage, str(out))
+    monitor = functools.partial(ProcessGroupStatsMonitor, cb, 0.1, mp.get_context("spawn"))
+    cfg = PipelineBuilder().add_source(source()).add_sink(3).get_config()
+    p = build_pipeline(cfg, num_threads=1, background_tasks=[monitor])
+    with p.auto_stop():
+        assert list(p) == [0, 1]
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) >= 2
     first, second = rows[0], rows[1]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import inspect
 import itertools
 import logging
@@ -155,8 +156,12 @@ def _op_kind(op: Any) -> str:
 
 
 def _op_name(op: Any) -> str:
+    """SPDL's default stage name: the function's name (through ``functools.partial``), else
+    the class name."""
     if isinstance(op, _native.NativeOp):
         return op.name
+    if isinstance(op, functools.partial):
+        return _op_name(op.func)
     return getattr(op, "__name__", None) or type(op).__name__
 
 
@@ -466,7 +471,9 @@ class PipelineBuilder(Generic[T, U]):
             raise TypeError(f"concurrency must be an int, got {type(concurrency).__name__}")
         if concurrency < 1:
             raise ValueError(f"`concurrency` value must be >= 1. Found: {concurrency}")
-        if not callable(op) and not isinstance(op, _native.NativeOp) and hasattr(op, "__getitem__"):
+        # As SPDL: an object with ``__getitem__`` (a dict, a list) is a container, even if
+        # callable; a class (``str``, ``tuple``) stays a callable (SPDL would index it).
+        if not isinstance(op, (type, _native.NativeOp)) and hasattr(op, "__getitem__"):
             op = op.__getitem__
         kind = _op_kind(op)
         if executor is not None:
@@ -989,31 +996,48 @@ def _on_own_thread(native: Any, loop: _LoopThread | None) -> bool:
     return bool(native.on_engine_thread())
 
 
-def _stop_impl(native: Any, loop: _LoopThread | None, lifecycle: _StageLifecycle, lock: threading.Lock) -> Any:
+class _StopState:
+    """Shared by a pipeline's stops: one at a time (``lock``), and the background stop started
+    from an own thread (``thread``), which a later stop waits for."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.thread: threading.Thread | None = None
+
+
+def _stop_impl(native: Any, loop: _LoopThread | None, lifecycle: _StageLifecycle, state: _StopState) -> Any:
     if _on_own_thread(native, loop):
         # From the pipeline's own thread (a hook, an op, GC there) a stop cannot wait for that
         # thread: stop the engine now, join and close the rest from a thread of its own.
         native.request_stop()
-        threading.Thread(
-            target=_stop_impl, args=(native, loop, lifecycle, lock), name="spdl_rs_stop", daemon=True
-        ).start()
+        with state.lock:
+            if state.thread is None:
+                state.thread = threading.Thread(
+                    target=_stop_impl, args=(native, loop, lifecycle, state), name="spdl_rs_stop", daemon=True
+                )
+                state.thread.start()
         return None
-    with lock:
-        try:
-            return native.stop()
-        finally:
+    try:
+        with state.lock:
             try:
-                lifecycle.exit()
+                return native.stop()
             finally:
                 try:
-                    if loop is not None:
-                        loop.stop()
+                    lifecycle.exit()
                 finally:
-                    for ex in lifecycle.executors:
-                        ex.shutdown(wait=False, cancel_futures=True)
-                    for cb in lifecycle.on_stop:
-                        cb()
-                    lifecycle.executors, lifecycle.on_stop = [], []
+                    try:
+                        if loop is not None:
+                            loop.stop()
+                    finally:
+                        for ex in lifecycle.executors:
+                            ex.shutdown(wait=False, cancel_futures=True)
+                        for cb in lifecycle.on_stop:
+                            cb()
+                        lifecycle.executors, lifecycle.on_stop = [], []
+    finally:
+        bg = state.thread
+        if bg is not None and bg is not threading.current_thread():
+            bg.join()
 
 
 def _register_stop_at_exit(pipeline: "Pipeline") -> None:
@@ -1055,7 +1079,7 @@ class Pipeline(Generic[T]):
         self._exhausted = False  # a single-pass pipeline reached its end
         self._failure: BaseException | None = None  # raised again by later reads
         self._failures_warned = 0  # failures already reported by _warn_failures
-        self._finalizer = weakref.finalize(self, _stop_impl, native, loop, lifecycle, threading.Lock())
+        self._finalizer = weakref.finalize(self, _stop_impl, native, loop, lifecycle, _StopState())
         _register_stop_at_exit(self)
 
     def start(self, *, timeout: float | None = None, daemon: bool = False) -> None:
