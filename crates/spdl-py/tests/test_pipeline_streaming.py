@@ -159,18 +159,19 @@ def _consume(p):
 
 def test_stop_from_an_op_returns_and_ends_the_pipeline(thread_baseline):
     holder = {}
+    returned = threading.Event()
 
     def op(x):
         if x == 5:
             holder["p"].stop()  # an engine worker thread: must not wait for itself
-            holder["returned"] = True
+            returned.set()
         return x
 
     p = PipelineBuilder().add_source(range(10**6)).pipe(op).add_sink(1).build(num_threads=2, task_hook_factory=_no_hooks)
     holder["p"] = p
     p.start()
     got = _consume(p)
-    assert holder.get("returned")
+    assert returned.wait(20), "stop() from the op never returned"
     assert got == list(range(len(got))) and len(got) <= 8
     p.stop()  # from the consumer: joins what the background stop started
     with pytest.raises(EOFError):
