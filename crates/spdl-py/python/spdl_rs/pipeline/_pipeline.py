@@ -516,7 +516,9 @@ class PipelineBuilder(Generic[T, U]):
             raise TypeError(f"aggregate takes an int or an Aggregator, got {type(input).__name__}")
         if isinstance(input, numbers.Integral) and input < 1:
             raise ValueError(f"num_items must be at least 1, got {input}")
-        name = f"aggregate({input})" if isinstance(input, numbers.Integral) else type(input).__name__
+        # SPDL's stage name (that of ``defs.Aggregate``): ``aggregate(op=collate(3), drop_last=False)``.
+        shown = Collate(int(input)) if isinstance(input, numbers.Integral) else input
+        name = f"aggregate(op={shown!r}, drop_last={bool(drop_last)!r})"
         self._stages.append({"kind": "aggregate", "op": input, "name": name, "drop_last": bool(drop_last)})
         return self
 
