@@ -326,6 +326,22 @@ def test_build_needs_a_source_and_a_sink_and_auto_stop_starts():
     p.stop()
 
 
+def test_str_of_a_pipeline_shows_its_config_as_spdl():
+    p = PipelineBuilder().add_source([1, 2]).pipe(abs, concurrency=2).aggregate(2).add_sink(3).build(num_threads=1)
+    text = str(p)
+    lines = text.splitlines()
+    assert lines[0] == repr(p)
+    assert lines[2].startswith(" - Source: SourceConfig(source=<list object at 0x")
+    assert lines[1:2] + lines[3:] == [
+        "PipelineConfig",
+        " - Pipes:",
+        "   - abs(concurrency=2)",
+        "   - aggregate(op=collate(2), drop_last=False)",
+        " - Sink: SinkConfig(buffer_size=3)",
+    ]
+    p.stop()
+
+
 def _spdl_calls():
     """Every method of the sections, called with every SPDL keyword (SPDL's defaults)."""
 

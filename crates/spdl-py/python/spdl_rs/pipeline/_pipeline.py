@@ -795,7 +795,7 @@ class _Build:
         lifecycle.executors = executors
         if (shutdown := getattr(b._source, "_merged_shutdown", None)) is not None:
             lifecycle.on_stop.append(shutdown)
-        return Pipeline(native, loop, lifecycle, continuous=b._continuous)
+        return Pipeline(native, loop, lifecycle, continuous=b._continuous, desc=_describe(b))
 
     def _spec(self, st: dict[str, Any], hooks: list[TaskHook], loop: _LoopThread | None) -> dict[str, Any]:
         kind, op = st["kind"], st["op"]
@@ -874,6 +874,17 @@ class _Build:
             # Drop the partial group, but start the next epoch empty.
             spec["flush"] = lambda _: _done_future(lambda _: (agg.flush(), None)[1], None)
         return spec
+
+
+def _describe(b: PipelineBuilder) -> str:
+    """The builder's :class:`~spdl_rs.pipeline.defs.PipelineConfig` as text (SPDL's
+    ``str(pipeline)``), or ``""`` when it cannot be made."""
+    from ._build import builder_to_config
+
+    try:
+        return str(builder_to_config(b))
+    except Exception:
+        return ""
 
 
 def _is_quiet(obj: Any) -> bool:
@@ -1072,7 +1083,10 @@ class Pipeline(Generic[T]):
     in the child (build a new one there).
     """
 
-    def __init__(self, native: Any, loop: _LoopThread | None, lifecycle: _StageLifecycle, *, continuous: bool) -> None:
+    def __init__(
+        self, native: Any, loop: _LoopThread | None, lifecycle: _StageLifecycle, *, continuous: bool, desc: str = ""
+    ) -> None:
+        self._desc = desc
         self._native = native
         self._loop = loop
         self._lifecycle = lifecycle
@@ -1271,7 +1285,8 @@ class Pipeline(Generic[T]):
         return self._native.epoch
 
     def __str__(self) -> str:
-        return f"Pipeline(started={self._started}, stopped={self._native.stopped})"
+        """As SPDL: the object's repr, then the pipeline's config (source, stages, sink)."""
+        return "\n".join(x for x in (repr(self), self._desc) if x)
 
 
 class PipelineIterator(Generic[T]):
