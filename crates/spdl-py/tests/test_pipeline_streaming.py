@@ -93,6 +93,11 @@ def test_sync_generator_items_failures_and_none(order):
     assert (stage.items_in, stage.items_out, stage.failures, stage.filtered) == (12, len(want), 1, 3)
 
 
+def test_a_generator_in_an_executor_cannot_keep_input_order():
+    with concurrent.futures.ThreadPoolExecutor(1) as ex, pytest.raises(ValueError, match="executor"):
+        PipelineBuilder().add_source([1]).pipe(_demux, executor=ex, output_order="input")
+
+
 def test_an_endless_generator_is_closed_when_the_pipeline_stops(thread_baseline):
     closed = threading.Event()
 

@@ -460,8 +460,8 @@ class PipelineBuilder(Generic[T, U]):
         exception fails that item only (it is dropped and counted).
 
         Raises ``ValueError`` for a bad ``output_order``, ``concurrency`` or ``Fraction``, for
-        an async generator with ``output_order="input"``, or an ``executor`` with an async op
-        (as SPDL); ``TypeError`` for a non-callable ``op``, a non-Executor ``executor``, an
+        an async generator (or a generator with ``executor``) with ``output_order="input"``, or
+        an ``executor`` with an async op (as SPDL); ``TypeError`` for a non-callable ``op``, a non-Executor ``executor``, an
         ``executor`` with a native op (those run on the Rust workers), or a bad
         ``max_failures`` type.
         """
@@ -487,6 +487,10 @@ class PipelineBuilder(Generic[T, U]):
                 )
         if kind == "asyncgen" and output_order == "input":
             raise ValueError("pipe does not support async generator function when `output_order` is 'input'.")
+        if kind == "gen" and executor is not None and output_order == "input":
+            # SPDL turns it into an async generator, which its ordered pipe cannot run (every
+            # item fails); say so at once.
+            raise ValueError("pipe does not support a generator function with `executor` when `output_order` is 'input'.")
         self._stages.append(
             {
                 "kind": kind,
