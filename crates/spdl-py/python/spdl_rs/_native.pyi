@@ -258,6 +258,10 @@ class _Pipeline:
     def next(self, timeout: float | None = None) -> Any: ...
     def stop(self) -> BaseException | None:
         """Stops and joins; returns the ``PipelineFailure`` no read has raised, if any."""
+    def request_stop(self) -> None:
+        """Stops the stages without joining (from the pipeline's own threads)."""
+    def on_engine_thread(self) -> bool:
+        """Whether the caller runs on the engine's scheduler, worker or source thread."""
     @property
     def stopped(self) -> bool: ...
     @property

@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -568,3 +569,8 @@ load_image = _gpu.with_device_config(load_image, storage=True)
 load_image_batch = _gpu.with_device_config(load_image_batch, storage=True)
 load_video = _gpu.with_device_config(load_video)
 load_audio = _gpu.with_device_config(load_audio)
+
+# SPDL's ``spdl.io.utils`` as ``spdl_rs.io.utils`` (``import spdl_rs.io.utils`` finds it here).
+from . import _io_utils as utils  # noqa: E402
+
+sys.modules[__name__ + ".utils"] = utils

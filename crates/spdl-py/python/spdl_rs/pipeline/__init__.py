@@ -42,6 +42,7 @@ from ._hooks import (
     is_epoch_end,
 )
 from ._misc import BackgroundTask, BackgroundTaskFactory, create_task
+from ._pgrp_stats import ProcessGroupResourceUsage, ProcessGroupStatsMonitor
 from ._build import build_pipeline
 from ._pipeline import Pipeline, PipelineBuilder, PipelineIterator
 from ._profile import ProfileHook, ProfileResult, profile_pipeline
@@ -86,6 +87,8 @@ __all__ = [
     "create_task",
     "BackgroundTask",
     "BackgroundTaskFactory",
+    "ProcessGroupStatsMonitor",
+    "ProcessGroupResourceUsage",
     "profile_pipeline",
     "ProfileHook",
     "ProfileResult",
