@@ -18,6 +18,8 @@
 //! `Send + Sync` data.
 
 pub(crate) mod filter;
+pub mod frames;
+pub mod graph;
 mod io;
 
 use std::borrow::Cow;
