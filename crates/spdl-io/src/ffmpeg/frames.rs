@@ -429,8 +429,12 @@ impl Frames {
         self.select(&all, self.kind)
     }
 
-    /// Appends `other`'s frames (same kind; the time base is kept).
+    /// Appends `other`'s frames (same kind and source; the time base of
+    /// the first non-empty one is kept).
     pub(crate) fn extend(&mut self, other: Frames) {
+        if self.frames.is_empty() {
+            self.time_base = other.time_base;
+        }
         self.frames.extend(other.frames);
     }
 
