@@ -44,7 +44,14 @@ fn ffmpeg_rgb(input: &Path, desc: &str) -> Vec<u8> {
     ffmpeg(
         input,
         &[
-            "-vf", desc, "-fps_mode", "passthrough", "-f", "rawvideo", "-pix_fmt", "rgb24",
+            "-vf",
+            desc,
+            "-fps_mode",
+            "passthrough",
+            "-f",
+            "rawvideo",
+            "-pix_fmt",
+            "rgb24",
         ],
     )
 }
@@ -66,12 +73,18 @@ fn decode_packets_with_a_filter_string_gives_the_ffmpeg_command_line_bytes() {
     assert_eq!(codec.name(), "h264");
     assert_eq!((codec.width(), codec.height()), (320, 180));
     assert_eq!(codec.format_name(), "yuv420p");
-    for desc in ["scale=96:54,hflip,format=rgb24", "fps=5,scale=40:24,format=rgb24"] {
+    for desc in [
+        "scale=96:54,hflip,format=rgb24",
+        "fps=5,scale=40:24,format=rgb24",
+    ] {
         let frames = decode_all(&packets, Some(desc));
         let a = frames.to_array().unwrap();
         assert_eq!(a.dtype, SampleType::U8);
         assert_eq!(a.shape[1..], [frames.height(), frames.width(), 3]);
-        assert!(a.data == ffmpeg_rgb(&path, desc), "{desc}: bytes differ from ffmpeg -vf");
+        assert!(
+            a.data == ffmpeg_rgb(&path, desc),
+            "{desc}: bytes differ from ffmpeg -vf"
+        );
     }
     // fps=5 over 3 s: 15 frames, pts in 1/5 s.
     let f = decode_all(&packets, Some("fps=5,scale=40:24,format=rgb24"));
@@ -98,7 +111,10 @@ fn decode_packets_with_a_filter_string_gives_the_ffmpeg_command_line_bytes() {
             let u = &exp[w * h + r * w / 2..w * h + (r + 1) * w / 2];
             let v = &exp[w * h * 5 / 4 + r * w / 2..w * h * 5 / 4 + (r + 1) * w / 2];
             let row = &got[w * h + r * w..w * h + (r + 1) * w];
-            assert!(row[..w / 2] == *u && row[w / 2..] == *v, "UV row {r} of frame {t}");
+            assert!(
+                row[..w / 2] == *u && row[w / 2..] == *v,
+                "UV row {r} of frame {t}"
+            );
         }
     }
 }
@@ -133,7 +149,10 @@ fn streaming_demux_and_decode_in_pieces_equal_one_shot() {
     pieces.extend(f.to_array().unwrap().data);
     assert_eq!(chunks, 11); // 75 packets in chunks of 7
     assert_eq!(n, 75);
-    assert!(pieces == one_shot.data, "pieces differ from the one-shot decode");
+    assert!(
+        pieces == one_shot.data,
+        "pieces differ from the one-shot decode"
+    );
     // A flushed decoder says so.
     let e = dec.decode(&video(&path)).unwrap_err();
     assert!(e.to_string().contains("flushed"), "{e}");
@@ -157,7 +176,9 @@ fn streaming_demux_and_decode_in_pieces_equal_one_shot() {
     // Windows: the frames equal the one-shot decode's frames in the window.
     let all = decode_all(&video(&path), RGB);
     let ts = all.timestamps();
-    let part = d.demux(MediaKind::Video, Some((ts[30], ts[55])), None).unwrap();
+    let part = d
+        .demux(MediaKind::Video, Some((ts[30], ts[55])), None)
+        .unwrap();
     assert!(part.len() < 75);
     let f = decode_all(&part, RGB);
     assert_eq!(f.timestamps(), ts[30..55]);
@@ -174,22 +195,42 @@ fn streaming_demux_and_decode_in_pieces_equal_one_shot() {
 #[test]
 fn audio_packets_decode_like_the_ffmpeg_command_line_and_in_windows() {
     for (file, rate, ch) in [
-        ("16-audio-odd-rates-channels/sine_44100Hz_stereo_LR.flac", 44100, 2),
-        ("16-audio-odd-rates-channels/sine_48000Hz_5.1_s16.wav", 48000, 6),
-        ("16-audio-odd-rates-channels/odd_7350Hz_mono_s16.wav", 7350, 1),
+        (
+            "16-audio-odd-rates-channels/sine_44100Hz_stereo_LR.flac",
+            44100,
+            2,
+        ),
+        (
+            "16-audio-odd-rates-channels/sine_48000Hz_5.1_s16.wav",
+            48000,
+            6,
+        ),
+        (
+            "16-audio-odd-rates-channels/odd_7350Hz_mono_s16.wav",
+            7350,
+            1,
+        ),
     ] {
         let path = media(file);
         let p = demux(&path, MediaKind::Audio, None, &DemuxConfig::default(), None).unwrap();
         assert_eq!(p.codec().sample_rate(), rate);
         assert_eq!(p.codec().num_channels(), ch);
         let f = decode_all(&p, Some("aformat=sample_fmts=fltp"));
-        assert_eq!((f.sample_rate(), f.num_channels(), f.format_name().as_str()), (rate, ch, "fltp"));
+        assert_eq!(
+            (f.sample_rate(), f.num_channels(), f.format_name().as_str()),
+            (rate, ch, "fltp")
+        );
         let a = f.to_array().unwrap();
         assert_eq!(a.dtype, SampleType::F32);
-        let refp = media(&file.replace(".flac", ".npy").replace(".wav", ".npy").replace(
-            "16-audio-odd-rates-channels/",
-            "16-audio-odd-rates-channels/ref/",
-        ));
+        let refp = media(
+            &file
+                .replace(".flac", ".npy")
+                .replace(".wav", ".npy")
+                .replace(
+                    "16-audio-odd-rates-channels/",
+                    "16-audio-odd-rates-channels/ref/",
+                ),
+        );
         assert_eq!(a.shape[0], ch);
         // (The 5.1 reference is not among the bundled fixtures.)
         if refp.exists() {
@@ -218,8 +259,17 @@ fn audio_packets_decode_like_the_ffmpeg_command_line_and_in_windows() {
     )
     .to_array()
     .unwrap();
-    let p = demux(&path, MediaKind::Audio, Some((0.05, 0.15)), &DemuxConfig::default(), None).unwrap();
-    let a = decode_all(&p, Some("aformat=sample_fmts=fltp")).to_array().unwrap();
+    let p = demux(
+        &path,
+        MediaKind::Audio,
+        Some((0.05, 0.15)),
+        &DemuxConfig::default(),
+        None,
+    )
+    .unwrap();
+    let a = decode_all(&p, Some("aformat=sample_fmts=fltp"))
+        .to_array()
+        .unwrap();
     assert_eq!(a.shape, [2, 4410]);
     let total = whole.shape[1];
     let start = 2205 * 4;
@@ -253,7 +303,10 @@ fn filter_graph_runs_user_described_graphs_with_named_inputs_and_outputs() {
             }
         }
     }
-    assert!(g.get_frames(None).unwrap().is_none(), "all frames were taken");
+    assert!(
+        g.get_frames(None).unwrap().is_none(),
+        "all frames were taken"
+    );
 
     // Two inputs stacked, two outputs split.
     let src = "video_size=4x3:pix_fmt=rgb24:time_base=1/25:pixel_aspect=1/1";
@@ -269,7 +322,12 @@ fn filter_graph_runs_user_described_graphs_with_named_inputs_and_outputs() {
     g.add_frames(&frames, Some("buffer@in0")).unwrap();
     g.add_frames(&frames, Some("buffer@in1")).unwrap();
     g.flush().unwrap();
-    let top = g.get_frames(Some("buffersink@out0")).unwrap().unwrap().to_array().unwrap();
+    let top = g
+        .get_frames(Some("buffersink@out0"))
+        .unwrap()
+        .unwrap()
+        .to_array()
+        .unwrap();
     assert_eq!(top.shape, [2, 6, 4, 3]);
     assert_eq!(top.data[..36], data[..36]);
     assert_eq!(top.data[36..72], data[..36]);
@@ -280,7 +338,10 @@ fn filter_graph_runs_user_described_graphs_with_named_inputs_and_outputs() {
     let samples: Vec<f32> = (0..16).map(|i| i as f32 / 16.0).collect();
     let bytes: Vec<u8> = samples.iter().flat_map(|s| s.to_ne_bytes()).collect();
     let af = Frames::from_audio_array(&bytes, [2, 8], "fltp", 8000, 0).unwrap();
-    assert_eq!((af.num_channels(), af.sample_rate(), af.num_samples()), (2, 8000, 8));
+    assert_eq!(
+        (af.num_channels(), af.sample_rate(), af.num_samples()),
+        (2, 8000, 8)
+    );
     let mut g = FilterGraph::new(
         "abuffer=time_base=1/8000:sample_rate=8000:sample_fmt=fltp:channel_layout=stereo,volume=0.5:precision=float,abuffersink",
     )
@@ -288,7 +349,11 @@ fn filter_graph_runs_user_described_graphs_with_named_inputs_and_outputs() {
     g.add_frames(&af, None).unwrap();
     g.flush().unwrap();
     let out = g.get_frames(None).unwrap().unwrap().to_array().unwrap();
-    let got: Vec<f32> = out.data.chunks_exact(4).map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]])).collect();
+    let got: Vec<f32> = out
+        .data
+        .chunks_exact(4)
+        .map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
     assert_eq!(got, samples.iter().map(|s| s * 0.5).collect::<Vec<_>>());
     // Video frames into an audio source: named error.
     let e = g.add_frames(&frames, None).unwrap_err();
@@ -298,8 +363,14 @@ fn filter_graph_runs_user_described_graphs_with_named_inputs_and_outputs() {
 #[test]
 fn bad_graphs_containers_filters_and_options_are_named_errors() {
     for (desc, needle) in [
-        ("buffer=video_size=4x3:pix_fmt=rgb24:time_base=1/25,notafilter,buffersink", "notafilter"),
-        ("buffer=video_size=4x3:pix_fmt=rgb24:time_base=1/25,hflip", "unconnected"),
+        (
+            "buffer=video_size=4x3:pix_fmt=rgb24:time_base=1/25,notafilter,buffersink",
+            "notafilter",
+        ),
+        (
+            "buffer=video_size=4x3:pix_fmt=rgb24:time_base=1/25,hflip",
+            "unconnected",
+        ),
         ("nullsrc,buffersink", "no buffer"),
     ] {
         let e = FilterGraph::new(desc).unwrap_err();
@@ -307,8 +378,11 @@ fn bad_graphs_containers_filters_and_options_are_named_errors() {
         assert!(e.to_string().contains("invalid filter graph"), "{e}");
         let _ = needle;
     }
-    let e = Demuxer::open(&MediaSource::bytes("page.html", b"<html>503</html>"), &DemuxConfig::default())
-        .unwrap_err();
+    let e = Demuxer::open(
+        &MediaSource::bytes("page.html", b"<html>503</html>"),
+        &DemuxConfig::default(),
+    )
+    .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::UnknownFormat);
     assert!(e.to_string().starts_with("page.html: "), "{e}");
     let cfg = DemuxConfig {
@@ -331,7 +405,10 @@ fn bad_graphs_containers_filters_and_options_are_named_errors() {
         decoder: Some("nosuchdecoder".into()),
         ..Default::default()
     };
-    assert_eq!(Decoder::new(p.codec(), None, &cfg).unwrap_err().kind(), ErrorKind::Unsupported);
+    assert_eq!(
+        Decoder::new(p.codec(), None, &cfg).unwrap_err().kind(),
+        ErrorKind::Unsupported
+    );
     let cfg = DecodeConfig {
         decoder_options: vec![("nosuchoption".into(), "1".into())],
         ..Default::default()
@@ -374,10 +451,28 @@ fn configs_bsf_and_serialized_packets() {
     assert!(decode_all(&back, RGB).to_array().unwrap().data == want.data);
     let mut bad = bytes.clone();
     bad[bytes.len() / 2] ^= 1;
-    assert_eq!(Packets::deserialize(&bad).unwrap_err().kind(), ErrorKind::Corrupt);
-    assert_eq!(Packets::deserialize(&bytes[..100]).unwrap_err().kind(), ErrorKind::Corrupt);
+    assert_eq!(
+        Packets::deserialize(&bad).unwrap_err().kind(),
+        ErrorKind::Corrupt
+    );
+    assert_eq!(
+        Packets::deserialize(&bytes[..100]).unwrap_err().kind(),
+        ErrorKind::Corrupt
+    );
     // A forced format with options: raw video the demuxer cannot probe.
-    let raw = ffmpeg(&path, &["-frames:v", "3", "-f", "rawvideo", "-pix_fmt", "rgb24", "-s", "32x18"]);
+    let raw = ffmpeg(
+        &path,
+        &[
+            "-frames:v",
+            "3",
+            "-f",
+            "rawvideo",
+            "-pix_fmt",
+            "rgb24",
+            "-s",
+            "32x18",
+        ],
+    );
     let cfg = DemuxConfig {
         format: Some("rawvideo".into()),
         format_options: vec![
@@ -387,7 +482,10 @@ fn configs_bsf_and_serialized_packets() {
         buffer_size: 8096,
     };
     let src = MediaSource::bytes("raw", &raw);
-    let p = Demuxer::open(&src, &cfg).unwrap().demux(MediaKind::Video, None, None).unwrap();
+    let p = Demuxer::open(&src, &cfg)
+        .unwrap()
+        .demux(MediaKind::Video, None, None)
+        .unwrap();
     let f = decode_all(&p, None);
     assert_eq!(f.format_name(), "rgb24");
     assert!(f.to_array().unwrap().data == raw);
@@ -396,18 +494,55 @@ fn configs_bsf_and_serialized_packets() {
 #[test]
 fn images_demux_and_decode_as_one_frame() {
     let path = media("clips/bbb_320x180_bframes.mp4");
-    let png = ffmpeg(&path, &["-frames:v", "1", "-vf", "scale=40:24", "-f", "image2pipe", "-c:v", "png"]);
-    let p = demux(png.as_slice(), MediaKind::Image, None, &DemuxConfig::default(), None).unwrap();
+    let png = ffmpeg(
+        &path,
+        &[
+            "-frames:v",
+            "1",
+            "-vf",
+            "scale=40:24",
+            "-f",
+            "image2pipe",
+            "-c:v",
+            "png",
+        ],
+    );
+    let p = demux(
+        png.as_slice(),
+        MediaKind::Image,
+        None,
+        &DemuxConfig::default(),
+        None,
+    )
+    .unwrap();
     assert_eq!(p.len(), 1);
     assert_eq!(p.codec().name(), "png");
     let f = decode_all(&p, RGB);
     assert_eq!(f.kind(), MediaKind::Image);
     let a = f.to_array().unwrap();
     assert_eq!(a.shape, [24, 40, 3]);
-    let want = ffmpeg(&path, &["-frames:v", "1", "-vf", "scale=40:24", "-f", "rawvideo", "-pix_fmt", "rgb24"]);
+    let want = ffmpeg(
+        &path,
+        &[
+            "-frames:v",
+            "1",
+            "-vf",
+            "scale=40:24",
+            "-f",
+            "rawvideo",
+            "-pix_fmt",
+            "rgb24",
+        ],
+    );
     assert!(a.data == want, "PNG round trip is lossless");
-    let e = demux(png.as_slice(), MediaKind::Image, Some((0.0, 1.0)), &DemuxConfig::default(), None)
-        .unwrap_err();
+    let e = demux(
+        png.as_slice(),
+        MediaKind::Image,
+        Some((0.0, 1.0)),
+        &DemuxConfig::default(),
+        None,
+    )
+    .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument);
 }
 
@@ -426,27 +561,39 @@ fn hard_cases_13_14_16_through_the_packet_api() {
         assert_eq!(p.codec().rotation(), rot, "{name}");
         let raw = decode_all(&p, RGB).to_array().unwrap();
         assert_eq!(raw.shape, [10, 32, 64, 3]);
-        let f = decode_all(&p, Some(&format!("{filt}format=pix_fmts=rgb24"))).to_array().unwrap();
+        let f = decode_all(&p, Some(&format!("{filt}format=pix_fmts=rgb24")))
+            .to_array()
+            .unwrap();
         let want = npy(&media(&format!(
             "13-video-rotation-metadata/ref/{name}_frame0_autorotated.npy"
         )));
         assert_eq!(f.shape[1..], want.shape[..], "{name}");
         let per = f.data.len() / 10;
-        let d = max_diff(f.data[..per].iter().map(|&v| f64::from(v)), want.data.iter().copied());
+        let d = max_diff(
+            f.data[..per].iter().map(|&v| f64::from(v)),
+            want.data.iter().copied(),
+        );
         assert!(d <= 12.0, "{name}: {d}");
     }
     // 14: 12 VFR frames with their own pts.
     let p = video(&media("14-video-vfr-frame-count/vfr_12frames.mp4"));
     let f = decode_all(&p, RGB);
     assert_eq!(f.len(), 12);
-    let want = [0.0, 0.033, 0.067, 0.267, 0.3, 0.8, 0.833, 0.933, 0.967, 1.0, 1.3, 1.333];
+    let want = [
+        0.0, 0.033, 0.067, 0.267, 0.3, 0.8, 0.833, 0.933, 0.967, 1.0, 1.3, 1.333,
+    ];
     for (t, w) in f.timestamps().iter().zip(want) {
         assert!((t - w).abs() < 1e-3, "{t} vs {w}");
     }
     let a = f.to_array().unwrap();
     let refs = npy(&media("14-video-vfr-frame-count/ref/frames_rgb.npy"));
     assert_eq!(a.shape, refs.shape);
-    assert!(max_diff(a.data.iter().map(|&v| f64::from(v)), refs.data.iter().copied()) <= 3.0);
+    assert!(
+        max_diff(
+            a.data.iter().map(|&v| f64::from(v)),
+            refs.data.iter().copied()
+        ) <= 3.0
+    );
     // 16: MP3 with its encoder delay trimmed, mono at 22050 Hz.
     let path = media("16-audio-odd-rates-channels/sine440_22050Hz_mono.mp3");
     let p = demux(&path, MediaKind::Audio, None, &DemuxConfig::default(), None).unwrap();
@@ -455,6 +602,13 @@ fn hard_cases_13_14_16_through_the_packet_api() {
     let n = f.num_samples() as i64;
     assert!((n - 11025).abs() <= 1152, "{n}");
     // Resampled to 16 kHz mono by a filter string: ffmpeg's length.
-    let f = decode_all(&p, Some("aresample=16000,aformat=sample_fmts=fltp:channel_layouts=mono"));
-    assert!((f.num_samples() as i64 - 8000).abs() <= 2, "{}", f.num_samples());
+    let f = decode_all(
+        &p,
+        Some("aresample=16000,aformat=sample_fmts=fltp:channel_layouts=mono"),
+    );
+    assert!(
+        (f.num_samples() as i64 - 8000).abs() <= 2,
+        "{}",
+        f.num_samples()
+    );
 }

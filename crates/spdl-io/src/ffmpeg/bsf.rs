@@ -55,7 +55,10 @@ impl Bsf {
             )
         };
         let c = CString::new(desc).map_err(|_| {
-            Error::new(ErrorKind::InvalidArgument, "bit-stream filter has a NUL byte")
+            Error::new(
+                ErrorKind::InvalidArgument,
+                "bit-stream filter has a NUL byte",
+            )
         })?;
         let mut ctx: *mut ffi::AVBSFContext = ptr::null_mut();
         // SAFETY: a valid C string; `ctx` receives an allocated context.

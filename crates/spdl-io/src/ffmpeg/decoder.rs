@@ -129,7 +129,8 @@ impl Decoder {
         if self.window.is_none() {
             self.window = packets.window;
         }
-        self.decode_inner(packets).map_err(|e| e.with_key(&self.key))
+        self.decode_inner(packets)
+            .map_err(|e| e.with_key(&self.key))
     }
 
     fn decode_inner(&mut self, packets: &Packets) -> Result<Frames> {
@@ -173,7 +174,10 @@ impl Decoder {
     }
 
     fn frames(&self, out: Vec<ff::Frame>) -> Frames {
-        let tb = self.graph.as_ref().map_or(self.codec.time_base, FilterGraph::time_base);
+        let tb = self
+            .graph
+            .as_ref()
+            .map_or(self.codec.time_base, FilterGraph::time_base);
         Frames::new(self.codec.kind(), out, tb)
     }
 
@@ -278,8 +282,8 @@ pub fn decode_packets(
     config: &DecodeConfig,
     num_frames: Option<usize>,
 ) -> Result<Frames> {
-    let mut d = Decoder::new(packets.codec(), filter_desc, config)
-        .map_err(|e| e.with_key(&packets.key))?;
+    let mut d =
+        Decoder::new(packets.codec(), filter_desc, config).map_err(|e| e.with_key(&packets.key))?;
     let mut frames = d.decode(packets)?;
     let rest = d.flush()?;
     frames.extend(rest);

@@ -99,7 +99,11 @@ impl<'a> Demuxer<'a> {
 
     /// Whether the container has an audio stream.
     pub fn has_audio(&self) -> bool {
-        self.inner.input().streams().best(media::Type::Audio).is_some()
+        self.inner
+            .input()
+            .streams()
+            .best(media::Type::Audio)
+            .is_some()
     }
 
     /// The codec of the default stream of `kind`. Errors as
@@ -110,9 +114,23 @@ impl<'a> Demuxer<'a> {
     }
 
     fn codec_of(&self, index: usize, kind: MediaKind) -> Codec {
-        let st = self.inner.input().stream(index).expect("valid stream index");
-        let rotation = if kind == MediaKind::Audio { 0 } else { super::stream_rotation(&st) };
-        Codec::new(kind, st.parameters(), st.time_base(), st.avg_frame_rate(), rotation)
+        let st = self
+            .inner
+            .input()
+            .stream(index)
+            .expect("valid stream index");
+        let rotation = if kind == MediaKind::Audio {
+            0
+        } else {
+            super::stream_rotation(&st)
+        };
+        Codec::new(
+            kind,
+            st.parameters(),
+            st.time_base(),
+            st.avg_frame_rate(),
+            rotation,
+        )
     }
 
     /// Back to the first packet of every stream. Reopens the container:
@@ -124,7 +142,11 @@ impl<'a> Demuxer<'a> {
     }
 
     fn start_ts(&self, index: usize) -> i64 {
-        let st = self.inner.input().stream(index).expect("valid stream index");
+        let st = self
+            .inner
+            .input()
+            .stream(index)
+            .expect("valid stream index");
         if st.start_time() == ff::ffi::AV_NOPTS_VALUE {
             0
         } else {
@@ -341,7 +363,10 @@ impl StreamingDemux {
         }
     }
 
-    fn read_chunk(&mut self, demuxer: &mut Demuxer<'_>) -> Result<Option<BTreeMap<usize, Packets>>> {
+    fn read_chunk(
+        &mut self,
+        demuxer: &mut Demuxer<'_>,
+    ) -> Result<Option<BTreeMap<usize, Packets>>> {
         let mut chunk: BTreeMap<usize, Vec<ff::Packet>> = BTreeMap::new();
         let mut count = 0usize;
         let mut first_time: Option<f64> = None;

@@ -100,7 +100,10 @@ fn frame_ref(frame: &ff::Frame) -> Result<ff::Frame> {
     // referencing the same buffers, or null when out of memory.
     let p = unsafe { ffi::av_frame_clone(frame.as_ptr()) };
     if p.is_null() {
-        return Err(Error::new(ErrorKind::LimitExceeded, "out of memory referencing a frame"));
+        return Err(Error::new(
+            ErrorKind::LimitExceeded,
+            "out of memory referencing a frame",
+        ));
     }
     // SAFETY: `p` is a fresh frame owned by the result (freed on drop).
     Ok(unsafe { owned_frame(p) })
@@ -127,7 +130,8 @@ pub(crate) unsafe fn owned_frame(p: *mut ffi::AVFrame) -> ff::Frame {
 fn pix_fmt_name(fmt: i32) -> String {
     // SAFETY: `fmt` is an AVPixelFormat value (or -1); the name is a static
     // string or null.
-    let p = unsafe { ffi::av_get_pix_fmt_name(std::mem::transmute::<i32, ffi::AVPixelFormat>(fmt)) };
+    let p =
+        unsafe { ffi::av_get_pix_fmt_name(std::mem::transmute::<i32, ffi::AVPixelFormat>(fmt)) };
     if p.is_null() {
         return "none".into();
     }
@@ -149,8 +153,12 @@ fn sample_fmt_name(fmt: i32) -> String {
 
 /// The AVPixelFormat called `name` (`"rgb24"`, `"yuv420p"`, ...).
 pub(crate) fn pix_fmt_from_name(name: &str) -> Result<ffi::AVPixelFormat> {
-    let c = CString::new(name)
-        .map_err(|_| Error::new(ErrorKind::InvalidArgument, "pixel format name has a NUL byte"))?;
+    let c = CString::new(name).map_err(|_| {
+        Error::new(
+            ErrorKind::InvalidArgument,
+            "pixel format name has a NUL byte",
+        )
+    })?;
     // SAFETY: a valid C string; returns AV_PIX_FMT_NONE when unknown.
     let f = unsafe { ffi::av_get_pix_fmt(c.as_ptr()) };
     if f == ffi::AVPixelFormat::AV_PIX_FMT_NONE {
@@ -164,8 +172,12 @@ pub(crate) fn pix_fmt_from_name(name: &str) -> Result<ffi::AVPixelFormat> {
 
 /// The AVSampleFormat called `name` (`"fltp"`, `"s16"`, ...).
 pub(crate) fn sample_fmt_from_name(name: &str) -> Result<ffi::AVSampleFormat> {
-    let c = CString::new(name)
-        .map_err(|_| Error::new(ErrorKind::InvalidArgument, "sample format name has a NUL byte"))?;
+    let c = CString::new(name).map_err(|_| {
+        Error::new(
+            ErrorKind::InvalidArgument,
+            "sample format name has a NUL byte",
+        )
+    })?;
     // SAFETY: a valid C string; returns AV_SAMPLE_FMT_NONE when unknown.
     let f = unsafe { ffi::av_get_sample_fmt(c.as_ptr()) };
     if f == ffi::AVSampleFormat::AV_SAMPLE_FMT_NONE {
@@ -223,7 +235,11 @@ fn picture_planes(layout: PixLayout, w: usize, h: usize) -> Vec<(usize, usize, u
     match layout {
         PixLayout::Packed(c) => vec![(0, h, w * c, false)],
         PixLayout::Planar(c) => (0..c).map(|p| (p, h, w, false)).collect(),
-        PixLayout::Yuv420p => vec![(0, h, w, false), (1, h / 2, w / 2, false), (2, h / 2, w / 2, true)],
+        PixLayout::Yuv420p => vec![
+            (0, h, w, false),
+            (1, h / 2, w / 2, false),
+            (2, h / 2, w / 2, true),
+        ],
         PixLayout::Nv12 => vec![(0, h, w, false), (1, h / 2, w, false)],
     }
 }
@@ -304,7 +320,9 @@ impl Frames {
     pub fn width(&self) -> usize {
         match self.kind {
             MediaKind::Audio => 0,
-            _ => self.first().map_or(0, |f| usize::try_from(f.width).unwrap_or(0)),
+            _ => self
+                .first()
+                .map_or(0, |f| usize::try_from(f.width).unwrap_or(0)),
         }
     }
 
@@ -312,7 +330,9 @@ impl Frames {
     pub fn height(&self) -> usize {
         match self.kind {
             MediaKind::Audio => 0,
-            _ => self.first().map_or(0, |f| usize::try_from(f.height).unwrap_or(0)),
+            _ => self
+                .first()
+                .map_or(0, |f| usize::try_from(f.height).unwrap_or(0)),
         }
     }
 
@@ -349,7 +369,9 @@ impl Frames {
     /// Audio: sample rate in Hz (0 for pictures).
     pub fn sample_rate(&self) -> u32 {
         match self.kind {
-            MediaKind::Audio => self.first().map_or(0, |f| u32::try_from(f.sample_rate).unwrap_or(0)),
+            MediaKind::Audio => self
+                .first()
+                .map_or(0, |f| u32::try_from(f.sample_rate).unwrap_or(0)),
             _ => 0,
         }
     }
@@ -375,7 +397,10 @@ impl Frames {
     /// (`AV_NOPTS_VALUE` as `i64::MIN` when unknown).
     pub fn pts(&self) -> Vec<i64> {
         // SAFETY: valid frames.
-        self.frames.iter().map(|f| unsafe { (*f.as_ptr()).pts }).collect()
+        self.frames
+            .iter()
+            .map(|f| unsafe { (*f.as_ptr()).pts })
+            .collect()
     }
 
     /// Each frame's presentation time in seconds.
@@ -389,21 +414,31 @@ impl Frames {
     /// The frame metadata of the first frame (`AVFrame.metadata`), e.g.
     /// what `cropdetect` or `signalstats` attach.
     pub fn metadata(&self) -> Vec<(String, String)> {
-        let Some(f) = self.first() else { return Vec::new() };
+        let Some(f) = self.first() else {
+            return Vec::new();
+        };
         let mut out = Vec::new();
         let mut e: *const ffi::AVDictionaryEntry = std::ptr::null();
         loop {
             // SAFETY: iterates the frame's dictionary (null is an empty one);
             // "" with IGNORE_SUFFIX matches every key.
             e = unsafe {
-                ffi::av_dict_get(f.metadata, c"".as_ptr(), e, ffi::AV_DICT_IGNORE_SUFFIX as i32)
+                ffi::av_dict_get(
+                    f.metadata,
+                    c"".as_ptr(),
+                    e,
+                    ffi::AV_DICT_IGNORE_SUFFIX as i32,
+                )
             };
             if e.is_null() {
                 return out;
             }
             // SAFETY: entries hold NUL-terminated key/value strings.
             let (k, v) = unsafe { (CStr::from_ptr((*e).key), CStr::from_ptr((*e).value)) };
-            out.push((k.to_string_lossy().into_owned(), v.to_string_lossy().into_owned()));
+            out.push((
+                k.to_string_lossy().into_owned(),
+                v.to_string_lossy().into_owned(),
+            ));
         }
     }
 
@@ -415,7 +450,10 @@ impl Frames {
             let f = self.frames.get(i).ok_or_else(|| {
                 Error::new(
                     ErrorKind::InvalidArgument,
-                    format!("frame index {i} out of range for {} frames", self.frames.len()),
+                    format!(
+                        "frame index {i} out of range for {} frames",
+                        self.frames.len()
+                    ),
                 )
             })?;
             frames.push(frame_ref(f)?);
@@ -452,7 +490,10 @@ impl Frames {
     /// with `format=pix_fmts=rgb24` in a filter graph first).
     pub fn to_array(&self) -> Result<FrameArray> {
         if self.frames.is_empty() {
-            return Err(Error::new(ErrorKind::InvalidArgument, "no frames to convert"));
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "no frames to convert",
+            ));
         }
         match self.kind {
             MediaKind::Audio => self.audio_array(),
@@ -540,7 +581,10 @@ impl Frames {
         let (dtype, planar) = audio_type(fmt).ok_or_else(|| {
             Error::new(
                 ErrorKind::Unsupported,
-                format!("cannot convert {} audio to an array", sample_fmt_name(f0.format)),
+                format!(
+                    "cannot convert {} audio to an array",
+                    sample_fmt_name(f0.format)
+                ),
             )
         })?;
         let c = frame_channels(f0);
@@ -562,9 +606,8 @@ impl Frames {
                 for ch in 0..c {
                     // SAFETY: planar audio has one plane of `n` samples per
                     // channel, reached through `extended_data`.
-                    let src = unsafe {
-                        std::slice::from_raw_parts(*f.extended_data.add(ch), n * size)
-                    };
+                    let src =
+                        unsafe { std::slice::from_raw_parts(*f.extended_data.add(ch), n * size) };
                     let d = (ch * total + at) * size;
                     data[d..d + n * size].copy_from_slice(src);
                 }
@@ -576,7 +619,11 @@ impl Frames {
             }
             at += n;
         }
-        let shape = if planar { vec![c, total] } else { vec![total, c] };
+        let shape = if planar {
+            vec![c, total]
+        } else {
+            vec![total, c]
+        };
         Ok(FrameArray { shape, dtype, data })
     }
 
@@ -597,12 +644,18 @@ impl Frames {
     ) -> Result<Frames> {
         let fmt = pix_fmt_from_name(pix_fmt)?;
         let layout = pix_layout(fmt).ok_or_else(|| {
-            Error::new(ErrorKind::Unsupported, format!("pixel format {pix_fmt:?} is not supported here"))
+            Error::new(
+                ErrorKind::Unsupported,
+                format!("pixel format {pix_fmt:?} is not supported here"),
+            )
         })?;
         if frame_rate.0 <= 0 || frame_rate.1 <= 0 {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
-                format!("frame_rate must be positive, got {}/{}", frame_rate.0, frame_rate.1),
+                format!(
+                    "frame_rate must be positive, got {}/{}",
+                    frame_rate.0, frame_rate.1
+                ),
             ));
         }
         let bad = || {
@@ -634,12 +687,17 @@ impl Frames {
             let mut row0 = 0usize;
             let mut prev_rows = 0usize;
             for (plane, rows, row_bytes, beside) in picture_planes(layout, w, h) {
-                let (start_row, col) = if beside { (row0 - prev_rows, w / 2) } else { (row0, 0) };
+                let (start_row, col) = if beside {
+                    (row0 - prev_rows, w / 2)
+                } else {
+                    (row0, 0)
+                };
                 let stride = v.stride(plane);
                 let dst = v.data_mut(plane);
                 for r in 0..rows {
                     let at = (start_row + r) * row_width(layout, w) + col;
-                    dst[r * stride..r * stride + row_bytes].copy_from_slice(&src[at..at + row_bytes]);
+                    dst[r * stride..r * stride + row_bytes]
+                        .copy_from_slice(&src[at..at + row_bytes]);
                 }
                 if !beside {
                     row0 += rows;
@@ -675,12 +733,22 @@ impl Frames {
     ) -> Result<Frames> {
         let fmt = sample_fmt_from_name(sample_fmt)?;
         let (dtype, planar) = audio_type(fmt).ok_or_else(|| {
-            Error::new(ErrorKind::Unsupported, format!("sample format {sample_fmt:?} is not supported"))
+            Error::new(
+                ErrorKind::Unsupported,
+                format!("sample format {sample_fmt:?} is not supported"),
+            )
         })?;
         if sample_rate == 0 {
-            return Err(Error::new(ErrorKind::InvalidArgument, "sample_rate must be positive"));
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "sample_rate must be positive",
+            ));
         }
-        let (c, s) = if planar { (shape[0], shape[1]) } else { (shape[1], shape[0]) };
+        let (c, s) = if planar {
+            (shape[0], shape[1])
+        } else {
+            (shape[1], shape[0])
+        };
         if c == 0 || data.len() != c * s * dtype.size() {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
@@ -696,7 +764,8 @@ impl Frames {
         let size = dtype.size();
         if planar {
             for ch in 0..c {
-                a.data_mut(ch)[..s * size].copy_from_slice(&data[ch * s * size..(ch + 1) * s * size]);
+                a.data_mut(ch)[..s * size]
+                    .copy_from_slice(&data[ch * s * size..(ch + 1) * s * size]);
             }
         } else {
             a.data_mut(0)[..s * c * size].copy_from_slice(data);
@@ -736,7 +805,11 @@ pub fn stack_arrays(frames: &[&Frames]) -> Result<FrameArray> {
                 if o.shape[1..] != a.shape[..] || o.dtype != a.dtype {
                     return Err(Error::new(
                         ErrorKind::InvalidArgument,
-                        format!("frames of shape {:?} and {:?} cannot be stacked", &o.shape[1..], a.shape),
+                        format!(
+                            "frames of shape {:?} and {:?} cannot be stacked",
+                            &o.shape[1..],
+                            a.shape
+                        ),
                     ));
                 }
                 o.shape[0] += 1;

@@ -41,7 +41,9 @@ unsafe impl Send for FilterGraph {}
 
 impl std::fmt::Debug for FilterGraph {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FilterGraph").field("desc", &self.desc).finish()
+        f.debug_struct("FilterGraph")
+            .field("desc", &self.desc)
+            .finish()
     }
 }
 
@@ -94,9 +96,13 @@ impl FilterGraph {
                 ff::Error::from(ret),
             ));
         }
-        graph
-            .validate()
-            .map_err(|e| ff_err(ErrorKind::InvalidArgument, &format!("invalid filter graph {desc:?}"), e))?;
+        graph.validate().map_err(|e| {
+            ff_err(
+                ErrorKind::InvalidArgument,
+                &format!("invalid filter graph {desc:?}"),
+                e,
+            )
+        })?;
         let (mut inputs, mut outputs) = (Vec::new(), Vec::new());
         // SAFETY: `g` is configured; `filters[..nb_filters]` are its contexts,
         // each with a static `filter` and a NUL-terminated instance name.
@@ -145,7 +151,11 @@ impl FilterGraph {
                 format!(
                     "the graph has {} {what}s ({}): give key=",
                     nodes.len(),
-                    nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>().join(", ")
+                    nodes
+                        .iter()
+                        .map(|n| n.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
             )),
             Some(k) => nodes.iter().find(|n| n.name == k).ok_or_else(|| {
@@ -153,7 +163,11 @@ impl FilterGraph {
                     ErrorKind::InvalidArgument,
                     format!(
                         "no {what} named {k:?} (the graph has {})",
-                        nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>().join(", ")
+                        nodes
+                            .iter()
+                            .map(|n| n.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     ),
                 )
             }),
@@ -170,11 +184,17 @@ impl FilterGraph {
     pub fn add_frames(&mut self, frames: &Frames, key: Option<&str>) -> Result<()> {
         let node = Self::node(&self.inputs, key, "input")?;
         // SAFETY: the node's filter is static; reading its name.
-        let audio_in = unsafe { CStr::from_ptr((*(*node.ctx).filter).name) }.to_bytes() == b"abuffer";
+        let audio_in =
+            unsafe { CStr::from_ptr((*(*node.ctx).filter).name) }.to_bytes() == b"abuffer";
         if audio_in != (frames.kind() == MediaKind::Audio) {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
-                format!("{} frames cannot go into {} ({})", frames.kind().name(), node.name, if audio_in { "abuffer" } else { "buffer" }),
+                format!(
+                    "{} frames cannot go into {} ({})",
+                    frames.kind().name(),
+                    node.name,
+                    if audio_in { "abuffer" } else { "buffer" }
+                ),
             ));
         }
         for f in frames.raw() {

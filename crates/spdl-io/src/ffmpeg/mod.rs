@@ -95,6 +95,12 @@ impl<'a> MediaSource<'a> {
         }
     }
 
+    /// The same source named `key` in errors (e.g. a file under its dataset name).
+    pub fn named(mut self, key: &str) -> Self {
+        self.key = Cow::Owned(key.to_owned());
+        self
+    }
+
     /// The name used in errors.
     pub fn key(&self) -> &str {
         &self.key
@@ -273,7 +279,10 @@ impl<'a> Demuxer<'a> {
                 if data.is_empty() {
                     return Err(src.err(Error::new(ErrorKind::Empty, "zero bytes")));
                 }
-                Reader::Slice { data: *data, pos: 0 }
+                Reader::Slice {
+                    data: *data,
+                    pos: 0,
+                }
             }
             SourceKind::Shared(data) => {
                 if data.is_empty() {
@@ -302,12 +311,13 @@ impl<'a> Demuxer<'a> {
                 Reader::File { file, size }
             }
         };
-        let mut io = AvioContext::with_buffer_size(reader, config.buffer_size).ok_or_else(|| {
-            src.err(Error::new(
-                ErrorKind::LimitExceeded,
-                "out of memory allocating the I/O context",
-            ))
-        })?;
+        let mut io =
+            AvioContext::with_buffer_size(reader, config.buffer_size).ok_or_else(|| {
+                src.err(Error::new(
+                    ErrorKind::LimitExceeded,
+                    "out of memory allocating the I/O context",
+                ))
+            })?;
 
         // Probe first, so "not a media file" is told apart from "a damaged one".
         let mut format: *const ffi::AVInputFormat = ptr::null();
@@ -324,16 +334,20 @@ impl<'a> Demuxer<'a> {
         }
         // SAFETY: `io` is a valid read context; `format` receives a pointer to
         // a static FFmpeg demuxer description (or stays null on failure).
-        let probed = if !format.is_null() { 0 } else { unsafe {
-            ffi::av_probe_input_buffer2(
-                io.as_mut_ptr(),
-                &mut format,
-                ptr::null(),
-                ptr::null_mut(),
-                0,
-                0,
-            )
-        } };
+        let probed = if !format.is_null() {
+            0
+        } else {
+            unsafe {
+                ffi::av_probe_input_buffer2(
+                    io.as_mut_ptr(),
+                    &mut format,
+                    ptr::null(),
+                    ptr::null_mut(),
+                    0,
+                    0,
+                )
+            }
+        };
         if probed < 0 || format.is_null() {
             let kind = if io.state().io_error.is_some() {
                 ErrorKind::Truncated
@@ -377,12 +391,6 @@ impl<'a> Demuxer<'a> {
             let d = ff::Dictionary::own(options);
             d.iter().map(|(k, _)| k.to_owned()).collect()
         };
-        if ret >= 0 && !unused.is_empty() {
-            return Err(src.err(Error::new(
-                ErrorKind::InvalidArgument,
-                format!("demuxer option(s) not recognized: {}", unused.join(", ")),
-            )));
-        }
         if ret < 0 {
             return Err(src.err(open_error(&io, "opening container", ret)));
         }
@@ -396,6 +404,13 @@ impl<'a> Demuxer<'a> {
             eof_reads_at_open: 0,
             seeked: false,
         };
+        if !unused.is_empty() {
+            // After wrapping, so that dropping `demuxer` closes the opened input.
+            return Err(src.err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("demuxer option(s) not recognized: {}", unused.join(", ")),
+            )));
+        }
         // SAFETY: the context is open; stream info reads through `pb`.
         let ret =
             unsafe { ffi::avformat_find_stream_info(demuxer.input.as_mut_ptr(), ptr::null_mut()) };

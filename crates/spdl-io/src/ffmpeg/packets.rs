@@ -168,13 +168,19 @@ impl Codec {
         // SAFETY: the layout is valid; av_channel_layout_describe writes a
         // NUL-terminated string of at most `buf.len()` bytes.
         let n = unsafe {
-            ffi::av_channel_layout_describe(&self.params.raw().ch_layout, buf.as_mut_ptr(), buf.len())
+            ffi::av_channel_layout_describe(
+                &self.params.raw().ch_layout,
+                buf.as_mut_ptr(),
+                buf.len(),
+            )
         };
         if n < 0 {
             return format!("{}c", self.num_channels());
         }
         // SAFETY: NUL-terminated by av_channel_layout_describe.
-        unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned()
+        unsafe { CStr::from_ptr(buf.as_ptr()) }
+            .to_string_lossy()
+            .into_owned()
     }
 }
 
@@ -379,9 +385,7 @@ impl Packets {
             k => return Err(corrupt(&format!("unknown media kind {k}"))),
         };
         let key = String::from_utf8_lossy(r.bytes()?).into_owned();
-        let mut rat = || -> Result<ff::Rational> {
-            Ok(ff::Rational::new(r.i32()?, r.i32()?))
-        };
+        let mut rat = || -> Result<ff::Rational> { Ok(ff::Rational::new(r.i32()?, r.i32()?)) };
         let time_base = rat()?;
         let frame_rate = rat()?;
         let rotation = r.i32()?;
@@ -414,8 +418,7 @@ impl Packets {
             };
             p.field_order = std::mem::transmute::<u32, ffi::AVFieldOrder>(r.i32()? as u32);
             p.color_range = std::mem::transmute::<u32, ffi::AVColorRange>(r.i32()? as u32);
-            p.color_primaries =
-                std::mem::transmute::<u32, ffi::AVColorPrimaries>(r.i32()? as u32);
+            p.color_primaries = std::mem::transmute::<u32, ffi::AVColorPrimaries>(r.i32()? as u32);
             p.color_trc =
                 std::mem::transmute::<u32, ffi::AVColorTransferCharacteristic>(r.i32()? as u32);
             p.color_space = std::mem::transmute::<u32, ffi::AVColorSpace>(r.i32()? as u32);
@@ -485,7 +488,10 @@ fn fnv1a(data: &[u8]) -> u64 {
 }
 
 fn corrupt(why: &str) -> Error {
-    Error::new(ErrorKind::Corrupt, format!("cannot read serialized packets: {why}"))
+    Error::new(
+        ErrorKind::Corrupt,
+        format!("cannot read serialized packets: {why}"),
+    )
 }
 
 struct Writer(Vec<u8>);

@@ -32,11 +32,10 @@ from typing import Any
 
 from . import _native
 from ._native import (
-    AudioFrames,
     CPUBuffer,
     CUDABuffer,
-    VideoFrames,
-    VideoPackets,
+    DecodedAudio,
+    DecodedVideo,
     cuda_available,
     cuda_built,
     cuda_unavailable_reason,
@@ -57,6 +56,57 @@ from ._array import NpzFile, load_npy, load_npz
 from ._tar import iter_tarfile
 from ._wav import WAVHeader, load_wav, parse_wav
 
+# SPDL's packet/frame-level media API (`spdl_rs._native` has it in FFmpeg builds only).
+_MEDIA_API = (
+    "VideoFrames",
+    "AudioFrames",
+    "ImageFrames",
+    "convert_frames",
+    "convert_array",
+    "create_reference_video_frame",
+    "create_reference_audio_frame",
+    "FilterGraph",
+    "DemuxConfig",
+    "demux_config",
+    "VideoCodec",
+    "AudioCodec",
+    "ImageCodec",
+    "VideoPackets",
+    "AudioPackets",
+    "ImagePackets",
+    "Demuxer",
+    "demux_video",
+    "demux_audio",
+    "demux_image",
+    "BSF",
+    "apply_bsf",
+    "DecodeConfig",
+    "decode_config",
+    "decode_packets",
+    "sample_decode_video",
+    "Decoder",
+)
+
+
+def _missing_media_api(name: str) -> Any:
+    def unavailable(*_args: Any, **_kwargs: Any) -> Any:
+        raise RuntimeError(
+            f"spdl_rs.io.{name}: this spdl_rs was built without FFmpeg; rebuild with the Cargo "
+            "feature `decode-ffmpeg` (`cargo xtask wheel` builds one)"
+        )
+
+    unavailable.__name__ = name
+    return unavailable
+
+
+for _name in _MEDIA_API:
+    globals()[_name] = getattr(_native, _name, None) or _missing_media_api(_name)
+del _name
+
+#: SPDL's decoder classes are one class here: a ``Decoder`` decodes the packets of the codec
+#: it was made for (video, audio or image).
+VideoDecoder = AudioDecoder = Decoder  # noqa: F821 (set just above)
+
 __all__ = [
     "CPUBuffer",
     "load_image",
@@ -69,14 +119,14 @@ __all__ = [
     "cuda_built",
     "cuda_available",
     "cuda_unavailable_reason",
-    "VideoFrames",
-    "AudioFrames",
+    "DecodedVideo",
+    "DecodedAudio",
     "load_video",
     "load_video_clips",
     "load_audio",
-    "VideoPackets",
-    "demux_video",
-    "decode_packets",
+    *_MEDIA_API,
+    "VideoDecoder",
+    "AudioDecoder",
     "ffmpeg_versions",
     "get_video_filter_desc",
     "get_audio_filter_desc",
@@ -121,7 +171,7 @@ def load_video(
     apply_rotation: bool = True,
     name: str | None = None,
     filter_desc: str | None = None,
-) -> VideoFrames:
+) -> DecodedVideo:
     """Decodes frames of a video into one ``uint8`` array, with the GIL released.
 
     ``src``: a path (``str`` / ``os.PathLike``, demuxed straight from the file) or the bytes of
@@ -155,7 +205,7 @@ def load_video(
     ``played_at`` it raises ``ValueError``. Default ``None``: no graph (unlike SPDL, whose
     default is ``get_video_filter_desc()``, i.e. ``"format=pix_fmts=rgb24"``).
 
-    Returns :class:`VideoFrames`: ``frames`` a zero-copy :class:`CPUBuffer` ``uint8``
+    Returns :class:`DecodedVideo`: ``frames`` a zero-copy :class:`CPUBuffer` ``uint8``
     ``[T, H, W, C]``; ``pts`` seconds per frame; ``indices``; ``rotation``;
     ``num_decoded`` (the exact frame count when the whole stream was decoded).
 
@@ -200,13 +250,13 @@ def load_video_clips(
     num_threads: int = 1,
     apply_rotation: bool = True,
     name: str | None = None,
-) -> VideoFrames:
+) -> DecodedVideo:
     """Samples ``num_clips`` clips of ``frames_per_clip`` frames, ``stride`` frames apart,
     spread evenly over the video (first clip at frame 0, last one ending at the last frame;
     pytorchvideo's uniform clip sampling), in one decode pass with the GIL released.
 
     The frame count comes from the demuxed packets, never from duration x frame rate; a video
-    shorter than one clip repeats its last frame. Returns :class:`VideoFrames` with ``frames``
+    shorter than one clip repeats its last frame. Returns :class:`DecodedVideo` with ``frames``
     ``uint8`` ``[N, T, H, W, C]`` and ``pts`` / ``indices`` of the ``N * T`` frames, clip after
     clip. Other arguments and errors as :func:`load_video`; ``ValueError`` for a zero count.
     """
@@ -233,14 +283,14 @@ def load_audio(
     num_channels: int | None = None,
     name: str | None = None,
     filter_desc: str | None = None,
-) -> AudioFrames:
+) -> DecodedAudio:
     """Decodes the best audio stream of a file into a ``float32`` waveform, GIL released.
 
     ``src`` and ``name`` as :func:`load_video`. ``timestamp=(start, end)`` keeps the samples
     with ``start <= t < end`` (seconds). ``sample_rate`` (Hz) and ``num_channels`` resample and
     remix through FFmpeg's swresample, like ``ffmpeg -ar R -ac C`` (a fresh resampler per call).
 
-    Returns :class:`AudioFrames`: ``waveform`` a zero-copy :class:`CPUBuffer` ``float32``
+    Returns :class:`DecodedAudio`: ``waveform`` a zero-copy :class:`CPUBuffer` ``float32``
     ``[C, S]`` (channels first, in [-1, 1]; 16-bit PCM scaled by 1/32768), ``sample_rate`` in
     Hz, ``start`` in seconds. Encoder delay/padding is trimmed as ffmpeg does (MP3 LAME tag).
 
@@ -259,55 +309,6 @@ def load_audio(
         num_channels=num_channels,
         name=name,
         filter_desc=filter_desc,
-    )
-
-
-def demux_video(
-    src: Src, *, timestamp: tuple[float, float] | None = None, name: str | None = None
-) -> VideoPackets:
-    """Demuxes the best video stream of ``src`` into :class:`VideoPackets` (compressed packets
-    and the codec parameters), with the GIL released, as SPDL's ``spdl.io.demux_video``: all
-    packets, or with ``timestamp=(start, end)`` (seconds) those needed for the frames with
-    ``start <= pts < end`` (from the key frame before ``start``). Decode them later, on any
-    thread and as often as needed, with :func:`decode_packets`.
-
-    ``src`` and ``name`` as :func:`load_video`. Raises as :func:`load_video`; ``ValueError`` for
-    an empty window. (SPDL's ``demux_config`` / ``bsf`` are not supported.)
-    """
-    return _native.demux_video(src, timestamp=timestamp, name=name)
-
-
-def decode_packets(
-    packets: VideoPackets,
-    filter_desc: str | None = None,
-    *,
-    num_frames: int = -1,
-    width: int | None = None,
-    height: int | None = None,
-    pixel_format: str = "rgb",
-    filter: str = "bicubic",
-    num_threads: int = 1,
-    apply_rotation: bool = True,
-) -> VideoFrames:
-    """Decodes :class:`VideoPackets` into :class:`VideoFrames` (``frames`` ``uint8``
-    ``[T, H, W, C]``, ``pts``), with the GIL released: the frames of the packets' time window
-    (all when they have none), at most ``num_frames`` (``-1``: all). ``filter_desc`` and the
-    output options work as in :func:`load_video`, and the frames equal ``load_video``'s for the
-    same window. SPDL's ``decode_packets`` followed by ``convert_frames`` (SPDL's
-    ``decode_config`` is not supported).
-
-    Raises ``ValueError`` naming the source for undecodable data or a bad ``filter_desc``.
-    """
-    return _native.decode_packets(
-        packets,
-        filter_desc,
-        num_frames=num_frames,
-        width=width,
-        height=height,
-        pixel_format=pixel_format,
-        filter=filter,
-        num_threads=num_threads,
-        apply_rotation=apply_rotation,
     )
 
 
@@ -428,14 +429,20 @@ def get_audio_filter_desc(
     return ",".join(parts) or None
 
 
-def get_filter_desc(packets: VideoPackets, **filter_args: Any) -> str | None:
+def get_filter_desc(packets: Any, **filter_args: Any) -> str | None:
     """The filter description for decoding ``packets`` (SPDL's ``spdl.io.get_filter_desc``):
-    :func:`get_video_filter_desc` with ``filter_args``, without a ``trim`` (the packets' time
-    window is applied when decoding). Only :class:`VideoPackets` exist in spdl_rs so far;
-    anything else raises ``TypeError``."""
-    if not isinstance(packets, VideoPackets):
-        raise TypeError(f"get_filter_desc expects VideoPackets, got {type(packets).__name__}")
-    return get_video_filter_desc(timestamp=None, **filter_args)
+    :func:`get_video_filter_desc` (``VideoPackets`` / ``ImagePackets``) or
+    :func:`get_audio_filter_desc` (``AudioPackets``) with ``filter_args``, without a trim: the
+    packets' time window is applied by :func:`decode_packets` itself. ``TypeError`` for
+    anything else."""
+    if isinstance(packets, AudioPackets):  # noqa: F821
+        return get_audio_filter_desc(timestamp=None, **filter_args)
+    if isinstance(packets, (VideoPackets, ImagePackets)):  # noqa: F821
+        return get_video_filter_desc(timestamp=None, **filter_args)
+    raise TypeError(
+        "get_filter_desc expects VideoPackets, AudioPackets or ImagePackets, "
+        f"got {type(packets).__name__}"
+    )
 
 
 def get_buffer_desc(codec: Any, label: str | None = None, pix_fmt: str | None = None) -> str:
