@@ -427,7 +427,7 @@ impl Frames {
                     f.metadata,
                     c"".as_ptr(),
                     e,
-                    ffi::AV_DICT_IGNORE_SUFFIX as i32,
+                    ffi::AV_DICT_IGNORE_SUFFIX,
                 )
             };
             if e.is_null() {

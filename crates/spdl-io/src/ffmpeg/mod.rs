@@ -280,7 +280,7 @@ impl<'a> Demuxer<'a> {
                     return Err(src.err(Error::new(ErrorKind::Empty, "zero bytes")));
                 }
                 Reader::Slice {
-                    data: *data,
+                    data,
                     pos: 0,
                 }
             }
