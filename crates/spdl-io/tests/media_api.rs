@@ -612,3 +612,124 @@ fn hard_cases_13_14_16_through_the_packet_api() {
         f.num_samples()
     );
 }
+
+mod encoding {
+    use super::*;
+    use spdl_io::ffmpeg::encode::{
+        encode_image, AudioEncodeConfig, EncodeConfig, Muxer, VideoEncodeConfig,
+    };
+
+    fn tmp(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("spdl-media-api-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir.join(name)
+    }
+
+    fn pattern(n: usize, h: usize, w: usize) -> Vec<u8> {
+        (0..n * h * w * 3).map(|i| ((i * 7919) % 251) as u8).collect()
+    }
+
+    #[test]
+    fn encode_image_png_is_lossless_and_jpeg_is_close() {
+        let data = pattern(1, 24, 40);
+        let png = tmp("img.png");
+        encode_image(&png, &data, &[24, 40, 3], "rgb24", None).unwrap();
+        let got = ffmpeg(&png, &["-f", "rawvideo", "-pix_fmt", "rgb24"]);
+        assert!(got == data, "PNG round trip differs");
+        // JPEG (yuvj420p) of a smooth gradient: close, not exact.
+        let smooth: Vec<u8> = (0..24 * 40 * 3).map(|i| ((i / 3) % 40 * 6) as u8).collect();
+        let jpg = tmp("img.jpg");
+        let mut cfg = VideoEncodeConfig::new(40, 24);
+        cfg.qscale = 2;
+        encode_image(&jpg, &smooth, &[24, 40, 3], "rgb24", Some(&cfg)).unwrap();
+        let got = ffmpeg(&jpg, &["-f", "rawvideo", "-pix_fmt", "rgb24"]);
+        let d = got.iter().zip(&smooth).map(|(a, b)| a.abs_diff(*b)).max().unwrap();
+        assert!(d <= 24, "JPEG differs by {d}");
+        let e = encode_image(&tmp("img.nosuchext"), &data, &[24, 40, 3], "rgb24", None).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+        let e = encode_image(&png, &data, &[24, 40, 3], "rgb24", Some(&VideoEncodeConfig::new(8, 8)))
+            .unwrap_err();
+        assert!(e.to_string().contains("8x8"), "{e}");
+    }
+
+    #[test]
+    fn muxer_writes_lossless_video_and_audio_that_decode_back_exactly() {
+        let (n, h, w) = (6usize, 16usize, 24usize);
+        let data = pattern(n, h, w);
+        let frames = Frames::from_video_array(&data, &[n, h, w, 3], "rgb24", (10, 1), 0).unwrap();
+        let samples: Vec<i16> = (0..2 * 800).map(|i| ((i * 37) % 2000) as i16 - 1000).collect();
+        let bytes: Vec<u8> = samples.iter().flat_map(|s| s.to_ne_bytes()).collect();
+        let audio = Frames::from_audio_array(&bytes, [800, 2], "s16", 8000, 0).unwrap();
+
+        let path = tmp("out.mkv");
+        let mut mux = Muxer::new(&path, None).unwrap();
+        let mut vcfg = VideoEncodeConfig::new(w as u32, h as u32);
+        vcfg.frame_rate = Some((10, 1));
+        vcfg.pix_fmt = Some("bgr0".into());
+        let mut venc = mux.add_encode_stream(&EncodeConfig::Video(vcfg), Some("ffv1"), &[]).unwrap();
+        let acfg = AudioEncodeConfig {
+            num_channels: 2,
+            sample_fmt: Some("s16".into()),
+            sample_rate: Some(8000),
+            bit_rate: -1,
+            compression_level: -1,
+            qscale: -1,
+        };
+        let mut aenc = mux
+            .add_encode_stream(&EncodeConfig::Audio(acfg), Some("pcm_s16le"), &[])
+            .unwrap();
+        mux.open(&[]).unwrap();
+        let p = venc.encode(&frames).unwrap();
+        mux.write(0, &p).unwrap();
+        mux.write(0, &venc.flush().unwrap()).unwrap();
+        mux.write(1, &aenc.encode(&audio).unwrap()).unwrap();
+        mux.write(1, &aenc.flush().unwrap()).unwrap();
+        mux.flush().unwrap();
+        mux.close().unwrap();
+
+        let v = decode_all(&video(&path), RGB);
+        assert_eq!(v.len(), n);
+        assert_eq!(v.timestamps(), [0.0, 0.1, 0.2, 0.3, 0.4, 0.5]);
+        assert!(v.to_array().unwrap().data == data, "FFV1 round trip differs");
+        let a = decode_all(
+            &demux(&path, MediaKind::Audio, None, &DemuxConfig::default(), None).unwrap(),
+            None,
+        )
+        .to_array()
+        .unwrap();
+        assert_eq!((a.dtype, a.shape.as_slice()), (SampleType::I16, &[800usize, 2][..]));
+        assert!(a.data == bytes, "PCM round trip differs");
+
+        // Remux: the packets written as they are decode to the same frames.
+        let src = video(&media(BBB));
+        let out = tmp("remux.mkv");
+        let mut mux = Muxer::new(&out, None).unwrap();
+        mux.add_remux_stream(src.codec()).unwrap();
+        mux.open(&[]).unwrap();
+        mux.write(0, &src).unwrap();
+        mux.close().unwrap();
+        let back = video(&out);
+        assert_eq!(back.len(), 75);
+        assert!(
+            decode_all(&back, RGB).to_array().unwrap().data
+                == decode_all(&src, RGB).to_array().unwrap().data
+        );
+
+        // Named errors.
+        let mut mux = Muxer::new(&tmp("x.mkv"), None).unwrap();
+        let e = mux
+            .add_encode_stream(&EncodeConfig::Video(VideoEncodeConfig::new(8, 8)), Some("nosuchenc"), &[])
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Unsupported);
+        let e = mux
+            .add_encode_stream(
+                &EncodeConfig::Video(VideoEncodeConfig::new(8, 8)),
+                Some("ffv1"),
+                &[("nosuchoption".into(), "1".into())],
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("nosuchoption"), "{e}");
+        assert!(mux.write(0, &src).is_err());
+        assert!(Muxer::new(&tmp("x.nosuchext"), None).is_err());
+    }
+}

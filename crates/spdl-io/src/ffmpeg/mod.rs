@@ -21,6 +21,7 @@ pub mod bsf;
 pub mod config;
 pub mod decoder;
 pub mod demux;
+pub mod encode;
 pub(crate) mod filter;
 pub mod frames;
 pub mod graph;
