@@ -626,7 +626,9 @@ mod encoding {
     }
 
     fn pattern(n: usize, h: usize, w: usize) -> Vec<u8> {
-        (0..n * h * w * 3).map(|i| ((i * 7919) % 251) as u8).collect()
+        (0..n * h * w * 3)
+            .map(|i| ((i * 7919) % 251) as u8)
+            .collect()
     }
 
     #[test]
@@ -643,12 +645,24 @@ mod encoding {
         cfg.qscale = 2;
         encode_image(&jpg, &smooth, &[24, 40, 3], "rgb24", Some(&cfg)).unwrap();
         let got = ffmpeg(&jpg, &["-f", "rawvideo", "-pix_fmt", "rgb24"]);
-        let d = got.iter().zip(&smooth).map(|(a, b)| a.abs_diff(*b)).max().unwrap();
+        let d = got
+            .iter()
+            .zip(&smooth)
+            .map(|(a, b)| a.abs_diff(*b))
+            .max()
+            .unwrap();
         assert!(d <= 24, "JPEG differs by {d}");
-        let e = encode_image(&tmp("img.nosuchext"), &data, &[24, 40, 3], "rgb24", None).unwrap_err();
+        let e =
+            encode_image(&tmp("img.nosuchext"), &data, &[24, 40, 3], "rgb24", None).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidArgument);
-        let e = encode_image(&png, &data, &[24, 40, 3], "rgb24", Some(&VideoEncodeConfig::new(8, 8)))
-            .unwrap_err();
+        let e = encode_image(
+            &png,
+            &data,
+            &[24, 40, 3],
+            "rgb24",
+            Some(&VideoEncodeConfig::new(8, 8)),
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("8x8"), "{e}");
     }
 
@@ -657,7 +671,9 @@ mod encoding {
         let (n, h, w) = (6usize, 16usize, 24usize);
         let data = pattern(n, h, w);
         let frames = Frames::from_video_array(&data, &[n, h, w, 3], "rgb24", (10, 1), 0).unwrap();
-        let samples: Vec<i16> = (0..2 * 800).map(|i| ((i * 37) % 2000) as i16 - 1000).collect();
+        let samples: Vec<i16> = (0..2 * 800)
+            .map(|i| ((i * 37) % 2000) as i16 - 1000)
+            .collect();
         let bytes: Vec<u8> = samples.iter().flat_map(|s| s.to_ne_bytes()).collect();
         let audio = Frames::from_audio_array(&bytes, [800, 2], "s16", 8000, 0).unwrap();
 
@@ -666,7 +682,9 @@ mod encoding {
         let mut vcfg = VideoEncodeConfig::new(w as u32, h as u32);
         vcfg.frame_rate = Some((10, 1));
         vcfg.pix_fmt = Some("bgr0".into());
-        let mut venc = mux.add_encode_stream(&EncodeConfig::Video(vcfg), Some("ffv1"), &[]).unwrap();
+        let mut venc = mux
+            .add_encode_stream(&EncodeConfig::Video(vcfg), Some("ffv1"), &[])
+            .unwrap();
         let acfg = AudioEncodeConfig {
             num_channels: 2,
             sample_fmt: Some("s16".into()),
@@ -690,14 +708,20 @@ mod encoding {
         let v = decode_all(&video(&path), RGB);
         assert_eq!(v.len(), n);
         assert_eq!(v.timestamps(), [0.0, 0.1, 0.2, 0.3, 0.4, 0.5]);
-        assert!(v.to_array().unwrap().data == data, "FFV1 round trip differs");
+        assert!(
+            v.to_array().unwrap().data == data,
+            "FFV1 round trip differs"
+        );
         let a = decode_all(
             &demux(&path, MediaKind::Audio, None, &DemuxConfig::default(), None).unwrap(),
             None,
         )
         .to_array()
         .unwrap();
-        assert_eq!((a.dtype, a.shape.as_slice()), (SampleType::I16, &[800usize, 2][..]));
+        assert_eq!(
+            (a.dtype, a.shape.as_slice()),
+            (SampleType::I16, &[800usize, 2][..])
+        );
         assert!(a.data == bytes, "PCM round trip differs");
 
         // Remux: the packets written as they are decode to the same frames.
@@ -718,7 +742,11 @@ mod encoding {
         // Named errors.
         let mut mux = Muxer::new(&tmp("x.mkv"), None).unwrap();
         let e = mux
-            .add_encode_stream(&EncodeConfig::Video(VideoEncodeConfig::new(8, 8)), Some("nosuchenc"), &[])
+            .add_encode_stream(
+                &EncodeConfig::Video(VideoEncodeConfig::new(8, 8)),
+                Some("nosuchenc"),
+                &[],
+            )
             .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Unsupported);
         let e = mux

@@ -278,3 +278,60 @@ def test_hard_case_14_vfr_frames_and_timestamps_through_the_packet_api():
     ref = np.load(MEDIA / "14-video-vfr-frame-count" / "ref" / "frames_rgb.npy")
     assert arr.shape == ref.shape
     assert np.abs(arr.astype(int) - ref.astype(int)).max() <= 3
+
+
+def test_encoding_round_trips_through_muxer_encoders_and_save_image(tmp_path):
+    rng = np.random.default_rng(1)
+    img = rng.integers(0, 256, size=(24, 40, 3), dtype=np.uint8)
+    io.save_image(tmp_path / "a.png", img)
+    back = ffmpeg(tmp_path / "a.png", "-f", "rawvideo", "-pix_fmt", "rgb24")
+    np.testing.assert_array_equal(np.frombuffer(back, np.uint8).reshape(img.shape), img)
+    gray = img[:, :, 0].copy()
+    io.save_image(tmp_path / "g.png", gray, pix_fmt="gray")
+    back = ffmpeg(tmp_path / "g.png", "-f", "rawvideo", "-pix_fmt", "gray")
+    np.testing.assert_array_equal(np.frombuffer(back, np.uint8).reshape(gray.shape), gray)
+    with pytest.raises(ValueError):
+        io.save_image(tmp_path / "a.nosuchext", img)
+
+    # Video (FFV1, lossless) and audio (PCM) into one Matroska file, decoded back exactly.
+    frames_arr = rng.integers(0, 256, size=(5, 16, 24, 3), dtype=np.uint8)
+    frames = io.create_reference_video_frame(frames_arr, pix_fmt="rgb24", frame_rate=(10, 1), pts=0)
+    pcm = rng.integers(-3000, 3000, size=(400, 2), dtype=np.int16)
+    audio = io.create_reference_audio_frame(pcm, sample_fmt="s16", sample_rate=8000, pts=0)
+    path = tmp_path / "out.mkv"
+    muxer = io.Muxer(path)
+    venc = muxer.add_encode_stream(
+        io.video_encode_config(height=16, width=24, frame_rate=(10, 1), pix_fmt="bgr0"), encoder="ffv1"
+    )
+    aenc = muxer.add_encode_stream(
+        io.audio_encode_config(num_channels=2, sample_fmt="s16", sample_rate=8000), encoder="pcm_s16le"
+    )
+    assert isinstance(venc, io.VideoEncoder) and venc.codec.name == "ffv1"
+    with muxer.open():
+        for i, enc, f in ((0, venc, frames), (1, aenc, audio)):
+            for packets in (enc.encode(f), enc.flush()):
+                if packets is not None:
+                    muxer.write(i, packets)
+    got = io.decode_packets(io.demux_video(path))
+    assert got.get_timestamps() == pytest.approx([0.0, 0.1, 0.2, 0.3, 0.4])
+    np.testing.assert_array_equal(np.asarray(io.convert_frames(got)), frames_arr)
+    wav = ffmpeg(path, "-map", "0:a", "-f", "s16le")
+    np.testing.assert_array_equal(np.frombuffer(wav, np.int16).reshape(pcm.shape), pcm)
+
+    # Remux demuxed packets into another container.
+    src = io.demux_video(BBB)
+    out = tmp_path / "remux.mkv"
+    m = io.Muxer(out)
+    m.add_remux_stream(src.codec)
+    with m.open():
+        m.write(0, src)
+    np.testing.assert_array_equal(
+        np.asarray(io.convert_frames(io.decode_packets(io.demux_video(out)))),
+        np.asarray(io.convert_frames(io.decode_packets(src))),
+    )
+    with pytest.raises(ValueError, match="nosuchoption"):
+        io.Muxer(tmp_path / "x.mkv").add_encode_stream(
+            io.video_encode_config(height=8, width=8), encoder="ffv1", encoder_config={"nosuchoption": "1"}
+        )
+    with pytest.raises(TypeError, match="video_encode_config"):
+        io.Muxer(tmp_path / "y.mkv").add_encode_stream({"height": 8})

@@ -37,6 +37,12 @@ pub struct VideoEncodeConfig {
     pub gop_size: i32,
     /// Maximum consecutive B-frames.
     pub max_b_frames: i32,
+    /// Colour space tag (`av_color_space_from_name` names, e.g. `"bt709"`).
+    pub colorspace: Option<String>,
+    /// Colour primaries tag (e.g. `"bt709"`).
+    pub color_primaries: Option<String>,
+    /// Transfer characteristic tag (e.g. `"bt709"`, `"iec61966-2-1"`).
+    pub color_trc: Option<String>,
 }
 
 impl VideoEncodeConfig {
@@ -52,6 +58,9 @@ impl VideoEncodeConfig {
             qscale: -1,
             gop_size: -1,
             max_b_frames: -1,
+            colorspace: None,
+            color_primaries: None,
+            color_trc: None,
         }
     }
 }
@@ -102,7 +111,9 @@ unsafe impl Send for Encoder {}
 
 impl std::fmt::Debug for Encoder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Encoder").field("codec", &self.codec).finish()
+        f.debug_struct("Encoder")
+            .field("codec", &self.codec)
+            .finish()
     }
 }
 
@@ -135,8 +146,9 @@ impl Encoder {
     ) -> Result<Self> {
         init();
         let found = match (name, default_codec) {
-            (Some(n), _) => ff::encoder::find_by_name(n)
-                .ok_or_else(|| unsupported(format!("no encoder named {n:?} (see `ffmpeg -encoders`)")))?,
+            (Some(n), _) => ff::encoder::find_by_name(n).ok_or_else(|| {
+                unsupported(format!("no encoder named {n:?} (see `ffmpeg -encoders`)"))
+            })?,
             (None, Some(id)) => ff::encoder::find(id)
                 .ok_or_else(|| unsupported(format!("this FFmpeg has no encoder for {id:?}")))?,
             (None, None) => return Err(unsupported("no encoder given and no default".into())),
@@ -145,9 +157,17 @@ impl Encoder {
             EncodeConfig::Video(_) => MediaKind::Video,
             EncodeConfig::Audio(_) => MediaKind::Audio,
         };
-        let want = if kind == MediaKind::Audio { media::Type::Audio } else { media::Type::Video };
+        let want = if kind == MediaKind::Audio {
+            media::Type::Audio
+        } else {
+            media::Type::Video
+        };
         if found.medium() != want {
-            return Err(unsupported(format!("{} is not a {} encoder", found.name(), kind.name())));
+            return Err(unsupported(format!(
+                "{} is not a {} encoder",
+                found.name(),
+                kind.name()
+            )));
         }
         let mut ctx = codec::Context::new_with_codec(found);
         let p = ctx_ptr(&mut ctx);
@@ -162,7 +182,10 @@ impl Encoder {
                     (*p).height = c.height as i32;
                     let (n, d) = c.frame_rate.unwrap_or((25, 1));
                     if n <= 0 || d <= 0 {
-                        return Err(Error::new(ErrorKind::InvalidArgument, "frame_rate must be positive"));
+                        return Err(Error::new(
+                            ErrorKind::InvalidArgument,
+                            "frame_rate must be positive",
+                        ));
                     }
                     (*p).framerate = ffi::AVRational { num: n, den: d };
                     (*p).time_base = ffi::AVRational { num: d, den: n };
@@ -178,6 +201,7 @@ impl Encoder {
                         (*p).max_b_frames = c.max_b_frames;
                     }
                     common(p, c.bit_rate, c.compression_level, c.qscale);
+                    color_tags(p, c)?;
                 }
                 EncodeConfig::Audio(c) => {
                     let rate = c.sample_rate.unwrap_or(44100) as i32;
@@ -215,7 +239,11 @@ impl Encoder {
         if !unused.is_empty() {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
-                format!("encoder option(s) not recognized by {}: {}", found.name(), unused.join(", ")),
+                format!(
+                    "encoder option(s) not recognized by {}: {}",
+                    found.name(),
+                    unused.join(", ")
+                ),
             ));
         }
         let mut params = codec::Parameters::new();
@@ -256,13 +284,20 @@ impl Encoder {
     /// channel count; `Corrupt` for encoder failures.
     pub fn encode(&mut self, frames: &Frames) -> Result<Packets> {
         if self.flushed {
-            return Err(Error::new(ErrorKind::InvalidArgument, "the encoder was flushed"));
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "the encoder was flushed",
+            ));
         }
         let frame_audio = frames.kind() == MediaKind::Audio;
         if frame_audio != (self.kind == MediaKind::Audio) {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
-                format!("{} frames cannot go into a {} encoder", frames.kind().name(), self.kind.name()),
+                format!(
+                    "{} frames cannot go into a {} encoder",
+                    frames.kind().name(),
+                    self.kind.name()
+                ),
             ));
         }
         let (n, d) = frames.time_base();
@@ -292,35 +327,39 @@ impl Encoder {
 
     fn convert_and_send(&mut self, f: &ff::Frame, out: &mut Vec<ff::Packet>) -> Result<()> {
         if self.convert.is_none() {
-            let g = if self.kind == MediaKind::Audio {
-                // SAFETY: the encoder's sample format value.
-                let name = unsafe {
-                    std::ffi::CStr::from_ptr(ffi::av_get_sample_fmt_name(std::mem::transmute::<
-                        i32,
-                        ffi::AVSampleFormat,
-                    >(self.format)))
-                }
-                .to_string_lossy()
-                .into_owned();
-                let desc = format!("aformat=sample_fmts={name}");
-                // SAFETY: a view of `f` that is never dropped.
-                let a = std::mem::ManuallyDrop::new(unsafe { ff::frame::Audio::wrap(f.as_ptr().cast_mut()) });
-                FilterGraph::audio(&desc, &a, self.time_base)?
-            } else {
-                // SAFETY: the encoder's pixel format value.
-                let name = unsafe {
-                    std::ffi::CStr::from_ptr(ffi::av_get_pix_fmt_name(std::mem::transmute::<
-                        i32,
-                        ffi::AVPixelFormat,
-                    >(self.format)))
-                }
-                .to_string_lossy()
-                .into_owned();
-                let desc = format!("format=pix_fmts={name}");
-                // SAFETY: a view of `f` that is never dropped.
-                let v = std::mem::ManuallyDrop::new(unsafe { ff::frame::Video::wrap(f.as_ptr().cast_mut()) });
-                FilterGraph::video(&desc, &v, self.time_base)?
-            };
+            let g =
+                if self.kind == MediaKind::Audio {
+                    // SAFETY: the encoder's sample format value.
+                    let name = unsafe {
+                        std::ffi::CStr::from_ptr(ffi::av_get_sample_fmt_name(
+                            std::mem::transmute::<i32, ffi::AVSampleFormat>(self.format),
+                        ))
+                    }
+                    .to_string_lossy()
+                    .into_owned();
+                    let desc = format!("aformat=sample_fmts={name}");
+                    // SAFETY: a view of `f` that is never dropped.
+                    let a = std::mem::ManuallyDrop::new(unsafe {
+                        ff::frame::Audio::wrap(f.as_ptr().cast_mut())
+                    });
+                    FilterGraph::audio(&desc, &a, self.time_base)?
+                } else {
+                    // SAFETY: the encoder's pixel format value.
+                    let name =
+                        unsafe {
+                            std::ffi::CStr::from_ptr(ffi::av_get_pix_fmt_name(
+                                std::mem::transmute::<i32, ffi::AVPixelFormat>(self.format),
+                            ))
+                        }
+                        .to_string_lossy()
+                        .into_owned();
+                    let desc = format!("format=pix_fmts={name}");
+                    // SAFETY: a view of `f` that is never dropped.
+                    let v = std::mem::ManuallyDrop::new(unsafe {
+                        ff::frame::Video::wrap(f.as_ptr().cast_mut())
+                    });
+                    FilterGraph::video(&desc, &v, self.time_base)?
+                };
             self.convert = Some(g);
         }
         let g = self.convert.as_mut().expect("set above");
@@ -348,7 +387,9 @@ impl Encoder {
             let mut p = ff::Packet::empty();
             match self.enc.receive_packet(&mut p) {
                 Ok(()) => out.push(p),
-                Err(ff::Error::Other { errno }) if errno == ff::util::error::EAGAIN => return Ok(()),
+                Err(ff::Error::Other { errno }) if errno == ff::util::error::EAGAIN => {
+                    return Ok(())
+                }
                 Err(ff::Error::Eof) => return Ok(()),
                 Err(e) => return Err(ff_err(ErrorKind::Corrupt, "encoding", e)),
             }
@@ -404,6 +445,52 @@ unsafe fn first_fmt(list: *const i32) -> Option<i32> {
     (v != -1).then_some(v)
 }
 
+/// Sets the colour tags of `c` (each `None` leaves FFmpeg's "unspecified").
+///
+/// # Safety
+/// `p` is an unopened codec context.
+unsafe fn color_tags(p: *mut ffi::AVCodecContext, c: &VideoEncodeConfig) -> Result<()> {
+    let lookup =
+        |what: &str, name: &str, f: unsafe extern "C" fn(*const std::ffi::c_char) -> i32| {
+            let cs = std::ffi::CString::new(name).unwrap_or_default();
+            // SAFETY: a valid C string; the lookup returns a negative value when unknown.
+            let v = unsafe { f(cs.as_ptr()) };
+            if v < 0 {
+                Err(Error::new(
+                    ErrorKind::InvalidArgument,
+                    format!("unknown {what} {name:?}"),
+                ))
+            } else {
+                Ok(v)
+            }
+        };
+    // SAFETY: as documented; the values come from FFmpeg's own name tables, so they are
+    // valid enum values.
+    unsafe {
+        if let Some(n) = &c.colorspace {
+            (*p).colorspace = std::mem::transmute::<u32, ffi::AVColorSpace>(lookup(
+                "colorspace",
+                n,
+                ffi::av_color_space_from_name,
+            )? as u32);
+        }
+        if let Some(n) = &c.color_primaries {
+            (*p).color_primaries = std::mem::transmute::<u32, ffi::AVColorPrimaries>(lookup(
+                "color_primaries",
+                n,
+                ffi::av_color_primaries_from_name,
+            )?
+                as u32);
+        }
+        if let Some(n) = &c.color_trc {
+            (*p).color_trc = std::mem::transmute::<u32, ffi::AVColorTransferCharacteristic>(
+                lookup("color_trc", n, ffi::av_color_transfer_from_name)? as u32,
+            );
+        }
+    }
+    Ok(())
+}
+
 /// # Safety
 /// `p` is an unopened codec context.
 unsafe fn common(p: *mut ffi::AVCodecContext, bit_rate: i64, level: i32, qscale: i32) {
@@ -417,7 +504,7 @@ unsafe fn common(p: *mut ffi::AVCodecContext, bit_rate: i64, level: i32, qscale:
         }
         if qscale >= 0 {
             (*p).flags |= ffi::AV_CODEC_FLAG_QSCALE as i32;
-            (*p).global_quality = ffi::FF_QP2LAMBDA as i32 * qscale;
+            (*p).global_quality = ffi::FF_QP2LAMBDA * qscale;
         }
     }
 }
@@ -452,7 +539,10 @@ impl Muxer {
             Some(f) => ff::format::output_as(path, f),
             None => ff::format::output(path),
         }
-        .map_err(|e| ff_err(ErrorKind::InvalidArgument, "creating the output", e).with_key(&path.to_string_lossy()))?;
+        .map_err(|e| {
+            ff_err(ErrorKind::InvalidArgument, "creating the output", e)
+                .with_key(&path.to_string_lossy())
+        })?;
         Ok(Muxer {
             out,
             path: path.to_owned(),
@@ -468,7 +558,10 @@ impl Muxer {
 
     fn check_adding(&self) -> Result<()> {
         if self.opened {
-            return Err(Error::new(ErrorKind::InvalidArgument, "streams must be added before open()"));
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "streams must be added before open()",
+            ));
         }
         Ok(())
     }
@@ -483,7 +576,8 @@ impl Muxer {
     ) -> Result<Encoder> {
         self.check_adding()?;
         let fmt = self.out.format();
-        let file = std::ffi::CString::new(self.path.to_string_lossy().as_bytes()).unwrap_or_default();
+        let file =
+            std::ffi::CString::new(self.path.to_string_lossy().as_bytes()).unwrap_or_default();
         // SAFETY: reading the static output format description; av_guess_codec picks the
         // codec by format and file name (image2: `.png` -> PNG, `.jpg` -> MJPEG).
         let (default, global) = unsafe {
@@ -492,8 +586,17 @@ impl Muxer {
                 EncodeConfig::Video(_) => ffi::AVMediaType::AVMEDIA_TYPE_VIDEO,
                 EncodeConfig::Audio(_) => ffi::AVMediaType::AVMEDIA_TYPE_AUDIO,
             };
-            let id = ffi::av_guess_codec(f.cast_mut(), std::ptr::null(), file.as_ptr(), std::ptr::null(), media);
-            (codec::Id::from(id), (*f).flags & ffi::AVFMT_GLOBALHEADER as i32 != 0)
+            let id = ffi::av_guess_codec(
+                f.cast_mut(),
+                std::ptr::null(),
+                file.as_ptr(),
+                std::ptr::null(),
+                media,
+            );
+            (
+                codec::Id::from(id),
+                (*f).flags & ffi::AVFMT_GLOBALHEADER != 0,
+            )
         };
         let mut enc = Encoder::new(config, encoder, Some(default), options, global)
             .map_err(|e| e.with_key(&self.key()))?;
@@ -524,8 +627,10 @@ impl Muxer {
             }
         };
         if !ok {
-            return Err(Error::new(ErrorKind::LimitExceeded, "out of memory adding a stream")
-                .with_key(&self.key()));
+            return Err(
+                Error::new(ErrorKind::LimitExceeded, "out of memory adding a stream")
+                    .with_key(&self.key()),
+            );
         }
         self.in_tb.push(codec.time_base);
         Ok(())
@@ -538,10 +643,9 @@ impl Muxer {
             return Ok(());
         }
         let key = self.key();
-        let left = self
-            .out
-            .write_header_with(set_opts(options))
-            .map_err(|e| ff_err(ErrorKind::InvalidArgument, "writing the header", e).with_key(&key))?;
+        let left = self.out.write_header_with(set_opts(options)).map_err(|e| {
+            ff_err(ErrorKind::InvalidArgument, "writing the header", e).with_key(&key)
+        })?;
         let unused: Vec<String> = left.iter().map(|(k, _)| k.to_owned()).collect();
         if !unused.is_empty() {
             return Err(Error::new(
@@ -559,7 +663,10 @@ impl Muxer {
     pub fn write(&mut self, index: usize, packets: &Packets) -> Result<()> {
         let key = self.key();
         if !self.opened || self.closed {
-            return Err(Error::new(ErrorKind::InvalidArgument, "write() needs an open muxer").with_key(&key));
+            return Err(
+                Error::new(ErrorKind::InvalidArgument, "write() needs an open muxer")
+                    .with_key(&key),
+            );
         }
         let n = self.in_tb.len();
         let Some(&in_tb) = self.in_tb.get(index) else {
@@ -585,9 +692,12 @@ impl Muxer {
     pub fn flush(&mut self) -> Result<()> {
         if self.opened && !self.closed {
             // SAFETY: the context is open; a null packet flushes the interleaving queue.
-            let r = unsafe { ffi::av_interleaved_write_frame(self.out.as_mut_ptr(), std::ptr::null_mut()) };
+            let r = unsafe {
+                ffi::av_interleaved_write_frame(self.out.as_mut_ptr(), std::ptr::null_mut())
+            };
             if r < 0 {
-                return Err(ff_err(ErrorKind::Corrupt, "flushing", ff::Error::from(r)).with_key(&self.key()));
+                return Err(ff_err(ErrorKind::Corrupt, "flushing", ff::Error::from(r))
+                    .with_key(&self.key()));
             }
         }
         Ok(())

@@ -423,12 +423,7 @@ impl Frames {
             // SAFETY: iterates the frame's dictionary (null is an empty one);
             // "" with IGNORE_SUFFIX matches every key.
             e = unsafe {
-                ffi::av_dict_get(
-                    f.metadata,
-                    c"".as_ptr(),
-                    e,
-                    ffi::AV_DICT_IGNORE_SUFFIX,
-                )
+                ffi::av_dict_get(f.metadata, c"".as_ptr(), e, ffi::AV_DICT_IGNORE_SUFFIX)
             };
             if e.is_null() {
                 return out;

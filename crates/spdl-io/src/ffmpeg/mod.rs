@@ -280,10 +280,7 @@ impl<'a> Demuxer<'a> {
                 if data.is_empty() {
                     return Err(src.err(Error::new(ErrorKind::Empty, "zero bytes")));
                 }
-                Reader::Slice {
-                    data,
-                    pos: 0,
-                }
+                Reader::Slice { data, pos: 0 }
             }
             SourceKind::Shared(data) => {
                 if data.is_empty() {

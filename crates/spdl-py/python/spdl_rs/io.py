@@ -85,27 +85,73 @@ _MEDIA_API = (
     "decode_packets",
     "sample_decode_video",
     "Decoder",
+    "VideoEncodeConfig",
+    "AudioEncodeConfig",
+    "video_encode_config",
+    "audio_encode_config",
+    "Encoder",
+    "Muxer",
+    "encode_image",
 )
 
+try:
+    from ._native import (
+        VideoFrames,
+        AudioFrames,
+        ImageFrames,
+        convert_frames,
+        convert_array,
+        create_reference_video_frame,
+        create_reference_audio_frame,
+        FilterGraph,
+        DemuxConfig,
+        demux_config,
+        VideoCodec,
+        AudioCodec,
+        ImageCodec,
+        VideoPackets,
+        AudioPackets,
+        ImagePackets,
+        Demuxer,
+        demux_video,
+        demux_audio,
+        demux_image,
+        BSF,
+        apply_bsf,
+        DecodeConfig,
+        decode_config,
+        decode_packets,
+        sample_decode_video,
+        Decoder,
+        VideoEncodeConfig,
+        AudioEncodeConfig,
+        video_encode_config,
+        audio_encode_config,
+        Encoder,
+        Muxer,
+        encode_image,
+    )
+except ImportError:  # a build without FFmpeg: the names raise RuntimeError when called
 
-def _missing_media_api(name: str) -> Any:
-    def unavailable(*_args: Any, **_kwargs: Any) -> Any:
-        raise RuntimeError(
-            f"spdl_rs.io.{name}: this spdl_rs was built without FFmpeg; rebuild with the Cargo "
-            "feature `decode-ffmpeg` (`cargo xtask wheel` builds one)"
-        )
+    def _missing_media_api(name: str) -> Any:
+        def unavailable(*_args: Any, **_kwargs: Any) -> Any:
+            raise RuntimeError(
+                f"spdl_rs.io.{name}: this spdl_rs was built without FFmpeg; rebuild with the "
+                "Cargo feature `decode-ffmpeg` (`cargo xtask wheel` builds one)"
+            )
 
-    unavailable.__name__ = name
-    return unavailable
+        unavailable.__name__ = name
+        return unavailable
 
-
-for _name in _MEDIA_API:
-    globals()[_name] = getattr(_native, _name, None) or _missing_media_api(_name)
-del _name
+    for _name in _MEDIA_API:
+        globals()[_name] = _missing_media_api(_name)
+    del _name
 
 #: SPDL's decoder classes are one class here: a ``Decoder`` decodes the packets of the codec
 #: it was made for (video, audio or image).
-VideoDecoder = AudioDecoder = Decoder  # noqa: F821 (set just above)
+VideoDecoder = AudioDecoder = Decoder
+#: Likewise SPDL's encoder classes: ``Muxer.add_encode_stream`` returns an ``Encoder``.
+VideoEncoder = AudioEncoder = Encoder
 
 __all__ = [
     "CPUBuffer",
@@ -127,6 +173,9 @@ __all__ = [
     *_MEDIA_API,
     "VideoDecoder",
     "AudioDecoder",
+    "VideoEncoder",
+    "AudioEncoder",
+    "save_image",
     "ffmpeg_versions",
     "get_video_filter_desc",
     "get_audio_filter_desc",
@@ -312,6 +361,49 @@ def load_audio(
     )
 
 
+def save_image(
+    path: str | os.PathLike[str],
+    data: Any,
+    pix_fmt: str = "rgb24",
+    *,
+    bit_rate: int = -1,
+    compression_level: int = -1,
+    qscale: int = -1,
+    gop_size: int = -1,
+    max_b_frames: int = -1,
+    colorspace: str | None = None,
+    color_primaries: str | None = None,
+    color_trc: str | None = None,
+) -> None:
+    """Writes one picture to ``path`` (SPDL's ``spdl.io.save_image``): format and encoder from
+    the extension (``.png`` is lossless). ``data``: ``uint8`` ``[H, W, 3]`` for ``rgb24`` /
+    ``bgr24``, ``[H, W]`` for ``gray`` / ``gray8``, ``[3, H, W]`` for ``yuv444p``. The keyword
+    arguments are :func:`video_encode_config`'s. Raises ``ValueError`` for a shape that does
+    not fit ``pix_fmt``, an unknown extension or an unwritable path."""
+    import numpy as np
+
+    arr = np.ascontiguousarray(data)
+    if pix_fmt in ("gray", "gray8") and arr.ndim == 2:
+        arr = arr[None]
+    if arr.ndim != 3:
+        raise ValueError(f"save_image expects a 3-D array (2-D for gray), got shape {arr.shape}")
+    planar = pix_fmt in ("gray", "gray8", "yuv444p", "gbrp")
+    height, width = (arr.shape[1], arr.shape[2]) if planar else (arr.shape[0], arr.shape[1])
+    config = video_encode_config(
+        height=height,
+        width=width,
+        bit_rate=bit_rate,
+        compression_level=compression_level,
+        qscale=qscale,
+        gop_size=gop_size,
+        max_b_frames=max_b_frames,
+        colorspace=colorspace,
+        color_primaries=color_primaries,
+        color_trc=color_trc,
+    )
+    encode_image(path, arr, pix_fmt, encode_config=config)
+
+
 # ---------------------------------------------------------------- FFmpeg filter descriptions
 
 
@@ -435,9 +527,9 @@ def get_filter_desc(packets: Any, **filter_args: Any) -> str | None:
     :func:`get_audio_filter_desc` (``AudioPackets``) with ``filter_args``, without a trim: the
     packets' time window is applied by :func:`decode_packets` itself. ``TypeError`` for
     anything else."""
-    if isinstance(packets, AudioPackets):  # noqa: F821
+    if isinstance(packets, AudioPackets):
         return get_audio_filter_desc(timestamp=None, **filter_args)
-    if isinstance(packets, (VideoPackets, ImagePackets)):  # noqa: F821
+    if isinstance(packets, (VideoPackets, ImagePackets)):
         return get_video_filter_desc(timestamp=None, **filter_args)
     raise TypeError(
         "get_filter_desc expects VideoPackets, AudioPackets or ImagePackets, "
