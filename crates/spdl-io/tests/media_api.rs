@@ -139,6 +139,9 @@ fn streaming_demux_and_decode_in_pieces_equal_one_shot() {
         assert!(chunk[&vi].len() <= 7);
         chunks += 1;
         let f = dec.decode(&chunk[&vi]).unwrap();
+        // Constant memory: each chunk gives back about its own frames (plus the few the
+        // decoder held for reordering), never an accumulation of the stream.
+        assert!(f.len() <= 7 + 4, "{} frames from a 7-packet chunk", f.len());
         if !f.is_empty() {
             n += f.len();
             pieces.extend(f.to_array().unwrap().data);

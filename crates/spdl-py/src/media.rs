@@ -1,5 +1,5 @@
 //! `spdl_rs.io.load_video` / `load_video_clips` / `load_audio`, their result classes
-//! (`VideoFrames`, `AudioFrames`) and the matching native stages of `spdl_rs.ops`.
+//! (`DecodedVideo`, `DecodedAudio`) and the matching native stages of `spdl_rs.ops`.
 //!
 //! The decoding is `spdl-io`'s (`spdl_io::video`, `spdl_io::audio`, feature `decode-ffmpeg`
 //! of this crate). Without that feature the functions still exist and raise `RuntimeError`
@@ -264,7 +264,7 @@ impl VideoFrames {
 
     fn __repr__(&self) -> String {
         format!(
-            "VideoFrames(key={:?}, shape={:?}, codec={:?}, rotation={})",
+            "DecodedVideo(key={:?}, shape={:?}, codec={:?}, rotation={})",
             self.key, self.shape, self.codec, self.rotation
         )
     }
@@ -350,7 +350,7 @@ impl AudioFrames {
 
     fn __repr__(&self) -> String {
         format!(
-            "AudioFrames(key={:?}, shape=({}, {}), sample_rate={}, codec={:?})",
+            "DecodedAudio(key={:?}, shape=({}, {}), sample_rate={}, codec={:?})",
             self.key, self.channels, self.samples, self.sample_rate, self.codec
         )
     }
