@@ -764,3 +764,39 @@ mod encoding {
         assert!(Muxer::new(&tmp("x.nosuchext"), None).is_err());
     }
 }
+
+#[test]
+fn image_filter_strings_on_decoded_images_match_the_ffmpeg_command_line() {
+    use spdl_io::ffmpeg::image_filter::filter_image;
+    let path = media(BBB);
+    let png = ffmpeg(
+        &path,
+        &[
+            "-frames:v",
+            "1",
+            "-s",
+            "64x36",
+            "-f",
+            "image2pipe",
+            "-c:v",
+            "png",
+        ],
+    );
+    let img = spdl_io::Registry::with_defaults()
+        .decode("frame.png", &png, &spdl_io::DecodeOptions::default())
+        .unwrap();
+    assert_eq!((img.width, img.height, img.channels), (64, 36, 3));
+    let desc = "scale=w=32:h=32:flags=bicubic:force_original_aspect_ratio=decrease,pad=w=32:h=32:x=-1:y=-1:color=black,hflip";
+    let out = filter_image(&img, desc).unwrap();
+    assert_eq!((out.width, out.height, out.channels), (32, 32, 3));
+    let tmp = std::env::temp_dir().join(format!("spdl-imgfilter-{}.png", std::process::id()));
+    std::fs::write(&tmp, &png).unwrap();
+    let want = ffmpeg(&tmp, &["-vf", desc, "-f", "rawvideo", "-pix_fmt", "rgb24"]);
+    let spdl_io::PixelData::U8(got) = &out.data else {
+        panic!("u8")
+    };
+    assert!(*got == want, "bytes differ from ffmpeg -vf");
+    let e = filter_image(&img, "notafilter").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+    assert!(e.to_string().contains("notafilter"), "{e}");
+}

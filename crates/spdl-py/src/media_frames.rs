@@ -494,3 +494,69 @@ pub(crate) fn create_reference_audio_frame(
         .map_err(io_err)?;
     Ok(AudioFrames { inner: Arc::new(f) })
 }
+
+/// Runs the FFmpeg filter string `filter_desc` on decoded 8-bit images (`[H, W, 3]` RGB or
+/// `[H, W, 1]` gray arrays, e.g. from `load_image`), with the GIL released: a list of
+/// `CPUBuffer`s, or with `stack=True` one `[N, H', W', C]` buffer (`ValueError` when the
+/// outputs differ in size). Backs `load_image(filter_desc=)` / `load_image_batch(filter_desc=)`.
+/// Raises `ValueError` naming the description FFmpeg rejects.
+#[pyfunction]
+#[pyo3(signature = (images, filter_desc, stack=false))]
+pub(crate) fn _filter_images(
+    py: Python<'_>,
+    images: Vec<Bound<'_, PyAny>>,
+    filter_desc: &str,
+    stack: bool,
+) -> PyResult<Py<PyAny>> {
+    let mut inputs = Vec::with_capacity(images.len());
+    for obj in &images {
+        let buf = PyBuffer::<u8>::get(obj)
+            .map_err(|e| PyTypeError::new_err(format!("expected a uint8 image array: {e}")))?;
+        let shape = buf.shape().to_vec();
+        if shape.len() != 3 {
+            return Err(PyValueError::new_err(format!(
+                "expected an [H, W, C] image, got shape {shape:?}"
+            )));
+        }
+        let img = spdl_io::Image::from_u8(buf.to_vec(py)?, shape[1], shape[0], shape[2])
+            .ok_or_else(|| PyValueError::new_err("image size mismatch"))?;
+        inputs.push(img);
+    }
+    let outs = py
+        .detach(|| {
+            inputs
+                .iter()
+                .map(|i| spdl_io::ffmpeg::image_filter::filter_image(i, filter_desc))
+                .collect::<spdl_io::Result<Vec<_>>>()
+        })
+        .map_err(io_err)?;
+    if stack {
+        let Some(first) = outs.first() else {
+            return Err(PyValueError::new_err("no images to stack"));
+        };
+        let (h, w, c) = (first.height, first.width, first.channels);
+        let mut data = Vec::with_capacity(outs.len() * h * w * c);
+        for o in &outs {
+            if (o.height, o.width, o.channels) != (h, w, c) {
+                return Err(PyValueError::new_err(format!(
+                    "filter_desc gave images of different sizes ({}x{} and {w}x{h}); end it with a scale to one size",
+                    o.width, o.height
+                )));
+            }
+            if let spdl_io::PixelData::U8(v) = &o.data {
+                data.extend_from_slice(v);
+            }
+        }
+        let buf = CpuBuffer::from_u8(data, vec![outs.len(), h, w, c], String::new());
+        return Ok(Py::new(py, buf)?.into_any());
+    }
+    let list = pyo3::types::PyList::empty(py);
+    for o in outs {
+        let shape = vec![o.height, o.width, o.channels];
+        let spdl_io::PixelData::U8(v) = o.data else {
+            return Err(PyValueError::new_err("unexpected 16-bit output"));
+        };
+        list.append(Py::new(py, CpuBuffer::from_u8(v, shape, String::new()))?)?;
+    }
+    Ok(list.into_any().unbind())
+}

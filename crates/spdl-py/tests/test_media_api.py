@@ -335,3 +335,19 @@ def test_encoding_round_trips_through_muxer_encoders_and_save_image(tmp_path):
         )
     with pytest.raises(TypeError, match="video_encode_config"):
         io.Muxer(tmp_path / "y.mkv").add_encode_stream({"height": 8})
+
+
+def test_load_image_filter_desc_runs_ffmpeg_filters_on_decoded_images(tmp_path):
+    png = tmp_path / "f.png"
+    png.write_bytes(ffmpeg(BBB, "-frames:v", "1", "-s", "64x36", "-f", "image2pipe", "-c:v", "png"))
+    desc = io.get_video_filter_desc(scale_width=32, scale_height=32, filter_desc="hflip", pix_fmt=None)
+    img = np.asarray(io.load_image(png, filter_desc=desc))
+    want = np.frombuffer(ffmpeg(png, "-vf", desc, "-f", "rawvideo", "-pix_fmt", "rgb24"), np.uint8)
+    np.testing.assert_array_equal(img, want.reshape(32, 32, 3))
+    batch = np.asarray(io.load_image_batch([png, png], filter_desc=desc))
+    assert batch.shape == (2, 32, 32, 3)
+    np.testing.assert_array_equal(batch[1], img)
+    with pytest.raises(ValueError, match="notafilter"):
+        io.load_image(png, filter_desc="notafilter")
+    with pytest.raises(TypeError, match="normalize"):
+        io.load_image_batch([png], filter_desc=desc, normalize=True)

@@ -25,6 +25,7 @@ pub mod encode;
 pub(crate) mod filter;
 pub mod frames;
 pub mod graph;
+pub mod image_filter;
 mod io;
 pub mod packets;
 

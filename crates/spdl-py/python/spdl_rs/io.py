@@ -45,9 +45,7 @@ from ._native import (
     get_ffmpeg_filters as _get_ffmpeg_filters,
     get_ffmpeg_log_level,
     get_ffmpeg_versions,
-    load_image,
     load_decoder_plugin,
-    load_image_batch,
     random_resized_crop,
 )
 from ._native import set_ffmpeg_log_level as _set_ffmpeg_log_level
@@ -402,6 +400,66 @@ def save_image(
         color_trc=color_trc,
     )
     encode_image(path, arr, pix_fmt, encode_config=config)
+
+
+def load_image(
+    path: str | os.PathLike[str],
+    width: int | None = None,
+    height: int | None = None,
+    *,
+    filter_desc: str | None = None,
+    **kwargs: Any,
+) -> CPUBuffer:
+    """Loads one image as a zero-copy :class:`CPUBuffer` ``uint8`` ``[H, W, C]``, with the GIL
+    released (libjpeg-turbo / image-rs). ``width`` / ``height`` and the keyword arguments
+    (``color``, ``filter``, ``lenient``, ``transform``, ``size``, ``seed``, ``index``, ``epoch``)
+    are those of the native loader (see ``spdl_rs._native.load_image``).
+
+    ``filter_desc``: an FFmpeg filter string run on the decoded (and resized, if asked) image,
+    as SPDL's ``load_image(filter_desc=...)`` (e.g. from :func:`get_video_filter_desc`); the
+    result is converted back to the image's ``rgb24`` / ``gray`` layout. Needs the FFmpeg build
+    (``RuntimeError`` otherwise); ``ValueError`` naming a description FFmpeg rejects. Other
+    errors as the native loader (``OSError`` subclasses for the path, ``ValueError`` for data).
+    """
+    img = _native.load_image(path, width, height, **kwargs)
+    if filter_desc is None:
+        return img
+    return _filter_images_or_raise([img], filter_desc, stack=False)[0]
+
+
+def load_image_batch(
+    paths: Sequence[str | os.PathLike[str]],
+    width: int | None = None,
+    height: int | None = None,
+    *,
+    filter_desc: str | None = None,
+    **kwargs: Any,
+) -> CPUBuffer:
+    """Loads images into one :class:`CPUBuffer` ``[N, H, W, C]`` (or normalized ``[N, C, H, W]``
+    ``float32``), with the GIL released; arguments as the native loader
+    (``spdl_rs._native.load_image_batch``).
+
+    ``filter_desc``: an FFmpeg filter string run on each decoded image (after the resize to
+    ``width`` x ``height`` when given), as SPDL's ``load_image_batch(filter_desc=...)``; every
+    output must have the same size (``ValueError`` otherwise). With ``filter_desc``, only
+    ``color``, ``filter`` and ``lenient`` may be given besides (``TypeError`` naming others).
+    """
+    if filter_desc is None:
+        return _native.load_image_batch(paths, width, height, **kwargs)
+    extra = set(kwargs) - {"color", "filter", "lenient"}
+    if extra:
+        raise TypeError(f"load_image_batch: {sorted(extra)} cannot be combined with filter_desc")
+    images = [_native.load_image(p, width, height, **kwargs) for p in paths]
+    return _filter_images_or_raise(images, filter_desc, stack=True)
+
+
+def _filter_images_or_raise(images: list[Any], filter_desc: str, stack: bool) -> Any:
+    run = getattr(_native, "_filter_images", None)
+    if run is None:
+        raise RuntimeError(
+            "filter_desc needs the FFmpeg build of spdl_rs (Cargo feature `decode-ffmpeg`)"
+        )
+    return run(images, filter_desc, stack)
 
 
 # ---------------------------------------------------------------- FFmpeg filter descriptions
