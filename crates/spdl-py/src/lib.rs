@@ -95,6 +95,7 @@ fn add_media_api(m: &Bound<'_, PyModule>) -> PyResult<()> {
         media_frames::create_reference_audio_frame,
         m
     )?)?;
+    m.add_function(wrap_pyfunction!(media_frames::_filter_images, m)?)?;
     m.add_class::<media_graph::FilterGraph>()?;
     m.add_class::<media_demux::DemuxConfig>()?;
     m.add_function(wrap_pyfunction!(media_demux::demux_config, m)?)?;
