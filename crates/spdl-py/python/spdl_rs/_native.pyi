@@ -620,6 +620,9 @@ def create_reference_audio_frame(
 ) -> AudioFrames:
     """One ``AudioFrames`` frame from a 2-D array (copied)."""
 
+def _filter_images(images: Sequence[Any], filter_desc: str, stack: bool = False) -> Any:
+    """FFmpeg filter string on decoded 8-bit images (backs ``load_image(filter_desc=)``)."""
+
 @final
 class FilterGraph:
     """A user-described FFmpeg filter graph (SPDL's ``FilterGraph``)."""
