@@ -1070,3 +1070,65 @@ class TarShards:
     @property
     def failures(self) -> list[str]: ...
     def __iter__(self) -> Iterator[dict[str, Any]]: ...
+
+# --- SPDL's GPU names (src/config.rs, src/gpu_decode.rs; wrapped by _gpu.py) ---
+
+@final
+class CUDAConfig:
+    """SPDL's ``CUDAConfig``: a CUDA device index and stream, from ``cuda_config``."""
+
+    @property
+    def device_index(self) -> int: ...
+    @property
+    def stream(self) -> int: ...
+
+def cuda_config(device_index: int, stream: int = 2, allocator: Any = None) -> CUDAConfig:
+    """SPDL's ``cuda_config``. ``TypeError`` for an ``allocator``; ``ValueError`` for a
+    negative index or stream."""
+
+@final
+class CPUStorage:
+    """SPDL's ``CPUStorage``: host memory (pinned or not), a writable 1-D ``uint8`` buffer."""
+
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def pinned(self) -> bool: ...
+    @property
+    def data_ptr(self) -> int: ...
+    def __len__(self) -> int: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+
+def cpu_storage(size: int, pin_memory: bool = True) -> CPUStorage:
+    """SPDL's ``cpu_storage``. Pinned needs a CUDA driver (``RuntimeError`` naming why)."""
+
+def built_with_nvjpeg() -> bool: ...
+def built_with_nvcodec() -> bool: ...
+def nvjpeg_fallback_reason(data: bytes | bytearray | memoryview) -> str | None:
+    """Why the nvJPEG loaders would decode ``data`` on the CPU (``None``: on the GPU)."""
+
+def nvjpeg_stats() -> dict[str, float]:
+    """``batches``, ``gpu_images``, ``cpu_fallbacks``, ``seconds`` of this process."""
+
+def _decode_image_nvjpeg(
+    data: list[Any],
+    keys: list[str],
+    device_index: int,
+    scale_width: int,
+    scale_height: int,
+    single: bool,
+) -> CUDABuffer: ...
+def _nvdec_open(
+    device_index: int,
+    codec: str,
+    width: int,
+    height: int,
+    crop_left: int,
+    crop_top: int,
+    crop_right: int,
+    crop_bottom: int,
+    scale_width: int,
+    scale_height: int,
+) -> None: ...
+def _nv12_to_planar(data: Any, coeff: int = 1, bgr: bool = False) -> CPUBuffer: ...
+def _copy_into_storage(storage: CPUStorage, buffer: CPUBuffer) -> CPUBuffer: ...

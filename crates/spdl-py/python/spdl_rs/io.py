@@ -9,7 +9,11 @@ masks or bounding boxes can follow the image.
 
 GPU (a wheel built with the ``cuda`` feature): ``transfer_buffer(buf, device)`` copies a
 ``CPUBuffer`` to a :class:`CUDABuffer`; ``torch.from_dlpack(cuda_buf)`` shares device memory.
-``cuda_available()`` / ``cuda_unavailable_reason()`` say whether that can work here.
+``cuda_available()`` / ``cuda_unavailable_reason()`` say whether that can work here. SPDL's
+GPU names are here too (``cuda_config``, ``device_config=`` on the loaders, ``cpu_storage``,
+``transfer_tensor_h2d`` / ``transfer_tensor_d2h``, ``to_jax``, ``to_numba``,
+``decode_image_nvjpeg``, ``load_image_batch_nvjpeg``, the NVDEC functions, ``nv12_to_rgb``):
+see ``spdl_rs/_gpu.py``.
 
 Array, archive and WAV fast paths (parsed in Rust with the GIL released, zero-copy NumPy
 views over the caller's bytes): ``load_npy``, ``load_npz`` / ``NpzFile``, ``iter_tarfile``,
@@ -49,8 +53,33 @@ from ._native import (
     random_resized_crop,
 )
 from ._native import set_ffmpeg_log_level as _set_ffmpeg_log_level
-from ._native import transfer_buffer as _transfer_buffer
 from ._array import NpzFile, load_npy, load_npz
+from . import _gpu
+from ._gpu import (
+    CPUStorage,
+    CUDAConfig,
+    NvDecDecoder,
+    built_with_nvcodec,
+    built_with_nvjpeg,
+    cpu_storage,
+    cuda_config,
+    decode_image_nvjpeg,
+    decode_packets_nvdec,
+    load_image_batch_nvjpeg,
+    nv12_to_bgr,
+    nv12_to_rgb,
+    nvdec_decoder,
+    nvjpeg_fallback_reason,
+    nvjpeg_stats,
+    streaming_load_video_nvdec,
+    to_jax,
+    to_numba,
+    transfer_buffer,
+    transfer_buffer_cpu,
+    transfer_tensor,
+    transfer_tensor_d2h,
+    transfer_tensor_h2d,
+)
 from ._tar import iter_tarfile
 from ._wav import WAVHeader, load_wav, parse_wav
 
@@ -197,6 +226,26 @@ __all__ = [
     "load_wav",
     "parse_wav",
     "WAVHeader",
+    "CUDAConfig",
+    "cuda_config",
+    "CPUStorage",
+    "cpu_storage",
+    "transfer_buffer_cpu",
+    "transfer_tensor",
+    "transfer_tensor_h2d",
+    "transfer_tensor_d2h",
+    "to_jax",
+    "to_numba",
+    "decode_image_nvjpeg",
+    "load_image_batch_nvjpeg",
+    "nvjpeg_fallback_reason",
+    "nvjpeg_stats",
+    "NvDecDecoder",
+    "nvdec_decoder",
+    "decode_packets_nvdec",
+    "streaming_load_video_nvdec",
+    "nv12_to_rgb",
+    "nv12_to_bgr",
 ]
 
 #: A video/audio source: a local path, or the bytes of a whole file.
@@ -650,35 +699,6 @@ def built_with_cuda() -> bool:
     return cuda_built()
 
 
-def built_with_nvcodec() -> bool:
-    """SPDL's ``built_with_nvcodec``: always ``False``, spdl_rs has no NVDEC/NVENC decoding."""
-    return False
-
-
-def built_with_nvjpeg() -> bool:
-    """SPDL's ``built_with_nvjpeg``: always ``False``, spdl_rs's Python API has no nvJPEG
-    decoding."""
-    return False
-
-
-def transfer_buffer(buffer: CPUBuffer, device: str | int | None = None) -> CUDABuffer:
-    """Copies ``buffer`` to a CUDA device: a :class:`CUDABuffer` of the same shape and dtype.
-
-    A one-off copy for use outside a pipeline (in a pipeline, :func:`spdl_rs.ops.to_device`
-    collates into pinned memory first). ``device``: ``"cuda:N"``, ``N``, ``"cuda"`` or
-    ``None`` (the ``LOCAL_RANK`` device, 0 when unset). The GIL is released and the call
-    returns once the copy is complete (through a pinned staging buffer when one is free, else
-    from pageable memory; up to 8 staging buffers per device are kept for later calls).
-
-    Raises ``RuntimeError`` in a build without the ``cuda`` feature (the message says how to
-    rebuild), without a driver (``"no CUDA driver: ..."``), for a device index out of range
-    (``"invalid CUDA device ..."``) or a failed driver call; ``ValueError`` for a bad
-    ``device``; ``TypeError`` when ``buffer`` is not a ``CPUBuffer``. Mirrors SPDL's
-    ``spdl.io.transfer_buffer``.
-    """
-    return _transfer_buffer(buffer, device)
-
-
 def to_numpy(buffer: CPUBuffer) -> Any:
     """A NumPy array sharing ``buffer``'s memory (no copy), same shape and dtype.
 
@@ -697,3 +717,11 @@ def to_torch(buffer: CPUBuffer) -> Any:
     import torch
 
     return torch.from_dlpack(buffer)
+
+
+# SPDL's `device_config=` (and `storage=` on the image loaders): decode on the CPU, then copy
+# (see _gpu.with_device_config).
+load_image = _gpu.with_device_config(load_image, storage=True)
+load_image_batch = _gpu.with_device_config(load_image_batch, storage=True)
+load_video = _gpu.with_device_config(load_video)
+load_audio = _gpu.with_device_config(load_audio)
