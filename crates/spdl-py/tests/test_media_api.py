@@ -137,6 +137,8 @@ def test_decode_packets_with_filter_strings_gives_the_ffmpeg_command_line_bytes_
 
     with pytest.raises(TypeError, match="storage"):
         io.convert_frames(frames, storage=object())
+    storage = io.cpu_storage(got.nbytes, pin_memory=False)
+    np.testing.assert_array_equal(np.asarray(io.convert_frames(frames, storage=storage)), got)
 
 
 def test_demuxer_streaming_demux_and_decoder_in_pieces_equal_one_shot():

@@ -174,6 +174,24 @@ except ImportError:  # a build without FFmpeg: the names raise RuntimeError when
         globals()[_name] = _missing_media_api(_name)
     del _name
 
+_convert_frames = convert_frames
+
+
+def convert_frames(frames: Any, storage: Any = None) -> CPUBuffer:
+    """SPDL's ``convert_frames``: frame objects (or a list of them, stacked on a new first
+    axis) as one zero-copy :class:`CPUBuffer` (layouts in ``VideoFrames`` / ``AudioFrames`` /
+    ``ImageFrames``). With ``storage`` (a :class:`CPUStorage` from :func:`cpu_storage`) the
+    data is copied into it and the buffer shares the storage's memory (``ValueError`` when it
+    is too small). ``ValueError`` for frames of a pixel/sample format without an array layout
+    (add ``format=pix_fmts=rgb24`` / ``aformat=sample_fmts=fltp`` to the filter)."""
+    out = _convert_frames(frames)
+    if storage is None:
+        return out
+    if not isinstance(storage, CPUStorage):
+        raise TypeError(f"storage must be a CPUStorage (cpu_storage), got {type(storage).__name__}")
+    return _native._copy_into_storage(storage, out)
+
+
 #: SPDL's decoder classes are one class here: a ``Decoder`` decodes the packets of the codec
 #: it was made for (video, audio or image).
 VideoDecoder = AudioDecoder = Decoder
