@@ -5,7 +5,8 @@
 
 `--ours` is an interpreter with spdl_rs (FFmpeg build); `--spdl` one with `pip install
 spdl==0.8.0` (it runs on the system FFmpeg 5.1). Each side runs in its own process on the same
-clips, alternating, and reports the median of `--reps`:
+clips (spdl-rs first, then SPDL 0.8), and reports the median of `--reps` (the 5-minute
+streaming pass: `--reps - 1`, at least 1):
 
 1. `load_video(clip, filter_desc=get_video_filter_desc(scale_width=224, scale_height=224))`
    on real clips (frames/s over the whole clip);
