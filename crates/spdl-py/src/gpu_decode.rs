@@ -291,16 +291,3 @@ pub(crate) fn _nv12_to_planar(
     };
     Ok(CpuBuffer::from_u8(out, shape, String::new()))
 }
-
-/// `(width, height)` of the coded frames of `VideoPackets` (what NVDEC would allocate for).
-#[pyfunction]
-pub(crate) fn _packets_coded_size(packets: &Bound<'_, PyAny>) -> PyResult<(usize, usize)> {
-    let p = packets
-        .cast::<crate::media::VideoPackets>()
-        .map_err(|_| PyTypeError::new_err("packets must be VideoPackets (from demux_video)"))?;
-    p.get().coded_size().ok_or_else(|| {
-        PyRuntimeError::new_err(
-            "VideoPackets carry no stream information in a build without decode-ffmpeg",
-        )
-    })
-}

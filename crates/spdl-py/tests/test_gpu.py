@@ -372,7 +372,7 @@ def test_nvdec_on_real_packets_without_a_driver():
         pytest.skip(f"clip not found at {CLIP}")
     clip = CLIP
     packets = io.demux_video(str(clip))
-    assert packets.codec == "h264"
+    assert packets.codec.name == "h264"
     with pytest.raises(ValueError, match="pix_fmt"):
         io.decode_packets_nvdec(packets, device_config=CFG, pix_fmt="yuv")
     with pytest.raises(RuntimeError, match="NVDEC unavailable|decode-nvdec"):

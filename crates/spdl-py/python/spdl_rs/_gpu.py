@@ -503,9 +503,8 @@ class NvDecDecoder:
 
 def _codec_size(codec: Any) -> tuple[str, int, int]:
     """``(name, width, height)`` of SPDL's ``VideoCodec``-like object, or of ``VideoPackets``."""
-    if hasattr(codec, "get_timestamps") and isinstance(getattr(codec, "codec", None), str):
-        width, height = _native._packets_coded_size(codec)
-        return codec.codec, width, height
+    if hasattr(codec, "get_timestamps") and hasattr(codec, "codec"):
+        codec = codec.codec  # VideoPackets -> its VideoCodec
     try:
         return str(codec.name), int(codec.width), int(codec.height)
     except AttributeError as e:

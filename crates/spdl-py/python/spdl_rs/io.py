@@ -37,11 +37,10 @@ from typing import Any
 
 from . import _native
 from ._native import (
-    AudioFrames,
     CPUBuffer,
     CUDABuffer,
-    VideoFrames,
-    VideoPackets,
+    DecodedAudio,
+    DecodedVideo,
     cuda_available,
     cuda_built,
     cuda_unavailable_reason,
@@ -51,9 +50,7 @@ from ._native import (
     get_ffmpeg_filters as _get_ffmpeg_filters,
     get_ffmpeg_log_level,
     get_ffmpeg_versions,
-    load_image,
     load_decoder_plugin,
-    load_image_batch,
     random_resized_crop,
 )
 from ._native import set_ffmpeg_log_level as _set_ffmpeg_log_level
@@ -87,6 +84,121 @@ from ._gpu import (
 from ._tar import iter_tarfile
 from ._wav import WAVHeader, load_wav, parse_wav
 
+# SPDL's packet/frame-level media API (`spdl_rs._native` has it in FFmpeg builds only).
+_MEDIA_API = (
+    "VideoFrames",
+    "AudioFrames",
+    "ImageFrames",
+    "convert_frames",
+    "convert_array",
+    "create_reference_video_frame",
+    "create_reference_audio_frame",
+    "FilterGraph",
+    "DemuxConfig",
+    "demux_config",
+    "VideoCodec",
+    "AudioCodec",
+    "ImageCodec",
+    "VideoPackets",
+    "AudioPackets",
+    "ImagePackets",
+    "Demuxer",
+    "demux_video",
+    "demux_audio",
+    "demux_image",
+    "BSF",
+    "apply_bsf",
+    "DecodeConfig",
+    "decode_config",
+    "decode_packets",
+    "sample_decode_video",
+    "Decoder",
+    "VideoEncodeConfig",
+    "AudioEncodeConfig",
+    "video_encode_config",
+    "audio_encode_config",
+    "Encoder",
+    "Muxer",
+    "encode_image",
+)
+
+try:
+    from ._native import (
+        VideoFrames,
+        AudioFrames,
+        ImageFrames,
+        convert_frames,
+        convert_array,
+        create_reference_video_frame,
+        create_reference_audio_frame,
+        FilterGraph,
+        DemuxConfig,
+        demux_config,
+        VideoCodec,
+        AudioCodec,
+        ImageCodec,
+        VideoPackets,
+        AudioPackets,
+        ImagePackets,
+        Demuxer,
+        demux_video,
+        demux_audio,
+        demux_image,
+        BSF,
+        apply_bsf,
+        DecodeConfig,
+        decode_config,
+        decode_packets,
+        sample_decode_video,
+        Decoder,
+        VideoEncodeConfig,
+        AudioEncodeConfig,
+        video_encode_config,
+        audio_encode_config,
+        Encoder,
+        Muxer,
+        encode_image,
+    )
+except ImportError:  # a build without FFmpeg: the names raise RuntimeError when called
+
+    def _missing_media_api(name: str) -> Any:
+        def unavailable(*_args: Any, **_kwargs: Any) -> Any:
+            raise RuntimeError(
+                f"spdl_rs.io.{name}: this spdl_rs was built without FFmpeg; rebuild with the "
+                "Cargo feature `decode-ffmpeg` (`cargo xtask wheel` builds one)"
+            )
+
+        unavailable.__name__ = name
+        return unavailable
+
+    for _name in _MEDIA_API:
+        globals()[_name] = _missing_media_api(_name)
+    del _name
+
+_convert_frames = convert_frames
+
+
+def convert_frames(frames: Any, storage: Any = None) -> CPUBuffer:
+    """SPDL's ``convert_frames``: frame objects (or a list of them, stacked on a new first
+    axis) as one zero-copy :class:`CPUBuffer` (layouts in ``VideoFrames`` / ``AudioFrames`` /
+    ``ImageFrames``). With ``storage`` (a :class:`CPUStorage` from :func:`cpu_storage`) the
+    data is copied into it and the buffer shares the storage's memory (``ValueError`` when it
+    is too small). ``ValueError`` for frames of a pixel/sample format without an array layout
+    (add ``format=pix_fmts=rgb24`` / ``aformat=sample_fmts=fltp`` to the filter)."""
+    out = _convert_frames(frames)
+    if storage is None:
+        return out
+    if not isinstance(storage, CPUStorage):
+        raise TypeError(f"storage must be a CPUStorage (cpu_storage), got {type(storage).__name__}")
+    return _native._copy_into_storage(storage, out)
+
+
+#: SPDL's decoder classes are one class here: a ``Decoder`` decodes the packets of the codec
+#: it was made for (video, audio or image).
+VideoDecoder = AudioDecoder = Decoder
+#: Likewise SPDL's encoder classes: ``Muxer.add_encode_stream`` returns an ``Encoder``.
+VideoEncoder = AudioEncoder = Encoder
+
 __all__ = [
     "CPUBuffer",
     "load_image",
@@ -99,14 +211,17 @@ __all__ = [
     "cuda_built",
     "cuda_available",
     "cuda_unavailable_reason",
-    "VideoFrames",
-    "AudioFrames",
+    "DecodedVideo",
+    "DecodedAudio",
     "load_video",
     "load_video_clips",
     "load_audio",
-    "VideoPackets",
-    "demux_video",
-    "decode_packets",
+    *_MEDIA_API,
+    "VideoDecoder",
+    "AudioDecoder",
+    "VideoEncoder",
+    "AudioEncoder",
+    "save_image",
     "ffmpeg_versions",
     "get_video_filter_desc",
     "get_audio_filter_desc",
@@ -171,7 +286,7 @@ def load_video(
     apply_rotation: bool = True,
     name: str | None = None,
     filter_desc: str | None = None,
-) -> VideoFrames:
+) -> DecodedVideo:
     """Decodes frames of a video into one ``uint8`` array, with the GIL released.
 
     ``src``: a path (``str`` / ``os.PathLike``, demuxed straight from the file) or the bytes of
@@ -205,7 +320,7 @@ def load_video(
     ``played_at`` it raises ``ValueError``. Default ``None``: no graph (unlike SPDL, whose
     default is ``get_video_filter_desc()``, i.e. ``"format=pix_fmts=rgb24"``).
 
-    Returns :class:`VideoFrames`: ``frames`` a zero-copy :class:`CPUBuffer` ``uint8``
+    Returns :class:`DecodedVideo`: ``frames`` a zero-copy :class:`CPUBuffer` ``uint8``
     ``[T, H, W, C]``; ``pts`` seconds per frame; ``indices``; ``rotation``;
     ``num_decoded`` (the exact frame count when the whole stream was decoded).
 
@@ -250,13 +365,13 @@ def load_video_clips(
     num_threads: int = 1,
     apply_rotation: bool = True,
     name: str | None = None,
-) -> VideoFrames:
+) -> DecodedVideo:
     """Samples ``num_clips`` clips of ``frames_per_clip`` frames, ``stride`` frames apart,
     spread evenly over the video (first clip at frame 0, last one ending at the last frame;
     pytorchvideo's uniform clip sampling), in one decode pass with the GIL released.
 
     The frame count comes from the demuxed packets, never from duration x frame rate; a video
-    shorter than one clip repeats its last frame. Returns :class:`VideoFrames` with ``frames``
+    shorter than one clip repeats its last frame. Returns :class:`DecodedVideo` with ``frames``
     ``uint8`` ``[N, T, H, W, C]`` and ``pts`` / ``indices`` of the ``N * T`` frames, clip after
     clip. Other arguments and errors as :func:`load_video`; ``ValueError`` for a zero count.
     """
@@ -283,14 +398,14 @@ def load_audio(
     num_channels: int | None = None,
     name: str | None = None,
     filter_desc: str | None = None,
-) -> AudioFrames:
+) -> DecodedAudio:
     """Decodes the best audio stream of a file into a ``float32`` waveform, GIL released.
 
     ``src`` and ``name`` as :func:`load_video`. ``timestamp=(start, end)`` keeps the samples
     with ``start <= t < end`` (seconds). ``sample_rate`` (Hz) and ``num_channels`` resample and
     remix through FFmpeg's swresample, like ``ffmpeg -ar R -ac C`` (a fresh resampler per call).
 
-    Returns :class:`AudioFrames`: ``waveform`` a zero-copy :class:`CPUBuffer` ``float32``
+    Returns :class:`DecodedAudio`: ``waveform`` a zero-copy :class:`CPUBuffer` ``float32``
     ``[C, S]`` (channels first, in [-1, 1]; 16-bit PCM scaled by 1/32768), ``sample_rate`` in
     Hz, ``start`` in seconds. Encoder delay/padding is trimmed as ffmpeg does (MP3 LAME tag).
 
@@ -312,53 +427,107 @@ def load_audio(
     )
 
 
-def demux_video(
-    src: Src, *, timestamp: tuple[float, float] | None = None, name: str | None = None
-) -> VideoPackets:
-    """Demuxes the best video stream of ``src`` into :class:`VideoPackets` (compressed packets
-    and the codec parameters), with the GIL released, as SPDL's ``spdl.io.demux_video``: all
-    packets, or with ``timestamp=(start, end)`` (seconds) those needed for the frames with
-    ``start <= pts < end`` (from the key frame before ``start``). Decode them later, on any
-    thread and as often as needed, with :func:`decode_packets`.
-
-    ``src`` and ``name`` as :func:`load_video`. Raises as :func:`load_video`; ``ValueError`` for
-    an empty window. (SPDL's ``demux_config`` / ``bsf`` are not supported.)
-    """
-    return _native.demux_video(src, timestamp=timestamp, name=name)
-
-
-def decode_packets(
-    packets: VideoPackets,
-    filter_desc: str | None = None,
+def save_image(
+    path: str | os.PathLike[str],
+    data: Any,
+    pix_fmt: str = "rgb24",
     *,
-    num_frames: int = -1,
+    bit_rate: int = -1,
+    compression_level: int = -1,
+    qscale: int = -1,
+    gop_size: int = -1,
+    max_b_frames: int = -1,
+    colorspace: str | None = None,
+    color_primaries: str | None = None,
+    color_trc: str | None = None,
+) -> None:
+    """Writes one picture to ``path`` (SPDL's ``spdl.io.save_image``): format and encoder from
+    the extension (``.png`` is lossless). ``data``: ``uint8`` ``[H, W, 3]`` for ``rgb24`` /
+    ``bgr24``, ``[H, W]`` for ``gray`` / ``gray8``, ``[3, H, W]`` for ``yuv444p``. The keyword
+    arguments are :func:`video_encode_config`'s. Raises ``ValueError`` for a shape that does
+    not fit ``pix_fmt``, an unknown extension or an unwritable path."""
+    import numpy as np
+
+    arr = np.ascontiguousarray(data)
+    if pix_fmt in ("gray", "gray8") and arr.ndim == 2:
+        arr = arr[None]
+    if arr.ndim != 3:
+        raise ValueError(f"save_image expects a 3-D array (2-D for gray), got shape {arr.shape}")
+    planar = pix_fmt in ("gray", "gray8", "yuv444p", "gbrp")
+    height, width = (arr.shape[1], arr.shape[2]) if planar else (arr.shape[0], arr.shape[1])
+    config = video_encode_config(
+        height=height,
+        width=width,
+        bit_rate=bit_rate,
+        compression_level=compression_level,
+        qscale=qscale,
+        gop_size=gop_size,
+        max_b_frames=max_b_frames,
+        colorspace=colorspace,
+        color_primaries=color_primaries,
+        color_trc=color_trc,
+    )
+    encode_image(path, arr, pix_fmt, encode_config=config)
+
+
+def load_image(
+    path: str | os.PathLike[str],
     width: int | None = None,
     height: int | None = None,
-    pixel_format: str = "rgb",
-    filter: str = "bicubic",
-    num_threads: int = 1,
-    apply_rotation: bool = True,
-) -> VideoFrames:
-    """Decodes :class:`VideoPackets` into :class:`VideoFrames` (``frames`` ``uint8``
-    ``[T, H, W, C]``, ``pts``), with the GIL released: the frames of the packets' time window
-    (all when they have none), at most ``num_frames`` (``-1``: all). ``filter_desc`` and the
-    output options work as in :func:`load_video`, and the frames equal ``load_video``'s for the
-    same window. SPDL's ``decode_packets`` followed by ``convert_frames`` (SPDL's
-    ``decode_config`` is not supported).
+    *,
+    filter_desc: str | None = None,
+    **kwargs: Any,
+) -> CPUBuffer:
+    """Loads one image as a zero-copy :class:`CPUBuffer` ``uint8`` ``[H, W, C]``, with the GIL
+    released (libjpeg-turbo / image-rs). ``width`` / ``height`` and the keyword arguments
+    (``color``, ``filter``, ``lenient``, ``transform``, ``size``, ``seed``, ``index``, ``epoch``)
+    are those of the native loader (see ``spdl_rs._native.load_image``).
 
-    Raises ``ValueError`` naming the source for undecodable data or a bad ``filter_desc``.
+    ``filter_desc``: an FFmpeg filter string run on the decoded (and resized, if asked) image,
+    as SPDL's ``load_image(filter_desc=...)`` (e.g. from :func:`get_video_filter_desc`); the
+    result is converted back to the image's ``rgb24`` / ``gray`` layout. Needs the FFmpeg build
+    (``RuntimeError`` otherwise); ``ValueError`` naming a description FFmpeg rejects. Other
+    errors as the native loader (``OSError`` subclasses for the path, ``ValueError`` for data).
     """
-    return _native.decode_packets(
-        packets,
-        filter_desc,
-        num_frames=num_frames,
-        width=width,
-        height=height,
-        pixel_format=pixel_format,
-        filter=filter,
-        num_threads=num_threads,
-        apply_rotation=apply_rotation,
-    )
+    img = _native.load_image(path, width, height, **kwargs)
+    if filter_desc is None:
+        return img
+    return _filter_images_or_raise([img], filter_desc, stack=False)[0]
+
+
+def load_image_batch(
+    paths: Sequence[str | os.PathLike[str]],
+    width: int | None = None,
+    height: int | None = None,
+    *,
+    filter_desc: str | None = None,
+    **kwargs: Any,
+) -> CPUBuffer:
+    """Loads images into one :class:`CPUBuffer` ``[N, H, W, C]`` (or normalized ``[N, C, H, W]``
+    ``float32``), with the GIL released; arguments as the native loader
+    (``spdl_rs._native.load_image_batch``).
+
+    ``filter_desc``: an FFmpeg filter string run on each decoded image (after the resize to
+    ``width`` x ``height`` when given), as SPDL's ``load_image_batch(filter_desc=...)``; every
+    output must have the same size (``ValueError`` otherwise). With ``filter_desc``, only
+    ``color``, ``filter`` and ``lenient`` may be given besides (``TypeError`` naming others).
+    """
+    if filter_desc is None:
+        return _native.load_image_batch(paths, width, height, **kwargs)
+    extra = set(kwargs) - {"color", "filter", "lenient"}
+    if extra:
+        raise TypeError(f"load_image_batch: {sorted(extra)} cannot be combined with filter_desc")
+    images = [_native.load_image(p, width, height, **kwargs) for p in paths]
+    return _filter_images_or_raise(images, filter_desc, stack=True)
+
+
+def _filter_images_or_raise(images: list[Any], filter_desc: str, stack: bool) -> Any:
+    run = getattr(_native, "_filter_images", None)
+    if run is None:
+        raise RuntimeError(
+            "filter_desc needs the FFmpeg build of spdl_rs (Cargo feature `decode-ffmpeg`)"
+        )
+    return run(images, filter_desc, stack)
 
 
 # ---------------------------------------------------------------- FFmpeg filter descriptions
@@ -478,14 +647,20 @@ def get_audio_filter_desc(
     return ",".join(parts) or None
 
 
-def get_filter_desc(packets: VideoPackets, **filter_args: Any) -> str | None:
+def get_filter_desc(packets: Any, **filter_args: Any) -> str | None:
     """The filter description for decoding ``packets`` (SPDL's ``spdl.io.get_filter_desc``):
-    :func:`get_video_filter_desc` with ``filter_args``, without a ``trim`` (the packets' time
-    window is applied when decoding). Only :class:`VideoPackets` exist in spdl_rs so far;
-    anything else raises ``TypeError``."""
-    if not isinstance(packets, VideoPackets):
-        raise TypeError(f"get_filter_desc expects VideoPackets, got {type(packets).__name__}")
-    return get_video_filter_desc(timestamp=None, **filter_args)
+    :func:`get_video_filter_desc` (``VideoPackets`` / ``ImagePackets``) or
+    :func:`get_audio_filter_desc` (``AudioPackets``) with ``filter_args``, without a trim: the
+    packets' time window is applied by :func:`decode_packets` itself. ``TypeError`` for
+    anything else."""
+    if isinstance(packets, AudioPackets):
+        return get_audio_filter_desc(timestamp=None, **filter_args)
+    if isinstance(packets, (VideoPackets, ImagePackets)):
+        return get_video_filter_desc(timestamp=None, **filter_args)
+    raise TypeError(
+        "get_filter_desc expects VideoPackets, AudioPackets or ImagePackets, "
+        f"got {type(packets).__name__}"
+    )
 
 
 def get_buffer_desc(codec: Any, label: str | None = None, pix_fmt: str | None = None) -> str:

@@ -225,7 +225,7 @@ def load_video(
 ) -> NativeOp:
     """A stage decoding each video path (``str``, ``os.PathLike`` or a listed sample), GIL-free.
 
-    Output: a :class:`spdl_rs.io.VideoFrames` (``frames`` ``uint8`` ``[T, H, W, C]``, ``pts``
+    Output: a :class:`spdl_rs.io.DecodedVideo` (``frames`` ``uint8`` ``[T, H, W, C]``, ``pts``
     in seconds, ``label`` of a labelled listing). Frame selection and output arguments as
     :func:`spdl_rs.io.load_video`; with ``num_clips`` and ``frames_per_clip`` (and
     ``stride``), clips as :func:`spdl_rs.io.load_video_clips` (``[N, T, H, W, C]``);
@@ -303,7 +303,7 @@ def load_audio(
 ) -> NativeOp:
     """A stage decoding each audio path, GIL-free.
 
-    Output: a :class:`spdl_rs.io.AudioFrames` (``waveform`` ``float32`` ``[C, S]``,
+    Output: a :class:`spdl_rs.io.DecodedAudio` (``waveform`` ``float32`` ``[C, S]``,
     ``sample_rate`` in Hz). Arguments (``filter_desc`` too) as :func:`spdl_rs.io.load_audio`; each file gets its own
     resampler, so no state carries from one file to the next. Failure: the message names the
     file and the reason. Raises ``RuntimeError`` in a build without FFmpeg.
