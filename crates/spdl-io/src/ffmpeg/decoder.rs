@@ -227,7 +227,9 @@ impl Decoder {
                                 let v = std::mem::ManuallyDrop::new(ff::frame::Video::wrap(
                                     frame.as_mut_ptr(),
                                 ));
-                                FilterGraph::video(&desc, &v, tb)
+                                // One filter thread: FFmpeg 5.1 leaks a failed slice
+                                // scaler per extra thread (see filter.rs).
+                                FilterGraph::video(&desc, &v, tb, 1)
                             }
                         }?;
                         self.graph = Some(g);

@@ -358,7 +358,7 @@ impl Encoder {
                     let v = std::mem::ManuallyDrop::new(unsafe {
                         ff::frame::Video::wrap(f.as_ptr().cast_mut())
                     });
-                    FilterGraph::video(&desc, &v, self.time_base)?
+                    FilterGraph::video(&desc, &v, self.time_base, 1)?
                 };
             self.convert = Some(g);
         }
