@@ -52,6 +52,7 @@ from ._priority import (
     PriorityThreadPoolExecutor,
 )
 from ._subinterpreter import iterate_in_subinterpreter, run_pipeline_in_subinterpreter
+from ._arena import SharedMemoryRingBuffer, SharedMemorySegmentPool
 from ._subprocess import WorkerDied, iterate_in_subprocess, run_pipeline_in_subprocess
 
 __all__ = [
@@ -59,6 +60,8 @@ __all__ = [
     "build_pipeline",
     "run_pipeline_in_subprocess",
     "iterate_in_subprocess",
+    "SharedMemoryRingBuffer",
+    "SharedMemorySegmentPool",
     "run_pipeline_in_subinterpreter",
     "iterate_in_subinterpreter",
     "PriorityThreadPoolExecutor",
