@@ -321,3 +321,23 @@ def test_close_and_unlink_without_a_worker():
     with SharedMemoryRingBuffer(4096) as ring:
         assert _arena_names(ring) <= _shm_names()
     assert _shm_names() - before == set()
+
+
+def _big(i):
+    return np.full((128, 128), i, dtype=np.uint8)
+
+
+def test_run_pipeline_in_subprocess_with_an_arena():
+    from spdl_rs.pipeline import run_pipeline_in_subprocess
+    from spdl_rs.pipeline.defs import Pipe, PipelineConfig, SinkConfig, SourceConfig
+
+    cfg = PipelineConfig(src=SourceConfig(range(6)), pipes=[Pipe(_big)], sink=SinkConfig(2))
+    pool = SharedMemorySegmentPool(32 * 1024, 4, acquire_timeout=30)
+    names = _arena_names(pool)
+    src = run_pipeline_in_subprocess(cfg, num_threads=2, mp_context="spawn", arena=pool)
+    for _ in range(2):
+        got = sorted(int(a[0, 0]) for a in src if a.shape == (128, 128) and not a.flags.owndata)
+        assert got == list(range(6))
+    src.shutdown()
+    gc.collect()
+    assert not (names & _shm_names())
