@@ -153,13 +153,12 @@ class _ArenaBase:
             self._cv.notify_all()
 
     def __getstate__(self) -> dict[str, Any]:
-        state = {k: v for k, v in self.__dict__.items() if not k.startswith("_shm")}
-        state["_lock"] = None
-        return state
+        # The mappings are made again in the worker (by name); the condition pickles only
+        # while the worker is being spawned.
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_shm")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._lock = threading.Lock()
         self._attach_all()
 
     @staticmethod
@@ -238,7 +237,6 @@ class SharedMemoryRingBuffer(_ArenaBase):
         self._acquire_timeout = _check_timeout(acquire_timeout)
         self._closed = False
         self._cv = None
-        self._lock = threading.Lock()
         self._shm = shared_memory.SharedMemory(create=True, size=_HEADER + capacity)
         self._name = self._shm.name
         self._head = 0  # worker side: absolute write cursor (only the worker reads it)
@@ -367,7 +365,6 @@ class SharedMemorySegmentPool(_ArenaBase):
         self._acquire_timeout = _check_timeout(acquire_timeout)
         self._closed = False
         self._cv = None
-        self._lock = threading.Lock()
         # control: one in-use flag per segment, then the shutdown flag
         self._shm_ctrl = shared_memory.SharedMemory(create=True, size=count + 1)
         self._shm_segs: list[shared_memory.SharedMemory] = []
@@ -488,7 +485,7 @@ class SharedMemorySegmentPool(_ArenaBase):
             if anchors:
                 lease = _Lease(self, seg, len(anchors))
                 for a in anchors:
-                    weakref.finalize(a, lease.release_one)
+                    weakref.finalize(a, lease.release_one).atexit = False
             else:
                 self._free(seg)
 
@@ -503,7 +500,7 @@ class _Lease:
         self._pool = pool
         self._seg = seg
         self._left = n
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # finalizers may run on any thread
 
     def release_one(self) -> None:
         with self._lock:

@@ -12,8 +12,10 @@ array of at least 64 KiB (also inside tuples, lists and dicts) is copied once by
 into a new shared-memory file under ``/dev/shm`` and arrives as a NumPy array mapped onto that
 memory, with no copy in the parent (the file is unlinked on arrival; the memory is freed with
 the array). A ``CPUBuffer``'s ``keys``/``labels`` are not carried. Without ``/dev/shm`` the
-array is pickled. Not yet SPDL's pool of reused segments: each array maps a new one, and the
-decoder does not write into shared memory directly (the worker's one copy remains).
+array is pickled. Each array maps a new file; ``arena=`` (a :class:`SharedMemoryRingBuffer` or
+:class:`SharedMemorySegmentPool`, SPDL's arenas, see :mod:`._arena`) reuses preallocated
+segments instead and also carries large ``bytes``. The decoder does not write into shared
+memory directly (the worker's one copy remains).
 """
 
 from __future__ import annotations
