@@ -23,6 +23,7 @@ nothing stays under ``/dev/shm``.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import pickle
 import struct
@@ -30,6 +31,7 @@ import sys
 import threading
 import weakref
 from multiprocessing import shared_memory
+from collections.abc import Iterator
 from typing import Any
 
 __all__ = ["SharedMemoryRingBuffer", "SharedMemorySegmentPool"]
@@ -148,9 +150,22 @@ class _ArenaBase:
         self._set_shutdown()
         self._notify()
 
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[bool]:
+        """The condition's lock for a short update, given up after 1 s: a worker killed
+        while holding it (it holds it only for a few reads, never while waiting) must not
+        hang the parent. Yields whether the lock was taken (then waiters may be notified)."""
+        got = self._cv.acquire(True, 1.0)
+        try:
+            yield got
+        finally:
+            if got:
+                self._cv.release()
+
     def _notify(self) -> None:
-        with self._cv:
-            self._cv.notify_all()
+        with self._locked() as got:
+            if got:
+                self._cv.notify_all()
 
     def __getstate__(self) -> dict[str, Any]:
         # The mappings are made again in the worker (by name); the condition pickles only
@@ -301,10 +316,11 @@ class SharedMemoryRingBuffer(_ArenaBase):
     def _give_back(self, span: int) -> None:
         if span == 0 or self._closed:
             return
-        with self._cv:
+        with self._locked() as got:
             tail = self._tail() + span
             _RING_CTRL.pack_into(self._shm.buf, 0, tail, self._shm.buf[8])
-            self._cv.notify_all()
+            if got:
+                self._cv.notify_all()
 
     def _restore(self, envelope: bytes) -> Any:
         span, body = pickle.loads(envelope)
@@ -427,9 +443,10 @@ class SharedMemorySegmentPool(_ArenaBase):
     def _free(self, seg: int) -> None:
         if self._closed:
             return
-        with self._cv:
+        with self._locked() as got:
             self._shm_ctrl.buf[seg] = 0
-            self._cv.notify_all()
+            if got:
+                self._cv.notify_all()
 
     def _offload(self, obj: Any) -> bytes:
         seg = self._acquire()
