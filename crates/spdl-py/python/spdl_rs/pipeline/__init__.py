@@ -23,7 +23,9 @@ costs nothing per task, ``continuous=True`` starts each epoch when the consumer 
 Submodules: :mod:`spdl_rs.pipeline.config` (global defaults), :mod:`spdl_rs.pipeline.defs`
 (config-defined pipelines: ``PipelineConfig``, ``Pipe``, ``Aggregate``, ``Merge``, ...; build
 one with :func:`build_pipeline`). :func:`run_pipeline_in_subprocess` and
-:func:`iterate_in_subprocess` run a pipeline or any iterable in a worker process.
+:func:`iterate_in_subprocess` run a pipeline or any iterable in a worker process;
+:class:`SharedMemoryRingBuffer` and :class:`SharedMemorySegmentPool` (their ``arena=``) carry
+large arrays and bytes from it through shared memory.
 """
 
 from .._errors import PipelineFailure
@@ -53,6 +55,7 @@ from ._priority import (
     PriorityThreadPoolExecutor,
 )
 from ._subinterpreter import iterate_in_subinterpreter, run_pipeline_in_subinterpreter
+from ._arena import SharedMemoryRingBuffer, SharedMemorySegmentPool
 from ._subprocess import WorkerDied, iterate_in_subprocess, run_pipeline_in_subprocess
 
 __all__ = [
@@ -60,6 +63,8 @@ __all__ = [
     "build_pipeline",
     "run_pipeline_in_subprocess",
     "iterate_in_subprocess",
+    "SharedMemoryRingBuffer",
+    "SharedMemorySegmentPool",
     "run_pipeline_in_subinterpreter",
     "iterate_in_subinterpreter",
     "PriorityThreadPoolExecutor",

@@ -12,8 +12,10 @@ array of at least 64 KiB (also inside tuples, lists and dicts) is copied once by
 into a new shared-memory file under ``/dev/shm`` and arrives as a NumPy array mapped onto that
 memory, with no copy in the parent (the file is unlinked on arrival; the memory is freed with
 the array). A ``CPUBuffer``'s ``keys``/``labels`` are not carried. Without ``/dev/shm`` the
-array is pickled. Not yet SPDL's pool of reused segments: each array maps a new one, and the
-decoder does not write into shared memory directly (the worker's one copy remains).
+array is pickled. Each array maps a new file; ``arena=`` (a :class:`SharedMemoryRingBuffer` or
+:class:`SharedMemorySegmentPool`, SPDL's arenas, see :mod:`._arena`) reuses preallocated
+segments instead and also carries large ``bytes``. The decoder does not write into shared
+memory directly (the worker's one copy remains).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ import traceback
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
+
+from ._arena import SharedMemoryRingBuffer, SharedMemorySegmentPool
 
 __all__ = ["WorkerDied", "iterate_in_subprocess", "run_pipeline_in_subprocess"]
 
@@ -175,7 +179,9 @@ def _worker(
     initializers: Sequence[Callable[[], None]],
     cmd_q: Any,
     data_q: Any,
+    arena: Any = None,
 ) -> None:
+    encode, drop = (arena._offload, arena._drop) if arena is not None else (_encode, _release)
     try:
         for init in initializers:
             init()
@@ -191,7 +197,7 @@ def _worker(
         if cmd != "iterate":  # an abort for an epoch that already ended
             continue
         try:
-            if _run_epoch(iterable, epoch, cmd_q, data_q):
+            if _run_epoch(iterable, epoch, cmd_q, data_q, encode, drop):
                 data_q.put(("end", epoch, None))
         except BaseException as e:
             data_q.put(("error", epoch, _portable_error(e)))
@@ -199,17 +205,24 @@ def _worker(
         _PENDING[:] = [(c, e) for c, e in _PENDING if c != "abort"]
 
 
-def _run_epoch(iterable: Iterable[Any], epoch: int, cmd_q: Any, data_q: Any) -> bool:
+def _run_epoch(
+    iterable: Iterable[Any],
+    epoch: int,
+    cmd_q: Any,
+    data_q: Any,
+    encode: Callable[[Any], Any],
+    drop: Callable[[Any], None],
+) -> bool:
     """Sends one epoch's items; ``False`` if the parent aborted it or asked to stop."""
     for item in iterable:
-        payload = _encode(item)
+        payload = encode(item)
         while True:
             try:
                 data_q.put(("item", epoch, payload), timeout=_POLL)
                 break
             except queue.Full:
                 if _interrupted(cmd_q, epoch):
-                    _release(payload)  # never sent: free its shared memory here
+                    drop(payload)  # never sent: free its shared memory here
                     return False
         if _interrupted(cmd_q, epoch):
             return False
@@ -232,7 +245,20 @@ def _interrupted(cmd_q: Any, epoch: int) -> bool:
 ################################################################################
 # the parent
 ################################################################################
-def _shutdown(process: Any, cmd_q: Any, data_q: Any) -> None:
+def _shutdown(process: Any, cmd_q: Any, data_q: Any, arena: Any = None) -> None:
+    try:
+        _stop_worker(process, cmd_q, data_q, arena)
+    finally:
+        if arena is not None:
+            try:
+                arena.close()
+            finally:
+                arena.unlink()
+
+
+def _stop_worker(process: Any, cmd_q: Any, data_q: Any, arena: Any) -> None:
+    if arena is not None:
+        arena._set_shutdown_quietly()  # a worker waiting for arena space gives up now
     try:
         cmd_q.put(("stop", -1))
     except Exception:
@@ -250,7 +276,7 @@ def _shutdown(process: Any, cmd_q: Any, data_q: Any) -> None:
         except Exception:  # empty, closed, or a message cut short by a killed worker
             break
         if kind == "item":
-            _release(payload)
+            _release(payload) if arena is None else arena._discard(payload)
     for q in (cmd_q, data_q):
         q.cancel_join_thread()
         q.close()
@@ -260,7 +286,7 @@ class _SubprocessIterable(Iterable[T]):
     """What :func:`iterate_in_subprocess` returns; each ``iter()`` runs one epoch in the
     same worker process."""
 
-    def __init__(self, process: Any, cmd_q: Any, data_q: Any, timeout: float | None) -> None:
+    def __init__(self, process: Any, cmd_q: Any, data_q: Any, timeout: float | None, arena: Any = None) -> None:
         self._process = process
         self._cmd_q = cmd_q
         self._data_q = data_q
@@ -269,7 +295,8 @@ class _SubprocessIterable(Iterable[T]):
         self._ready = False
         self._active = False
         self._closed = False
-        self._finalizer = weakref.finalize(self, _shutdown, process, cmd_q, data_q)
+        self._arena = arena
+        self._finalizer = weakref.finalize(self, _shutdown, process, cmd_q, data_q, arena)
 
     @property
     def pid(self) -> int | None:
@@ -320,10 +347,10 @@ class _SubprocessIterable(Iterable[T]):
                 kind, e, payload = self._get()
                 if e != epoch:  # late items of an epoch left early
                     if kind == "item":
-                        _release(payload)
+                        self._discard(payload)
                     continue
                 if kind == "item":
-                    yield _decode(payload)
+                    yield self._arena._restore(payload) if self._arena is not None else _decode(payload)
                 elif kind == "end":
                     finished = True
                     return
@@ -334,6 +361,12 @@ class _SubprocessIterable(Iterable[T]):
             self._active = False
             if not finished and not self._closed and self._process.is_alive():
                 self._cmd_q.put(("abort", epoch))
+
+    def _discard(self, payload: Any) -> None:
+        if self._arena is not None:
+            self._arena._discard(payload)
+        else:
+            _release(payload)
 
     def shutdown(self) -> None:
         """Stops the worker (``terminate`` after 3 s) and joins it. Idempotent; also done
@@ -350,6 +383,7 @@ def iterate_in_subprocess(
     mp_context: str | None = None,
     timeout: float | None = None,
     daemon: bool = False,
+    arena: SharedMemoryRingBuffer | SharedMemorySegmentPool | None = None,
 ) -> Iterable[T]:
     """Runs ``fn()`` in a new process and iterates what it returns there (SPDL's
     ``spdl.pipeline.iterate_in_subprocess``).
@@ -366,11 +400,18 @@ def iterate_in_subprocess(
     - ``timeout``: seconds without an item after which the worker is terminated and
       ``TimeoutError`` raised (``None``: no limit).
     - ``daemon``: the worker's ``daemon`` flag.
+    - ``arena``: a :class:`~spdl_rs.pipeline.SharedMemoryRingBuffer` or
+      :class:`~spdl_rs.pipeline.SharedMemorySegmentPool` that carries the items' large binaries
+      (``bytes``, NumPy arrays, ``CPUBuffer``) instead of the per-array files above (SPDL's
+      ``arena``); the returned iterable owns it and closes and unlinks it at shutdown. One
+      arena serves one call. ``None``: the per-array files.
 
     Raises: the worker's exception (same type when it pickles, with the worker's traceback
     as a note) when ``fn`` or the iteration fails; ``RuntimeError`` from ``iter()`` if the
     initializer or ``fn()`` failed; :class:`WorkerDied` if the worker exits unexpectedly;
-    ``ValueError``/``TypeError`` for bad arguments.
+    ``ValueError``/``TypeError`` for bad arguments (``TypeError`` for an ``arena`` of another
+    type, ``ValueError`` for one already used); ``BufferError`` when the arena has no room for
+    an item within its ``acquire_timeout`` (raised in the worker, re-raised by the iterator).
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
@@ -389,12 +430,22 @@ def iterate_in_subprocess(
         raise ValueError(f"timeout must be None or a positive number, got {timeout!r}")
     if not isinstance(daemon, bool):
         raise TypeError(f"daemon must be a bool, got {type(daemon).__name__}")
+    if arena is not None and not isinstance(arena, (SharedMemoryRingBuffer, SharedMemorySegmentPool)):
+        raise TypeError(f"arena must be a SharedMemoryRingBuffer or SharedMemorySegmentPool, got {type(arena).__name__}")
     ctx = mp.get_context(mp_context)
+    if arena is not None:
+        arena._bind(ctx)
     cmd_q = ctx.Queue()
     data_q = ctx.Queue(maxsize=buffer_size)
-    process = ctx.Process(target=_worker, args=(fn, inits, cmd_q, data_q), daemon=daemon, name="spdl_rs_worker")
-    process.start()
-    return _SubprocessIterable(process, cmd_q, data_q, timeout)
+    process = ctx.Process(target=_worker, args=(fn, inits, cmd_q, data_q, arena), daemon=daemon, name="spdl_rs_worker")
+    try:
+        process.start()
+    except BaseException:
+        if arena is not None:
+            arena.close()
+            arena.unlink()
+        raise
+    return _SubprocessIterable(process, cmd_q, data_q, timeout, arena)
 
 
 ################################################################################
@@ -459,7 +510,7 @@ def run_pipeline_in_subprocess(
 
     The keywords before ``**kwargs`` are ``build_pipeline``'s; ``kwargs`` are
     :func:`iterate_in_subprocess`'s (``buffer_size``, ``initializer``, ``mp_context``,
-    ``timeout``, ``daemon``). As SPDL, the worker starts from the parent's global RNG states
+    ``timeout``, ``daemon``, ``arena``). As SPDL, the worker starts from the parent's global RNG states
     (:mod:`random`, and NumPy's legacy one if NumPy is imported). A ``PipelineBuilder`` is
     taken too (its ``get_config()``), with a ``DeprecationWarning`` as SPDL.
 
@@ -493,7 +544,7 @@ def run_pipeline_in_subprocess(
         cfg = cfg.get_config()
     if not isinstance(cfg, PipelineConfig):
         raise TypeError(f"run_pipeline_in_subprocess takes a PipelineConfig, got {type(cfg).__name__}")
-    unknown = set(kwargs) - {"buffer_size", "initializer", "mp_context", "timeout", "daemon"}
+    unknown = set(kwargs) - {"buffer_size", "initializer", "mp_context", "timeout", "daemon", "arena"}
     if unknown:
         raise TypeError(f"run_pipeline_in_subprocess got unexpected keyword arguments: {sorted(unknown)}")
     cfg = _portable_executors(cfg, daemon=bool(kwargs.get("daemon", False)))
