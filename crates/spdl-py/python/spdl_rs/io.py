@@ -15,6 +15,10 @@ Array, archive and WAV fast paths (parsed in Rust with the GIL released, zero-co
 views over the caller's bytes): ``load_npy``, ``load_npz`` / ``NpzFile``, ``iter_tarfile``,
 ``load_wav`` / ``parse_wav`` / ``WAVHeader``.
 
+Many-epoch training: :class:`DecodedCache` serves a file written once by ``spdl cache`` (images
+decoded and resized to one shape) as training batches, with random crop, flip and normalize
+applied at read time and no decode.
+
 Video and audio (``load_video``, ``load_video_clips``, ``load_audio``) decode through the system
 FFmpeg and need a build with the Cargo feature ``decode-ffmpeg`` (``cargo xtask wheel`` builds
 one; ``pip install ./crates/spdl-py
@@ -35,7 +39,9 @@ from ._native import (
     AudioFrames,
     CPUBuffer,
     CUDABuffer,
+    DecodedCache,
     VideoFrames,
+    build_decoded_cache,
     VideoPackets,
     cuda_available,
     cuda_built,
@@ -59,6 +65,8 @@ from ._wav import WAVHeader, load_wav, parse_wav
 
 __all__ = [
     "CPUBuffer",
+    "DecodedCache",
+    "build_decoded_cache",
     "load_image",
     "decode_image",
     "load_image_batch",
