@@ -520,8 +520,10 @@ fn progress_bar(total: u64, hidden: bool) -> ProgressBar {
         // Shards: the sample count is known only once they are read.
         let bar = ProgressBar::new_spinner();
         bar.set_style(
-            ProgressStyle::with_template("{spinner} [{elapsed_precise}] {pos} images  {per_sec}  {msg}")
-                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {pos} images  {per_sec}  {msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
         );
         return bar;
     }

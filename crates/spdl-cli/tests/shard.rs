@@ -164,7 +164,11 @@ fn spdl_load_reads_shards_by_brace_pattern_with_a_shuffle_buffer() {
     let src = tempfile::tempdir().unwrap();
     for (i, p) in photos.iter().take(6).enumerate() {
         let class = if i % 2 == 0 { "even" } else { "odd" };
-        write(src.path(), &format!("{class}/{i}.jpg"), &std::fs::read(p).unwrap());
+        write(
+            src.path(),
+            &format!("{class}/{i}.jpg"),
+            &std::fs::read(p).unwrap(),
+        );
     }
     let out = tempfile::tempdir().unwrap();
     shard(&[
@@ -200,7 +204,12 @@ fn spdl_load_reads_shards_by_brace_pattern_with_a_shuffle_buffer() {
     let (ok, _, stderr) = spdl(&["load", &missing, "-q"]);
     assert!(!ok && stderr.contains("shard-000003.tar"), "{stderr}");
     // --shuffle-buffer on a folder is refused.
-    let (ok, _, stderr) = spdl(&["load", src.path().to_str().unwrap(), "--shuffle-buffer", "4"]);
+    let (ok, _, stderr) = spdl(&[
+        "load",
+        src.path().to_str().unwrap(),
+        "--shuffle-buffer",
+        "4",
+    ]);
     assert!(!ok && stderr.contains("tar shards only"), "{stderr}");
 }
 
@@ -222,7 +231,10 @@ fn spdl_cache_writes_a_cache_of_every_image() {
     let n = spdl_sources::walk_dir(&samples, &spdl_sources::Extensions::images())
         .unwrap()
         .len();
-    assert!(stdout.starts_with(&format!("{n} records of 48x48x3")), "{stdout}");
+    assert!(
+        stdout.starts_with(&format!("{n} records of 48x48x3")),
+        "{stdout}"
+    );
     let c = spdl_io::cache::DecodedCache::open(&cache, true).unwrap();
     assert_eq!((c.len(), c.shape()), (n, [48, 48, 3]));
     for i in 0..n {

@@ -53,8 +53,8 @@ pub mod array;
 #[cfg(feature = "decode-ffmpeg")]
 pub mod audio;
 pub mod batch;
-pub mod cache;
 mod batch_loader;
+pub mod cache;
 pub mod decode;
 mod error;
 #[cfg(feature = "decode-ffmpeg")]

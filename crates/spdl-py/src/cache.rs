@@ -36,7 +36,9 @@ impl DecodedCache {
     #[new]
     #[pyo3(signature = (path, *, verify=true))]
     fn new(py: Python<'_>, path: std::path::PathBuf, verify: bool) -> PyResult<Self> {
-        let cache = py.detach(|| Cache::open(&path, verify)).map_err(cache_err)?;
+        let cache = py
+            .detach(|| Cache::open(&path, verify))
+            .map_err(cache_err)?;
         Ok(DecodedCache { cache })
     }
 

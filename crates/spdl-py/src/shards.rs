@@ -9,9 +9,7 @@ use pyo3::exceptions::{PyRuntimeWarning, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 
-use spdl_sources::shards::{
-    list_shards_with, EpochSamples, SampleSpan, ShardSource, ShardState,
-};
+use spdl_sources::shards::{list_shards_with, EpochSamples, SampleSpan, ShardSource, ShardState};
 use spdl_sources::{FetchOptions, Fetcher};
 
 use crate::error::sources_err;
@@ -256,9 +254,7 @@ impl TarShardIter {
                                 PyBytes::new(py, &pack_spans(&st.buffered)),
                             ),
                         )?,
-                        None => {
-                            d.set_item("__state__", (self.epoch, sample.shard, sample.end))?
-                        }
+                        None => d.set_item("__state__", (self.epoch, sample.shard, sample.end))?,
                     }
                     for (field, data) in &sample.fields {
                         d.set_item(field, PyBytes::new(py, data))?;

@@ -18,9 +18,7 @@ use spdl_io::array::tar::TarWriter;
 use spdl_sources::shards::{
     list_shards_with, ShardErrorKind, ShardSample, ShardSource, ShardState,
 };
-use spdl_sources::{
-    DistInfo, FetchOptions, Fetcher, Remainder, RetryPolicy, SamplerOptions, Uri,
-};
+use spdl_sources::{DistInfo, FetchOptions, Fetcher, Remainder, RetryPolicy, SamplerOptions, Uri};
 
 /// Shard `s` holds samples `s*per .. (s+1)*per`: `k/{i:05}.jpg` (`size` bytes derived from
 /// `i`) and `k/{i:05}.cls`. Returns the paths.
@@ -32,7 +30,8 @@ fn write_shards(dir: &Path, n: usize, per: usize, size: usize) -> Vec<PathBuf> {
             let mut w = TarWriter::new(std::fs::File::create(&path).unwrap());
             for j in 0..per {
                 let i = s * per + j;
-                w.append(&format!("k/{i:05}.jpg"), &payload(i, size)).unwrap();
+                w.append(&format!("k/{i:05}.jpg"), &payload(i, size))
+                    .unwrap();
                 w.append(&format!("k/{i:05}.cls"), (i % 7).to_string().as_bytes())
                     .unwrap();
             }
@@ -44,7 +43,11 @@ fn write_shards(dir: &Path, n: usize, per: usize, size: usize) -> Vec<PathBuf> {
 
 fn payload(i: usize, size: usize) -> Vec<u8> {
     (0..size)
-        .map(|j| (j as u32).wrapping_mul(2_654_435_761).wrapping_add(i as u32) as u8)
+        .map(|j| {
+            (j as u32)
+                .wrapping_mul(2_654_435_761)
+                .wrapping_add(i as u32) as u8
+        })
         .collect()
 }
 
@@ -218,7 +221,10 @@ fn http_shards_from_a_manifest_and_braces_byte_exact_with_resume_by_range() {
     let listed = list_shards_with(&server.url("shards.txt"), &fetcher).unwrap();
     let braces = list_shards_with(&server.url("train-{0000..0003}.tar"), &fetcher).unwrap();
     assert_eq!(listed, braces);
-    assert_eq!(listed[3], Uri::parse(&server.url("train-0003.tar")).unwrap());
+    assert_eq!(
+        listed[3],
+        Uri::parse(&server.url("train-0003.tar")).unwrap()
+    );
 
     let src = ShardSource::new(listed, DistInfo::single(), in_order())
         .unwrap()
@@ -238,7 +244,11 @@ fn http_shards_from_a_manifest_and_braces_byte_exact_with_resume_by_range() {
     }
     let state = it.state();
     assert_eq!(state, all[8].state(0));
-    let rest: Vec<_> = src.resume(&state).unwrap().map(|s| digest(&s.unwrap())).collect();
+    let rest: Vec<_> = src
+        .resume(&state)
+        .unwrap()
+        .map(|s| digest(&s.unwrap()))
+        .collect();
     assert_eq!(rest, got[9..]);
     assert_eq!(server.hits("train-0001.tar").1, 1);
     assert_eq!(server.hits("train-0000.tar"), (2, 0));
@@ -304,8 +314,7 @@ fn s3_shards_from_a_prefix_and_braces_byte_exact_with_a_shuffle_buffer_and_resum
         ..FetchOptions::default()
     });
     let listed = list_shards_with("s3://bucket/shards/", &fetcher).unwrap();
-    let braces =
-        list_shards_with("s3://bucket/shards/train-{0000..0003}.tar", &fetcher).unwrap();
+    let braces = list_shards_with("s3://bucket/shards/train-{0000..0003}.tar", &fetcher).unwrap();
     assert_eq!(listed, braces);
     assert_eq!(listed.len(), 4);
 

@@ -233,7 +233,8 @@ fn resume_mid_shard_reads_no_shard_from_its_start_again() {
         std::fs::write(shard, &saved).unwrap();
         assert_eq!(rest, all[cut + 1..], "resumed after sample {cut}");
     }
-    let other_rank = ShardSource::new(uris(&paths), DistInfo::new(1, 3).unwrap(), options(11)).unwrap();
+    let other_rank =
+        ShardSource::new(uris(&paths), DistInfo::new(1, 3).unwrap(), options(11)).unwrap();
     let mine = other_rank.epoch_shards(2)[0];
     let not_mine = (0..3).find(|&s| s != mine).unwrap();
     let bad = spdl_sources::shards::ShardState {

@@ -64,16 +64,16 @@ impl Header {
     /// impossible fields), `Truncated` (the file is shorter than its header says).
     pub(super) fn parse(b: &[u8], file_len: u64, path: &str) -> Result<Header> {
         let err = |kind, msg: String| Error::new(kind, msg).with_key(path);
+        if !MAGIC.starts_with(&b[..b.len().min(8)]) || b.is_empty() {
+            return Err(err(
+                ErrorKind::UnknownFormat,
+                "not a decoded cache (no SPDLDEC magic)".into(),
+            ));
+        }
         if b.len() < HEADER {
             return Err(err(
                 ErrorKind::Truncated,
                 format!("decoded cache: {} bytes, shorter than its header", b.len()),
-            ));
-        }
-        if &b[..8] != MAGIC {
-            return Err(err(
-                ErrorKind::UnknownFormat,
-                "not a decoded cache (no SPDLDEC magic)".into(),
             ));
         }
         let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
@@ -95,7 +95,11 @@ impl Header {
                 format!("decoded cache version {version}; this build reads version {VERSION}"),
             ));
         }
-        let (c, h, w) = (u32_at(12) as usize, u32_at(16) as usize, u32_at(20) as usize);
+        let (c, h, w) = (
+            u32_at(12) as usize,
+            u32_at(16) as usize,
+            u32_at(20) as usize,
+        );
         let h = Header {
             shape: [h, w, c],
             count: u64_at(24),
@@ -112,7 +116,10 @@ impl Header {
             .checked_mul(ENTRY as u64)
             .and_then(|n| n.checked_add(h.index_offset));
         let (Some(data_end), Some(index_end)) = (data_end, index_end) else {
-            return Err(err(ErrorKind::Corrupt, "decoded cache: sizes overflow".into()));
+            return Err(err(
+                ErrorKind::Corrupt,
+                "decoded cache: sizes overflow".into(),
+            ));
         };
         if h.record_size() == 0 || h.data_offset < HEADER as u64 || data_end > h.index_offset {
             return Err(err(

@@ -98,11 +98,10 @@ impl DecodedCache {
         let start = header.index_offset as usize;
         let index_bytes = &map[start..start + header.count as usize * ENTRY];
         if crc32fast::hash(index_bytes) != header.index_crc {
-            return Err(Error::new(
-                ErrorKind::Corrupt,
-                "decoded cache: index checksum mismatch",
-            )
-            .with_key(&name));
+            return Err(
+                Error::new(ErrorKind::Corrupt, "decoded cache: index checksum mismatch")
+                    .with_key(&name),
+            );
         }
         let index = index_bytes.chunks_exact(ENTRY).map(Entry::parse).collect();
         Ok(DecodedCache {
@@ -163,11 +162,10 @@ impl DecodedCache {
         let at = self.header.data_offset as usize + index * size;
         let data = &self.map[at..at + size];
         if self.verify && crc32fast::hash(data) != entry.crc {
-            return Err(Error::new(
-                ErrorKind::Corrupt,
-                "decoded cache record checksum mismatch",
-            )
-            .with_key(&key()));
+            return Err(
+                Error::new(ErrorKind::Corrupt, "decoded cache record checksum mismatch")
+                    .with_key(&key()),
+            );
         }
         Ok(data)
     }
@@ -347,7 +345,17 @@ mod tests {
         assert_eq!(b.shape, [1, 2, 2, 3]);
         let BatchData::U8(v) = &b.data else { panic!() };
         let at = |y: u8, x: u8, ch: u8| 50 + y * 10 + x + ch;
-        assert_eq!(v[..6], [at(1, 2, 0), at(1, 2, 1), at(1, 2, 2), at(1, 3, 0), at(1, 3, 1), at(1, 3, 2)]);
+        assert_eq!(
+            v[..6],
+            [
+                at(1, 2, 0),
+                at(1, 2, 1),
+                at(1, 2, 2),
+                at(1, 3, 0),
+                at(1, 3, 1),
+                at(1, 3, 2)
+            ]
+        );
 
         // Random crops and flips: every output pixel row is a (maybe reversed) run of a
         // stored row, and both flips occur over many epochs.

@@ -408,9 +408,12 @@ impl Reader {
                 let rt = self
                     .runtime()
                     .map_err(|e| fail(ShardErrorKind::Open, e.to_string()))?;
-                rt.block_on(self.fetcher.fetch_range(&uri, span.offset..span.end.max(span.offset + 1)))
-                    .map_err(|e| fail(ShardErrorKind::Open, e.to_string()))?
-                    .to_vec()
+                rt.block_on(
+                    self.fetcher
+                        .fetch_range(&uri, span.offset..span.end.max(span.offset + 1)),
+                )
+                .map_err(|e| fail(ShardErrorKind::Open, e.to_string()))?
+                .to_vec()
             }
         };
         // The range holds whole members; an end-of-archive marker closes it.

@@ -139,7 +139,9 @@ pub fn list_shards_with(pattern: &str, fetcher: &Fetcher) -> Result<Vec<Uri>> {
         .filter(|u| !prefix_listing || u.to_string().ends_with(".tar"))
         .collect();
     if shards.is_empty() {
-        return Err(Error::new(ErrorKind::InvalidArgument, "no .tar shard there").with_uri(pattern));
+        return Err(
+            Error::new(ErrorKind::InvalidArgument, "no .tar shard there").with_uri(pattern),
+        );
     }
     Ok(shards)
 }

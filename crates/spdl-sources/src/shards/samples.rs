@@ -119,8 +119,8 @@ impl<R: Read> Iterator for Samples<R> {
                 Err(e) => {
                     self.done = true;
                     // A failed read (a connection lost for good) is no fault of the archive.
-                    let read_failed = std::error::Error::source(&e)
-                        .is_some_and(|s| s.is::<std::io::Error>());
+                    let read_failed =
+                        std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>());
                     let kind = match e.kind() {
                         _ if read_failed => ShardErrorKind::Read,
                         spdl_io::ErrorKind::Truncated | spdl_io::ErrorKind::Empty => {
@@ -146,7 +146,6 @@ impl<R: Read> Iterator for Samples<R> {
         None
     }
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -39,7 +39,10 @@ impl<T> ShuffleBuffer<T> {
         }
         let r = mix(self.key ^ self.draws.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         self.draws += 1;
-        Some(self.items.swap_remove((r % self.items.len() as u64) as usize))
+        Some(
+            self.items
+                .swap_remove((r % self.items.len() as u64) as usize),
+        )
     }
 
     /// The items waiting, in buffer order.
