@@ -383,7 +383,7 @@ fn s3_server_killed_mid_shard_fails_its_samples_named_and_the_epoch_goes_on() {
     let mut it = src.epoch(0);
     let mut ok = Vec::new();
     let mut errors = Vec::new();
-    while let Some(item) = it.next() {
+    for item in it.by_ref() {
         match item {
             Ok(s) => {
                 if s.shard == 0 {

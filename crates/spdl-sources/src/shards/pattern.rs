@@ -82,7 +82,7 @@ pub fn list_shards(pattern: &str) -> Result<Vec<Uri>> {
     }
     let shards: Vec<Uri> = expand_braces(pattern)?
         .into_iter()
-        .map(|s| Uri::local(s))
+        .map(Uri::local)
         .collect();
     check_local(&shards)?;
     Ok(shards)
