@@ -85,3 +85,33 @@ def test_corrupt_and_short_caches_are_named_errors(cache_path, tmp_path):
     with pytest.raises(ValueError, match="bad.spdlcache#1.*checksum"):
         cache.load_batch([1])
     assert np.asarray(DecodedCache(bad, verify=False).load_batch([1])).shape == (1, 64, 64, 3)
+
+
+def test_a_sampler_drives_the_cache_in_a_pipeline_with_ranks_and_resume(cache_path):
+    from spdl_rs.pipeline import PipelineBuilder
+    from spdl_rs.sources import Sampler
+
+    cache = DecodedCache(cache_path)
+    stored = [0, 1, 2, 3]  # record 4 failed at build time
+    # Two ranks: every stored record once, each as the crop of its own record.
+    seen = []
+    for rank in range(2):
+        sampler = Sampler(len(stored), rank=rank, world_size=2, seed=5)
+        p = (
+            PipelineBuilder()
+            .add_source([stored[i] for i in sampler])
+            .pipe(lambda i: (i, np.asarray(cache.load_batch([i], crop=16))[0]))
+            .add_sink(4)
+            .build(num_threads=2)
+        )
+        with p.auto_stop():
+            for i, img in p:
+                np.testing.assert_array_equal(img, np.asarray(cache.load_batch([i]))[0][24:40, 24:40])
+                seen.append(i)
+    assert sorted(seen) == stored
+    # A sampler's state resumes where the indices left off.
+    sampler = Sampler(len(stored), rank=0, world_size=1, seed=5)
+    order = list(sampler.iter_with_info())
+    sampler.mark_delivered(order[0][1])
+    rest = [i for i in Sampler.from_state(sampler.state())]
+    assert rest == [i for i, _, _ in order[1:]]
