@@ -213,7 +213,7 @@ def bench_cache(args, corpus: pathlib.Path, work: pathlib.Path) -> list[str]:
     import numpy as np
     import spdl_rs.io as sio
 
-    paths = sorted(str(p) for p in corpus.rglob("*.jpg"))
+    paths = sorted(str(p) for p in corpus.rglob("*") if p.suffix.lower() in (".jpg", ".jpeg"))
     cache = work / "train.spdlcache"
     t0 = time.perf_counter()
     failures = sio.build_decoded_cache(paths, str(cache), size=256, transform="resize", num_threads=args.threads)

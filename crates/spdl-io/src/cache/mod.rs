@@ -391,6 +391,17 @@ mod tests {
     }
 
     #[test]
+    fn an_empty_cache_opens() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("empty");
+        CacheWriter::create(&path, [2, 2, 3], 0).unwrap().finish().unwrap();
+        let c = DecodedCache::open(&path, true).unwrap();
+        assert!(c.is_empty());
+        let e = c.load_batch(&[0], 0, &ServeOptions::default()).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+    }
+
+    #[test]
     fn corrupt_and_short_files_are_named_errors() {
         let dir = tempfile::tempdir().unwrap();
         let path = write(dir.path(), 3);

@@ -121,6 +121,10 @@ impl CacheWriter {
             .write_all_at(&index, header.index_offset)
             .map_err(io)?;
         self.file.write_all_at(&header.to_bytes(), 0).map_err(io)?;
+        // Records never put (and an empty index) leave holes: the file still has its full size.
+        self.file
+            .set_len(header.index_offset + index.len() as u64)
+            .map_err(io)?;
         let mut file = self.file;
         file.flush().map_err(io)?;
         file.sync_all().map_err(io)?;
