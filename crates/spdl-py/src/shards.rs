@@ -34,7 +34,7 @@ use crate::error::sources_err;
 /// `Sampler`).
 ///
 /// Shards may also be `http(s)://` or `s3://` URIs (brace patterns, an S3 prefix, a manifest)
-/// when the module is built with the `source-http` / `source-s3` features of spdl-sources;
+/// when the module is built with spdl-py's `source-http` / `source-s3` features;
 /// otherwise such a pattern raises `ValueError` naming the missing feature.
 ///
 /// A shard that is missing, cut short or corrupt, or a sample with a repeated field, is
