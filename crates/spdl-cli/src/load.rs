@@ -47,28 +47,30 @@ fn is_shard_pattern(path: &Path) -> bool {
 /// A WebDataset sample as a job: its first image field (by extension: `jpg`, `png`, ...)
 /// and its `cls` as the label; `None` when it has no image field.
 fn shard_job(
-    sample: spdl_sources::shards::ShardSample,
+    mut sample: spdl_sources::shards::ShardSample,
+    images: &Extensions,
     shard: &Uri,
     index: u64,
     epoch: u64,
 ) -> Option<Job> {
-    let images = image_extensions();
-    let name = |field: &str| PathBuf::from(format!("{shard}#{}.{field}", sample.key));
-    let (field, bytes) = sample
-        .fields
-        .iter()
-        .find(|(f, _)| images.matches(Path::new(&format!("x.{f}"))))?;
     let label = sample
         .get("cls")
         .and_then(|b| std::str::from_utf8(b).ok())
         .and_then(|t| t.trim().parse().ok());
+    let at = sample
+        .fields
+        .iter()
+        .position(|(f, _)| images.matches(Path::new(&format!("x.{f}"))))?;
+    // The member's bytes move on as they are: no copy.
+    let (field, bytes) = sample.fields.swap_remove(at);
+    let path = PathBuf::from(format!("{shard}#{}.{field}", sample.key));
     Some(Job {
         index,
-        path: name(field),
+        path,
         location: shard.clone(),
         label,
         epoch,
-        bytes: Some(Bytes::from(bytes.clone())),
+        bytes: Some(Bytes::from(bytes)),
     })
 }
 
@@ -279,6 +281,8 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
                 let source = move |epoch: u64| -> Jobs {
                     let (failures, bytes_read) = (failures.clone(), bytes_read.clone());
                     let uris: Vec<Uri> = shards.shards().to_vec();
+                    // Built once: a registry per sample would cost more than the tar read.
+                    let images = image_extensions();
                     let mut index = 0u64;
                     Box::new(
                         shards
@@ -288,7 +292,8 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
                                     let size: usize = s.fields.iter().map(|(_, d)| d.len()).sum();
                                     bytes_read.fetch_add(size as u64, Ordering::Relaxed);
                                     index += 1;
-                                    shard_job(s.clone(), &uris[s.shard], index - 1, epoch)
+                                    let shard = s.shard;
+                                    shard_job(s, &images, &uris[shard], index - 1, epoch)
                                 }
                                 Err(e) => {
                                     let key = e.key.clone().unwrap_or_default();

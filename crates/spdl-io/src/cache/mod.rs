@@ -394,7 +394,10 @@ mod tests {
     fn an_empty_cache_opens() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("empty");
-        CacheWriter::create(&path, [2, 2, 3], 0).unwrap().finish().unwrap();
+        CacheWriter::create(&path, [2, 2, 3], 0)
+            .unwrap()
+            .finish()
+            .unwrap();
         let c = DecodedCache::open(&path, true).unwrap();
         assert!(c.is_empty());
         let e = c.load_batch(&[0], 0, &ServeOptions::default()).unwrap_err();
