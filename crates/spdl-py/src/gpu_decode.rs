@@ -8,7 +8,7 @@
 //! size limits.
 
 use pyo3::buffer::PyUntypedBuffer;
-use pyo3::exceptions::{PyBufferError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -195,7 +195,7 @@ pub(crate) fn _decode_image_nvjpeg(
     #[cfg(not(feature = "decode-nvjpeg"))]
     {
         let _ = (py, held, device_index, size, single);
-        Err(PyRuntimeError::new_err(
+        Err(pyo3::exceptions::PyRuntimeError::new_err(
             "nvJPEG unavailable: spdl_rs was built without nvJPEG (the `decode-nvjpeg` feature \
              of crates/spdl-py; built_with_nvjpeg() is False)",
         ))

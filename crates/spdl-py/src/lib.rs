@@ -16,6 +16,7 @@ use pyo3::prelude::*;
 
 mod arrays;
 mod buffer;
+mod cache;
 mod config;
 mod cuda;
 mod dlpack;
@@ -209,6 +210,8 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<arrays::WavHeader>()?;
     m.add_function(wrap_pyfunction!(arrays::parse_wav, m)?)?;
     m.add_function(wrap_pyfunction!(arrays::_load_wav, m)?)?;
+    m.add_class::<cache::DecodedCache>()?;
+    m.add_function(wrap_pyfunction!(cache::build_decoded_cache, m)?)?;
     m.add_class::<shards::TarShards>()?;
     m.add_class::<shards::TarShardIter>()?;
     m.add_function(wrap_pyfunction!(_gil_acquisitions, m)?)?;

@@ -1055,8 +1055,40 @@ def _load_wav(
     data: Any, time_offset_seconds: float | None = None, duration_seconds: float | None = None
 ) -> _ArrayInfo: ...
 
+class DecodedCache:
+    """A decoded cache file (``spdl cache``) served as training batches, crop/flip/normalize at read time."""
+
+    def __init__(self, path: str | PathLike[str], *, verify: bool = True) -> None: ...
+    def __len__(self) -> int: ...
+    @property
+    def shape(self) -> tuple[int, int, int]: ...
+    def label(self, index: int) -> int | None: ...
+    def load_batch(
+        self,
+        indices: Sequence[int],
+        *,
+        epoch: int = 0,
+        crop: int | None = None,
+        random_crop: bool = False,
+        flip: bool = False,
+        normalize: bool = False,
+        mean: Sequence[float] | None = None,
+        std: Sequence[float] | None = None,
+        seed: int = 0,
+    ) -> CPUBuffer: ...
+
+def build_decoded_cache(
+    paths: Sequence[str | PathLike[str]],
+    out: str | PathLike[str],
+    *,
+    size: int = 256,
+    transform: str = "resize",
+    labels: Sequence[int] | None = None,
+    num_threads: int | None = None,
+) -> list[str]: ...
+
 class TarShards:
-    """Tar shards in the WebDataset layout from local disk, as a pipeline source."""
+    """Tar shards in the WebDataset layout (local; HTTP/S3 with those features), as a pipeline source."""
 
     def __init__(
         self,
@@ -1067,12 +1099,15 @@ class TarShards:
         shuffle: bool = True,
         seed: int = 0,
         drop_last: bool = False,
+        shuffle_buffer: int = 0,
     ) -> None: ...
     @property
     def shards(self) -> list[str]: ...
     def epoch_shards(self, epoch: int) -> list[int]: ...
     def set_epoch(self, epoch: int) -> None: ...
-    def resume(self, state: tuple[int, int, int]) -> None: ...
+    def resume(
+        self, state: tuple[int, int, int] | tuple[int, int, int, int, bytes]
+    ) -> None: ...
     @property
     def failures(self) -> list[str]: ...
     def __iter__(self) -> Iterator[dict[str, Any]]: ...

@@ -19,6 +19,10 @@ Array, archive and WAV fast paths (parsed in Rust with the GIL released, zero-co
 views over the caller's bytes): ``load_npy``, ``load_npz`` / ``NpzFile``, ``iter_tarfile``,
 ``load_wav`` / ``parse_wav`` / ``WAVHeader``.
 
+Many-epoch training: :class:`DecodedCache` serves a file written once by ``spdl cache`` (images
+decoded and resized to one shape) as training batches, with random crop, flip and normalize
+applied at read time and no decode.
+
 Video and audio (``load_video``, ``load_video_clips``, ``load_audio``) decode through the system
 FFmpeg and need a build with the Cargo feature ``decode-ffmpeg`` (``cargo xtask wheel`` builds
 one; ``pip install ./crates/spdl-py
@@ -40,7 +44,9 @@ from ._native import (
     CPUBuffer,
     CUDABuffer,
     DecodedAudio,
+    DecodedCache,
     DecodedVideo,
+    build_decoded_cache,
     cuda_available,
     cuda_built,
     cuda_unavailable_reason,
@@ -201,6 +207,8 @@ VideoEncoder = AudioEncoder = Encoder
 
 __all__ = [
     "CPUBuffer",
+    "DecodedCache",
+    "build_decoded_cache",
     "load_image",
     "decode_image",
     "load_image_batch",
