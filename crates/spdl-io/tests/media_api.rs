@@ -800,3 +800,133 @@ fn image_filter_strings_on_decoded_images_match_the_ffmpeg_command_line() {
     assert_eq!(e.kind(), ErrorKind::InvalidArgument);
     assert!(e.to_string().contains("notafilter"), "{e}");
 }
+
+#[test]
+fn load_video_and_load_audio_honour_demux_and_decode_configs() {
+    use spdl_io::audio::load_audio;
+    use spdl_io::video::load_video;
+    use spdl_io::{AudioOptions, VideoOptions};
+    let path = media(BBB);
+    // A forced format with options: raw frames no probe recognizes, returned unchanged.
+    let raw = ffmpeg(
+        &path,
+        &[
+            "-frames:v",
+            "3",
+            "-f",
+            "rawvideo",
+            "-pix_fmt",
+            "rgb24",
+            "-s",
+            "32x18",
+        ],
+    );
+    let opts = VideoOptions {
+        demux: DemuxConfig {
+            format: Some("rawvideo".into()),
+            format_options: vec![
+                ("video_size".into(), "32x18".into()),
+                ("pixel_format".into(), "rgb24".into()),
+            ],
+            buffer_size: 8096,
+        },
+        ..Default::default()
+    };
+    let v = load_video(MediaSource::bytes("raw", &raw), &opts).unwrap();
+    assert_eq!(v.shape, [3, 18, 32, 3]);
+    assert!(v.data == raw);
+    // A decoder chosen by name, with options: the same frames as the default decoder.
+    let want = load_video(&*path, &VideoOptions::default()).unwrap();
+    let opts = VideoOptions {
+        decode: DecodeConfig {
+            decoder: Some("h264".into()),
+            decoder_options: vec![("threads".into(), "2".into())],
+        },
+        ..Default::default()
+    };
+    let got = load_video(&*path, &opts).unwrap();
+    assert_eq!((got.shape, &got.pts), (want.shape, &want.pts));
+    assert!(got.data == want.data);
+    // Bad settings are named errors.
+    let bad = |decode: DecodeConfig| {
+        load_video(
+            &*path,
+            &VideoOptions {
+                decode,
+                ..Default::default()
+            },
+        )
+        .unwrap_err()
+    };
+    let e = bad(DecodeConfig {
+        decoder: Some("nosuchdecoder".into()),
+        ..Default::default()
+    });
+    assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+    assert!(e.to_string().contains("nosuchdecoder"), "{e}");
+    let e = bad(DecodeConfig {
+        decoder_options: vec![("nosuchoption".into(), "1".into())],
+        ..Default::default()
+    });
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert!(e.to_string().contains("nosuchoption"), "{e}");
+    let e = load_video(
+        &*path,
+        &VideoOptions {
+            demux: DemuxConfig {
+                format: Some("nosuchformat".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("nosuchformat"), "{e}");
+    // Audio: raw s16le samples read through a forced format are the samples / 32768.
+    let pcm = ffmpeg(&path, &["-vn", "-ac", "2", "-ar", "8000", "-f", "s16le"]);
+    let opts = AudioOptions {
+        demux: DemuxConfig {
+            format: Some("s16le".into()),
+            format_options: vec![
+                ("sample_rate".into(), "8000".into()),
+                ("ch_layout".into(), "stereo".into()),
+            ],
+            ..Default::default()
+        },
+        decode: DecodeConfig {
+            decoder: Some("pcm_s16le".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let a = load_audio(MediaSource::bytes("pcm", &pcm), &opts).unwrap();
+    assert_eq!((a.sample_rate, a.channels), (8000, 2));
+    let ints: Vec<i16> = pcm
+        .chunks_exact(2)
+        .map(|b| i16::from_le_bytes([b[0], b[1]]))
+        .collect();
+    assert_eq!(a.samples, ints.len() / 2);
+    for c in 0..2 {
+        let want = ints
+            .iter()
+            .skip(c)
+            .step_by(2)
+            .map(|&s| f32::from(s) / 32768.0);
+        assert!(
+            a.channel(c).unwrap().iter().copied().eq(want),
+            "channel {c}"
+        );
+    }
+    let e = load_audio(
+        &*path,
+        &AudioOptions {
+            decode: DecodeConfig {
+                decoder: Some("nosuchdecoder".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    )
+    .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+}

@@ -24,6 +24,7 @@ use ffmpeg_next::{self as ff, codec, format::Sample, media, software::resampling
 
 use crate::ffmpeg::filter::FilterGraph;
 use crate::ffmpeg::{ff_err, seconds, to_ts, Demuxer, MediaSource};
+use crate::ffmpeg::{DecodeConfig, DemuxConfig};
 use crate::{Error, ErrorKind, Result};
 
 /// How [`load_audio`] decodes. `Default`: native rate and channels, whole
@@ -53,6 +54,12 @@ pub struct AudioOptions {
     /// A description FFmpeg rejects is an [`ErrorKind::InvalidArgument`]
     /// error.
     pub filter_desc: Option<String>,
+    /// How the container is opened (forced format, demuxer options, I/O
+    /// buffer size), as SPDL's `demux_config`. Default: probe.
+    pub demux: DemuxConfig,
+    /// Which decoder and decoder options, as SPDL's `decode_config`.
+    /// Default: the codec's own decoder.
+    pub decode: DecodeConfig,
 }
 
 impl Default for AudioOptions {
@@ -63,6 +70,8 @@ impl Default for AudioOptions {
             window: None,
             max_samples: 1 << 31,
             filter_desc: None,
+            demux: DemuxConfig::default(),
+            decode: DecodeConfig::default(),
         }
     }
 }
@@ -161,7 +170,7 @@ fn load(src: &MediaSource<'_>, opts: &AudioOptions) -> Result<Audio> {
             ));
         }
     }
-    let mut demux = Demuxer::open(src)?;
+    let mut demux = Demuxer::open_with(src, &opts.demux)?;
     let (stream, time_base, params, start_ts) = {
         let Some(st) = demux.input().streams().best(media::Type::Audio) else {
             return Err(Error::new(ErrorKind::Unsupported, "no audio stream"));
@@ -173,18 +182,26 @@ fn load(src: &MediaSource<'_>, opts: &AudioOptions) -> Result<Audio> {
         };
         (st.index(), st.time_base(), st.parameters(), start)
     };
-    let ctx = codec::Context::from_parameters(params)
+    let mut ctx = codec::Context::from_parameters(params)
         .map_err(|e| ff_err(ErrorKind::Corrupt, "reading codec parameters", e))?;
-    let mut decoder = ctx.decoder();
-    decoder.set_packet_time_base(time_base);
-    let mut decoder = decoder.audio().map_err(|e| {
-        let kind = if matches!(e, ff::Error::DecoderNotFound) {
-            ErrorKind::Unsupported
-        } else {
-            ErrorKind::Corrupt
-        };
-        ff_err(kind, "opening audio decoder", e)
-    })?;
+    let mut decoder = if opts.decode == DecodeConfig::default() {
+        let mut decoder = ctx.decoder();
+        decoder.set_packet_time_base(time_base);
+        decoder.audio().map_err(|e| {
+            let kind = if matches!(e, ff::Error::DecoderNotFound) {
+                ErrorKind::Unsupported
+            } else {
+                ErrorKind::Corrupt
+            };
+            ff_err(kind, "opening audio decoder", e)
+        })?
+    } else {
+        let id = ctx.id();
+        crate::ffmpeg::decoder::open_context(&mut ctx, id, time_base, &opts.decode)?;
+        codec::decoder::Opened(codec::decoder::Decoder(ctx))
+            .audio()
+            .map_err(|e| ff_err(ErrorKind::InvalidArgument, "not an audio decoder", e))?
+    };
     let rate = decoder.rate();
     let nch = usize::from(decoder.channels());
     if rate == 0 || nch == 0 {

@@ -52,53 +52,7 @@ impl Decoder {
         init();
         let mut ctx = codec::Context::from_parameters(codec.params.0.clone())
             .map_err(|e| ff_err(ErrorKind::Corrupt, "reading codec parameters", e))?;
-        let decoder_codec = match config.decoder.as_deref() {
-            Some(name) => ff::decoder::find_by_name(name).ok_or_else(|| {
-                Error::new(
-                    ErrorKind::Unsupported,
-                    format!("no decoder named {name:?} (see `ffmpeg -decoders`)"),
-                )
-            })?,
-            None => ff::decoder::find(codec.params.0.id()).ok_or_else(|| {
-                Error::new(
-                    ErrorKind::Unsupported,
-                    format!("this FFmpeg has no {} decoder", codec.name()),
-                )
-            })?,
-        };
-        let mut opts = ff::Dictionary::new();
-        for (k, v) in &config.decoder_options {
-            opts.set(k, v);
-        }
-        // SAFETY: `ctx` is a fresh context from the parameters; the packet
-        // time base is set before opening; `opts` is handed over and taken
-        // back with `own` (what is left are the options nobody took).
-        let (ret, unused) = unsafe {
-            let p = ctx.as_mut_ptr();
-            (*p).pkt_timebase = codec.time_base.into();
-            let mut raw = opts.disown();
-            let ret = ffi::avcodec_open2(p, decoder_codec.as_ptr(), &mut raw);
-            let left = ff::Dictionary::own(raw);
-            let unused: Vec<String> = left.iter().map(|(k, _)| k.to_owned()).collect();
-            (ret, unused)
-        };
-        if ret < 0 {
-            return Err(ff_err(
-                ErrorKind::Corrupt,
-                &format!("opening the {} decoder", decoder_codec.name()),
-                ff::Error::from(ret),
-            ));
-        }
-        if !unused.is_empty() {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                format!(
-                    "decoder option(s) not recognized by {}: {}",
-                    decoder_codec.name(),
-                    unused.join(", ")
-                ),
-            ));
-        }
+        open_context(&mut ctx, codec.params.0.id(), codec.time_base, config)?;
         if let Some(d) = filter_desc {
             if d.contains('\0') {
                 return Err(Error::new(
@@ -273,6 +227,72 @@ fn drain(g: &mut FilterGraph, out: &mut Vec<ff::Frame>) -> Result<()> {
         }
         out.push(f);
     }
+}
+
+/// Opens `ctx` (made from a stream's codec parameters; threading already
+/// set) with `config.decoder` (else the default decoder of `id`) and
+/// `config.decoder_options`, packets in `time_base`. Shared by [`Decoder`]
+/// and the one-call loaders (`load_video` / `load_audio` with a
+/// [`DecodeConfig`]).
+///
+/// Errors: `Unsupported` when FFmpeg has no decoder for `id` or none named
+/// `config.decoder`; `InvalidArgument` for an option the decoder does not
+/// take; `Corrupt` when the parameters do not open.
+pub(crate) fn open_context(
+    ctx: &mut codec::Context,
+    id: codec::Id,
+    time_base: ff::Rational,
+    config: &DecodeConfig,
+) -> Result<()> {
+    init();
+    let decoder_codec = match config.decoder.as_deref() {
+        Some(name) => ff::decoder::find_by_name(name).ok_or_else(|| {
+            Error::new(
+                ErrorKind::Unsupported,
+                format!("no decoder named {name:?} (see `ffmpeg -decoders`)"),
+            )
+        })?,
+        None => ff::decoder::find(id).ok_or_else(|| {
+            Error::new(
+                ErrorKind::Unsupported,
+                format!("this FFmpeg has no {} decoder", id.name()),
+            )
+        })?,
+    };
+    let mut opts = ff::Dictionary::new();
+    for (k, v) in &config.decoder_options {
+        opts.set(k, v);
+    }
+    // SAFETY: `ctx` is a fresh context from the parameters; the packet
+    // time base is set before opening; `opts` is handed over and taken
+    // back with `own` (what is left are the options nobody took).
+    let (ret, unused) = unsafe {
+        let p = ctx.as_mut_ptr();
+        (*p).pkt_timebase = time_base.into();
+        let mut raw = opts.disown();
+        let ret = ffi::avcodec_open2(p, decoder_codec.as_ptr(), &mut raw);
+        let left = ff::Dictionary::own(raw);
+        let unused: Vec<String> = left.iter().map(|(k, _)| k.to_owned()).collect();
+        (ret, unused)
+    };
+    if ret < 0 {
+        return Err(ff_err(
+            ErrorKind::Corrupt,
+            &format!("opening the {} decoder", decoder_codec.name()),
+            ff::Error::from(ret),
+        ));
+    }
+    if !unused.is_empty() {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!(
+                "decoder option(s) not recognized by {}: {}",
+                decoder_codec.name(),
+                unused.join(", ")
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Decodes all of `packets` (the frames inside their time window, when

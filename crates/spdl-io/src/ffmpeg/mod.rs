@@ -259,21 +259,15 @@ pub(crate) struct Demuxer<'a> {
 }
 
 impl<'a> Demuxer<'a> {
-    /// Opens `src`: probes the container and reads the stream headers
-    /// (`avformat_open_input` + `avformat_find_stream_info`).
+    /// Opens `src`: probes the container (unless `config` forces a
+    /// `format`) and reads the stream headers (`avformat_open_input` +
+    /// `avformat_find_stream_info`), with `config`'s demuxer options and I/O
+    /// buffer size.
     ///
-    /// Errors: `Empty` (zero bytes), `InvalidArgument` (file cannot be opened),
+    /// Errors: `Empty` (zero bytes), `InvalidArgument` (file cannot be opened,
+    /// an unknown format name or an option the demuxer does not take),
     /// `UnknownFormat` (no container FFmpeg recognizes), `Truncated` (the
     /// header points past the end of the data), `Corrupt` (anything else).
-    pub(crate) fn open(src: &MediaSource<'a>) -> Result<Self> {
-        Self::open_with(src, &DemuxConfig::default())
-    }
-
-    /// As [`Demuxer::open`] with `config`: a forced container `format`
-    /// (no probing), demuxer options and the I/O buffer size.
-    ///
-    /// Errors: also `InvalidArgument` for an unknown format name or an
-    /// option the demuxer does not take.
     pub(crate) fn open_with(src: &MediaSource<'a>, config: &DemuxConfig) -> Result<Self> {
         init();
         let reader = match &src.kind {

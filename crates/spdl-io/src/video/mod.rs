@@ -56,6 +56,7 @@ use ffmpeg_next::{self as ff, codec, format::Pixel, media, software::scaling};
 
 use crate::ffmpeg::filter::FilterGraph;
 use crate::ffmpeg::{ff_err, seconds, stream_rotation, to_ts, Demuxer, MediaSource};
+use crate::ffmpeg::{DecodeConfig, DemuxConfig};
 use crate::{Error, ErrorKind, Result};
 use convert::Converter;
 
@@ -189,6 +190,13 @@ pub struct VideoOptions {
     /// others it is an [`ErrorKind::InvalidArgument`] error, as is a
     /// description FFmpeg rejects.
     pub filter_desc: Option<String>,
+    /// How the container is opened (forced format, demuxer options, I/O
+    /// buffer size), as SPDL's `demux_config`. Default: probe.
+    pub demux: DemuxConfig,
+    /// Which decoder and decoder options, as SPDL's `decode_config`; its
+    /// options (e.g. `threads`) override [`VideoOptions::threads`].
+    /// Default: the codec's own decoder.
+    pub decode: DecodeConfig,
 }
 
 impl Default for VideoOptions {
@@ -203,6 +211,8 @@ impl Default for VideoOptions {
             apply_rotation: true,
             max_output_bytes: 4 << 30,
             filter_desc: None,
+            demux: DemuxConfig::default(),
+            decode: DecodeConfig::default(),
         }
     }
 }
@@ -502,7 +512,26 @@ struct Session<'a> {
 
 impl<'a> Session<'a> {
     fn open(src: &MediaSource<'a>, threads: usize) -> Result<Self> {
-        let demux = Demuxer::open(src)?;
+        Self::open_with(
+            src,
+            threads,
+            &DemuxConfig::default(),
+            &DecodeConfig::default(),
+        )
+    }
+
+    /// As [`Session::open`] with the demuxer and decoder settings of `opts`.
+    fn with_opts(src: &MediaSource<'a>, opts: &VideoOptions) -> Result<Self> {
+        Self::open_with(src, opts.threads, &opts.demux, &opts.decode)
+    }
+
+    fn open_with(
+        src: &MediaSource<'a>,
+        threads: usize,
+        demux_cfg: &DemuxConfig,
+        decode_cfg: &DecodeConfig,
+    ) -> Result<Self> {
+        let demux = Demuxer::open_with(src, demux_cfg)?;
         let (stream, time_base, params, rotation, frames_estimate, duration, fps, start_ts) = {
             let Some(st) = demux.input().streams().best(media::Type::Video) else {
                 return Err(src.err(Error::new(ErrorKind::Unsupported, "no video stream")));
@@ -536,16 +565,27 @@ impl<'a> Session<'a> {
             count: threads,
             ..Default::default()
         });
-        let mut decoder = ctx.decoder();
-        decoder.set_packet_time_base(time_base);
-        let decoder = decoder.video().map_err(|e| {
-            let kind = if matches!(e, ff::Error::DecoderNotFound) {
-                ErrorKind::Unsupported
-            } else {
-                ErrorKind::Corrupt
-            };
-            src.err(ff_err(kind, "opening video decoder", e))
-        })?;
+        let decoder = if *decode_cfg == DecodeConfig::default() {
+            let mut decoder = ctx.decoder();
+            decoder.set_packet_time_base(time_base);
+            decoder.video().map_err(|e| {
+                let kind = if matches!(e, ff::Error::DecoderNotFound) {
+                    ErrorKind::Unsupported
+                } else {
+                    ErrorKind::Corrupt
+                };
+                src.err(ff_err(kind, "opening video decoder", e))
+            })?
+        } else {
+            let id = ctx.id();
+            crate::ffmpeg::decoder::open_context(&mut ctx, id, time_base, decode_cfg)
+                .map_err(|e| src.err(e))?;
+            codec::decoder::Opened(codec::decoder::Decoder(ctx))
+                .video()
+                .map_err(|e| {
+                    src.err(ff_err(ErrorKind::InvalidArgument, "not a video decoder", e))
+                })?
+        };
         let codec = decoder
             .codec()
             .map(|c| c.name().to_owned())
@@ -728,7 +768,7 @@ fn load_filtered(
     keep: impl Fn(usize, f64) -> Keep + Copy,
     seek_to: Option<f64>,
 ) -> Result<Video> {
-    let mut session = Session::open(src, opts.threads)?;
+    let mut session = Session::with_opts(src, opts)?;
     let mut seeked = false;
     if let Some(start) = seek_to {
         let ts = to_ts(start, session.time_base);
@@ -743,7 +783,7 @@ fn load_filtered(
         Some(video) => Ok(video),
         // The seek landed after the window start: decode from the beginning.
         None => {
-            let mut session = Session::open(src, opts.threads)?;
+            let mut session = Session::with_opts(src, opts)?;
             filtered_pass(&mut session, opts, keep, None)?
                 .ok_or_else(|| Error::new(ErrorKind::Corrupt, "decoding restarted twice"))
         }
@@ -1043,7 +1083,7 @@ fn load_clip_plan(
     if let Some(video) = seek::load_planned(src, opts, None, |n| Some(plan(n)))? {
         return Ok(video);
     }
-    let total = count_packets(src)?;
+    let total = count_packets(src, &opts.demux)?;
     load_indices_sequential(src, opts, &plan(total), true)
 }
 
@@ -1057,7 +1097,7 @@ fn load_indices_sequential(
     indices: &[usize],
     clamp: bool,
 ) -> Result<Video> {
-    let mut session = Session::open(src, opts.threads)?;
+    let mut session = Session::with_opts(src, opts)?;
     let t = indices.len();
     // frame index -> output slots.
     let mut slots: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
@@ -1157,7 +1197,7 @@ fn load_played_at(src: &MediaSource<'_>, opts: &VideoOptions, times: &[f64]) -> 
             format!("time {bad} is not finite"),
         ));
     }
-    let mut session = Session::open(src, opts.threads)?;
+    let mut session = Session::with_opts(src, opts)?;
     let t = times.len();
     // Requests sorted by time: (time, slot).
     let mut order: Vec<(f64, usize)> = times.iter().copied().zip(0..).collect();
@@ -1308,8 +1348,8 @@ fn frame_ref(frame: &ff::frame::Video) -> Result<ff::frame::Video> {
 
 /// Number of packets of the best video stream (demux only, no decode); `Empty` when there is
 /// none, since no clip can be planned from an empty stream.
-fn count_packets(src: &MediaSource<'_>) -> Result<usize> {
-    let mut demux = Demuxer::open(src)?;
+fn count_packets(src: &MediaSource<'_>, config: &DemuxConfig) -> Result<usize> {
+    let mut demux = Demuxer::open_with(src, config)?;
     let Some(stream) = demux
         .input()
         .streams()

@@ -155,7 +155,7 @@ pub(super) fn load_planned(
     upto: Option<usize>,
     plan: impl FnOnce(usize) -> Option<Vec<usize>>,
 ) -> Result<Option<Video>> {
-    let mut session = Session::open(src, opts.threads)?;
+    let mut session = Session::with_opts(src, opts)?;
     let Some(map) = FrameMap::scan(&mut session.demux, session.stream, upto) else {
         return Ok(None);
     };
