@@ -26,6 +26,8 @@ mod io;
 mod item;
 mod media;
 #[cfg(feature = "decode-ffmpeg")]
+mod media_config;
+#[cfg(feature = "decode-ffmpeg")]
 mod media_decode;
 #[cfg(feature = "decode-ffmpeg")]
 mod media_demux;
@@ -101,8 +103,8 @@ fn add_media_api(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?)?;
     m.add_function(wrap_pyfunction!(media_frames::_filter_images, m)?)?;
     m.add_class::<media_graph::FilterGraph>()?;
-    m.add_class::<media_demux::DemuxConfig>()?;
-    m.add_function(wrap_pyfunction!(media_demux::demux_config, m)?)?;
+    m.add_class::<media_config::DemuxConfig>()?;
+    m.add_function(wrap_pyfunction!(media_config::demux_config, m)?)?;
     m.add_class::<media_demux::VideoCodec>()?;
     m.add_class::<media_demux::AudioCodec>()?;
     m.add_class::<media_demux::ImageCodec>()?;
@@ -116,8 +118,8 @@ fn add_media_api(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(media_demux::demux_image, m)?)?;
     m.add_class::<media_demux::Bsf>()?;
     m.add_function(wrap_pyfunction!(media_demux::apply_bsf, m)?)?;
-    m.add_class::<media_decode::DecodeConfig>()?;
-    m.add_function(wrap_pyfunction!(media_decode::decode_config, m)?)?;
+    m.add_class::<media_config::DecodeConfig>()?;
+    m.add_function(wrap_pyfunction!(media_config::decode_config, m)?)?;
     m.add_function(wrap_pyfunction!(media_decode::decode_packets, m)?)?;
     m.add_function(wrap_pyfunction!(media_decode::sample_decode_video, m)?)?;
     m.add_class::<media_decode::Decoder>()?;

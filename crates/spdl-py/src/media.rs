@@ -505,6 +505,18 @@ mod imp {
         })
     }
 
+    /// The `demux_config=` / `decode_config=` objects (`None`: the defaults); `TypeError` for
+    /// another type.
+    pub(crate) fn configs(
+        demux: Option<&Bound<'_, PyAny>>,
+        decode: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<(spdl_io::ffmpeg::DemuxConfig, spdl_io::ffmpeg::DecodeConfig)> {
+        Ok((
+            crate::media_config::demux_config_of(demux)?,
+            crate::media_config::decode_config_of(decode)?,
+        ))
+    }
+
     /// Builds [`ClipSampling`]; `ValueError` for zero clips, frames or stride.
     pub(crate) fn clip_sampling(
         num_clips: usize,
@@ -694,7 +706,7 @@ pub(crate) use imp::{apply, Spec, Stage};
 /// timestamp, with the GIL released. See `spdl_rs.io.load_video` (`python/spdl_rs/io.py`)
 /// for the arguments.
 #[pyfunction]
-#[pyo3(signature = (src, timestamp=None, *, indices=None, step=None, played_at=None, width=None, height=None, pixel_format="rgb", filter="bicubic", num_threads=1, apply_rotation=true, name=None, filter_desc=None))]
+#[pyo3(signature = (src, timestamp=None, *, indices=None, step=None, played_at=None, width=None, height=None, pixel_format="rgb", filter="bicubic", num_threads=1, apply_rotation=true, name=None, filter_desc=None, demux_config=None, decode_config=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn load_video(
     py: Python<'_>,
@@ -711,6 +723,8 @@ pub(crate) fn load_video(
     apply_rotation: bool,
     name: Option<&str>,
     filter_desc: Option<String>,
+    demux_config: Option<&Bound<'_, PyAny>>,
+    decode_config: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<VideoFrames> {
     #[cfg(feature = "decode-ffmpeg")]
     {
@@ -727,6 +741,7 @@ pub(crate) fn load_video(
             apply_rotation,
         )?;
         opts.filter_desc = filter_desc;
+        (opts.demux, opts.decode) = imp::configs(demux_config, decode_config)?;
         match imp::run_py(py, &Spec::Video(opts), src, name)? {
             MediaOut::Video(v) => Ok(v),
             MediaOut::Audio(_) => unreachable!("a video spec gives a video"),
@@ -742,6 +757,8 @@ pub(crate) fn load_video(
             apply_rotation,
             name,
             filter_desc,
+            demux_config,
+            decode_config,
         );
         Err(no_ffmpeg("load_video"))
     }
@@ -751,7 +768,7 @@ pub(crate) fn load_video(
 /// evenly over a video, in one decode pass: `[N, T, H, W, C]` `uint8`. See
 /// `spdl_rs.io.load_video_clips`.
 #[pyfunction]
-#[pyo3(signature = (src, num_clips, frames_per_clip, *, stride=1, width=None, height=None, pixel_format="rgb", filter="bicubic", num_threads=1, apply_rotation=true, name=None))]
+#[pyo3(signature = (src, num_clips, frames_per_clip, *, stride=1, width=None, height=None, pixel_format="rgb", filter="bicubic", num_threads=1, apply_rotation=true, name=None, demux_config=None, decode_config=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn load_video_clips(
     py: Python<'_>,
@@ -766,11 +783,13 @@ pub(crate) fn load_video_clips(
     num_threads: usize,
     apply_rotation: bool,
     name: Option<&str>,
+    demux_config: Option<&Bound<'_, PyAny>>,
+    decode_config: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<VideoFrames> {
     #[cfg(feature = "decode-ffmpeg")]
     {
         let sampling = imp::clip_sampling(num_clips, frames_per_clip, stride)?;
-        let opts = imp::video_options(
+        let mut opts = imp::video_options(
             None,
             None,
             None,
@@ -782,6 +801,7 @@ pub(crate) fn load_video_clips(
             num_threads,
             apply_rotation,
         )?;
+        (opts.demux, opts.decode) = imp::configs(demux_config, decode_config)?;
         match imp::run_py(py, &Spec::Clips(sampling, opts), src, name)? {
             MediaOut::Video(v) => Ok(v),
             MediaOut::Audio(_) => unreachable!("a clip spec gives a video"),
@@ -791,6 +811,7 @@ pub(crate) fn load_video_clips(
     {
         let _ = (py, src, num_clips, frames_per_clip, stride, width, height);
         let _ = (pixel_format, filter, num_threads, apply_rotation, name);
+        let _ = (demux_config, decode_config);
         Err(no_ffmpeg("load_video_clips"))
     }
 }
@@ -798,7 +819,8 @@ pub(crate) fn load_video_clips(
 /// Decodes the best audio stream of a file (a path or its bytes) into `[C, S]` `float32`,
 /// with the GIL released. See `spdl_rs.io.load_audio`.
 #[pyfunction]
-#[pyo3(signature = (src, timestamp=None, *, sample_rate=None, num_channels=None, name=None, filter_desc=None))]
+#[pyo3(signature = (src, timestamp=None, *, sample_rate=None, num_channels=None, name=None, filter_desc=None, demux_config=None, decode_config=None))]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn load_audio(
     py: Python<'_>,
     src: &Bound<'_, PyAny>,
@@ -807,11 +829,14 @@ pub(crate) fn load_audio(
     num_channels: Option<u16>,
     name: Option<&str>,
     filter_desc: Option<String>,
+    demux_config: Option<&Bound<'_, PyAny>>,
+    decode_config: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<AudioFrames> {
     #[cfg(feature = "decode-ffmpeg")]
     {
         let mut opts = imp::audio_options(sample_rate, num_channels, timestamp)?;
         opts.filter_desc = filter_desc;
+        (opts.demux, opts.decode) = imp::configs(demux_config, decode_config)?;
         match imp::run_py(py, &Spec::Audio(opts), src, name)? {
             MediaOut::Audio(a) => Ok(a),
             MediaOut::Video(_) => unreachable!("an audio spec gives audio"),
@@ -828,13 +853,14 @@ pub(crate) fn load_audio(
             name,
             filter_desc,
         );
+        let _ = (demux_config, decode_config);
         Err(no_ffmpeg("load_audio"))
     }
 }
 
 /// The stage behind `spdl_rs.ops.load_video` (paths) and `decode_video` (`from_bytes`).
 #[pyfunction]
-#[pyo3(name = "op_video", signature = (from_bytes, timestamp=None, *, indices=None, step=None, played_at=None, width=None, height=None, pixel_format="rgb", filter="bicubic", num_threads=1, apply_rotation=true, num_clips=None, frames_per_clip=None, stride=1, filter_desc=None))]
+#[pyo3(name = "op_video", signature = (from_bytes, timestamp=None, *, indices=None, step=None, played_at=None, width=None, height=None, pixel_format="rgb", filter="bicubic", num_threads=1, apply_rotation=true, num_clips=None, frames_per_clip=None, stride=1, filter_desc=None, demux_config=None, decode_config=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn op_video(
     from_bytes: bool,
@@ -852,6 +878,8 @@ pub(crate) fn op_video(
     frames_per_clip: Option<usize>,
     stride: usize,
     filter_desc: Option<String>,
+    demux_config: Option<&Bound<'_, PyAny>>,
+    decode_config: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<NativeOp> {
     let name = if from_bytes {
         "decode_video"
@@ -873,6 +901,7 @@ pub(crate) fn op_video(
             apply_rotation,
         )?;
         opts.filter_desc = filter_desc;
+        (opts.demux, opts.decode) = imp::configs(demux_config, decode_config)?;
         // Checked now, not per item: a filter cannot follow picked frames or clips.
         let picked = matches!(
             opts.selection,
@@ -921,19 +950,22 @@ pub(crate) fn op_video(
             stride,
             filter_desc,
         );
+        let _ = (demux_config, decode_config);
         Err(no_ffmpeg(name))
     }
 }
 
 /// The stage behind `spdl_rs.ops.load_audio` (paths) and `decode_audio` (`from_bytes`).
 #[pyfunction]
-#[pyo3(name = "op_audio", signature = (from_bytes, timestamp=None, *, sample_rate=None, num_channels=None, filter_desc=None))]
+#[pyo3(name = "op_audio", signature = (from_bytes, timestamp=None, *, sample_rate=None, num_channels=None, filter_desc=None, demux_config=None, decode_config=None))]
 pub(crate) fn op_audio(
     from_bytes: bool,
     timestamp: Option<(f64, f64)>,
     sample_rate: Option<u32>,
     num_channels: Option<u16>,
     filter_desc: Option<String>,
+    demux_config: Option<&Bound<'_, PyAny>>,
+    decode_config: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<NativeOp> {
     let name = if from_bytes {
         "decode_audio"
@@ -944,11 +976,13 @@ pub(crate) fn op_audio(
     {
         let mut opts = imp::audio_options(sample_rate, num_channels, timestamp)?;
         opts.filter_desc = filter_desc;
+        (opts.demux, opts.decode) = imp::configs(demux_config, decode_config)?;
         Ok(imp::op(Spec::Audio(opts), from_bytes, name))
     }
     #[cfg(not(feature = "decode-ffmpeg"))]
     {
         let _ = (timestamp, sample_rate, num_channels, filter_desc);
+        let _ = (demux_config, decode_config);
         Err(no_ffmpeg(name))
     }
 }

@@ -1,8 +1,7 @@
 //! SPDL's decoding API in `spdl_rs.io`: `decode_packets`, `Decoder` (streaming decode +
-//! `flush`), `sample_decode_video`, `DecodeConfig` / `decode_config`. Built with the
+//! `flush`), `sample_decode_video` (`DecodeConfig` lives in `media_config`). Built with the
 //! `decode-ffmpeg` feature only.
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 
 use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
@@ -15,73 +14,11 @@ use spdl_io::ffmpeg::packets::{Codec, Packets};
 
 use crate::error::io_err;
 use crate::media_demux::{codec_of, packets_of};
-use crate::media_frames::{frames_to_py, type_name};
+use crate::media_frames::frames_to_py;
 
 /// What SPDL's `filter_desc` default (`_FILTER_DESC_DEFAULT`) is spelled as: the default
 /// conversion of the codec's kind (see [`default_filter`]).
 pub(crate) const FILTER_DESC_DEFAULT: &str = "__PLACEHOLDER__";
-
-/// How packets are decoded, as SPDL's `spdl.io.DecodeConfig` (made by `decode_config`):
-/// `decoder` picks a decoder by name (`ffmpeg -decoders`; unknown: `ValueError`),
-/// `decoder_options` are its options (e.g. `{"threads": "4"}`; one it does not take raises
-/// `ValueError`).
-#[pyclass(frozen, module = "spdl_rs.io", name = "DecodeConfig")]
-#[derive(Clone)]
-pub(crate) struct DecodeConfig {
-    inner: spdl_io::ffmpeg::DecodeConfig,
-}
-
-#[pymethods]
-impl DecodeConfig {
-    #[new]
-    #[pyo3(signature = (decoder=None, decoder_options=None))]
-    fn new(decoder: Option<String>, decoder_options: Option<HashMap<String, String>>) -> Self {
-        let mut opts: Vec<(String, String)> =
-            decoder_options.unwrap_or_default().into_iter().collect();
-        opts.sort();
-        DecodeConfig {
-            inner: spdl_io::ffmpeg::DecodeConfig {
-                decoder,
-                decoder_options: opts,
-            },
-        }
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "DecodeConfig(decoder={:?}, decoder_options={:?})",
-            self.inner.decoder, self.inner.decoder_options
-        )
-    }
-}
-
-/// SPDL's `decode_config(decoder=None, decoder_options=None)`.
-#[pyfunction]
-#[pyo3(signature = (decoder=None, decoder_options=None))]
-pub(crate) fn decode_config(
-    decoder: Option<String>,
-    decoder_options: Option<HashMap<String, String>>,
-) -> DecodeConfig {
-    DecodeConfig::new(decoder, decoder_options)
-}
-
-fn config_of(c: Option<&Bound<'_, PyAny>>) -> PyResult<spdl_io::ffmpeg::DecodeConfig> {
-    match c {
-        None => Ok(Default::default()),
-        Some(c) if c.is_none() => Ok(Default::default()),
-        Some(c) => Ok(c
-            .cast::<DecodeConfig>()
-            .map_err(|_| {
-                PyTypeError::new_err(format!(
-                    "decode_config must be a DecodeConfig (from decode_config()), got {}",
-                    type_name(c)
-                ))
-            })?
-            .get()
-            .inner
-            .clone()),
-    }
-}
 
 /// SPDL's default filter for a codec kind: RGB pictures, planar float audio.
 fn default_filter(kind: MediaKind) -> &'static str {
@@ -127,7 +64,7 @@ pub(crate) fn decode_packets(
     num_frames: i64,
 ) -> PyResult<Py<PyAny>> {
     let p = packets_of(packets)?;
-    let cfg = config_of(decode_config)?;
+    let cfg = crate::media_config::decode_config_of(decode_config)?;
     let desc = resolve_filter(filter_desc, p.kind());
     let limit = limit_of(num_frames)?;
     let f = py
@@ -166,7 +103,7 @@ pub(crate) fn sample_decode_video(
     let Some(&max) = idx.iter().max() else {
         return Ok(PyList::empty(py).unbind());
     };
-    let cfg = config_of(decode_config)?;
+    let cfg = crate::media_config::decode_config_of(decode_config)?;
     let desc = resolve_filter(filter_desc, MediaKind::Video);
     let frames = py
         .detach(|| decoder::decode_packets(&p, desc.as_deref(), &cfg, Some(max + 1)))
@@ -249,7 +186,7 @@ impl Decoder {
         decode_config: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let c: Codec = codec_of(codec)?;
-        let cfg = config_of(decode_config)?;
+        let cfg = crate::media_config::decode_config_of(decode_config)?;
         let desc = resolve_filter(filter_desc, c.kind());
         let d = decoder::Decoder::new(&c, desc.as_deref(), &cfg).map_err(io_err)?;
         Ok(Decoder {

@@ -2,10 +2,9 @@
 //! `demux_image`, `streaming_demux`, `has_audio`, codec and stream-index accessors), the
 //! one-shot `demux_video` / `demux_audio` / `demux_image`, the packet classes
 //! (`VideoPackets`, `AudioPackets`, `ImagePackets`: picklable), the codec classes
-//! (`VideoCodec`, `AudioCodec`, `ImageCodec`), `DemuxConfig` / `demux_config` and `BSF` /
+//! (`VideoCodec`, `AudioCodec`, `ImageCodec`) and `BSF` /
 //! `apply_bsf`. Built with the `decode-ffmpeg` feature only.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyTypeError, PyValueError};
@@ -23,80 +22,6 @@ use crate::media::{extract_src, Src};
 use crate::media_frames::type_name;
 
 // ------------------------------------------------------------------ configs
-
-/// How a container is opened, as SPDL's `spdl.io.DemuxConfig` (made by `demux_config`):
-/// `format` forces a container format (`ffmpeg -demuxers` name) instead of probing,
-/// `format_options` are demuxer options (e.g. `{"video_size": "64x48"}` for `rawvideo`; one no
-/// demuxer takes raises `ValueError`), `buffer_size` is the I/O buffer in bytes.
-#[pyclass(frozen, module = "spdl_rs.io", name = "DemuxConfig")]
-#[derive(Clone)]
-pub(crate) struct DemuxConfig {
-    pub(crate) inner: spdl_io::ffmpeg::DemuxConfig,
-}
-
-#[pymethods]
-impl DemuxConfig {
-    #[new]
-    #[pyo3(signature = (format=None, format_options=None, buffer_size=8096))]
-    fn new(
-        format: Option<String>,
-        format_options: Option<HashMap<String, String>>,
-        buffer_size: i64,
-    ) -> PyResult<Self> {
-        let buffer_size = usize::try_from(buffer_size)
-            .ok()
-            .filter(|&b| b > 0)
-            .ok_or_else(|| {
-                PyValueError::new_err(format!("buffer_size must be > 0, got {buffer_size}"))
-            })?;
-        let mut opts: Vec<(String, String)> =
-            format_options.unwrap_or_default().into_iter().collect();
-        opts.sort();
-        Ok(DemuxConfig {
-            inner: spdl_io::ffmpeg::DemuxConfig {
-                format,
-                format_options: opts,
-                buffer_size,
-            },
-        })
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "DemuxConfig(format={:?}, format_options={:?}, buffer_size={})",
-            self.inner.format, self.inner.format_options, self.inner.buffer_size
-        )
-    }
-}
-
-/// SPDL's `demux_config(format=None, format_options=None, buffer_size=8096)`.
-#[pyfunction]
-#[pyo3(signature = (format=None, format_options=None, buffer_size=8096))]
-pub(crate) fn demux_config(
-    format: Option<String>,
-    format_options: Option<HashMap<String, String>>,
-    buffer_size: i64,
-) -> PyResult<DemuxConfig> {
-    DemuxConfig::new(format, format_options, buffer_size)
-}
-
-fn config_of(c: Option<&Bound<'_, PyAny>>) -> PyResult<spdl_io::ffmpeg::DemuxConfig> {
-    match c {
-        None => Ok(Default::default()),
-        Some(c) if c.is_none() => Ok(Default::default()),
-        Some(c) => Ok(c
-            .cast::<DemuxConfig>()
-            .map_err(|_| {
-                PyTypeError::new_err(format!(
-                    "demux_config must be a DemuxConfig (from demux_config()), got {}",
-                    type_name(c)
-                ))
-            })?
-            .get()
-            .inner
-            .clone()),
-    }
-}
 
 // ------------------------------------------------------------------ codecs
 
@@ -576,7 +501,7 @@ impl Demuxer {
         name: Option<&str>,
     ) -> PyResult<Self> {
         let src = source(src, name)?;
-        let cfg = config_of(demux_config)?;
+        let cfg = crate::media_config::demux_config_of(demux_config)?;
         let d = py
             .detach(|| demux::Demuxer::open(&src, &cfg))
             .map_err(io_err)?;
@@ -759,7 +684,7 @@ fn demux_one(
     name: Option<&str>,
 ) -> PyResult<Py<PyAny>> {
     let w = window_of(timestamp)?;
-    let cfg = config_of(demux_config)?;
+    let cfg = crate::media_config::demux_config_of(demux_config)?;
     let src = source(src, name)?;
     let p = py
         .detach(|| demux::demux(src, kind, w, &cfg, bsf))

@@ -353,3 +353,48 @@ def test_load_image_filter_desc_runs_ffmpeg_filters_on_decoded_images(tmp_path):
         io.load_image(png, filter_desc="notafilter")
     with pytest.raises(TypeError, match="normalize"):
         io.load_image_batch([png], filter_desc=desc, normalize=True)
+
+
+def test_loaders_and_native_stages_take_demux_and_decode_configs():
+    from spdl_rs import ops
+    from spdl_rs.pipeline import PipelineBuilder
+
+    raw = ffmpeg(BBB, "-frames:v", "3", "-s", "16x8", "-f", "rawvideo", "-pix_fmt", "rgb24")
+    want_raw = np.frombuffer(raw, np.uint8).reshape(3, 8, 16, 3)
+    dc = io.demux_config(format="rawvideo", format_options={"video_size": "16x8", "pixel_format": "rgb24"})
+    np.testing.assert_array_equal(np.asarray(io.load_video(raw, demux_config=dc).frames), want_raw)
+    h264 = io.decode_config(decoder="h264", decoder_options={"threads": "2"})
+    want = np.asarray(io.load_video(BBB, step=10).frames)
+    got = io.load_video(BBB, step=10, decode_config=h264)
+    np.testing.assert_array_equal(np.asarray(got.frames), want)
+
+    # The same settings held by native stages: every item decoded on the worker threads.
+    op = ops.decode_video(demux_config=dc)
+    assert pickle.loads(pickle.dumps(dc)).__repr__() == dc.__repr__()
+    op2 = pickle.loads(pickle.dumps(op))  # the configs pickle with the op's recipe
+    pipe = PipelineBuilder().add_source([raw, raw]).pipe(op2, concurrency=2).add_sink(2).build(num_threads=2)
+    with pipe.auto_stop():
+        outs = list(pipe)
+    assert len(outs) == 2
+    for v in outs:
+        np.testing.assert_array_equal(np.asarray(v.frames), want_raw)
+    got = ops.load_video(step=10, decode_config=h264)(str(BBB))
+    np.testing.assert_array_equal(np.asarray(got.frames), want)
+
+    pcm = ffmpeg(BBB, "-vn", "-ac", "2", "-ar", "8000", "-f", "s16le")
+    ints = np.frombuffer(pcm, "<i2").reshape(-1, 2).T
+    adc = io.demux_config(format="s16le", format_options={"sample_rate": "8000", "ch_layout": "stereo"})
+    a = ops.decode_audio(demux_config=adc, decode_config=io.decode_config(decoder="pcm_s16le"))(pcm)
+    assert a.sample_rate == 8000
+    np.testing.assert_array_equal(np.asarray(a.waveform), ints.astype(np.float32) / 32768)
+    a = io.load_audio(pcm, demux_config=adc)
+    np.testing.assert_array_equal(np.asarray(a.waveform), ints.astype(np.float32) / 32768)
+
+    with pytest.raises(TypeError, match="DemuxConfig"):
+        ops.load_video(demux_config={"format": "mp4"})
+    with pytest.raises(TypeError, match="DecodeConfig"):
+        ops.load_audio(decode_config="h264")
+    with pytest.raises(ValueError, match="nosuchdecoder"):
+        ops.load_video(decode_config=io.decode_config(decoder="nosuchdecoder"))(str(BBB))
+    with pytest.raises(ValueError, match="nosuchformat"):
+        io.load_audio(BBB, demux_config=io.demux_config(format="nosuchformat"))

@@ -294,6 +294,8 @@ def load_video(
     apply_rotation: bool = True,
     name: str | None = None,
     filter_desc: str | None = None,
+    demux_config: DemuxConfig | None = None,
+    decode_config: DecodeConfig | None = None,
 ) -> DecodedVideo:
     """Decodes frames of a video into one ``uint8`` array, with the GIL released.
 
@@ -328,6 +330,12 @@ def load_video(
     ``played_at`` it raises ``ValueError``. Default ``None``: no graph (unlike SPDL, whose
     default is ``get_video_filter_desc()``, i.e. ``"format=pix_fmts=rgb24"``).
 
+    ``demux_config`` (from :func:`demux_config`: forced container ``format``, demuxer
+    ``format_options``, I/O ``buffer_size``) and ``decode_config`` (from :func:`decode_config`:
+    ``decoder`` by name, ``decoder_options``, which override ``num_threads``) as SPDL's; ``None``
+    probes the container and uses the codec's own decoder. An unknown format, decoder or option
+    raises ``ValueError`` naming it; another type ``TypeError``.
+
     Returns :class:`DecodedVideo`: ``frames`` a zero-copy :class:`CPUBuffer` ``uint8``
     ``[T, H, W, C]``; ``pts`` seconds per frame; ``indices``; ``rotation``;
     ``num_decoded`` (the exact frame count when the whole stream was decoded).
@@ -357,6 +365,8 @@ def load_video(
         apply_rotation=apply_rotation,
         name=name,
         filter_desc=filter_desc,
+        demux_config=demux_config,
+        decode_config=decode_config,
     )
 
 
@@ -373,6 +383,8 @@ def load_video_clips(
     num_threads: int = 1,
     apply_rotation: bool = True,
     name: str | None = None,
+    demux_config: DemuxConfig | None = None,
+    decode_config: DecodeConfig | None = None,
 ) -> DecodedVideo:
     """Samples ``num_clips`` clips of ``frames_per_clip`` frames, ``stride`` frames apart,
     spread evenly over the video (first clip at frame 0, last one ending at the last frame;
@@ -381,7 +393,8 @@ def load_video_clips(
     The frame count comes from the demuxed packets, never from duration x frame rate; a video
     shorter than one clip repeats its last frame. Returns :class:`DecodedVideo` with ``frames``
     ``uint8`` ``[N, T, H, W, C]`` and ``pts`` / ``indices`` of the ``N * T`` frames, clip after
-    clip. Other arguments and errors as :func:`load_video`; ``ValueError`` for a zero count.
+    clip. Other arguments (``demux_config``, ``decode_config`` too) and errors as
+    :func:`load_video`; ``ValueError`` for a zero count.
     """
     return _native.load_video_clips(
         src,
@@ -395,6 +408,8 @@ def load_video_clips(
         num_threads=num_threads,
         apply_rotation=apply_rotation,
         name=name,
+        demux_config=demux_config,
+        decode_config=decode_config,
     )
 
 
@@ -406,6 +421,8 @@ def load_audio(
     num_channels: int | None = None,
     name: str | None = None,
     filter_desc: str | None = None,
+    demux_config: DemuxConfig | None = None,
+    decode_config: DecodeConfig | None = None,
 ) -> DecodedAudio:
     """Decodes the best audio stream of a file into a ``float32`` waveform, GIL released.
 
@@ -422,6 +439,8 @@ def load_audio(
     as planar ``float32`` at the stream's rate; its output, in any sample format, is read as
     ``float32`` ``[C, S]``, then resampled to ``sample_rate`` / ``num_channels`` when given.
 
+    ``demux_config`` / ``decode_config``: as :func:`load_video`.
+
     Raises as :func:`load_video` (``"unsupported"``: no audio stream; ``ValueError`` for a
     ``filter_desc`` FFmpeg rejects).
     """
@@ -432,6 +451,8 @@ def load_audio(
         num_channels=num_channels,
         name=name,
         filter_desc=filter_desc,
+        demux_config=demux_config,
+        decode_config=decode_config,
     )
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from ._native import NativeOp
 from ._native import op_audio as _audio
@@ -37,6 +38,9 @@ from ._native import op_load_wav as _load_wav
 from ._native import op_read_file as _read_file
 from ._native import op_to_device as _to_device
 from ._native import op_video as _video
+
+if TYPE_CHECKING:
+    from .io import DecodeConfig, DemuxConfig
 
 __all__ = [
     "NativeOp",
@@ -222,6 +226,8 @@ def load_video(
     frames_per_clip: int | None = None,
     stride: int = 1,
     filter_desc: str | None = None,
+    demux_config: DemuxConfig | None = None,
+    decode_config: DecodeConfig | None = None,
 ) -> NativeOp:
     """A stage decoding each video path (``str``, ``os.PathLike`` or a listed sample), GIL-free.
 
@@ -229,7 +235,11 @@ def load_video(
     in seconds, ``label`` of a labelled listing). Frame selection and output arguments as
     :func:`spdl_rs.io.load_video`; with ``num_clips`` and ``frames_per_clip`` (and
     ``stride``), clips as :func:`spdl_rs.io.load_video_clips` (``[N, T, H, W, C]``);
-    ``filter_desc`` (an FFmpeg filter graph) as in :func:`spdl_rs.io.load_video`.
+    ``filter_desc`` (an FFmpeg filter graph), ``demux_config`` and ``decode_config`` (from
+    :func:`spdl_rs.io.demux_config` / :func:`spdl_rs.io.decode_config`) as in
+    :func:`spdl_rs.io.load_video`: held by the stage as native settings, so each item is
+    demuxed and decoded without the GIL (a bad config type is a ``TypeError`` now; an unknown
+    format, decoder or option fails the item, naming it).
     Failure (counted against ``max_failures``): the message names the file and the reason.
     Raises ``ValueError`` now for bad arguments, ``RuntimeError`` in a build without FFmpeg.
     """
@@ -249,6 +259,8 @@ def load_video(
         frames_per_clip=frames_per_clip,
         stride=stride,
         filter_desc=filter_desc,
+        demux_config=demux_config,
+        decode_config=decode_config,
     )
 
 
@@ -269,6 +281,8 @@ def decode_video(
     frames_per_clip: int | None = None,
     stride: int = 1,
     filter_desc: str | None = None,
+    demux_config: DemuxConfig | None = None,
+    decode_config: DecodeConfig | None = None,
 ) -> NativeOp:
     """A stage decoding the bytes of each video file (from :func:`read_file`, or ``bytes``
     from a Python op), demuxed from memory without a temporary file. Arguments and output as
@@ -290,6 +304,8 @@ def decode_video(
         frames_per_clip=frames_per_clip,
         stride=stride,
         filter_desc=filter_desc,
+        demux_config=demux_config,
+        decode_config=decode_config,
     )
 
 
@@ -300,15 +316,26 @@ def load_audio(
     sample_rate: int | None = None,
     num_channels: int | None = None,
     filter_desc: str | None = None,
+    demux_config: DemuxConfig | None = None,
+    decode_config: DecodeConfig | None = None,
 ) -> NativeOp:
     """A stage decoding each audio path, GIL-free.
 
     Output: a :class:`spdl_rs.io.DecodedAudio` (``waveform`` ``float32`` ``[C, S]``,
-    ``sample_rate`` in Hz). Arguments (``filter_desc`` too) as :func:`spdl_rs.io.load_audio`; each file gets its own
+    ``sample_rate`` in Hz). Arguments (``filter_desc``, ``demux_config``, ``decode_config``
+    too) as :func:`spdl_rs.io.load_audio`; each file gets its own
     resampler, so no state carries from one file to the next. Failure: the message names the
     file and the reason. Raises ``RuntimeError`` in a build without FFmpeg.
     """
-    return _audio(False, timestamp, sample_rate=sample_rate, num_channels=num_channels, filter_desc=filter_desc)
+    return _audio(
+        False,
+        timestamp,
+        sample_rate=sample_rate,
+        num_channels=num_channels,
+        filter_desc=filter_desc,
+        demux_config=demux_config,
+        decode_config=decode_config,
+    )
 
 
 @_picklable
@@ -318,11 +345,21 @@ def decode_audio(
     sample_rate: int | None = None,
     num_channels: int | None = None,
     filter_desc: str | None = None,
+    demux_config: DemuxConfig | None = None,
+    decode_config: DecodeConfig | None = None,
 ) -> NativeOp:
     """A stage decoding the bytes of each audio file (from :func:`read_file`). Arguments and
     output as :func:`load_audio`.
     """
-    return _audio(True, timestamp, sample_rate=sample_rate, num_channels=num_channels, filter_desc=filter_desc)
+    return _audio(
+        True,
+        timestamp,
+        sample_rate=sample_rate,
+        num_channels=num_channels,
+        filter_desc=filter_desc,
+        demux_config=demux_config,
+        decode_config=decode_config,
+    )
 
 
 @_picklable
