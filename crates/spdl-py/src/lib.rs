@@ -123,11 +123,15 @@ fn add_media_api(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(media_decode::decode_packets, m)?)?;
     m.add_function(wrap_pyfunction!(media_decode::sample_decode_video, m)?)?;
     m.add_class::<media_decode::Decoder>()?;
+    m.add_class::<media_decode::VideoDecoder>()?;
+    m.add_class::<media_decode::AudioDecoder>()?;
     m.add_class::<media_encode::VideoEncodeConfig>()?;
     m.add_class::<media_encode::AudioEncodeConfig>()?;
     m.add_function(wrap_pyfunction!(media_encode::video_encode_config, m)?)?;
     m.add_function(wrap_pyfunction!(media_encode::audio_encode_config, m)?)?;
     m.add_class::<media_encode::Encoder>()?;
+    m.add_class::<media_encode::VideoEncoder>()?;
+    m.add_class::<media_encode::AudioEncoder>()?;
     m.add_class::<media_encode::Muxer>()?;
     m.add_function(wrap_pyfunction!(media_encode::encode_image, m)?)?;
     Ok(())

@@ -132,10 +132,14 @@ pub(crate) fn sample_decode_video(
 ///   `decode`: one non-empty frames object, or nothing);
 /// - `flush()` -> an iterator of the frames still held (call once, at the end).
 ///
+/// `spdl_rs.io.Decoder(codec, ...)` makes the subclass of the codec's kind, as SPDL does:
+/// [`VideoDecoder`] for a `VideoCodec`, [`AudioDecoder`] for an `AudioCodec` (this base class
+/// for an `ImageCodec`).
+///
 /// `filter_desc` as `decode_packets`; decoding runs with the GIL released. Memory stays
 /// bounded by the chunk size however long the stream. Raises `ValueError` naming the source
 /// for undecodable data, bad filters or configs, or a `decode` after `flush`.
-#[pyclass(frozen, module = "spdl_rs.io", name = "Decoder")]
+#[pyclass(frozen, subclass, module = "spdl_rs.io", name = "Decoder")]
 pub(crate) struct Decoder {
     inner: Mutex<decoder::Decoder>,
     kind: MediaKind,
@@ -226,5 +230,67 @@ impl Decoder {
     fn flush(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let out = self.run(py, decoder::Decoder::flush)?;
         iter_of(py, out)
+    }
+}
+
+/// A decoder of `kind` packets, or `TypeError` naming the codec's kind.
+fn typed_decoder(
+    codec: &Bound<'_, PyAny>,
+    filter_desc: Option<&str>,
+    decode_config: Option<&Bound<'_, PyAny>>,
+    kind: MediaKind,
+) -> PyResult<Decoder> {
+    let c: Codec = codec_of(codec)?;
+    if c.kind() != kind {
+        return Err(PyTypeError::new_err(format!(
+            "a {}Decoder needs a {} codec, got a {} codec",
+            if kind == MediaKind::Video {
+                "Video"
+            } else {
+                "Audio"
+            },
+            kind.name(),
+            c.kind().name()
+        )));
+    }
+    Decoder::new(codec, filter_desc, decode_config)
+}
+
+/// SPDL's `spdl.io.VideoDecoder`: a [`Decoder`] of video packets (`streaming_decode_packets`,
+/// `flush`, `decode` inherited). `VideoDecoder(codec, *, filter_desc=<default>,
+/// decode_config=None)`; `TypeError` for a codec that is not video.
+#[pyclass(frozen, extends = Decoder, module = "spdl_rs.io", name = "VideoDecoder")]
+pub(crate) struct VideoDecoder;
+
+#[pymethods]
+impl VideoDecoder {
+    #[new]
+    #[pyo3(signature = (codec, *, filter_desc=FILTER_DESC_DEFAULT, decode_config=None))]
+    fn new(
+        codec: &Bound<'_, PyAny>,
+        filter_desc: Option<&str>,
+        decode_config: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        let d = typed_decoder(codec, filter_desc, decode_config, MediaKind::Video)?;
+        Ok(PyClassInitializer::from(d).add_subclass(VideoDecoder))
+    }
+}
+
+/// SPDL's `spdl.io.AudioDecoder`: a [`Decoder`] of audio packets. `AudioDecoder(codec, *,
+/// filter_desc=<default>, decode_config=None)`; `TypeError` for a codec that is not audio.
+#[pyclass(frozen, extends = Decoder, module = "spdl_rs.io", name = "AudioDecoder")]
+pub(crate) struct AudioDecoder;
+
+#[pymethods]
+impl AudioDecoder {
+    #[new]
+    #[pyo3(signature = (codec, *, filter_desc=FILTER_DESC_DEFAULT, decode_config=None))]
+    fn new(
+        codec: &Bound<'_, PyAny>,
+        filter_desc: Option<&str>,
+        decode_config: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        let d = typed_decoder(codec, filter_desc, decode_config, MediaKind::Audio)?;
+        Ok(PyClassInitializer::from(d).add_subclass(AudioDecoder))
     }
 }

@@ -121,8 +121,9 @@ fn options(d: Option<HashMap<String, String>>) -> Vec<(String, String)> {
 /// An encoder from `Muxer.add_encode_stream`, as SPDL's `VideoEncoder` / `AudioEncoder`:
 /// `encode(frames)` -> the packets ready so far (or `None`), `flush()` -> the rest (or `None`),
 /// `frame_size` (audio: samples per frame the encoder wants; 0 for any), `codec`. Write the
-/// packets with `Muxer.write(index, packets)`.
-#[pyclass(frozen, module = "spdl_rs.io", name = "Encoder")]
+/// packets with `Muxer.write(index, packets)`. `add_encode_stream` returns the subclass of
+/// the stream's kind, as SPDL: [`VideoEncoder`] or [`AudioEncoder`].
+#[pyclass(frozen, subclass, module = "spdl_rs.io", name = "Encoder")]
 pub(crate) struct Encoder {
     inner: Mutex<encode::Encoder>,
 }
@@ -184,6 +185,16 @@ impl Encoder {
     }
 }
 
+/// SPDL's `spdl.io.VideoEncoder`: the [`Encoder`] `Muxer.add_encode_stream` returns for a
+/// `video_encode_config` (not made directly).
+#[pyclass(frozen, extends = Encoder, module = "spdl_rs.io", name = "VideoEncoder")]
+pub(crate) struct VideoEncoder;
+
+/// SPDL's `spdl.io.AudioEncoder`: the [`Encoder`] `Muxer.add_encode_stream` returns for an
+/// `audio_encode_config` (not made directly).
+#[pyclass(frozen, extends = Encoder, module = "spdl_rs.io", name = "AudioEncoder")]
+pub(crate) struct AudioEncoder;
+
 /// A container being written, as SPDL's `spdl.io.Muxer(dst, /, *, format=None)`: add
 /// streams (`add_encode_stream(config, *, encoder=None, encoder_config=None)` -> an encoder;
 /// `add_remux_stream(codec)` for demuxed packets), then `open(muxer_config=None)`,
@@ -219,7 +230,8 @@ impl Muxer {
         config: &Bound<'_, PyAny>,
         encoder: Option<&str>,
         encoder_config: Option<HashMap<String, String>>,
-    ) -> PyResult<Encoder> {
+    ) -> PyResult<Py<PyAny>> {
+        let py = config.py();
         let cfg = if let Ok(v) = config.cast::<VideoEncodeConfig>() {
             encode::EncodeConfig::Video(v.get().inner.clone())
         } else if let Ok(a) = config.cast::<AudioEncodeConfig>() {
@@ -232,8 +244,16 @@ impl Muxer {
         };
         let opts = options(encoder_config);
         let e = self.with(|m| m.add_encode_stream(&cfg, encoder, &opts))?;
-        Ok(Encoder {
+        let base = PyClassInitializer::from(Encoder {
             inner: Mutex::new(e),
+        });
+        Ok(match cfg {
+            encode::EncodeConfig::Video(_) => {
+                Py::new(py, base.add_subclass(VideoEncoder))?.into_any()
+            }
+            encode::EncodeConfig::Audio(_) => {
+                Py::new(py, base.add_subclass(AudioEncoder))?.into_any()
+            }
         })
     }
 

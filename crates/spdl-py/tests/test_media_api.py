@@ -398,3 +398,29 @@ def test_loaders_and_native_stages_take_demux_and_decode_configs():
         ops.load_video(decode_config=io.decode_config(decoder="nosuchdecoder"))(str(BBB))
     with pytest.raises(ValueError, match="nosuchformat"):
         io.load_audio(BBB, demux_config=io.demux_config(format="nosuchformat"))
+
+
+def test_decoder_and_encoder_classes_follow_the_codec_kind(tmp_path):
+    vdec = io.Decoder(io.demux_video(BBB).codec)
+    adec = io.Decoder(io.demux_audio(FLAC).codec)
+    assert isinstance(vdec, io.VideoDecoder) and not isinstance(vdec, io.AudioDecoder)
+    assert isinstance(adec, io.AudioDecoder) and not isinstance(adec, io.VideoDecoder)
+    assert type(vdec).__name__ == "VideoDecoder" and type(adec).__name__ == "AudioDecoder"
+    packets = io.demux_video(BBB)
+    frames = [f for f in vdec.streaming_decode_packets(packets)] + list(vdec.flush())
+    assert sum(len(f) for f in frames) == 75 and all(isinstance(f, io.VideoFrames) for f in frames)
+    # The classes can be made directly, with SPDL's keywords; the wrong kind is a TypeError.
+    d = io.VideoDecoder(packets.codec, filter_desc=None, decode_config=io.decode_config(decoder="h264"))
+    assert sum(len(f) for f in d.streaming_decode_packets(packets)) + sum(len(f) for f in d.flush()) == 75
+    with pytest.raises(TypeError, match="video"):
+        io.AudioDecoder(packets.codec)
+    png = ffmpeg(BBB, "-frames:v", "1", "-s", "40x24", "-f", "image2pipe", "-c:v", "png")
+    idec = io.Decoder(io.demux_image(png).codec)
+    assert not isinstance(idec, (io.VideoDecoder, io.AudioDecoder))
+
+    muxer = io.Muxer(tmp_path / "out.mkv")
+    venc = muxer.add_encode_stream(io.video_encode_config(height=24, width=40, frame_rate=(25, 1)), encoder="ffv1")
+    aenc = muxer.add_encode_stream(io.audio_encode_config(num_channels=1, sample_rate=8000), encoder="flac")
+    assert isinstance(venc, io.VideoEncoder) and not isinstance(venc, io.AudioEncoder)
+    assert isinstance(aenc, io.AudioEncoder) and not isinstance(aenc, io.VideoEncoder)
+    assert venc.codec.name == "ffv1" and aenc.codec.name == "flac"

@@ -519,6 +519,8 @@ def load_video(
     apply_rotation: bool = True,
     name: str | None = None,
     filter_desc: str | None = None,
+    demux_config: DemuxConfig | None = None,
+    decode_config: DecodeConfig | None = None,
 ) -> DecodedVideo: ...
 def load_video_clips(
     src: _Src,
@@ -533,6 +535,8 @@ def load_video_clips(
     num_threads: int = 1,
     apply_rotation: bool = True,
     name: str | None = None,
+    demux_config: DemuxConfig | None = None,
+    decode_config: DecodeConfig | None = None,
 ) -> DecodedVideo: ...
 def load_audio(
     src: _Src,
@@ -542,6 +546,8 @@ def load_audio(
     num_channels: int | None = None,
     name: str | None = None,
     filter_desc: str | None = None,
+    demux_config: DemuxConfig | None = None,
+    decode_config: DecodeConfig | None = None,
 ) -> DecodedAudio: ...
 # SPDL's packet/frame-level media API (FFmpeg builds only).
 
@@ -867,9 +873,8 @@ def sample_decode_video(
 ) -> list[ImageFrames]:
     """SPDL's ``sample_decode_video``."""
 
-@final
 class Decoder:
-    """A streaming decoder (SPDL's ``Decoder`` / ``VideoDecoder`` / ``AudioDecoder``)."""
+    """A streaming decoder: the base of ``VideoDecoder`` / ``AudioDecoder`` (image codecs)."""
 
     def __init__(
         self,
@@ -881,6 +886,14 @@ class Decoder:
     def decode(self, packets: _Packets) -> _Frames: ...
     def streaming_decode_packets(self, packets: _Packets) -> Iterator[_Frames]: ...
     def flush(self) -> Iterator[_Frames]: ...
+
+@final
+class VideoDecoder(Decoder):
+    """SPDL's ``VideoDecoder``."""
+
+@final
+class AudioDecoder(Decoder):
+    """SPDL's ``AudioDecoder``."""
 
 @final
 class VideoEncodeConfig:
@@ -918,9 +931,8 @@ def audio_encode_config(
 ) -> AudioEncodeConfig:
     """SPDL's ``audio_encode_config``."""
 
-@final
 class Encoder:
-    """An encoder from ``Muxer.add_encode_stream`` (SPDL's ``VideoEncoder`` / ``AudioEncoder``)."""
+    """An encoder from ``Muxer.add_encode_stream``: the base of ``VideoEncoder`` / ``AudioEncoder``."""
 
     def encode(self, frames: _Frames) -> _Packets | None: ...
     def flush(self) -> _Packets | None: ...
@@ -928,6 +940,14 @@ class Encoder:
     def frame_size(self) -> int: ...
     @property
     def codec(self) -> VideoCodec | AudioCodec: ...
+
+@final
+class VideoEncoder(Encoder):
+    """SPDL's ``VideoEncoder``."""
+
+@final
+class AudioEncoder(Encoder):
+    """SPDL's ``AudioEncoder``."""
 
 @final
 class Muxer:
@@ -940,7 +960,7 @@ class Muxer:
         *,
         encoder: str | None = None,
         encoder_config: dict[str, str] | None = None,
-    ) -> Encoder: ...
+    ) -> VideoEncoder | AudioEncoder: ...
     def add_remux_stream(self, codec: VideoCodec | AudioCodec) -> None: ...
     def open(self, muxer_config: dict[str, str] | None = None) -> Muxer: ...
     def write(self, index: int, packets: _Packets) -> None: ...
@@ -986,6 +1006,8 @@ def op_video(
     frames_per_clip: int | None = None,
     stride: int = 1,
     filter_desc: str | None = None,
+    demux_config: DemuxConfig | None = None,
+    decode_config: DecodeConfig | None = None,
 ) -> NativeOp: ...
 def op_audio(
     from_bytes: bool,
@@ -994,6 +1016,8 @@ def op_audio(
     sample_rate: int | None = None,
     num_channels: int | None = None,
     filter_desc: str | None = None,
+    demux_config: DemuxConfig | None = None,
+    decode_config: DecodeConfig | None = None,
 ) -> NativeOp: ...
 
 def load_decoder_plugin(path: _Path) -> str:

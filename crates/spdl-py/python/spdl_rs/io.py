@@ -119,11 +119,15 @@ _MEDIA_API = (
     "decode_packets",
     "sample_decode_video",
     "Decoder",
+    "VideoDecoder",
+    "AudioDecoder",
     "VideoEncodeConfig",
     "AudioEncodeConfig",
     "video_encode_config",
     "audio_encode_config",
     "Encoder",
+    "VideoEncoder",
+    "AudioEncoder",
     "Muxer",
     "encode_image",
 )
@@ -157,11 +161,15 @@ try:
         decode_packets,
         sample_decode_video,
         Decoder,
+        VideoDecoder,
+        AudioDecoder,
         VideoEncodeConfig,
         AudioEncodeConfig,
         video_encode_config,
         audio_encode_config,
         Encoder,
+        VideoEncoder,
+        AudioEncoder,
         Muxer,
         encode_image,
     )
@@ -199,11 +207,31 @@ def convert_frames(frames: Any, storage: Any = None) -> CPUBuffer:
     return _native._copy_into_storage(storage, out)
 
 
-#: SPDL's decoder classes are one class here: a ``Decoder`` decodes the packets of the codec
-#: it was made for (video, audio or image).
-VideoDecoder = AudioDecoder = Decoder
-#: Likewise SPDL's encoder classes: ``Muxer.add_encode_stream`` returns an ``Encoder``.
-VideoEncoder = AudioEncoder = Encoder
+_NativeDecoder = Decoder
+_FILTER_DEFAULT = object()
+
+
+def Decoder(codec: Any, *, filter_desc: Any = _FILTER_DEFAULT, decode_config: Any = None) -> Any:
+    """SPDL's ``spdl.io.Decoder(codec, *, filter_desc=<default>, decode_config=None)``: a
+    streaming decoder of the class of ``codec``'s kind, as SPDL returns: :class:`VideoDecoder`
+    for a :class:`VideoCodec`, :class:`AudioDecoder` for an :class:`AudioCodec` (both
+    subclasses of the native ``Decoder``, which decodes an :class:`ImageCodec`'s packets).
+    Methods: ``streaming_decode_packets(packets)``, ``flush()``, ``decode(packets)``.
+    ``filter_desc`` as :func:`decode_packets` (default: SPDL's ``rgb24`` / ``fltp``
+    conversion); ``None`` for no filter. Raises ``TypeError`` for an object that is not a
+    codec, ``ValueError`` for a decoder or option FFmpeg does not know."""
+    if not isinstance(_NativeDecoder, type):  # a build without FFmpeg: raises RuntimeError
+        return _NativeDecoder(codec)
+    if isinstance(codec, VideoCodec):
+        cls = VideoDecoder
+    elif isinstance(codec, AudioCodec):
+        cls = AudioDecoder
+    else:
+        cls = _NativeDecoder
+    if filter_desc is _FILTER_DEFAULT:
+        return cls(codec, decode_config=decode_config)
+    return cls(codec, filter_desc=filter_desc, decode_config=decode_config)
+
 
 __all__ = [
     "CPUBuffer",
@@ -225,10 +253,6 @@ __all__ = [
     "load_video_clips",
     "load_audio",
     *_MEDIA_API,
-    "VideoDecoder",
-    "AudioDecoder",
-    "VideoEncoder",
-    "AudioEncoder",
     "save_image",
     "ffmpeg_versions",
     "get_video_filter_desc",
