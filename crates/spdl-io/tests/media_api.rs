@@ -930,3 +930,34 @@ fn load_video_and_load_audio_honour_demux_and_decode_configs() {
     .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
 }
+
+#[test]
+fn window_decodes_skip_unreferenced_lead_in_frames_and_keep_the_same_pixels() {
+    // The lead-in from the key frame to a window's start skips frames nothing refers to
+    // (B-frames here); the frames in the window must still equal a decode from the start.
+    for clip in [BBB, "14-video-vfr-frame-count/vfr_12frames.mp4"] {
+        let path = media(clip);
+        let all = decode_all(&video(&path), RGB);
+        let ts = all.timestamps();
+        let full = all.to_array().unwrap();
+        let per = full.data.len() / ts.len();
+        let d = Demuxer::open(&MediaSource::file(&path), &DemuxConfig::default()).unwrap();
+        let mut d = d;
+        for start in (1..ts.len() - 2).step_by(3) {
+            let end = start + 2;
+            let part = d
+                .demux(MediaKind::Video, Some((ts[start], ts[end])), None)
+                .unwrap();
+            let f = decode_all(&part, RGB);
+            assert_eq!(
+                f.timestamps(),
+                ts[start..end],
+                "{clip} window at frame {start}"
+            );
+            assert!(
+                f.to_array().unwrap().data == full.data[start * per..end * per],
+                "{clip} window at frame {start}: pixels differ"
+            );
+        }
+    }
+}

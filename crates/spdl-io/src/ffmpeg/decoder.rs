@@ -95,7 +95,27 @@ impl Decoder {
             ));
         }
         let mut out = Vec::new();
+        // Video frames shown before the window are decoded only to serve as references:
+        // the decoder skips the packets no other frame refers to (B-frames, mostly), which
+        // `receive` would drop anyway. A seek lands on the key frame before the window, so
+        // this is most of the lead-in work of a window far from its key frame.
+        let lead_in_end = match (self.codec.kind(), self.window) {
+            (MediaKind::Video, Some((start, _))) => Some(start),
+            _ => None,
+        };
         for p in &packets.packets {
+            if let Some(start) = lead_in_end {
+                let before = p
+                    .pts()
+                    .is_some_and(|pts| seconds(pts, self.codec.time_base) < start);
+                let discard = if before {
+                    ffi::AVDiscard::AVDISCARD_NONREF
+                } else {
+                    ffi::AVDiscard::AVDISCARD_DEFAULT
+                };
+                // SAFETY: the open codec context; the decoder reads `skip_frame` per packet.
+                unsafe { (*self.dec.as_mut_ptr()).skip_frame = discard };
+            }
             self.dec
                 .send_packet(p)
                 .map_err(|e| ff_err(ErrorKind::Corrupt, "decoding", e))?;
@@ -114,6 +134,8 @@ impl Decoder {
         let mut out = Vec::new();
         if !self.flushed {
             self.flushed = true;
+            // SAFETY: the open codec context; frames still held are all wanted.
+            unsafe { (*self.dec.as_mut_ptr()).skip_frame = ffi::AVDiscard::AVDISCARD_DEFAULT };
             match self.dec.send_eof() {
                 Ok(()) | Err(ff::Error::Eof) => {}
                 Err(e) => return Err(ff_err(ErrorKind::Corrupt, "flushing the decoder", e)),
