@@ -316,6 +316,11 @@ fn run(
             // target): decode on; anything else is not what the map says.
             if map.partial && landing.is_none() && pts > map.max_pts {
                 sent = Some(map.len());
+                // SAFETY: as below; every frame from here on is decoded.
+                unsafe {
+                    (*session.decoder.as_mut_ptr()).skip_frame =
+                        ff::ffi::AVDiscard::AVDISCARD_DEFAULT
+                };
                 if session.decoder.send_packet(&packet).is_err() {
                     return Ok(Pass::Fallback);
                 }
@@ -341,6 +346,15 @@ fn run(
             }
         }
         sent = Some(map.decode_pos[i]);
+        // A frame shown before the next target is only decoded as a reference: the decoder
+        // may skip it when nothing refers to it (it would be dropped above anyway).
+        let discard = if i < targets[next] {
+            ff::ffi::AVDiscard::AVDISCARD_NONREF
+        } else {
+            ff::ffi::AVDiscard::AVDISCARD_DEFAULT
+        };
+        // SAFETY: the open decoder's context; `skip_frame` is read per packet.
+        unsafe { (*session.decoder.as_mut_ptr()).skip_frame = discard };
         if session.decoder.send_packet(&packet).is_err() {
             return Ok(Pass::Fallback);
         }
