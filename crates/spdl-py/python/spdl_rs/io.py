@@ -343,7 +343,11 @@ def load_video(
     ``"gray"`` (C = 1), scaled with ``filter`` (``"nearest"``, ``"bilinear"``, ``"bicubic"``,
     ``"area"``). ``num_threads``: decoder threads (0: FFmpeg picks; 1 is best when a pipeline
     decodes many videos at once). ``apply_rotation``: turn frames as the stream's display
-    matrix says, as players do (the result's ``rotation`` says by how much).
+    matrix says, as players do (the result's ``rotation`` says by how much). SPDL 0.8 does not
+    rotate (its ``load_video`` and ``decode_packets`` return the coded frames, e.g. ``32x64``
+    for the 90-degree clips of ``../shared/data/hard/13-video-rotation-metadata``):
+    ``apply_rotation=False`` gives SPDL's frames. The packet API (``decode_packets``,
+    ``Decoder``) never rotates, as SPDL's; ``VideoCodec.rotation`` tells the angle.
 
     ``filter_desc``: an FFmpeg filter graph (libavfilter) run on the selected frames, as SPDL's
     ``filter_desc`` and ``ffmpeg -vf``, e.g. from :func:`get_video_filter_desc`. It sees the
