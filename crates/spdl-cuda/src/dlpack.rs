@@ -18,8 +18,16 @@ pub enum DType {
     U8,
     /// 16-bit unsigned, native endian (16-bit PNG/TIFF).
     U16,
-    /// 32-bit float (normalized images).
+    /// 32-bit float (normalized images, audio).
     F32,
+    /// 16-bit signed, native endian (`s16` audio).
+    I16,
+    /// 32-bit signed, native endian (`s32` audio).
+    I32,
+    /// 64-bit signed, native endian (`s64` audio).
+    I64,
+    /// 64-bit float, native endian (`dbl` audio).
+    F64,
 }
 
 impl DType {
@@ -27,17 +35,22 @@ impl DType {
     pub fn size(self) -> usize {
         match self {
             DType::U8 => 1,
-            DType::U16 => 2,
-            DType::F32 => 4,
+            DType::U16 | DType::I16 => 2,
+            DType::F32 | DType::I32 => 4,
+            DType::I64 | DType::F64 => 8,
         }
     }
 
-    /// The NumPy dtype name: `"uint8"`, `"uint16"`, `"float32"`.
+    /// The NumPy dtype name: `"uint8"`, `"uint16"`, `"float32"`, `"int16"`, ...
     pub fn name(self) -> &'static str {
         match self {
             DType::U8 => "uint8",
             DType::U16 => "uint16",
             DType::F32 => "float32",
+            DType::I16 => "int16",
+            DType::I32 => "int32",
+            DType::I64 => "int64",
+            DType::F64 => "float64",
         }
     }
 
@@ -47,18 +60,31 @@ impl DType {
             DType::U8 => c"B",
             DType::U16 => c"H",
             DType::F32 => c"f",
+            DType::I16 => c"h",
+            DType::I32 => c"i",
+            DType::I64 => c"q",
+            DType::F64 => c"d",
         }
     }
 
     /// The NumPy type string of `__array_interface__` / `__cuda_array_interface__`
-    /// (`"|u1"`, `"<u2"`, `"<f4"` on little-endian hosts).
+    /// (`"|u1"`, `"<u2"`, `"<f4"`, `"<i2"`, ... on little-endian hosts).
     pub fn typestr(self) -> &'static str {
-        match self {
-            DType::U8 => "|u1",
-            DType::U16 if cfg!(target_endian = "little") => "<u2",
-            DType::U16 => ">u2",
-            DType::F32 if cfg!(target_endian = "little") => "<f4",
-            DType::F32 => ">f4",
+        let little = cfg!(target_endian = "little");
+        match (self, little) {
+            (DType::U8, _) => "|u1",
+            (DType::U16, true) => "<u2",
+            (DType::U16, false) => ">u2",
+            (DType::F32, true) => "<f4",
+            (DType::F32, false) => ">f4",
+            (DType::I16, true) => "<i2",
+            (DType::I16, false) => ">i2",
+            (DType::I32, true) => "<i4",
+            (DType::I32, false) => ">i4",
+            (DType::I64, true) => "<i8",
+            (DType::I64, false) => ">i8",
+            (DType::F64, true) => "<f8",
+            (DType::F64, false) => ">f8",
         }
     }
 }
@@ -131,6 +157,10 @@ impl From<DType> for DLDataType {
             DType::U8 => (1, 8),
             DType::U16 => (1, 16),
             DType::F32 => (2, 32),
+            DType::I16 => (0, 16),
+            DType::I32 => (0, 32),
+            DType::I64 => (0, 64),
+            DType::F64 => (2, 64),
         };
         DLDataType {
             code,

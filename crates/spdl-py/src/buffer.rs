@@ -18,6 +18,9 @@ enum Storage {
     U8(Box<[u8]>),
     U16(Box<[u16]>),
     F32(Box<[f32]>),
+    /// Elements of another `dtype` (e.g. `int16` audio), in 8-byte words so that every
+    /// element type is aligned.
+    Words(Box<[u64]>, DType),
 }
 
 impl Storage {
@@ -26,7 +29,22 @@ impl Storage {
             Storage::U8(_) => DType::U8,
             Storage::U16(_) => DType::U16,
             Storage::F32(_) => DType::F32,
+            Storage::Words(_, d) => *d,
         }
+    }
+
+    /// `bytes` (native-endian elements of `dtype`) copied into aligned words.
+    fn words(bytes: &[u8], dtype: DType) -> Self {
+        let mut words = vec![0u64; bytes.len().div_ceil(8)].into_boxed_slice();
+        // SAFETY: `words` has at least `bytes.len()` bytes; u64 has no invalid bit patterns.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                words.as_mut_ptr().cast::<u8>(),
+                bytes.len(),
+            );
+        }
+        Storage::Words(words, dtype)
     }
 }
 
@@ -58,6 +76,7 @@ impl Memory {
             Storage::U8(b) => b.as_mut_ptr().cast(),
             Storage::U16(b) => b.as_mut_ptr().cast(),
             Storage::F32(b) => b.as_mut_ptr().cast(),
+            Storage::Words(b, _) => b.as_mut_ptr().cast(),
         };
         Memory {
             _owner: Owner::Boxed { _samples: storage },
@@ -159,6 +178,7 @@ impl CpuBuffer {
                     .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
                     .collect(),
             ),
+            other => Storage::words(&bytes, other),
         };
         CpuBuffer::new(storage, shape, keys, labels)
     }

@@ -326,23 +326,24 @@ impl ImageFrames {
     }
 }
 
-/// A `CPUBuffer` holding `a` (moved): `uint8` or `float32`; other sample types raise.
+/// A `CPUBuffer` holding `a`: `uint8` pixels / samples are moved; `int16`, `int32`, `int64`,
+/// `float32` and `float64` samples are copied once into aligned memory of that dtype.
 fn buffer_of(a: FrameArray, key: String) -> PyResult<CpuBuffer> {
-    match a.dtype {
-        SampleType::U8 => Ok(CpuBuffer::from_u8(a.data, a.shape, key)),
-        SampleType::F32 => {
-            let data = a
-                .data
-                .chunks_exact(4)
-                .map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
-                .collect();
-            Ok(CpuBuffer::from_f32(data, a.shape, key))
-        }
-        other => Err(PyValueError::new_err(format!(
-            "convert_frames: {other:?} audio samples have no CPUBuffer type in spdl_rs; \
-             decode with filter_desc=\"aformat=sample_fmts=fltp\" (the default) for float32"
-        ))),
-    }
+    let dtype = match a.dtype {
+        SampleType::U8 => return Ok(CpuBuffer::from_u8(a.data, a.shape, key)),
+        SampleType::I16 => spdl_cuda::DType::I16,
+        SampleType::I32 => spdl_cuda::DType::I32,
+        SampleType::I64 => spdl_cuda::DType::I64,
+        SampleType::F32 => spdl_cuda::DType::F32,
+        SampleType::F64 => spdl_cuda::DType::F64,
+    };
+    Ok(CpuBuffer::from_bytes(
+        dtype,
+        a.shape,
+        a.data,
+        vec![key],
+        vec![None],
+    ))
 }
 
 fn check_storage(storage: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
