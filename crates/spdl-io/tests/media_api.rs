@@ -961,3 +961,52 @@ fn window_decodes_skip_unreferenced_lead_in_frames_and_keep_the_same_pixels() {
         }
     }
 }
+
+#[test]
+fn sixteen_bit_pixel_formats_convert_to_u16_arrays_like_the_ffmpeg_command_line() {
+    let path = media(BBB);
+    let p = video(&path);
+    for (fmt, shape_of) in [
+        ("gray16le", [1usize, 180, 320]),
+        ("rgb48le", [180, 320, 3]),
+        ("yuv444p16le", [3, 180, 320]),
+        ("yuv420p10le", [1, 270, 320]),
+    ] {
+        let desc = format!("format=pix_fmts={fmt}");
+        let f = decode_packets(&p, Some(&desc), &DecodeConfig::default(), Some(3)).unwrap();
+        let a = f.to_array().unwrap();
+        assert_eq!(a.dtype, SampleType::U16, "{fmt}");
+        assert_eq!(a.shape[1..], shape_of, "{fmt}");
+        let want = ffmpeg(
+            &path,
+            &[
+                "-frames:v",
+                "3",
+                "-vf",
+                &desc,
+                "-f",
+                "rawvideo",
+                "-pix_fmt",
+                fmt,
+            ],
+        );
+        if fmt == "yuv420p10le" {
+            // SPDL's yuv420p layout: the U and V rows side by side under Y.
+            let (w, h) = (320usize, 180usize);
+            let per = w * h * 3 / 2 * 2;
+            for n in 0..3 {
+                let src = &want[n * per..(n + 1) * per];
+                let got = &a.data[n * per..(n + 1) * per];
+                assert!(got[..w * h * 2] == src[..w * h * 2], "{fmt} Y of frame {n}");
+                let (u, v) = src[w * h * 2..].split_at(w * h / 2);
+                for r in 0..h / 2 {
+                    let row = &got[w * h * 2 + r * w * 2..w * h * 2 + (r + 1) * w * 2];
+                    assert!(row[..w] == u[r * w..(r + 1) * w], "{fmt} U row {r}");
+                    assert!(row[w..] == v[r * w..(r + 1) * w], "{fmt} V row {r}");
+                }
+            }
+        } else {
+            assert!(a.data == want, "{fmt}: bytes differ from the command line");
+        }
+    }
+}

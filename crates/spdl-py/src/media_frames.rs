@@ -331,6 +331,7 @@ impl ImageFrames {
 fn buffer_of(a: FrameArray, key: String) -> PyResult<CpuBuffer> {
     let dtype = match a.dtype {
         SampleType::U8 => return Ok(CpuBuffer::from_u8(a.data, a.shape, key)),
+        SampleType::U16 => spdl_cuda::DType::U16,
         SampleType::I16 => spdl_cuda::DType::I16,
         SampleType::I32 => spdl_cuda::DType::I32,
         SampleType::I64 => spdl_cuda::DType::I64,

@@ -459,3 +459,13 @@ def test_convert_frames_keeps_integer_and_double_sample_formats(sample_fmt, ffmp
         np.testing.assert_array_equal(got.ravel(), want)
     # DLPack sees the same dtype (torch-free check through NumPy).
     np.testing.assert_array_equal(np.from_dlpack(io.convert_frames(frames)), got)
+
+
+def test_convert_frames_of_16_bit_pixels_is_uint16():
+    frames = io.decode_packets(io.demux_video(BBB), filter_desc="format=pix_fmts=rgb48le", num_frames=2)
+    got = np.asarray(io.convert_frames(frames))
+    assert got.dtype == np.uint16 and got.shape == (2, 180, 320, 3)
+    want = np.frombuffer(
+        ffmpeg(BBB, "-frames:v", "2", "-vf", "format=pix_fmts=rgb48le", "-f", "rawvideo", "-pix_fmt", "rgb48le"), "<u2"
+    )
+    np.testing.assert_array_equal(got.ravel(), want)

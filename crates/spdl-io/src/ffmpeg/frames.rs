@@ -40,6 +40,9 @@ impl MediaKind {
 pub enum SampleType {
     /// `uint8` (pixels, `u8` audio).
     U8,
+    /// `uint16` (16-bit and high-bit-depth pixels, e.g. `gray16le`, `rgb48le`,
+    /// `yuv420p10le`: one native-endian element per sample).
+    U16,
     /// `int16` (`s16` audio).
     I16,
     /// `int32` (`s32` audio).
@@ -57,7 +60,7 @@ impl SampleType {
     pub fn size(self) -> usize {
         match self {
             SampleType::U8 => 1,
-            SampleType::I16 => 2,
+            SampleType::I16 | SampleType::U16 => 2,
             SampleType::I32 | SampleType::F32 => 4,
             SampleType::I64 | SampleType::F64 => 8,
         }
@@ -215,6 +218,32 @@ fn pix_layout(fmt: ffi::AVPixelFormat) -> Option<PixLayout> {
         AV_PIX_FMT_YUV444P | AV_PIX_FMT_YUVJ444P | AV_PIX_FMT_GBRP => PixLayout::Planar(3),
         AV_PIX_FMT_YUV420P | AV_PIX_FMT_YUVJ420P => PixLayout::Yuv420p,
         AV_PIX_FMT_NV12 => PixLayout::Nv12,
+        _ => return None,
+    })
+}
+
+/// The layout of a pixel format of 16-bit elements (little-endian, the
+/// host's order on the platforms FFmpeg builds for here), for
+/// [`Frames::to_array`] only: the same layouts as the 8-bit formats, one
+/// `u16` per sample (values of 10/12-bit formats as stored, not scaled).
+fn wide_pix_layout(fmt: ffi::AVPixelFormat) -> Option<PixLayout> {
+    use ffi::AVPixelFormat::*;
+    if cfg!(target_endian = "big") {
+        return None;
+    }
+    Some(match fmt {
+        AV_PIX_FMT_RGB48LE | AV_PIX_FMT_BGR48LE => PixLayout::Packed(3),
+        AV_PIX_FMT_RGBA64LE | AV_PIX_FMT_BGRA64LE => PixLayout::Packed(4),
+        AV_PIX_FMT_GRAY16LE | AV_PIX_FMT_GRAY10LE | AV_PIX_FMT_GRAY12LE => PixLayout::Planar(1),
+        AV_PIX_FMT_YUV444P16LE
+        | AV_PIX_FMT_YUV444P10LE
+        | AV_PIX_FMT_YUV444P12LE
+        | AV_PIX_FMT_GBRP16LE
+        | AV_PIX_FMT_GBRP10LE
+        | AV_PIX_FMT_GBRP12LE => PixLayout::Planar(3),
+        AV_PIX_FMT_YUV420P16LE | AV_PIX_FMT_YUV420P10LE | AV_PIX_FMT_YUV420P12LE => {
+            PixLayout::Yuv420p
+        }
         _ => return None,
     })
 }
@@ -476,7 +505,10 @@ impl Frames {
     ///   `rgba`, ...), `[N, C, H, W]` for planar ones (`gray8` is
     ///   `[N, 1, H, W]`, `yuv444p` / `gbrp` `[N, 3, H, W]`), `[N, 1, H*3/2,
     ///   W]` for `yuv420p` (U and V rows side by side under Y) and `nv12`;
-    ///   `uint8`; images the same without `N`;
+    ///   `uint8`, or `uint16` in the same layouts for 16-bit and
+    ///   high-bit-depth formats (`gray16le`, `rgb48le`, `rgba64le`,
+    ///   `yuv444p16le`, `gbrp16le`, `yuv420p10le`, ...: values as stored);
+    ///   images the same without `N`;
     /// - audio `[C, S]` for planar sample formats (`fltp`, `s16p`, ...),
     ///   `[S, C]` for packed ones (`flt`, `s16`, ...), in the format's type.
     ///
@@ -500,21 +532,25 @@ impl Frames {
         let f0 = self.first().expect("not empty");
         // SAFETY: a pixel format value of a valid frame.
         let fmt = unsafe { std::mem::transmute::<i32, ffi::AVPixelFormat>(f0.format) };
-        let layout = pix_layout(fmt).ok_or_else(|| {
-            Error::new(
-                ErrorKind::Unsupported,
-                format!(
-                    "cannot convert {} frames to an array (use a filter such as format=pix_fmts=rgb24)",
-                    pix_fmt_name(f0.format)
-                ),
-            )
-        })?;
+        // Element size in bytes: 1 for 8-bit formats, 2 for 16-bit ones.
+        let (layout, es) = pix_layout(fmt)
+            .map(|l| (l, 1))
+            .or_else(|| wide_pix_layout(fmt).map(|l| (l, 2)))
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Unsupported,
+                    format!(
+                        "cannot convert {} frames to an array (use a filter such as format=pix_fmts=rgb24)",
+                        pix_fmt_name(f0.format)
+                    ),
+                )
+            })?;
         let (w, h) = (
             usize::try_from(f0.width).unwrap_or(0),
             usize::try_from(f0.height).unwrap_or(0),
         );
         let shape = picture_shape(layout, w, h);
-        let per: usize = shape.iter().product();
+        let per: usize = shape.iter().product::<usize>() * es;
         let mut data = vec![0u8; per * self.frames.len()];
         for (f, dst) in self.frames.iter().zip(data.chunks_exact_mut(per)) {
             // SAFETY: a valid frame for as long as `self`.
@@ -533,9 +569,10 @@ impl Frames {
             }
             let mut row0 = 0usize;
             let mut prev_rows = 0usize;
-            for (plane, rows, row_bytes, beside) in picture_planes(layout, w, h) {
+            for (plane, rows, row_elems, beside) in picture_planes(layout, w, h) {
+                let row_bytes = row_elems * es;
                 let (start_row, col) = if beside {
-                    (row0 - prev_rows, w / 2)
+                    (row0 - prev_rows, w / 2 * es)
                 } else {
                     (row0, 0)
                 };
@@ -549,7 +586,7 @@ impl Frames {
                             row_bytes,
                         )
                     };
-                    let at = (start_row + r) * row_width(layout, w) + col;
+                    let at = (start_row + r) * row_width(layout, w) * es + col;
                     dst[at..at + row_bytes].copy_from_slice(src);
                 }
                 if !beside {
@@ -564,7 +601,11 @@ impl Frames {
         };
         Ok(FrameArray {
             shape,
-            dtype: SampleType::U8,
+            dtype: if es == 2 {
+                SampleType::U16
+            } else {
+                SampleType::U8
+            },
             data,
         })
     }
