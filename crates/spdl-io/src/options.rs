@@ -228,6 +228,43 @@ impl FromStr for ColorMode {
     }
 }
 
+#[cfg(feature = "decode-ffmpeg")]
+impl FromStr for crate::video::PixelFormat {
+    type Err = Error;
+
+    /// `"rgb"` (or `"rgb24"`), `"bgr"` (or `"bgr24"`), `"gray"` (or `"grey"`, `"gray8"`).
+    fn from_str(s: &str) -> Result<Self> {
+        use crate::video::PixelFormat::*;
+        let names = [
+            ("rgb", Rgb24),
+            ("rgb24", Rgb24),
+            ("bgr", Bgr24),
+            ("bgr24", Bgr24),
+            ("gray", Gray8),
+            ("grey", Gray8),
+            ("gray8", Gray8),
+        ];
+        parse("pixel_format", s, &names, "'rgb', 'bgr', 'gray'")
+    }
+}
+
+#[cfg(feature = "decode-ffmpeg")]
+impl FromStr for crate::video::ScaleFilter {
+    type Err = Error;
+
+    /// `"nearest"`, `"bilinear"`, `"bicubic"`, `"area"`.
+    fn from_str(s: &str) -> Result<Self> {
+        use crate::video::ScaleFilter::*;
+        let names = [
+            ("nearest", Nearest),
+            ("bilinear", Bilinear),
+            ("bicubic", Bicubic),
+            ("area", Area),
+        ];
+        parse("filter", s, &names, "'nearest', 'bilinear', 'bicubic', 'area'")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,6 +22,7 @@ mod io;
 mod item;
 mod media;
 mod ops;
+mod options;
 mod pipeline;
 mod plugin;
 mod shards;
@@ -105,8 +106,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(io::decode_image_batch, m)?)?;
     m.add_function(wrap_pyfunction!(plugin::load_decoder_plugin, m)?)?;
     m.add_function(wrap_pyfunction!(ops::read_file, m)?)?;
-    m.add_function(wrap_pyfunction!(ops::load_image, m)?)?;
-    m.add_function(wrap_pyfunction!(ops::decode_image, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::image, m)?)?;
     m.add_function(wrap_pyfunction!(ops::collate, m)?)?;
     m.add_function(wrap_pyfunction!(ops::load_npy, m)?)?;
     m.add_function(wrap_pyfunction!(ops::load_wav, m)?)?;
@@ -127,8 +127,8 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(media::get_ffmpeg_filters, m)?)?;
     m.add_function(wrap_pyfunction!(media::get_ffmpeg_log_level, m)?)?;
     m.add_function(wrap_pyfunction!(media::set_ffmpeg_log_level, m)?)?;
-    m.add_function(wrap_pyfunction!(media::op_video, m)?)?;
-    m.add_function(wrap_pyfunction!(media::op_audio, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_video, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::op_audio, m)?)?;
     m.add_function(wrap_pyfunction!(arrays::_parse_npy, m)?)?;
     m.add_class::<arrays::NpzIndex>()?;
     m.add_class::<arrays::TarMembers>()?;

@@ -17,14 +17,15 @@ use pyo3::exceptions::{
 };
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
-use pyo3::types::{PyByteArray, PyBytes, PyString};
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyString};
 
 use crate::buffer::CpuBuffer;
-use crate::ops::NativeOp;
+#[cfg(feature = "decode-ffmpeg")]
+use crate::options::Kwargs;
 
 /// The error every video/audio entry point raises in a build without FFmpeg.
 #[cfg_attr(feature = "decode-ffmpeg", allow(dead_code))]
-fn no_ffmpeg(what: &str) -> PyErr {
+pub(crate) fn no_ffmpeg(what: &str) -> PyErr {
     PyRuntimeError::new_err(format!(
         "{what}: this spdl_rs was built without FFmpeg (video/audio decoding). Rebuild with the \
          Cargo feature `decode-ffmpeg` (needs FFmpeg's development packages, pkg-config and \
@@ -122,12 +123,28 @@ pub(crate) enum Src {
     Owned(Vec<u8>),
 }
 
-/// Reads `src`: a path (`str`, `os.PathLike`) or bytes-like (`bytes`, `bytearray`,
-/// `memoryview`, any C-contiguous `uint8` buffer). Raises `TypeError` for anything else.
+#[cfg(feature = "decode-ffmpeg")]
+impl Src {
+    /// The source to demux, named `key` when it is bytes.
+    fn source<'a>(&'a self, key: &'a str) -> spdl_io::MediaSource<'a> {
+        use spdl_io::MediaSource;
+        match self {
+            Src::Path(p) => MediaSource::file(p),
+            Src::Backed(b) => MediaSource::bytes(key, b),
+            Src::Owned(v) => MediaSource::bytes(key, v),
+        }
+    }
+}
+
+/// Reads `src`: a path (`str`, `os.PathLike`) that can be opened as a file (else the matching
+/// `OSError` subclass naming it) or bytes-like (`bytes`, `bytearray`, `memoryview`, any
+/// C-contiguous `uint8` buffer). Raises `TypeError` for anything else.
 #[cfg_attr(not(feature = "decode-ffmpeg"), allow(dead_code))]
 pub(crate) fn extract_src(obj: &Bound<'_, PyAny>) -> PyResult<Src> {
     if obj.is_instance_of::<PyString>() || obj.hasattr("__fspath__")? {
-        return Ok(Src::Path(obj.extract()?));
+        let path: PathBuf = obj.extract()?;
+        check_file(&path)?;
+        return Ok(Src::Path(path));
     }
     if let Ok(b) = obj.cast::<PyBytes>() {
         return Ok(Src::Backed(PyBackedBytes::from(b.clone())));
@@ -139,10 +156,7 @@ pub(crate) fn extract_src(obj: &Bound<'_, PyAny>) -> PyResult<Src> {
         Ok(buf) => Ok(Src::Owned(buf.to_vec(obj.py())?)),
         Err(_) => Err(PyTypeError::new_err(format!(
             "src must be a path (str or os.PathLike) or bytes-like (bytes, bytearray, memoryview, a uint8 buffer), got {}",
-            obj.get_type()
-                .name()
-                .map(|n| n.to_string())
-                .unwrap_or_else(|_| "?".into())
+            crate::error::type_name(obj)
         ))),
     }
 }
@@ -397,12 +411,8 @@ impl MediaOut {
 mod imp {
     //! The decoding itself (feature `decode-ffmpeg`).
 
-    use pyo3::exceptions::PyValueError;
     use spdl_io::audio::{load_audio, AudioOptions};
-    use spdl_io::video::{
-        load_video, load_video_clips, ClipSampling, FrameSelection, PixelFormat, ScaleFilter,
-        VideoOptions,
-    };
+    use spdl_io::video::{load_video, load_video_clips, ClipSampling, VideoOptions};
     use spdl_io::MediaSource;
 
     use super::*;
@@ -413,140 +423,6 @@ mod imp {
         Video(VideoOptions),
         Clips(ClipSampling, VideoOptions),
         Audio(AudioOptions),
-    }
-
-    /// Builds [`VideoOptions`] from the keyword arguments; `ValueError` for bad ones.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn video_options(
-        timestamps: Option<(f64, f64)>,
-        indices: Option<Vec<i64>>,
-        step: Option<usize>,
-        played_at: Option<Vec<f64>>,
-        width: Option<u32>,
-        height: Option<u32>,
-        pixel_format: &str,
-        filter: &str,
-        num_threads: usize,
-        apply_rotation: bool,
-    ) -> PyResult<VideoOptions> {
-        let given = [
-            timestamps.is_some(),
-            indices.is_some(),
-            step.is_some(),
-            played_at.is_some(),
-        ];
-        if given.iter().filter(|g| **g).count() > 1 {
-            return Err(PyValueError::new_err(
-                "give at most one of timestamp, indices, step, played_at",
-            ));
-        }
-        let selection = if let Some((start, end)) = timestamps {
-            if start.is_nan() || end.is_nan() || start < 0.0 || end <= start {
-                return Err(PyValueError::new_err(format!(
-                    "timestamp must be (start, end) seconds with 0 <= start < end, got ({start}, {end})"
-                )));
-            }
-            FrameSelection::Window { start, end }
-        } else if let Some(i) = indices {
-            let picked: Option<Vec<usize>> = i.iter().map(|&x| usize::try_from(x).ok()).collect();
-            match picked {
-                Some(p) => FrameSelection::Indices(p),
-                None => {
-                    return Err(PyValueError::new_err(format!(
-                        "indices count decoded frames from 0 and must be >= 0, got {i:?}"
-                    )))
-                }
-            }
-        } else if let Some(k) = step {
-            if k == 0 {
-                return Err(PyValueError::new_err("step must be at least 1"));
-            }
-            FrameSelection::Step(k)
-        } else if let Some(t) = played_at {
-            FrameSelection::PlayedAt(t)
-        } else {
-            FrameSelection::All
-        };
-        if width == Some(0) || height == Some(0) {
-            return Err(PyValueError::new_err(format!(
-                "width and height must be at least 1, got width={width:?}, height={height:?}"
-            )));
-        }
-        let pixel_format = match pixel_format {
-            "rgb" | "rgb24" => PixelFormat::Rgb24,
-            "bgr" | "bgr24" => PixelFormat::Bgr24,
-            "gray" | "grey" | "gray8" => PixelFormat::Gray8,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "pixel_format must be one of 'rgb', 'bgr', 'gray', got {other:?}"
-                )))
-            }
-        };
-        let filter = match filter {
-            "nearest" => ScaleFilter::Nearest,
-            "bilinear" => ScaleFilter::Bilinear,
-            "bicubic" => ScaleFilter::Bicubic,
-            "area" => ScaleFilter::Area,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "filter must be one of 'nearest', 'bilinear', 'bicubic', 'area', got {other:?}"
-                )))
-            }
-        };
-        Ok(VideoOptions {
-            selection,
-            width,
-            height,
-            pixel_format,
-            filter,
-            threads: num_threads,
-            apply_rotation,
-            ..Default::default()
-        })
-    }
-
-    /// Builds [`ClipSampling`]; `ValueError` for zero clips, frames or stride.
-    pub(crate) fn clip_sampling(
-        num_clips: usize,
-        frames_per_clip: usize,
-        stride: usize,
-    ) -> PyResult<ClipSampling> {
-        if num_clips == 0 || frames_per_clip == 0 || stride == 0 {
-            return Err(PyValueError::new_err(format!(
-                "num_clips, frames_per_clip and stride must be at least 1, got {num_clips}, {frames_per_clip}, {stride}"
-            )));
-        }
-        Ok(ClipSampling {
-            num_clips,
-            frames_per_clip,
-            stride,
-        })
-    }
-
-    /// Builds [`AudioOptions`]; `ValueError` for bad ones.
-    pub(crate) fn audio_options(
-        sample_rate: Option<u32>,
-        num_channels: Option<u16>,
-        timestamps: Option<(f64, f64)>,
-    ) -> PyResult<AudioOptions> {
-        if sample_rate == Some(0) || num_channels == Some(0) {
-            return Err(PyValueError::new_err(format!(
-                "sample_rate and num_channels must be at least 1, got {sample_rate:?}, {num_channels:?}"
-            )));
-        }
-        if let Some((start, end)) = timestamps {
-            if start.is_nan() || end.is_nan() || start < 0.0 || end <= start {
-                return Err(PyValueError::new_err(format!(
-                    "timestamp must be (start, end) seconds with 0 <= start < end, got ({start}, {end})"
-                )));
-            }
-        }
-        Ok(AudioOptions {
-            sample_rate,
-            channels: num_channels,
-            window: timestamps,
-            ..Default::default()
-        })
     }
 
     pub(crate) fn video_out(
@@ -613,120 +489,29 @@ mod imp {
     ) -> PyResult<MediaOut> {
         let src = extract_src(src)?;
         let key = key.unwrap_or("<bytes>");
-        if let Src::Path(p) = &src {
-            check_file(p)?;
-        }
-        py.detach(|| {
-            let source = match &src {
-                Src::Path(p) => MediaSource::file(p),
-                Src::Backed(b) => MediaSource::bytes(key, b),
-                Src::Owned(v) => MediaSource::bytes(key, v),
-            };
-            run(spec, source, None)
-        })
-        .map_err(crate::error::io_err)
-    }
-
-    /// What a video/audio native stage does.
-    #[derive(Debug)]
-    pub(crate) struct Stage {
-        /// The decoding.
-        pub(crate) spec: Spec,
-        /// Takes file bytes (`ops.read_file()`) when true, else paths.
-        pub(crate) from_bytes: bool,
-    }
-
-    /// The native stage for `spec`: `from_bytes` takes file bytes (`ops.read_file()`), else
-    /// paths.
-    pub(crate) fn op(spec: Spec, from_bytes: bool, name: &'static str) -> NativeOp {
-        let stage = Stage { spec, from_bytes };
-        NativeOp::new(
-            crate::ops::NativeKind::Media(std::sync::Arc::new(stage)),
-            name,
-        )
-    }
-
-    /// One item through a media stage (runs on a worker thread, without the GIL unless the
-    /// item is a Python object).
-    pub(crate) fn apply(
-        stage: &Stage,
-        name: &str,
-        item: crate::item::Item,
-    ) -> Result<MediaOut, crate::ops::OpError> {
-        use crate::item::Item;
-        let spec = &stage.spec;
-        if stage.from_bytes {
-            let (key, label, data) = match item {
-                Item::Bytes {
-                    key, label, data, ..
-                } => (key, label, data),
-                Item::Py(obj) => crate::with_gil(|py| match extract_src(obj.bind(py)) {
-                    Ok(Src::Backed(b)) => Ok(("<bytes>".to_owned(), None, b.to_vec())),
-                    Ok(Src::Owned(v)) => Ok(("<bytes>".to_owned(), None, v)),
-                    _ => Err(format!(
-                        "{name} expects bytes (e.g. from ops.read_file()), got {}",
-                        crate::ops::type_name(obj.bind(py))
-                    )),
-                })?,
-                other => {
-                    return Err(format!(
-                        "{name} expects bytes (e.g. from ops.read_file()), got {}",
-                        other.describe()
-                    )
-                    .into())
-                }
-            };
-            Ok(run(spec, MediaSource::bytes(&key, &data), label)?)
-        } else {
-            let (path, _key, label, _pos) = crate::ops::path_of(item, name)?;
-            if let Err(e) = std::fs::metadata(&path) {
-                return Err(format!("{}: {e}", path.display()).into());
-            }
-            Ok(run(spec, MediaSource::file(&path), label)?)
-        }
+        py.detach(|| run(spec, src.source(key), None))
+            .map_err(crate::error::io_err)
     }
 }
 
 #[cfg(feature = "decode-ffmpeg")]
-pub(crate) use imp::{apply, Spec, Stage};
+pub(crate) use imp::{run, Spec};
 
 /// Decodes the frames of a video (a path or its bytes) into `[T, H, W, C]` `uint8` with their
 /// timestamp, with the GIL released. See `spdl_rs.io.load_video` (`python/spdl_rs/io.py`)
-/// for the arguments.
+/// for the arguments (`options`: the video keywords of `spdl_rs._options.VideoOptions`).
 #[pyfunction]
-#[pyo3(signature = (src, timestamp=None, *, indices=None, step=None, played_at=None, width=None, height=None, pixel_format="rgb", filter="bicubic", num_threads=1, apply_rotation=true, name=None, filter_desc=None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (src, timestamp=None, *, name=None, **options))]
 pub(crate) fn load_video(
     py: Python<'_>,
     src: &Bound<'_, PyAny>,
     timestamp: Option<(f64, f64)>,
-    indices: Option<Vec<i64>>,
-    step: Option<usize>,
-    played_at: Option<Vec<f64>>,
-    width: Option<u32>,
-    height: Option<u32>,
-    pixel_format: &str,
-    filter: &str,
-    num_threads: usize,
-    apply_rotation: bool,
     name: Option<&str>,
-    filter_desc: Option<String>,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<VideoFrames> {
     #[cfg(feature = "decode-ffmpeg")]
     {
-        let mut opts = imp::video_options(
-            timestamp,
-            indices,
-            step,
-            played_at,
-            width,
-            height,
-            pixel_format,
-            filter,
-            num_threads,
-            apply_rotation,
-        )?;
-        opts.filter_desc = filter_desc;
+        let opts = Kwargs::parse("load_video", options, |kw| kw.video(timestamp))?;
         match imp::run_py(py, &Spec::Video(opts), src, name)? {
             MediaOut::Video(v) => Ok(v),
             MediaOut::Audio(_) => unreachable!("a video spec gives a video"),
@@ -734,84 +519,58 @@ pub(crate) fn load_video(
     }
     #[cfg(not(feature = "decode-ffmpeg"))]
     {
-        let _ = (py, src, timestamp, indices, step, played_at, width, height);
-        let _ = (
-            pixel_format,
-            filter,
-            num_threads,
-            apply_rotation,
-            name,
-            filter_desc,
-        );
+        let _ = (py, src, timestamp, name, options);
         Err(no_ffmpeg("load_video"))
     }
 }
 
 /// Samples `num_clips` clips of `frames_per_clip` frames (`stride` frames apart) spread
 /// evenly over a video, in one decode pass: `[N, T, H, W, C]` `uint8`. See
-/// `spdl_rs.io.load_video_clips`.
+/// `spdl_rs.io.load_video_clips` (`options`: `stride` and the video output keywords).
 #[pyfunction]
-#[pyo3(signature = (src, num_clips, frames_per_clip, *, stride=1, width=None, height=None, pixel_format="rgb", filter="bicubic", num_threads=1, apply_rotation=true, name=None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (src, num_clips, frames_per_clip, *, name=None, **options))]
 pub(crate) fn load_video_clips(
     py: Python<'_>,
     src: &Bound<'_, PyAny>,
     num_clips: usize,
     frames_per_clip: usize,
-    stride: usize,
-    width: Option<u32>,
-    height: Option<u32>,
-    pixel_format: &str,
-    filter: &str,
-    num_threads: usize,
-    apply_rotation: bool,
     name: Option<&str>,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<VideoFrames> {
     #[cfg(feature = "decode-ffmpeg")]
     {
-        let sampling = imp::clip_sampling(num_clips, frames_per_clip, stride)?;
-        let opts = imp::video_options(
-            None,
-            None,
-            None,
-            None,
-            width,
-            height,
-            pixel_format,
-            filter,
-            num_threads,
-            apply_rotation,
-        )?;
-        match imp::run_py(py, &Spec::Clips(sampling, opts), src, name)? {
+        let spec = Kwargs::parse("load_video_clips", options, |kw| {
+            Ok(Spec::Clips(
+                kw.clips(num_clips, frames_per_clip)?,
+                kw.video_output()?,
+            ))
+        })?;
+        match imp::run_py(py, &spec, src, name)? {
             MediaOut::Video(v) => Ok(v),
             MediaOut::Audio(_) => unreachable!("a clip spec gives a video"),
         }
     }
     #[cfg(not(feature = "decode-ffmpeg"))]
     {
-        let _ = (py, src, num_clips, frames_per_clip, stride, width, height);
-        let _ = (pixel_format, filter, num_threads, apply_rotation, name);
+        let _ = (py, src, num_clips, frames_per_clip, name, options);
         Err(no_ffmpeg("load_video_clips"))
     }
 }
 
 /// Decodes the best audio stream of a file (a path or its bytes) into `[C, S]` `float32`,
-/// with the GIL released. See `spdl_rs.io.load_audio`.
+/// with the GIL released. See `spdl_rs.io.load_audio` (`options`: the audio keywords).
 #[pyfunction]
-#[pyo3(signature = (src, timestamp=None, *, sample_rate=None, num_channels=None, name=None, filter_desc=None))]
+#[pyo3(signature = (src, timestamp=None, *, name=None, **options))]
 pub(crate) fn load_audio(
     py: Python<'_>,
     src: &Bound<'_, PyAny>,
     timestamp: Option<(f64, f64)>,
-    sample_rate: Option<u32>,
-    num_channels: Option<u16>,
     name: Option<&str>,
-    filter_desc: Option<String>,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<AudioFrames> {
     #[cfg(feature = "decode-ffmpeg")]
     {
-        let mut opts = imp::audio_options(sample_rate, num_channels, timestamp)?;
-        opts.filter_desc = filter_desc;
+        let opts = Kwargs::parse("load_audio", options, |kw| kw.audio(timestamp))?;
         match imp::run_py(py, &Spec::Audio(opts), src, name)? {
             MediaOut::Audio(a) => Ok(a),
             MediaOut::Video(_) => unreachable!("an audio spec gives audio"),
@@ -819,137 +578,8 @@ pub(crate) fn load_audio(
     }
     #[cfg(not(feature = "decode-ffmpeg"))]
     {
-        let _ = (
-            py,
-            src,
-            timestamp,
-            sample_rate,
-            num_channels,
-            name,
-            filter_desc,
-        );
+        let _ = (py, src, timestamp, name, options);
         Err(no_ffmpeg("load_audio"))
-    }
-}
-
-/// The stage behind `spdl_rs.ops.load_video` (paths) and `decode_video` (`from_bytes`).
-#[pyfunction]
-#[pyo3(name = "op_video", signature = (from_bytes, timestamp=None, *, indices=None, step=None, played_at=None, width=None, height=None, pixel_format="rgb", filter="bicubic", num_threads=1, apply_rotation=true, num_clips=None, frames_per_clip=None, stride=1, filter_desc=None))]
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn op_video(
-    from_bytes: bool,
-    timestamp: Option<(f64, f64)>,
-    indices: Option<Vec<i64>>,
-    step: Option<usize>,
-    played_at: Option<Vec<f64>>,
-    width: Option<u32>,
-    height: Option<u32>,
-    pixel_format: &str,
-    filter: &str,
-    num_threads: usize,
-    apply_rotation: bool,
-    num_clips: Option<usize>,
-    frames_per_clip: Option<usize>,
-    stride: usize,
-    filter_desc: Option<String>,
-) -> PyResult<NativeOp> {
-    let name = if from_bytes {
-        "decode_video"
-    } else {
-        "load_video"
-    };
-    #[cfg(feature = "decode-ffmpeg")]
-    {
-        let mut opts = imp::video_options(
-            timestamp,
-            indices,
-            step,
-            played_at,
-            width,
-            height,
-            pixel_format,
-            filter,
-            num_threads,
-            apply_rotation,
-        )?;
-        opts.filter_desc = filter_desc;
-        // Checked now, not per item: a filter cannot follow picked frames or clips.
-        let picked = matches!(
-            opts.selection,
-            spdl_io::FrameSelection::Indices(_) | spdl_io::FrameSelection::PlayedAt(_)
-        );
-        if opts.filter_desc.is_some() && (picked || num_clips.is_some()) {
-            return Err(pyo3::exceptions::PyValueError::new_err(
-                "filter_desc works with all frames, a timestamp window or a step, not with indices, played_at or clips",
-            ));
-        }
-        let spec = match (num_clips, frames_per_clip) {
-            (None, None) => Spec::Video(opts),
-            (Some(n), Some(t)) => {
-                if !matches!(opts.selection, spdl_io::FrameSelection::All) {
-                    return Err(pyo3::exceptions::PyValueError::new_err(
-                        "clips (num_clips, frames_per_clip) choose their own frames: do not also give timestamp, indices, step or played_at",
-                    ));
-                }
-                Spec::Clips(imp::clip_sampling(n, t, stride)?, opts)
-            }
-            _ => {
-                return Err(pyo3::exceptions::PyValueError::new_err(
-                    "give both num_clips and frames_per_clip, or neither",
-                ))
-            }
-        };
-        Ok(imp::op(spec, from_bytes, name))
-    }
-    #[cfg(not(feature = "decode-ffmpeg"))]
-    {
-        let _ = (
-            timestamp,
-            indices,
-            step,
-            played_at,
-            width,
-            height,
-            pixel_format,
-        );
-        let _ = (
-            filter,
-            num_threads,
-            apply_rotation,
-            num_clips,
-            frames_per_clip,
-            stride,
-            filter_desc,
-        );
-        Err(no_ffmpeg(name))
-    }
-}
-
-/// The stage behind `spdl_rs.ops.load_audio` (paths) and `decode_audio` (`from_bytes`).
-#[pyfunction]
-#[pyo3(name = "op_audio", signature = (from_bytes, timestamp=None, *, sample_rate=None, num_channels=None, filter_desc=None))]
-pub(crate) fn op_audio(
-    from_bytes: bool,
-    timestamp: Option<(f64, f64)>,
-    sample_rate: Option<u32>,
-    num_channels: Option<u16>,
-    filter_desc: Option<String>,
-) -> PyResult<NativeOp> {
-    let name = if from_bytes {
-        "decode_audio"
-    } else {
-        "load_audio"
-    };
-    #[cfg(feature = "decode-ffmpeg")]
-    {
-        let mut opts = imp::audio_options(sample_rate, num_channels, timestamp)?;
-        opts.filter_desc = filter_desc;
-        Ok(imp::op(Spec::Audio(opts), from_bytes, name))
-    }
-    #[cfg(not(feature = "decode-ffmpeg"))]
-    {
-        let _ = (timestamp, sample_rate, num_channels, filter_desc);
-        Err(no_ffmpeg(name))
     }
 }
 
@@ -1019,21 +649,10 @@ pub(crate) fn demux_video(
 ) -> PyResult<VideoPackets> {
     #[cfg(feature = "decode-ffmpeg")]
     {
-        use spdl_io::MediaSource;
         let src = extract_src(src)?;
         let key = name.unwrap_or("<bytes>");
-        if let Src::Path(p) = &src {
-            check_file(p)?;
-        }
         let inner = py
-            .detach(|| {
-                let source = match &src {
-                    Src::Path(p) => MediaSource::file(p),
-                    Src::Backed(b) => MediaSource::bytes(key, b),
-                    Src::Owned(v) => MediaSource::bytes(key, v),
-                };
-                spdl_io::video::demux_video(source, timestamp)
-            })
+            .detach(|| spdl_io::video::demux_video(src.source(key), timestamp))
             .map_err(crate::error::io_err)?;
         Ok(VideoPackets { inner })
     }
@@ -1049,19 +668,13 @@ pub(crate) fn demux_video(
 /// through `filter_desc` and the output options of `load_video`. SPDL's `decode_packets`
 /// followed by `convert_frames`.
 #[pyfunction]
-#[pyo3(signature = (packets, filter_desc=None, *, num_frames=-1, width=None, height=None, pixel_format="rgb", filter="bicubic", num_threads=1, apply_rotation=true))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (packets, filter_desc=None, *, num_frames=-1, **options))]
 pub(crate) fn decode_packets(
     py: Python<'_>,
     packets: &Bound<'_, VideoPackets>,
     filter_desc: Option<String>,
     num_frames: i64,
-    width: Option<u32>,
-    height: Option<u32>,
-    pixel_format: &str,
-    filter: &str,
-    num_threads: usize,
-    apply_rotation: bool,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<VideoFrames> {
     #[cfg(feature = "decode-ffmpeg")]
     {
@@ -1073,18 +686,7 @@ pub(crate) fn decode_packets(
                 ))
             })?),
         };
-        let mut opts = imp::video_options(
-            None,
-            None,
-            None,
-            None,
-            width,
-            height,
-            pixel_format,
-            filter,
-            num_threads,
-            apply_rotation,
-        )?;
+        let mut opts = Kwargs::parse("decode_packets", options, |kw| kw.video_output())?;
         opts.filter_desc = filter_desc;
         let packets = packets.get();
         let v = py
@@ -1100,16 +702,7 @@ pub(crate) fn decode_packets(
     }
     #[cfg(not(feature = "decode-ffmpeg"))]
     {
-        let _ = (
-            py,
-            packets,
-            filter_desc,
-            num_frames,
-            width,
-            height,
-            pixel_format,
-        );
-        let _ = (filter, num_threads, apply_rotation);
+        let _ = (py, packets, filter_desc, num_frames, options);
         Err(no_ffmpeg("decode_packets"))
     }
 }

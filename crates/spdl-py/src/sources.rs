@@ -10,7 +10,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::error::sources_err;
-use crate::item::{Item, Pos};
+use crate::io::Pos;
+use crate::item::Item;
 
 /// An ordered list of samples: a path and, for `image_folder`, an integer class label.
 ///

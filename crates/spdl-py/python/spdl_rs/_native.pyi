@@ -2,7 +2,9 @@
 
 from collections.abc import Iterator, Sequence
 from os import PathLike
-from typing import Any, final
+from typing import Any, Unpack, final
+
+from . import _options as _o
 
 @final
 class CPUBuffer:
@@ -268,54 +270,19 @@ class _Pipeline:
 _Path = str | PathLike[str]
 
 def load_image(
-    path: _Path,
-    width: int | None = None,
-    height: int | None = None,
-    *,
-    color: str = "rgb",
-    filter: str = "bilinear",
-    lenient: bool = False,
-    transform: str = "resize",
-    size: int | None = None,
-    seed: int = 0,
-    index: int = 0,
-    epoch: int = 0,
+    path: _Path, width: int | None = None, height: int | None = None, **options: Unpack[_o.SampleOptions]
 ) -> CPUBuffer:
     """Reads and decodes one image to ``[H, W, C]`` (GIL released). Raises ``OSError`` /
-    ``ValueError`` naming the path."""
+    ``ValueError`` naming the path, ``TypeError`` for an unknown keyword."""
 
 def decode_image(
-    data: bytes,
-    width: int | None = None,
-    height: int | None = None,
-    *,
-    color: str = "rgb",
-    filter: str = "bilinear",
-    lenient: bool = False,
-    key: str = "<bytes>",
-    transform: str = "resize",
-    size: int | None = None,
-    seed: int = 0,
-    index: int = 0,
-    epoch: int = 0,
+    data: bytes, width: int | None = None, height: int | None = None, **options: Unpack[_o.BytesSampleOptions]
 ) -> CPUBuffer:
     """Decodes encoded image bytes to ``[H, W, C]`` (GIL released). Raises ``ValueError``
     naming ``key``."""
 
 def load_image_batch(
-    paths: Sequence[_Path],
-    width: int | None = None,
-    height: int | None = None,
-    *,
-    color: str = "rgb",
-    filter: str = "bilinear",
-    lenient: bool = False,
-    normalize: bool = False,
-    num_threads: int | None = None,
-    transform: str = "resize",
-    size: int | None = None,
-    seed: int = 0,
-    epoch: int = 0,
+    paths: Sequence[_Path], width: int | None = None, height: int | None = None, **options: Unpack[_o.BatchOptions]
 ) -> CPUBuffer:
     """Loads ``[N, height, width, C]`` ``uint8`` (or normalized ``[N, C, height, width]``
     ``float32``) on native threads, GIL released. Raises naming the first failed sample."""
@@ -334,42 +301,15 @@ def decode_image_batch(
     *,
     paths: Sequence[_Path] | None = None,
     keys: Sequence[str] | None = None,
-    color: str = "rgb",
-    filter: str = "bilinear",
-    lenient: bool = False,
-    normalize: bool = False,
-    num_threads: int | None = None,
-    transform: str = "resize",
-    size: int | None = None,
-    seed: int = 0,
-    epoch: int = 0,
     indices: Sequence[int] | None = None,
+    **options: Unpack[_o.BatchOptions],
 ) -> tuple[CPUBuffer, list[tuple[int, str]]]:
     """Decodes ``data`` (or reads and decodes ``paths``) to one row per input, in one GIL-free
     call on native threads; failed rows are zeros and listed as ``(row, message)``."""
 
 def op_read_file() -> NativeOp: ...
-def op_decode_image(
-    width: int | None = None,
-    height: int | None = None,
-    *,
-    color: str = "rgb",
-    filter: str = "bilinear",
-    lenient: bool = False,
-    transform: str = "resize",
-    size: int | None = None,
-    seed: int = 0,
-) -> NativeOp: ...
-def op_load_image(
-    width: int | None = None,
-    height: int | None = None,
-    *,
-    color: str = "rgb",
-    filter: str = "bilinear",
-    lenient: bool = False,
-    transform: str = "resize",
-    size: int | None = None,
-    seed: int = 0,
+def op_image(
+    from_bytes: bool, width: int | None = None, height: int | None = None, **options: Unpack[_o.ImageOptions]
 ) -> NativeOp: ...
 def op_collate(*, normalize: bool = False) -> NativeOp: ...
 def op_load_npy() -> NativeOp: ...
@@ -499,43 +439,13 @@ class AudioFrames:
     def label(self) -> int | None: ...
 
 def load_video(
-    src: _Src,
-    timestamp: tuple[float, float] | None = None,
-    *,
-    indices: Sequence[int] | None = None,
-    step: int | None = None,
-    played_at: Sequence[float] | None = None,
-    width: int | None = None,
-    height: int | None = None,
-    pixel_format: str = "rgb",
-    filter: str = "bicubic",
-    num_threads: int = 1,
-    apply_rotation: bool = True,
-    name: str | None = None,
-    filter_desc: str | None = None,
+    src: _Src, timestamp: tuple[float, float] | None = None, *, name: str | None = None, **options: Unpack[_o.VideoOptions]
 ) -> VideoFrames: ...
 def load_video_clips(
-    src: _Src,
-    num_clips: int,
-    frames_per_clip: int,
-    *,
-    stride: int = 1,
-    width: int | None = None,
-    height: int | None = None,
-    pixel_format: str = "rgb",
-    filter: str = "bicubic",
-    num_threads: int = 1,
-    apply_rotation: bool = True,
-    name: str | None = None,
+    src: _Src, num_clips: int, frames_per_clip: int, *, name: str | None = None, **options: Unpack[_o.ClipOptions]
 ) -> VideoFrames: ...
 def load_audio(
-    src: _Src,
-    timestamp: tuple[float, float] | None = None,
-    *,
-    sample_rate: int | None = None,
-    num_channels: int | None = None,
-    name: str | None = None,
-    filter_desc: str | None = None,
+    src: _Src, timestamp: tuple[float, float] | None = None, *, name: str | None = None, **options: Unpack[_o.AudioOptions]
 ) -> AudioFrames: ...
 class VideoPackets:
     """Demuxed packets of one video stream (``demux_video``); decode with ``decode_packets``."""
@@ -552,16 +462,7 @@ def demux_video(
     src: _Src, *, timestamp: tuple[float, float] | None = None, name: str | None = None
 ) -> VideoPackets: ...
 def decode_packets(
-    packets: VideoPackets,
-    filter_desc: str | None = None,
-    *,
-    num_frames: int = -1,
-    width: int | None = None,
-    height: int | None = None,
-    pixel_format: str = "rgb",
-    filter: str = "bicubic",
-    num_threads: int = 1,
-    apply_rotation: bool = True,
+    packets: VideoPackets, filter_desc: str | None = None, *, num_frames: int = -1, **options: Unpack[_o.VideoOutputOptions]
 ) -> VideoFrames: ...
 def ffmpeg_versions() -> str | None:
     """FFmpeg library versions, or ``None`` when built without FFmpeg."""
@@ -579,30 +480,10 @@ def set_ffmpeg_log_level(val: int, /) -> None:
     """Sets FFmpeg's log level; ``RuntimeError`` without FFmpeg."""
 
 def op_video(
-    from_bytes: bool,
-    timestamp: tuple[float, float] | None = None,
-    *,
-    indices: Sequence[int] | None = None,
-    step: int | None = None,
-    played_at: Sequence[float] | None = None,
-    width: int | None = None,
-    height: int | None = None,
-    pixel_format: str = "rgb",
-    filter: str = "bicubic",
-    num_threads: int = 1,
-    apply_rotation: bool = True,
-    num_clips: int | None = None,
-    frames_per_clip: int | None = None,
-    stride: int = 1,
-    filter_desc: str | None = None,
+    from_bytes: bool, timestamp: tuple[float, float] | None = None, **options: Unpack[_o.VideoStageOptions]
 ) -> NativeOp: ...
 def op_audio(
-    from_bytes: bool,
-    timestamp: tuple[float, float] | None = None,
-    *,
-    sample_rate: int | None = None,
-    num_channels: int | None = None,
-    filter_desc: str | None = None,
+    from_bytes: bool, timestamp: tuple[float, float] | None = None, **options: Unpack[_o.AudioOptions]
 ) -> NativeOp: ...
 
 def load_decoder_plugin(path: _Path) -> str:
