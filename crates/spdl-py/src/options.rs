@@ -3,7 +3,7 @@
 //! spdl-io's options types, which validate them. A keyword nobody took is a `TypeError` naming
 //! it. The Python side lists each domain's keywords once too (`spdl_rs/_options.py`).
 //!
-//! A leaf: it uses only pyo3 and spdl-io.
+//! A leaf: it uses pyo3, spdl-io, spdl-sources and the error conversion.
 
 use std::str::FromStr;
 
@@ -135,6 +135,29 @@ impl<'py> Kwargs<'py> {
             seed: self.or("seed", d.seed)?,
             ..d
         })
+    }
+
+    /// The rank and sampling keywords of `Sampler` and `TarShards`: `rank` / `world_size`
+    /// (both `None`, the default: torchrun's `RANK` / `WORLD_SIZE`), `shuffle` (default
+    /// `true`), `seed` (0) and `drop_last` (`false`: pad every rank to the same count).
+    pub(crate) fn sampling(
+        &self,
+    ) -> PyResult<(spdl_sources::DistInfo, spdl_sources::SamplerOptions)> {
+        let dist = match (self.opt::<u64>("rank")?, self.opt::<u64>("world_size")?) {
+            (None, None) => spdl_sources::DistInfo::from_env(),
+            (r, w) => spdl_sources::DistInfo::new(r.unwrap_or(0), w.unwrap_or(1)),
+        }
+        .map_err(crate::error::sources_err)?;
+        let options = spdl_sources::SamplerOptions {
+            shuffle: self.or("shuffle", true)?,
+            seed: self.or("seed", 0)?,
+            remainder: if self.or("drop_last", false)? {
+                spdl_sources::Remainder::Drop
+            } else {
+                spdl_sources::Remainder::Pad
+            },
+        };
+        Ok((dist, options))
     }
 
     /// [`Kwargs::image`]'s loader; `ValueError` for sizes that do not fit the transform.

@@ -12,6 +12,7 @@ use pyo3::types::{PyBytes, PyDict};
 use spdl_sources::shards::{list_shards, EpochSamples, ShardSource, ShardState};
 
 use crate::error::sources_err;
+use crate::options::Kwargs;
 
 /// Tar shards in the WebDataset layout (`0001.jpg` + `0001.cls` in one shard = one sample),
 /// from a local brace pattern (`"data/train-{0000..0127}.tar"`) or a folder of `.tar` files.
@@ -48,17 +49,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[pymethods]
 impl TarShards {
     #[new]
-    #[pyo3(signature = (pattern, *, rank=None, world_size=None, shuffle=true, seed=0, drop_last=false))]
+    #[pyo3(signature = (pattern, **options))]
     fn new(
         py: Python<'_>,
         pattern: &str,
-        rank: Option<u64>,
-        world_size: Option<u64>,
-        shuffle: bool,
-        seed: u64,
-        drop_last: bool,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let (dist, options) = crate::sources::sampling(rank, world_size, shuffle, seed, drop_last)?;
+        let (dist, options) = Kwargs::parse("TarShards", options, |kw| kw.sampling())?;
         let shards = py.detach(|| list_shards(pattern)).map_err(sources_err)?;
         let source = ShardSource::new(shards, dist, options).map_err(sources_err)?;
         Ok(TarShards {

@@ -154,16 +154,7 @@ class Sampler:
     (see :meth:`iter_with_info`); ``drop_last=True`` leaves the tail out.
     """
 
-    def __init__(
-        self,
-        len: int,
-        *,
-        rank: int | None = None,
-        world_size: int | None = None,
-        shuffle: bool = True,
-        seed: int = 0,
-        drop_last: bool = False,
-    ) -> None: ...
+    def __init__(self, len: int, **options: Unpack[_o.SamplingOptions]) -> None: ...
     def set_epoch(self, epoch: int) -> None:
         """Selects the epoch (its shuffle), starting it afresh."""
     @property
@@ -548,16 +539,7 @@ def _load_wav(
 class TarShards:
     """Tar shards in the WebDataset layout from local disk, as a pipeline source."""
 
-    def __init__(
-        self,
-        pattern: str,
-        *,
-        rank: int | None = None,
-        world_size: int | None = None,
-        shuffle: bool = True,
-        seed: int = 0,
-        drop_last: bool = False,
-    ) -> None: ...
+    def __init__(self, pattern: str, **options: Unpack[_o.SamplingOptions]) -> None: ...
     @property
     def shards(self) -> list[str]: ...
     def epoch_shards(self, epoch: int) -> list[int]: ...

@@ -143,3 +143,22 @@ class AudioOptions(TypedDict, total=False):
     sample_rate: int | None
     num_channels: int | None
     filter_desc: str | None
+
+
+class SamplingOptions(TypedDict, total=False):
+    """Which share of each epoch a rank gets (``spdl_rs.sources.Sampler``, ``TarShards``), as
+    torch's ``DistributedSampler``:
+
+    - ``rank`` / ``world_size``: this process and the number of processes (both ``None``, the
+      default: ``torchrun``'s ``RANK`` / ``WORLD_SIZE``, one process when unset);
+    - ``shuffle``: shuffle each epoch by ``(seed, epoch)`` (default ``True``);
+    - ``seed``: the shuffle's seed (default 0), the same on every rank;
+    - ``drop_last``: leave out the tail that does not divide by ``world_size`` (default
+      ``False``: pad every rank to the same count, repeating samples from the start).
+    """
+
+    rank: int | None
+    world_size: int | None
+    shuffle: bool
+    seed: int
+    drop_last: bool
