@@ -143,12 +143,15 @@ impl Item {
             }
             Item::Sample { path, label, pos } => (path, label, pos),
             Item::Py(obj) => with_gil(|py| {
-                obj.bind(py).extract().map(|p| (p, None, None)).map_err(|_| {
-                    format!(
-                        "{op} expects a path (str or os.PathLike), got {}",
-                        type_name(obj.bind(py))
-                    )
-                })
+                obj.bind(py)
+                    .extract()
+                    .map(|p| (p, None, None))
+                    .map_err(|_| {
+                        format!(
+                            "{op} expects a path (str or os.PathLike), got {}",
+                            type_name(obj.bind(py))
+                        )
+                    })
             })?,
             other => {
                 return Err(format!(
@@ -171,7 +174,9 @@ impl Item {
     /// `bytes`, `bytearray`, a `uint8` buffer, named `"<bytes>"`), for the stage `op` that
     /// reads `what` (e.g. `".npy "`, or `""`); an error naming `op` otherwise.
     pub(crate) fn into_bytes(self, op: &str, what: &str) -> Result<BytesInput, OpError> {
-        let wrong = |got: String| format!("{op} expects {what}bytes (e.g. from ops.read_file()), got {got}");
+        let wrong = |got: String| {
+            format!("{op} expects {what}bytes (e.g. from ops.read_file()), got {got}")
+        };
         match self {
             Item::Bytes {
                 key,

@@ -412,7 +412,11 @@ pub(crate) fn op_audio(
     #[cfg(feature = "decode-ffmpeg")]
     {
         let opts = Kwargs::parse(name, options, |kw| kw.audio(timestamp))?;
-        Ok(MediaStage::op(crate::media::Spec::Audio(opts), from_bytes, name))
+        Ok(MediaStage::op(
+            crate::media::Spec::Audio(opts),
+            from_bytes,
+            name,
+        ))
     }
     #[cfg(not(feature = "decode-ffmpeg"))]
     {

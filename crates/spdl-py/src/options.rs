@@ -56,16 +56,14 @@ impl<'py> Kwargs<'py> {
             return Ok(None);
         };
         dict.del_item(name)?;
-        match value.extract::<T>() {
+        let extracted: PyResult<T> = value.extract::<T>().map_err(Into::into);
+        match extracted {
             Ok(v) => Ok(Some(v)),
-            Err(e) => {
-                let e: PyErr = e.into();
-                Err(PyTypeError::new_err(format!(
-                    "{}() argument '{name}': {}",
-                    self.func,
-                    e.value(value.py())
-                )))
-            }
+            Err(e) => Err(PyTypeError::new_err(format!(
+                "{}() argument '{name}': {}",
+                self.func,
+                e.value(value.py())
+            ))),
         }
     }
 
@@ -97,11 +95,7 @@ impl<'py> Kwargs<'py> {
         let Some(dict) = self.left else {
             return Ok(());
         };
-        let names: Vec<String> = dict
-            .keys()
-            .iter()
-            .map(|k| format!("'{k}'"))
-            .collect();
+        let names: Vec<String> = dict.keys().iter().map(|k| format!("'{k}'")).collect();
         match names.len() {
             0 => Ok(()),
             1 => Err(PyTypeError::new_err(format!(

@@ -50,11 +50,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl TarShards {
     #[new]
     #[pyo3(signature = (pattern, **options))]
-    fn new(
-        py: Python<'_>,
-        pattern: &str,
-        options: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<Self> {
+    fn new(py: Python<'_>, pattern: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
         let (dist, options) = Kwargs::parse("TarShards", options, |kw| kw.sampling())?;
         let shards = py.detach(|| list_shards(pattern)).map_err(sources_err)?;
         let source = ShardSource::new(shards, dist, options).map_err(sources_err)?;
