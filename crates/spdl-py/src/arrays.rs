@@ -409,6 +409,32 @@ pub(crate) fn parse_wav(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<Wav
     Ok(header.into())
 }
 
+/// The samples of WAV `data` in a time window: `(typestr, [frames, channels], offset of the
+/// samples in data, converted)`; 24-bit samples are converted to left-justified `int32`
+/// (`converted`, offset 0).
+type WavSamples = (&'static str, Vec<usize>, usize, Option<Vec<u8>>);
+
+fn wav_samples(
+    data: &[u8],
+    time_offset_seconds: Option<f64>,
+    duration_seconds: Option<f64>,
+) -> Result<WavSamples, spdl_io::Error> {
+    let s = wav::load_wav(data, time_offset_seconds, duration_seconds)?;
+    let shape = vec![s.frames, s.header.num_channels as usize];
+    Ok(match s.header.sample_format.typestr() {
+        Some(t) => (t, shape, s.offset, None),
+        None => {
+            let v: Vec<u8> = s
+                .to_i32()
+                .unwrap_or_default()
+                .into_iter()
+                .flat_map(i32::to_le_bytes)
+                .collect();
+            ("<i4", shape, 0, Some(v))
+        }
+    })
+}
+
 /// The samples of WAV `data` in a time window; see `spdl_rs.io.load_wav`.
 #[pyfunction]
 #[pyo3(signature = (data, time_offset_seconds=None, duration_seconds=None))]
@@ -420,23 +446,7 @@ pub(crate) fn _load_wav(
 ) -> PyResult<ArrayInfo> {
     let bytes = Bytes::new(data)?;
     let (typestr, shape, offset, converted) = py
-        .detach(|| {
-            let s = wav::load_wav(bytes.as_slice(), time_offset_seconds, duration_seconds)?;
-            let shape = vec![s.frames, s.header.num_channels as usize];
-            Ok::<_, spdl_io::Error>(match s.header.sample_format.typestr() {
-                Some(t) => (t, shape, s.offset, None),
-                // 24-bit: converted to left-justified int32.
-                None => {
-                    let v: Vec<u8> = s
-                        .to_i32()
-                        .unwrap_or_default()
-                        .into_iter()
-                        .flat_map(i32::to_le_bytes)
-                        .collect();
-                    ("<i4", shape, 0, Some(v))
-                }
-            })
-        })
+        .detach(|| wav_samples(bytes.as_slice(), time_offset_seconds, duration_seconds))
         .map_err(io_err)?;
     let owner = converted.map(|v| {
         let n = v.len();
@@ -502,21 +512,9 @@ impl ArrayOut {
         time_offset_seconds: Option<f64>,
         duration_seconds: Option<f64>,
     ) -> Result<Self, spdl_io::Error> {
-        let s = wav::load_wav(&data, time_offset_seconds, duration_seconds)
-            .map_err(|e| e.with_key(&key))?;
-        let shape = vec![s.frames, s.header.num_channels as usize];
-        let (typestr, converted, offset) = match s.header.sample_format.typestr() {
-            Some(t) => (t, None, s.offset),
-            None => {
-                let v: Vec<u8> = s
-                    .to_i32()
-                    .unwrap_or_default()
-                    .into_iter()
-                    .flat_map(i32::to_le_bytes)
-                    .collect();
-                ("<i4", Some(v), 0)
-            }
-        };
+        let (typestr, shape, offset, converted) =
+            wav_samples(&data, time_offset_seconds, duration_seconds)
+                .map_err(|e| e.with_key(&key))?;
         Ok(ArrayOut {
             key,
             data: converted.unwrap_or(data),

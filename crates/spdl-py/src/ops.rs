@@ -107,6 +107,15 @@ fn image_from_py(obj: &Bound<'_, PyAny>, i: usize) -> Result<spdl_io::BatchItem,
     Ok(spdl_io::BatchItem { key, label, image })
 }
 
+/// The stage's name: `bytes` when it decodes file bytes, else `path`.
+fn stage_name(from_bytes: bool, bytes: &'static str, path: &'static str) -> &'static str {
+    if from_bytes {
+        bytes
+    } else {
+        path
+    }
+}
+
 fn read(path: &Path) -> Result<Vec<u8>, OpError> {
     spdl_sources::read_file(path).map_err(|e| e.to_string().into())
 }
@@ -271,11 +280,7 @@ pub(crate) fn image(
     height: Option<usize>,
     options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<NativeOp> {
-    let name = if from_bytes {
-        "decode_image"
-    } else {
-        "load_image"
-    };
+    let name = stage_name(from_bytes, "decode_image", "load_image");
     let loader = Arc::new(Kwargs::parse(name, options, |kw| {
         kw.image_loader(width, height)
     })?);
@@ -348,11 +353,7 @@ pub(crate) fn op_video(
     frames_per_clip: Option<usize>,
     options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<NativeOp> {
-    let name = if from_bytes {
-        "decode_video"
-    } else {
-        "load_video"
-    };
+    let name = stage_name(from_bytes, "decode_video", "load_video");
     #[cfg(feature = "decode-ffmpeg")]
     {
         use crate::media::Spec;
@@ -404,11 +405,7 @@ pub(crate) fn op_audio(
     timestamp: Option<(f64, f64)>,
     options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<NativeOp> {
-    let name = if from_bytes {
-        "decode_audio"
-    } else {
-        "load_audio"
-    };
+    let name = stage_name(from_bytes, "decode_audio", "load_audio");
     #[cfg(feature = "decode-ffmpeg")]
     {
         let opts = Kwargs::parse(name, options, |kw| kw.audio(timestamp))?;
