@@ -116,9 +116,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pipeline::build_pipeline, m)?)?;
     m.add_class::<media::VideoFrames>()?;
     m.add_class::<media::AudioFrames>()?;
-    m.add_function(wrap_pyfunction!(media::load_video, m)?)?;
-    m.add_function(wrap_pyfunction!(media::load_video_clips, m)?)?;
-    m.add_function(wrap_pyfunction!(media::load_audio, m)?)?;
+    m.add_function(wrap_pyfunction!(media::load_media, m)?)?;
     m.add_function(wrap_pyfunction!(media::ffmpeg_versions, m)?)?;
     m.add_class::<media::VideoPackets>()?;
     m.add_function(wrap_pyfunction!(media::demux_video, m)?)?;

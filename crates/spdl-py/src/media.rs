@@ -425,6 +425,43 @@ mod imp {
         Audio(AudioOptions),
     }
 
+    /// What a video call or stage decodes, from its keywords: frames (`timestamp` or a
+    /// selection keyword), or clips with `num_clips` and `frames_per_clip` (and `stride`);
+    /// `ValueError` for keywords that do not go together, checked before any decoding.
+    pub(crate) fn video_spec(kw: &Kwargs<'_>, timestamp: Option<(f64, f64)>) -> PyResult<Spec> {
+        use pyo3::exceptions::PyValueError;
+        let opts = kw.video(timestamp)?;
+        let num_clips: Option<usize> = kw.opt("num_clips")?;
+        let frames_per_clip: Option<usize> = kw.opt("frames_per_clip")?;
+        // A filter cannot follow picked frames or clips.
+        let picked = matches!(
+            opts.selection,
+            spdl_io::FrameSelection::Indices(_) | spdl_io::FrameSelection::PlayedAt(_)
+        );
+        if opts.filter_desc.is_some() && (picked || num_clips.is_some()) {
+            return Err(PyValueError::new_err(
+                "filter_desc works with all frames, a timestamp window or a step, not with indices, played_at or clips",
+            ));
+        }
+        match (num_clips, frames_per_clip) {
+            (None, None) => match kw.take::<usize>("stride")? {
+                Some(s) if s != 1 => Err(PyValueError::new_err(format!(
+                    "stride={s} goes with num_clips and frames_per_clip"
+                ))),
+                _ => Ok(Spec::Video(opts)),
+            },
+            (Some(n), Some(t)) if opts.selection == spdl_io::FrameSelection::All => {
+                Ok(Spec::Clips(kw.clips(n, t)?, opts))
+            }
+            (Some(_), Some(_)) => Err(PyValueError::new_err(
+                "clips (num_clips, frames_per_clip) choose their own frames: do not also give timestamp, indices, step or played_at",
+            )),
+            _ => Err(PyValueError::new_err(
+                "give both num_clips and frames_per_clip, or neither",
+            )),
+        }
+    }
+
     pub(crate) fn video_out(
         v: spdl_io::Video,
         shape: Vec<usize>,
@@ -495,91 +532,45 @@ mod imp {
 }
 
 #[cfg(feature = "decode-ffmpeg")]
-pub(crate) use imp::{run, Spec};
+pub(crate) use imp::{run, video_spec, Spec};
 
-/// Decodes the frames of a video (a path or its bytes) into `[T, H, W, C]` `uint8` with their
-/// timestamp, with the GIL released. See `spdl_rs.io.load_video` (`python/spdl_rs/io.py`)
-/// for the arguments (`options`: the video keywords of `spdl_rs._options.VideoOptions`).
+/// Decodes a video or the best audio stream of `src` (a path or its bytes) with the GIL
+/// released: the native half of `spdl_rs.io.load_video` (`func`; frames `[T, H, W, C]`
+/// `uint8`), `load_video_clips` (clips `[N, T, H, W, C]`, with the keywords `num_clips` and
+/// `frames_per_clip`) and `load_audio` (`[C, S]` `float32`); see them (`python/spdl_rs/io.py`)
+/// for the arguments. `options`: the video or audio keywords (`spdl_rs/_options.py`).
 #[pyfunction]
-#[pyo3(signature = (src, timestamp=None, *, name=None, **options))]
-pub(crate) fn load_video(
+#[pyo3(signature = (func, src, timestamp=None, *, name=None, **options))]
+pub(crate) fn load_media(
     py: Python<'_>,
+    func: &str,
     src: &Bound<'_, PyAny>,
     timestamp: Option<(f64, f64)>,
     name: Option<&str>,
     options: Option<&Bound<'_, PyDict>>,
-) -> PyResult<VideoFrames> {
-    #[cfg(feature = "decode-ffmpeg")]
-    {
-        let opts = Kwargs::parse("load_video", options, |kw| kw.video(timestamp))?;
-        match imp::run_py(py, &Spec::Video(opts), src, name)? {
-            MediaOut::Video(v) => Ok(v),
-            MediaOut::Audio(_) => unreachable!("a video spec gives a video"),
+) -> PyResult<Py<PyAny>> {
+    let func = match func {
+        "load_video" => "load_video",
+        "load_video_clips" => "load_video_clips",
+        "load_audio" => "load_audio",
+        other => {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "load_media: no function {other:?}"
+            )))
         }
-    }
-    #[cfg(not(feature = "decode-ffmpeg"))]
-    {
-        let _ = (py, src, timestamp, name, options);
-        Err(no_ffmpeg("load_video"))
-    }
-}
-
-/// Samples `num_clips` clips of `frames_per_clip` frames (`stride` frames apart) spread
-/// evenly over a video, in one decode pass: `[N, T, H, W, C]` `uint8`. See
-/// `spdl_rs.io.load_video_clips` (`options`: `stride` and the video output keywords).
-#[pyfunction]
-#[pyo3(signature = (src, num_clips, frames_per_clip, *, name=None, **options))]
-pub(crate) fn load_video_clips(
-    py: Python<'_>,
-    src: &Bound<'_, PyAny>,
-    num_clips: usize,
-    frames_per_clip: usize,
-    name: Option<&str>,
-    options: Option<&Bound<'_, PyDict>>,
-) -> PyResult<VideoFrames> {
+    };
     #[cfg(feature = "decode-ffmpeg")]
     {
-        let spec = Kwargs::parse("load_video_clips", options, |kw| {
-            Ok(Spec::Clips(
-                kw.clips(num_clips, frames_per_clip)?,
-                kw.video_output()?,
-            ))
+        let spec = Kwargs::parse(func, options, |kw| match func {
+            "load_audio" => Ok(Spec::Audio(kw.audio(timestamp)?)),
+            _ => imp::video_spec(kw, timestamp),
         })?;
-        match imp::run_py(py, &spec, src, name)? {
-            MediaOut::Video(v) => Ok(v),
-            MediaOut::Audio(_) => unreachable!("a clip spec gives a video"),
-        }
-    }
-    #[cfg(not(feature = "decode-ffmpeg"))]
-    {
-        let _ = (py, src, num_clips, frames_per_clip, name, options);
-        Err(no_ffmpeg("load_video_clips"))
-    }
-}
-
-/// Decodes the best audio stream of a file (a path or its bytes) into `[C, S]` `float32`,
-/// with the GIL released. See `spdl_rs.io.load_audio` (`options`: the audio keywords).
-#[pyfunction]
-#[pyo3(signature = (src, timestamp=None, *, name=None, **options))]
-pub(crate) fn load_audio(
-    py: Python<'_>,
-    src: &Bound<'_, PyAny>,
-    timestamp: Option<(f64, f64)>,
-    name: Option<&str>,
-    options: Option<&Bound<'_, PyDict>>,
-) -> PyResult<AudioFrames> {
-    #[cfg(feature = "decode-ffmpeg")]
-    {
-        let opts = Kwargs::parse("load_audio", options, |kw| kw.audio(timestamp))?;
-        match imp::run_py(py, &Spec::Audio(opts), src, name)? {
-            MediaOut::Audio(a) => Ok(a),
-            MediaOut::Video(_) => unreachable!("an audio spec gives audio"),
-        }
+        imp::run_py(py, &spec, src, name)?.into_py(py)
     }
     #[cfg(not(feature = "decode-ffmpeg"))]
     {
         let _ = (py, src, timestamp, name, options);
-        Err(no_ffmpeg("load_audio"))
+        Err(no_ffmpeg(func))
     }
 }
 

@@ -345,54 +345,21 @@ pub(crate) fn load_wav(
 /// The stage behind `spdl_rs.ops.load_video` (paths) and `decode_video` (`from_bytes`):
 /// the video keywords, or clips with `num_clips` and `frames_per_clip` (and `stride`).
 #[pyfunction]
-#[pyo3(name = "op_video", signature = (from_bytes, timestamp=None, *, num_clips=None, frames_per_clip=None, **options))]
+#[pyo3(name = "op_video", signature = (from_bytes, timestamp=None, **options))]
 pub(crate) fn op_video(
     from_bytes: bool,
     timestamp: Option<(f64, f64)>,
-    num_clips: Option<usize>,
-    frames_per_clip: Option<usize>,
     options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<NativeOp> {
     let name = stage_name(from_bytes, "decode_video", "load_video");
     #[cfg(feature = "decode-ffmpeg")]
     {
-        use crate::media::Spec;
-        use pyo3::exceptions::PyValueError;
-        let spec = Kwargs::parse(name, options, |kw| {
-            let opts = kw.video(timestamp)?;
-            // Checked now, not per item: a filter cannot follow picked frames or clips.
-            let picked = matches!(
-                opts.selection,
-                spdl_io::FrameSelection::Indices(_) | spdl_io::FrameSelection::PlayedAt(_)
-            );
-            if opts.filter_desc.is_some() && (picked || num_clips.is_some()) {
-                return Err(PyValueError::new_err(
-                    "filter_desc works with all frames, a timestamp window or a step, not with indices, played_at or clips",
-                ));
-            }
-            match (num_clips, frames_per_clip) {
-                (None, None) => match kw.take::<usize>("stride")? {
-                    Some(s) if s != 1 => Err(PyValueError::new_err(format!(
-                        "stride={s} goes with num_clips and frames_per_clip"
-                    ))),
-                    _ => Ok(Spec::Video(opts)),
-                },
-                (Some(n), Some(t)) if opts.selection == spdl_io::FrameSelection::All => {
-                    Ok(Spec::Clips(kw.clips(n, t)?, opts))
-                }
-                (Some(_), Some(_)) => Err(PyValueError::new_err(
-                    "clips (num_clips, frames_per_clip) choose their own frames: do not also give timestamp, indices, step or played_at",
-                )),
-                _ => Err(PyValueError::new_err(
-                    "give both num_clips and frames_per_clip, or neither",
-                )),
-            }
-        })?;
+        let spec = Kwargs::parse(name, options, |kw| crate::media::video_spec(kw, timestamp))?;
         Ok(MediaStage::op(spec, from_bytes, name))
     }
     #[cfg(not(feature = "decode-ffmpeg"))]
     {
-        let _ = (timestamp, num_clips, frames_per_clip, options);
+        let _ = (timestamp, options);
         Err(crate::media::no_ffmpeg(name))
     }
 }

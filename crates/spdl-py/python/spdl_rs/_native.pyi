@@ -429,15 +429,12 @@ class AudioFrames:
     @property
     def label(self) -> int | None: ...
 
-def load_video(
-    src: _Src, timestamp: tuple[float, float] | None = None, *, name: str | None = None, **options: Unpack[_o.VideoOptions]
-) -> VideoFrames: ...
-def load_video_clips(
-    src: _Src, num_clips: int, frames_per_clip: int, *, name: str | None = None, **options: Unpack[_o.ClipOptions]
-) -> VideoFrames: ...
-def load_audio(
-    src: _Src, timestamp: tuple[float, float] | None = None, *, name: str | None = None, **options: Unpack[_o.AudioOptions]
-) -> AudioFrames: ...
+def load_media(
+    func: str, src: _Src, timestamp: tuple[float, float] | None = None, *, name: str | None = None, **options: Any
+) -> Any:
+    """The native half of ``io.load_video`` / ``load_video_clips`` / ``load_audio`` (``func``):
+    ``VideoFrames`` or ``AudioFrames``."""
+
 class VideoPackets:
     """Demuxed packets of one video stream (``demux_video``); decode with ``decode_packets``."""
 

@@ -170,7 +170,7 @@ def load_video(
     demuxed packets), so a frame near the end of a long file costs about what one near the
     start costs; the frames equal those of a decode from the start.
     """
-    return _native.load_video(src, timestamp, name=name, **options)
+    return _native.load_media("load_video", src, timestamp, name=name, **options)
 
 
 def load_video_clips(
@@ -192,7 +192,9 @@ def load_video_clips(
     :func:`load_video`). Other arguments and errors as :func:`load_video`; ``ValueError`` for a
     zero count.
     """
-    return _native.load_video_clips(src, num_clips, frames_per_clip, name=name, **options)
+    return _native.load_media(
+        "load_video_clips", src, name=name, num_clips=num_clips, frames_per_clip=frames_per_clip, **options
+    )
 
 
 def load_audio(
@@ -220,7 +222,7 @@ def load_audio(
     Raises as :func:`load_video` (``"unsupported"``: no audio stream; ``ValueError`` for a
     ``filter_desc`` FFmpeg rejects).
     """
-    return _native.load_audio(src, timestamp, name=name, **options)
+    return _native.load_media("load_audio", src, timestamp, name=name, **options)
 
 
 def demux_video(
