@@ -194,14 +194,36 @@ fn check_file(path: &Path) -> PyResult<()> {
 #[pyclass(frozen, module = "spdl_rs.io", name = "VideoFrames")]
 pub(crate) struct VideoFrames {
     frames: CpuBuffer,
+    /// The shape of `frames`.
+    #[pyo3(get)]
     shape: Vec<usize>,
+    /// Presentation timestamp of each frame, seconds (stream time, as ffprobe's `pts_time`).
+    #[pyo3(get)]
     pts: Vec<f64>,
+    /// Decoded-frame index of each frame (presentation order from 0); `None` for a
+    /// `timestamp=(start, end)` window (decoding started at a seek point).
+    #[pyo3(get)]
     indices: Option<Vec<usize>>,
+    /// Degrees counterclockwise (0, 90, 180, 270) the frames were turned; 0 when
+    /// `apply_rotation=False`.
+    #[pyo3(get)]
     rotation: i32,
+    /// The stream's display rotation, degrees counterclockwise (0, 90, 180, 270), applied or
+    /// not.
+    #[pyo3(get)]
     stream_rotation: i32,
+    /// Frames in the stream, counted by decoding, when this call decoded the whole stream from
+    /// its start; otherwise `None` (never the container's estimate).
+    #[pyo3(get)]
     num_decoded: Option<usize>,
+    /// Decoder name, e.g. `"h264"`.
+    #[pyo3(get)]
     codec: String,
+    /// The source's name: its path, or the `name` given with bytes.
+    #[pyo3(get)]
     key: String,
+    /// The class label of the sample (from a labelled listing in a pipeline), else `None`.
+    #[pyo3(get)]
     label: Option<i64>,
 }
 
@@ -212,63 +234,6 @@ impl VideoFrames {
     #[getter]
     fn frames(&self) -> CpuBuffer {
         self.frames.share()
-    }
-
-    /// The shape of `frames`.
-    #[getter]
-    fn shape(&self) -> Vec<usize> {
-        self.shape.clone()
-    }
-
-    /// Presentation timestamp of each frame, seconds (stream time, as ffprobe's `pts_time`).
-    #[getter]
-    fn pts(&self) -> Vec<f64> {
-        self.pts.clone()
-    }
-
-    /// Decoded-frame index of each frame (presentation order from 0); `None` for a
-    /// `timestamp=(start, end)` window (decoding started at a seek point).
-    #[getter]
-    fn indices(&self) -> Option<Vec<usize>> {
-        self.indices.clone()
-    }
-
-    /// Degrees counterclockwise (0, 90, 180, 270) the frames were turned; 0 when
-    /// `apply_rotation=False`.
-    #[getter]
-    fn rotation(&self) -> i32 {
-        self.rotation
-    }
-
-    /// The stream's display rotation, degrees counterclockwise (0, 90, 180, 270), applied or not.
-    #[getter]
-    fn stream_rotation(&self) -> i32 {
-        self.stream_rotation
-    }
-
-    /// Frames in the stream, counted by decoding, when this call decoded the whole stream from
-    /// its start; otherwise `None` (never the container's estimate).
-    #[getter]
-    fn num_decoded(&self) -> Option<usize> {
-        self.num_decoded
-    }
-
-    /// Decoder name, e.g. `"h264"`.
-    #[getter]
-    fn codec(&self) -> &str {
-        &self.codec
-    }
-
-    /// The source's name: its path, or the `name` given with bytes.
-    #[getter]
-    fn key(&self) -> &str {
-        &self.key
-    }
-
-    /// The class label of the sample (from a labelled listing in a pipeline), else `None`.
-    #[getter]
-    fn label(&self) -> Option<i64> {
-        self.label
     }
 
     /// The number of frames `T` (or clips `N` for clips).
@@ -291,12 +256,26 @@ impl VideoFrames {
 #[pyclass(frozen, module = "spdl_rs.io", name = "AudioFrames")]
 pub(crate) struct AudioFrames {
     waveform: CpuBuffer,
+    /// Channels `C`.
+    #[pyo3(get, name = "num_channels")]
     channels: usize,
+    /// Samples per channel `S`.
+    #[pyo3(get, name = "num_samples")]
     samples: usize,
+    /// Sample rate of `waveform`, Hz.
+    #[pyo3(get)]
     sample_rate: u32,
+    /// Presentation time of the first sample, seconds.
+    #[pyo3(get)]
     start: f64,
+    /// Decoder name, e.g. `"pcm_s16le"`, `"mp3float"`, `"flac"`.
+    #[pyo3(get)]
     codec: String,
+    /// The source's name: its path, or the `name` given with bytes.
+    #[pyo3(get)]
     key: String,
+    /// The class label of the sample (from a labelled listing in a pipeline), else `None`.
+    #[pyo3(get)]
     label: Option<i64>,
 }
 
@@ -314,52 +293,10 @@ impl AudioFrames {
         (self.channels, self.samples)
     }
 
-    /// Sample rate of `waveform`, Hz.
-    #[getter]
-    fn sample_rate(&self) -> u32 {
-        self.sample_rate
-    }
-
-    /// Channels `C`.
-    #[getter]
-    fn num_channels(&self) -> usize {
-        self.channels
-    }
-
-    /// Samples per channel `S`.
-    #[getter]
-    fn num_samples(&self) -> usize {
-        self.samples
-    }
-
-    /// Presentation time of the first sample, seconds.
-    #[getter]
-    fn start(&self) -> f64 {
-        self.start
-    }
-
     /// Duration of `waveform`, seconds (`S / sample_rate`).
     #[getter]
     fn duration(&self) -> f64 {
         self.samples as f64 / f64::from(self.sample_rate.max(1))
-    }
-
-    /// Decoder name, e.g. `"pcm_s16le"`, `"mp3float"`, `"flac"`.
-    #[getter]
-    fn codec(&self) -> &str {
-        &self.codec
-    }
-
-    /// The source's name: its path, or the `name` given with bytes.
-    #[getter]
-    fn key(&self) -> &str {
-        &self.key
-    }
-
-    /// The class label of the sample (from a labelled listing in a pipeline), else `None`.
-    #[getter]
-    fn label(&self) -> Option<i64> {
-        self.label
     }
 
     fn __repr__(&self) -> String {
