@@ -125,8 +125,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(media::get_ffmpeg_filters, m)?)?;
     m.add_function(wrap_pyfunction!(media::get_ffmpeg_log_level, m)?)?;
     m.add_function(wrap_pyfunction!(media::set_ffmpeg_log_level, m)?)?;
-    m.add_function(wrap_pyfunction!(ops::op_video, m)?)?;
-    m.add_function(wrap_pyfunction!(ops::op_audio, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::media, m)?)?;
     m.add_function(wrap_pyfunction!(arrays::_parse_npy, m)?)?;
     m.add_class::<arrays::NpzIndex>()?;
     m.add_class::<arrays::TarMembers>()?;

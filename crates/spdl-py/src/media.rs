@@ -469,7 +469,37 @@ mod imp {
 }
 
 #[cfg(feature = "decode-ffmpeg")]
-pub(crate) use imp::{run, video_spec, Spec};
+pub(crate) use imp::{run, Spec};
+
+/// The video/audio functions and stages, by name.
+const MEDIA_FUNCS: [&str; 5] = [
+    "load_video",
+    "load_video_clips",
+    "load_audio",
+    "decode_video",
+    "decode_audio",
+];
+
+/// `name` as one of [`MEDIA_FUNCS`]; `ValueError` for another.
+pub(crate) fn media_func(name: &str) -> PyResult<&'static str> {
+    MEDIA_FUNCS.into_iter().find(|f| *f == name).ok_or_else(|| {
+        pyo3::exceptions::PyValueError::new_err(format!("no media function {name:?}"))
+    })
+}
+
+/// What the video/audio function or stage `func` decodes, from its keywords.
+#[cfg(feature = "decode-ffmpeg")]
+pub(crate) fn media_spec(
+    func: &str,
+    kw: &Kwargs<'_>,
+    timestamp: Option<(f64, f64)>,
+) -> PyResult<Spec> {
+    if func.ends_with("audio") {
+        Ok(Spec::Audio(kw.audio(timestamp)?))
+    } else {
+        imp::video_spec(kw, timestamp)
+    }
+}
 
 /// Decodes a video or the best audio stream of `src` (a path or its bytes) with the GIL
 /// released: the native half of `spdl_rs.io.load_video` (`func`; frames `[T, H, W, C]`
@@ -486,22 +516,10 @@ pub(crate) fn load_media(
     name: Option<&str>,
     options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Py<PyAny>> {
-    let func = match func {
-        "load_video" => "load_video",
-        "load_video_clips" => "load_video_clips",
-        "load_audio" => "load_audio",
-        other => {
-            return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                "load_media: no function {other:?}"
-            )))
-        }
-    };
+    let func = media_func(func)?;
     #[cfg(feature = "decode-ffmpeg")]
     {
-        let spec = Kwargs::parse(func, options, |kw| match func {
-            "load_audio" => Ok(Spec::Audio(kw.audio(timestamp)?)),
-            _ => imp::video_spec(kw, timestamp),
-        })?;
+        let spec = Kwargs::parse(func, options, |kw| media_spec(func, kw, timestamp))?;
         imp::run_py(py, &spec, src, name)?.into_py(py)
     }
     #[cfg(not(feature = "decode-ffmpeg"))]

@@ -342,49 +342,28 @@ pub(crate) fn load_wav(
     )
 }
 
-/// The stage behind `spdl_rs.ops.load_video` (paths) and `decode_video` (`from_bytes`):
-/// the video keywords, or clips with `num_clips` and `frames_per_clip` (and `stride`).
+/// The stages behind `spdl_rs.ops.load_video`, `load_audio` (paths), `decode_video` and
+/// `decode_audio` (file bytes), named by `name`: the video keywords (or clips with
+/// `num_clips` and `frames_per_clip`), or the audio keywords.
 #[pyfunction]
-#[pyo3(name = "op_video", signature = (from_bytes, timestamp=None, **options))]
-pub(crate) fn op_video(
-    from_bytes: bool,
+#[pyo3(name = "op_media", signature = (name, timestamp=None, **options))]
+pub(crate) fn media(
+    name: &str,
     timestamp: Option<(f64, f64)>,
     options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<NativeOp> {
-    let name = stage_name(from_bytes, "decode_video", "load_video");
+    let name = crate::media::media_func(name)?;
+    let from_bytes = name.starts_with("decode");
     #[cfg(feature = "decode-ffmpeg")]
     {
-        let spec = Kwargs::parse(name, options, |kw| crate::media::video_spec(kw, timestamp))?;
+        let spec = Kwargs::parse(name, options, |kw| {
+            crate::media::media_spec(name, kw, timestamp)
+        })?;
         Ok(MediaStage::op(spec, from_bytes, name))
     }
     #[cfg(not(feature = "decode-ffmpeg"))]
     {
-        let _ = (timestamp, options);
-        Err(crate::media::no_ffmpeg(name))
-    }
-}
-
-/// The stage behind `spdl_rs.ops.load_audio` (paths) and `decode_audio` (`from_bytes`).
-#[pyfunction]
-#[pyo3(name = "op_audio", signature = (from_bytes, timestamp=None, **options))]
-pub(crate) fn op_audio(
-    from_bytes: bool,
-    timestamp: Option<(f64, f64)>,
-    options: Option<&Bound<'_, PyDict>>,
-) -> PyResult<NativeOp> {
-    let name = stage_name(from_bytes, "decode_audio", "load_audio");
-    #[cfg(feature = "decode-ffmpeg")]
-    {
-        let opts = Kwargs::parse(name, options, |kw| kw.audio(timestamp))?;
-        Ok(MediaStage::op(
-            crate::media::Spec::Audio(opts),
-            from_bytes,
-            name,
-        ))
-    }
-    #[cfg(not(feature = "decode-ffmpeg"))]
-    {
-        let _ = (timestamp, options);
+        let _ = (from_bytes, timestamp, options);
         Err(crate::media::no_ffmpeg(name))
     }
 }

@@ -467,12 +467,9 @@ def get_ffmpeg_log_level() -> int:
 def set_ffmpeg_log_level(val: int, /) -> None:
     """Sets FFmpeg's log level; ``RuntimeError`` without FFmpeg."""
 
-def op_video(
-    from_bytes: bool, timestamp: tuple[float, float] | None = None, **options: Unpack[_o.VideoStageOptions]
-) -> NativeOp: ...
-def op_audio(
-    from_bytes: bool, timestamp: tuple[float, float] | None = None, **options: Unpack[_o.AudioOptions]
-) -> NativeOp: ...
+def op_media(name: str, timestamp: tuple[float, float] | None = None, **options: Any) -> NativeOp:
+    """The stages ``ops.load_video`` / ``decode_video`` / ``load_audio`` / ``decode_audio``
+    (``name``)."""
 
 def load_decoder_plugin(path: _Path) -> str:
     """Loads a decoder plugin (a shared library built with ``spdl_io::export_decoder_plugin!``)

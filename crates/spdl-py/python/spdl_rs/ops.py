@@ -27,14 +27,13 @@ from __future__ import annotations
 from typing import Unpack
 
 from ._native import NativeOp
-from ._native import op_audio as _audio
 from ._native import op_collate as _collate
 from ._native import op_image as _image
 from ._native import op_load_npy as _load_npy
 from ._native import op_load_wav as _load_wav
+from ._native import op_media as _media
 from ._native import op_read_file as _read_file
 from ._native import op_to_device as _to_device
-from ._native import op_video as _video
 from ._options import AudioOptions, ImageOptions, VideoStageOptions
 
 __all__ = [
@@ -156,7 +155,7 @@ def load_video(
     Raises ``ValueError`` now for bad arguments, ``TypeError`` for an unknown keyword,
     ``RuntimeError`` in a build without FFmpeg.
     """
-    return _video(False, timestamp, **options)
+    return _media("load_video", timestamp, **options)
 
 
 def decode_video(
@@ -166,7 +165,7 @@ def decode_video(
     from a Python op), demuxed from memory without a temporary file. Arguments and output as
     :func:`load_video`.
     """
-    return _video(True, timestamp, **options)
+    return _media("decode_video", timestamp, **options)
 
 
 def load_audio(timestamp: tuple[float, float] | None = None, **options: Unpack[AudioOptions]) -> NativeOp:
@@ -178,14 +177,14 @@ def load_audio(timestamp: tuple[float, float] | None = None, **options: Unpack[A
     file gets its own resampler, so no state carries from one file to the next. Failure: the
     message names the file and the reason. Raises ``RuntimeError`` in a build without FFmpeg.
     """
-    return _audio(False, timestamp, **options)
+    return _media("load_audio", timestamp, **options)
 
 
 def decode_audio(timestamp: tuple[float, float] | None = None, **options: Unpack[AudioOptions]) -> NativeOp:
     """A stage decoding the bytes of each audio file (from :func:`read_file`). Arguments and
     output as :func:`load_audio`.
     """
-    return _audio(True, timestamp, **options)
+    return _media("decode_audio", timestamp, **options)
 
 
 def load_npy() -> NativeOp:
