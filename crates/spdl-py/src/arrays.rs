@@ -51,6 +51,15 @@ impl Bytes {
         unsafe { std::slice::from_raw_parts(self.0.buf_ptr().cast::<u8>(), len) }
     }
 
+    /// `parse` run on the bytes with the GIL released; its error as `ValueError`.
+    fn parse<T: Send>(
+        &self,
+        py: Python<'_>,
+        parse: impl FnOnce(&[u8]) -> Result<T, spdl_io::Error> + Send,
+    ) -> PyResult<T> {
+        py.detach(|| parse(self.as_slice())).map_err(io_err)
+    }
+
     /// Address of the first byte (for `__array_interface__`).
     fn address(&self) -> usize {
         self.0.buf_ptr() as usize
@@ -77,9 +86,7 @@ fn npy_info(owner: Option<CpuBuffer>, h: &npy::NpyHeader, base: usize) -> ArrayI
 #[pyfunction]
 pub(crate) fn _parse_npy(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<ArrayInfo> {
     let bytes = Bytes::new(data)?;
-    let header = py
-        .detach(|| npy::parse_header(bytes.as_slice()))
-        .map_err(io_err)?;
+    let header = bytes.parse(py, npy::parse_header)?;
     Ok(npy_info(None, &header, bytes.address()))
 }
 
@@ -99,9 +106,7 @@ impl NpzIndex {
     #[new]
     fn new(py: Python<'_>, data: &Bound<'_, PyAny>, max_uncompressed_bytes: u64) -> PyResult<Self> {
         let data = Bytes::new(data)?;
-        let archive = py
-            .detach(|| npz::NpzArchive::parse(data.as_slice(), max_uncompressed_bytes))
-            .map_err(io_err)?;
+        let archive = data.parse(py, |d| npz::NpzArchive::parse(d, max_uncompressed_bytes))?;
         Ok(NpzIndex { data, archive })
     }
 
@@ -403,10 +408,7 @@ impl WavHeader {
 #[pyfunction]
 pub(crate) fn parse_wav(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<WavHeader> {
     let bytes = Bytes::new(data)?;
-    let header = py
-        .detach(|| wav::parse_wav(bytes.as_slice()))
-        .map_err(io_err)?;
-    Ok(header.into())
+    Ok(bytes.parse(py, wav::parse_wav)?.into())
 }
 
 /// The samples of WAV `data` in a time window: `(typestr, [frames, channels], offset of the
@@ -445,9 +447,9 @@ pub(crate) fn _load_wav(
     duration_seconds: Option<f64>,
 ) -> PyResult<ArrayInfo> {
     let bytes = Bytes::new(data)?;
-    let (typestr, shape, offset, converted) = py
-        .detach(|| wav_samples(bytes.as_slice(), time_offset_seconds, duration_seconds))
-        .map_err(io_err)?;
+    let (typestr, shape, offset, converted) = bytes.parse(py, |d| {
+        wav_samples(d, time_offset_seconds, duration_seconds)
+    })?;
     let owner = converted.map(|v| {
         let n = v.len();
         CpuBuffer::from_u8(v, vec![n], "<wav>".to_owned())
