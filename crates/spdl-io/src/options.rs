@@ -229,6 +229,20 @@ mod tests {
         assert!("Eval".parse::<TransformKind>().is_err());
     }
 
+    #[cfg(feature = "decode-ffmpeg")]
+    #[test]
+    fn video_names_parse_and_errors_list_the_choices() {
+        use crate::video::{PixelFormat, ScaleFilter};
+        assert_eq!("bgr24".parse::<PixelFormat>().unwrap(), PixelFormat::Bgr24);
+        assert_eq!("grey".parse::<PixelFormat>().unwrap(), PixelFormat::Gray8);
+        assert_eq!("area".parse::<ScaleFilter>().unwrap(), ScaleFilter::Area);
+        let err = "lanczos".parse::<ScaleFilter>().unwrap_err();
+        assert_eq!(
+            err.message(),
+            "filter must be one of 'nearest', 'bilinear', 'bicubic', 'area', got \"lanczos\""
+        );
+    }
+
     #[test]
     fn sizes_are_checked_together() {
         let opts = |transform, width, height, size| ImageOptions {
