@@ -190,7 +190,6 @@ mod media {
         /// The video output keywords (`width`, `height`, `pixel_format`, `filter`,
         /// `num_threads`, `apply_rotation`), all frames.
         pub(crate) fn video_output(&self) -> PyResult<VideoOptions> {
-            let d = VideoOptions::default();
             let width: Option<u32> = self.opt("width")?;
             let height: Option<u32> = self.opt("height")?;
             if width == Some(0) || height == Some(0) {
@@ -198,15 +197,16 @@ mod media {
                     "width and height must be at least 1, got width={width:?}, height={height:?}"
                 )));
             }
-            Ok(VideoOptions {
+            let mut o = VideoOptions {
                 width,
                 height,
-                pixel_format: self.named("pixel_format", d.pixel_format)?,
-                filter: self.named("filter", d.filter)?,
-                threads: self.or("num_threads", d.threads)?,
-                apply_rotation: self.or("apply_rotation", d.apply_rotation)?,
-                ..d
-            })
+                ..VideoOptions::default()
+            };
+            o.pixel_format = self.named("pixel_format", o.pixel_format)?;
+            o.filter = self.named("filter", o.filter)?;
+            o.threads = self.or("num_threads", o.threads)?;
+            o.apply_rotation = self.or("apply_rotation", o.apply_rotation)?;
+            Ok(o)
         }
 
         /// [`Kwargs::video_output`] with the frame selection (`timestamp` or the keywords
