@@ -158,14 +158,10 @@ impl NativeOp {
                 }))
             }
             NativeKind::Load(loader) => {
-                let PathInput {
-                    path,
-                    key,
-                    label,
-                    pos,
-                } = item.into_path("load_image")?;
-                let data = read(&path)?;
-                let image = decode(loader, &key, self.pos(pos), &data)?;
+                let input = item.into_path("load_image")?;
+                let data = read(&input.path)?;
+                let image = decode(loader, &input.key, self.pos(input.pos), &data)?;
+                let (key, label) = (input.key, input.label);
                 Ok(Some(Item::Image { key, label, image }))
             }
             NativeKind::Decode(loader) => {
