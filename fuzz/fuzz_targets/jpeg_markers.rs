@@ -1,9 +1,10 @@
-//! The JPEG marker walker both JPEG backends share (`decode/jpeg_markers.rs`): header, size
-//! plausibility, completeness. Seeds: every JPEG fixture.
+//! The JPEG marker walker both JPEG backends share. The body is `spdl_fuzz_targets::images::jpeg_markers`
+//! (crates/spdl-fuzz-targets), which the gate's replay test also runs on every seed.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use spdl_fuzz_targets::images;
 
 fuzz_target!(|data: &[u8]| {
-    spdl_io::decode::fuzzing::jpeg_markers(data);
+    images::jpeg_markers(data);
 });

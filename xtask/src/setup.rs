@@ -60,12 +60,18 @@ const OPTIONAL_PY_PACKAGES: &[&str] = &["ray[data]", "jax"];
 /// The pinned local S3 server (newer versions need a newer rustc).
 const S3S_FS: &str = "s3s-fs@0.14.1";
 
+/// The pinned fuzzing driver of `cargo xtask fuzz` (not needed by the gate).
+const CARGO_FUZZ: &str = "cargo-fuzz@0.13.2";
+
 /// Arguments of `cargo xtask setup`.
 #[derive(clap::Args)]
 pub(crate) struct Args {
     /// Also install the local S3 server s3s-fs (normally installed when a test needs it).
     #[arg(long)]
     s3s_fs: bool,
+    /// Also install cargo-fuzz (normally installed by the first `cargo xtask fuzz`).
+    #[arg(long)]
+    cargo_fuzz: bool,
 }
 
 pub(crate) fn run(args: &Args) -> Result<()> {
@@ -73,6 +79,9 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     venv()?;
     if args.s3s_fs {
         ensure_s3s_fs()?;
+    }
+    if args.cargo_fuzz {
+        ensure_cargo_fuzz()?;
     }
     eprintln!("setup: done");
     Ok(())
@@ -283,6 +292,23 @@ pub(crate) fn ensure_s3s_fs() -> Result<PathBuf> {
         bail!("cargo install succeeded but {} is missing", bin.display());
     }
     Ok(bin)
+}
+
+/// Makes `cargo fuzz` work, installing cargo-fuzz into cargo's own bin folder first if needed
+/// (about 2 minutes, once). Call it from `cargo xtask fuzz`, not from the gate.
+pub(crate) fn ensure_cargo_fuzz() -> Result<()> {
+    if cargo().args(["fuzz", "--version"]).succeeds() {
+        return Ok(());
+    }
+    eprintln!("setup: installing {CARGO_FUZZ} (cargo install {CARGO_FUZZ} --locked; once)");
+    cargo()
+        .args(["install", CARGO_FUZZ, "--locked"])
+        .run()
+        .with_context(|| format!("cannot install {CARGO_FUZZ}"))?;
+    if !cargo().args(["fuzz", "--version"]).succeeds() {
+        bail!("installed {CARGO_FUZZ}, but `cargo fuzz` still fails: is cargo's bin folder (~/.cargo/bin) on PATH?");
+    }
+    Ok(())
 }
 
 /// The folder of `libnvjpeg.so.*` from the venv's `nvidia-nvjpeg-cu12` wheel, if installed.

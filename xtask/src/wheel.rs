@@ -57,14 +57,15 @@ pub(crate) enum Variant {
 }
 
 impl Variant {
-    /// maturin's arguments beyond the pyproject's (which builds `spdl-rs`: feature `cuda`).
+    /// maturin's arguments beyond the pyproject's (which builds `spdl-rs`: features `cuda`,
+    /// `decode-nvjpeg`, `decode-nvdec`, all loaded at run time).
     fn maturin_args(self) -> &'static [&'static str] {
         match self {
             Variant::Base => &[],
             Variant::BaseZig => &["--zig", "--compatibility", "manylinux_2_28"],
             Variant::Ffmpeg => &[
                 "--features",
-                "cuda,decode-ffmpeg",
+                "cuda,decode-nvjpeg,decode-nvdec,decode-ffmpeg",
                 "--compatibility",
                 "linux",
             ],

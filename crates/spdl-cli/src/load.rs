@@ -15,6 +15,7 @@ use spdl_io::{
     collate, collate_normalized, BatchItem, ImageLoader, ImageOptions, Normalize, SampleContext,
     TransformKind,
 };
+use spdl_sources::shards::{list_shards_with, ShardSource};
 use spdl_sources::{
     read_list_file, walk_dir_with, Bytes, DistInfo, Extensions, FetchOptions, Fetcher, ImageFolder,
     SampleList, Sampler, SamplerOptions, Uri, WalkOptions,
@@ -32,6 +33,63 @@ struct Job {
     location: Uri,
     label: Option<i64>,
     epoch: u64,
+    /// The bytes when the source already read them (a tar shard's member).
+    bytes: Option<Bytes>,
+}
+
+/// Whether `path` names tar shards (`train-{0000..0127}.tar`, `s3://b/s-{0..9}.tar`, one
+/// `.tar`): they are read as WebDataset shards, each as one sequential stream.
+fn is_shard_pattern(path: &Path) -> bool {
+    let text = path.to_string_lossy();
+    text.ends_with(".tar") || (text.contains('{') && text.contains(".tar"))
+}
+
+/// A WebDataset sample as a job: its first image field (by extension: `jpg`, `png`, ...)
+/// and its `cls` as the label; `None` when it has no image field.
+fn shard_job(
+    mut sample: spdl_sources::shards::ShardSample,
+    images: &Extensions,
+    shard: &Uri,
+    index: u64,
+    epoch: u64,
+) -> Option<Job> {
+    let label = sample
+        .get("cls")
+        .and_then(|b| std::str::from_utf8(b).ok())
+        .and_then(|t| t.trim().parse().ok());
+    let at = sample
+        .fields
+        .iter()
+        .position(|(f, _)| images.matches(Path::new(&format!("x.{f}"))))?;
+    // The member's bytes move on as they are: no copy.
+    let (field, bytes) = sample.fields.swap_remove(at);
+    let path = PathBuf::from(format!("{shard}#{}.{field}", sample.key));
+    Some(Job {
+        index,
+        path,
+        location: shard.clone(),
+        label,
+        epoch,
+        bytes: Some(Bytes::from(bytes)),
+    })
+}
+
+/// The shard source of a shard pattern (local, `http(s)://` or `s3://`; see
+/// `spdl_sources::shards::list_shards_with`).
+fn shard_source(args: &LoadArgs, path: &Path, dist: DistInfo) -> Result<ShardSource> {
+    let pattern = path.to_string_lossy();
+    let fetcher = Fetcher::new(FetchOptions::default())?;
+    let shards = list_shards_with(&pattern, &fetcher)
+        .with_context(|| format!("cannot list shards {pattern}"))?;
+    fetcher.capability(&shards[0])?;
+    let options = SamplerOptions {
+        shuffle: args.shuffle,
+        seed: args.seed,
+        ..Default::default()
+    };
+    Ok(ShardSource::new(shards, dist, options)?
+        .with_fetcher(fetcher)
+        .with_shuffle_buffer(args.shuffle_buffer))
 }
 
 /// A sample whose bytes were read.
@@ -168,8 +226,11 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
         #[cfg(not(feature = "decode-ffmpeg"))]
         bail!("--video: this spdl was built without FFmpeg; rebuild with `cargo build --release -p spdl-cli --features decode-ffmpeg`");
     }
-    let (dataset, shown) = list_dataset(&args)?;
     let dist = dist(&args)?;
+    let shard_path = args.path.clone().filter(|p| is_shard_pattern(p));
+    if shard_path.is_none() && args.shuffle_buffer > 0 {
+        bail!("--shuffle-buffer works on tar shards only (a `.tar` path or brace pattern)");
+    }
     let (dtype, layout) = match (args.dtype, args.layout) {
         (DtypeArg::U8, None | Some(LayoutArg::Nhwc)) => (DtypeArg::U8, LayoutArg::Nhwc),
         (DtypeArg::F32, None | Some(LayoutArg::Nchw)) => (DtypeArg::F32, LayoutArg::Nchw),
@@ -206,38 +267,82 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
         seed: args.seed,
         ..Default::default()
     };
-    let mut sampler = Sampler::new(dataset.len_u64(), dist, sampler_options)?;
-    let per_epoch = sampler.num_samples();
-    let dataset = Arc::new(dataset);
-
     let failures: Arc<Mutex<Vec<Failure>>> = Arc::default();
     let bytes_read = Arc::new(AtomicU64::new(0));
 
-    let source = {
-        let dataset = dataset.clone();
-        move |epoch: u64| {
-            sampler.set_epoch(epoch);
-            let dataset = dataset.clone();
-            sampler.iter().filter_map(move |s| {
-                let sample = dataset.get(s.index).ok()?;
-                Some(Job {
-                    index: s.index,
-                    path: sample.path.clone(),
-                    location: sample.location(),
-                    label: sample.label,
-                    epoch,
-                })
-            })
-        }
-    };
+    // Each epoch's jobs: the sampler's share of a listing, or this rank's shards streamed.
+    type Jobs = Box<dyn Iterator<Item = Job> + Send>;
+    let (shown, per_epoch, source): (String, u64, Box<dyn FnMut(u64) -> Jobs + Send>) =
+        match &shard_path {
+            Some(path) => {
+                let shards = shard_source(&args, path, dist)?;
+                let (failures, bytes_read) = (failures.clone(), bytes_read.clone());
+                let limit = args.limit.unwrap_or(usize::MAX);
+                let source = move |epoch: u64| -> Jobs {
+                    let (failures, bytes_read) = (failures.clone(), bytes_read.clone());
+                    let uris: Vec<Uri> = shards.shards().to_vec();
+                    // Built once: a registry per sample would cost more than the tar read.
+                    let images = image_extensions();
+                    let mut index = 0u64;
+                    Box::new(
+                        shards
+                            .epoch(epoch)
+                            .filter_map(move |item| match item {
+                                Ok(s) => {
+                                    let size: usize = s.fields.iter().map(|(_, d)| d.len()).sum();
+                                    bytes_read.fetch_add(size as u64, Ordering::Relaxed);
+                                    index += 1;
+                                    let shard = s.shard;
+                                    shard_job(s, &images, &uris[shard], index - 1, epoch)
+                                }
+                                Err(e) => {
+                                    let key = e.key.clone().unwrap_or_default();
+                                    let at = PathBuf::from(format!("{}#{key}", e.shard));
+                                    let _ = Failure::record(&failures, &at, e);
+                                    None
+                                }
+                            })
+                            .take(limit),
+                    )
+                };
+                let shown = path.display().to_string();
+                (shown, 0, Box::new(source))
+            }
+            None => {
+                let (dataset, shown) = list_dataset(&args)?;
+                let mut sampler = Sampler::new(dataset.len_u64(), dist, sampler_options)?;
+                let per_epoch = sampler.num_samples();
+                let dataset = Arc::new(dataset);
+                let source = move |epoch: u64| -> Jobs {
+                    sampler.set_epoch(epoch);
+                    let dataset = dataset.clone();
+                    let items: Vec<_> = sampler.iter().collect();
+                    Box::new(items.into_iter().filter_map(move |s| {
+                        let sample = dataset.get(s.index).ok()?;
+                        Some(Job {
+                            index: s.index,
+                            path: sample.path.clone(),
+                            location: sample.location(),
+                            label: sample.label,
+                            epoch,
+                            bytes: None,
+                        })
+                    }))
+                };
+                (shown, per_epoch, Box::new(source))
+            }
+        };
     // One fetch path for local files, HTTP(S) and S3: retries, timeouts, checks.
     let fetcher = Fetcher::new(FetchOptions::default())?;
     let read = {
         let (failures, bytes_read) = (failures.clone(), bytes_read.clone());
-        Op::future(move |job: Job| {
+        Op::future(move |mut job: Job| {
             let (failures, bytes_read) = (failures.clone(), bytes_read.clone());
             let fetcher = fetcher.clone();
             async move {
+                if let Some(bytes) = job.bytes.take() {
+                    return Ok(Some(Fetched { job, bytes }));
+                }
                 match fetcher.fetch(&job.location).await {
                     Ok(bytes) => {
                         bytes_read.fetch_add(bytes.len() as u64, Ordering::Relaxed);
@@ -340,6 +445,11 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
     report.bytes_read = bytes_read.load(Ordering::Relaxed);
     report.failures = std::mem::take(&mut *failures.lock().unwrap_or_else(|e| e.into_inner()));
     report.error = pipeline_error.map(|e| e.to_string());
+    if shard_path.is_some() {
+        // Shards are counted as they are read: what was read is what was listed.
+        report.listed_per_epoch =
+            (report.images + report.failures.len() as u64).div_ceil(args.epochs.max(1));
+    }
     report.stats = Some(stats);
     if args.json {
         crate::emit(&serde_json::to_string_pretty(&report.to_json())?);
@@ -410,6 +520,17 @@ fn consume<B: Counted>(
 fn progress_bar(total: u64, hidden: bool) -> ProgressBar {
     if hidden {
         return ProgressBar::hidden();
+    }
+    if total == 0 {
+        // Shards: the sample count is known only once they are read.
+        let bar = ProgressBar::new_spinner();
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {pos} images  {per_sec}  {msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        return bar;
     }
     let bar = ProgressBar::new(total);
     bar.set_style(

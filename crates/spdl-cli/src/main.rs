@@ -3,9 +3,12 @@
 //! ```text
 //! spdl load [PATH]          # a folder (walked recursively), an ImageFolder, or a list file
 //! spdl load                 # the sample photographs bundled in the repository
+//! spdl load 's3://bucket/shards/train-{0000..0127}.tar'   # WebDataset shards, streamed
 //! spdl shard SRC OUT        # pack a folder into WebDataset tar shards
+//! spdl cache SRC OUT        # decode + resize once into a decoded cache file
 //! ```
 
+mod cache;
 mod device;
 mod dump;
 mod limit;
@@ -36,6 +39,9 @@ enum Command {
     Limit(LimitArgs),
     /// Pack a folder (or an ImageFolder) into tar shards in the WebDataset layout.
     Shard(shard::ShardArgs),
+    /// Decode and resize a folder, ImageFolder or list file once into a decoded cache file
+    /// (served with crop, flip and normalize at read time: `spdl_rs.io.DecodedCache`).
+    Cache(cache::CacheArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -75,7 +81,10 @@ pub(crate) enum LayoutArg {
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct LoadArgs {
-    /// A folder of images (walked recursively), or a text file listing one path per line.
+    /// A folder of images (walked recursively), or a text file listing one path per line, or
+    /// WebDataset tar shards: a `.tar` path or brace pattern, local, `http(s)://` or `s3://`
+    /// (`'s3://bucket/shards/train-{0000..0127}.tar'`), each shard read as one stream and its
+    /// first image field decoded (`cls` is the label).
     /// Default: the bundled sample photographs (`data/samples`).
     pub(crate) path: Option<PathBuf>,
     /// Use the ImageFolder layout: one sub-folder per class gives the labels.
@@ -121,6 +130,10 @@ pub(crate) struct LoadArgs {
     /// Shuffle each epoch (by seed and epoch).
     #[arg(long)]
     pub(crate) shuffle: bool,
+    /// With tar shards: a shuffle buffer of N samples on top of the shard shuffle (seeded by
+    /// --seed; 0: none).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub(crate) shuffle_buffer: usize,
     /// Seed for shuffling and random crops.
     #[arg(long, default_value_t = 0)]
     pub(crate) seed: u64,
@@ -207,6 +220,7 @@ fn main() -> std::process::ExitCode {
         Command::Load(args) => load_plugins(&args).and_then(|()| load::run(args)),
         Command::Limit(args) => load_plugins(&args.load).and_then(|()| limit::run(args)),
         Command::Shard(args) => shard::run(args),
+        Command::Cache(args) => cache::run(args),
     };
     match result {
         Ok(code) => code,

@@ -138,3 +138,106 @@ fn bad_arguments_are_errors() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+fn spdl(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_spdl"))
+        .args(args)
+        .output()
+        .expect("run spdl");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn spdl_load_reads_shards_by_brace_pattern_with_a_shuffle_buffer() {
+    // Six photographs in an ImageFolder of two classes, packed into three shards.
+    let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/samples");
+    let mut photos: Vec<_> = std::fs::read_dir(&samples)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jpg"))
+        .collect();
+    photos.sort();
+    let src = tempfile::tempdir().unwrap();
+    for (i, p) in photos.iter().take(6).enumerate() {
+        let class = if i % 2 == 0 { "even" } else { "odd" };
+        write(
+            src.path(),
+            &format!("{class}/{i}.jpg"),
+            &std::fs::read(p).unwrap(),
+        );
+    }
+    let out = tempfile::tempdir().unwrap();
+    shard(&[
+        src.path().to_str().unwrap(),
+        out.path().to_str().unwrap(),
+        "--image-folder",
+        "--samples-per-shard",
+        "2",
+    ]);
+    let pattern = format!("{}/shard-{{000000..000002}}.tar", out.path().display());
+    let (ok, stdout, stderr) = spdl(&[
+        "load",
+        &pattern,
+        "--json",
+        "--size",
+        "32",
+        "-b",
+        "4",
+        "--epochs",
+        "2",
+        "--shuffle",
+        "--shuffle-buffer",
+        "3",
+        "-t",
+        "2",
+    ]);
+    assert!(ok, "{stderr}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["images"], 12, "{stdout}");
+    assert_eq!(report["failed"], 0, "{stdout}");
+    // A missing shard of the pattern is named before anything runs.
+    let missing = format!("{}/shard-{{000000..000003}}.tar", out.path().display());
+    let (ok, _, stderr) = spdl(&["load", &missing, "-q"]);
+    assert!(!ok && stderr.contains("shard-000003.tar"), "{stderr}");
+    // --shuffle-buffer on a folder is refused.
+    let (ok, _, stderr) = spdl(&[
+        "load",
+        src.path().to_str().unwrap(),
+        "--shuffle-buffer",
+        "4",
+    ]);
+    assert!(!ok && stderr.contains("tar shards only"), "{stderr}");
+}
+
+#[test]
+fn spdl_cache_writes_a_cache_of_every_image() {
+    let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/samples");
+    let out = tempfile::tempdir().unwrap();
+    let cache = out.path().join("samples.spdlcache");
+    let (ok, stdout, stderr) = spdl(&[
+        "cache",
+        samples.to_str().unwrap(),
+        cache.to_str().unwrap(),
+        "--size",
+        "48",
+        "-t",
+        "2",
+    ]);
+    assert!(ok, "{stderr}");
+    let n = spdl_sources::walk_dir(&samples, &spdl_sources::Extensions::images())
+        .unwrap()
+        .len();
+    assert!(
+        stdout.starts_with(&format!("{n} records of 48x48x3")),
+        "{stdout}"
+    );
+    let c = spdl_io::cache::DecodedCache::open(&cache, true).unwrap();
+    assert_eq!((c.len(), c.shape()), (n, [48, 48, 3]));
+    for i in 0..n {
+        c.record(i).unwrap();
+    }
+}

@@ -47,7 +47,7 @@ mod stage;
 mod stats;
 
 pub use error::{BoxError, Error, ErrorKind, ErrorStatus, Result};
-pub use pipeline::{EpochIter, EpochStream, Pipeline, PipelineBuilder, PipelineState};
+pub use pipeline::{EpochIter, EpochStream, Pipeline, PipelineBuilder, PipelineState, StopHandle};
 pub use progress::Progress;
 pub use stage::source::BoxIter;
 pub use stage::stream::BoxStream;

@@ -32,6 +32,24 @@ impl DType {
         }
     }
 
+    /// The NumPy dtype name: `"uint8"`, `"uint16"`, `"float32"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::U8 => "uint8",
+            DType::U16 => "uint16",
+            DType::F32 => "float32",
+        }
+    }
+
+    /// The `struct` module format of the Python buffer protocol (native byte order).
+    pub fn format(self) -> &'static std::ffi::CStr {
+        match self {
+            DType::U8 => c"B",
+            DType::U16 => c"H",
+            DType::F32 => c"f",
+        }
+    }
+
     /// The NumPy type string of `__array_interface__` / `__cuda_array_interface__`
     /// (`"|u1"`, `"<u2"`, `"<f4"` on little-endian hosts).
     pub fn typestr(self) -> &'static str {

@@ -35,6 +35,10 @@ pub enum Error {
     /// libnvjpeg could not be found or loaded (the message lists where it looked).
     #[error("nvJPEG unavailable: {0}")]
     NvjpegUnavailable(String),
+    /// libnvcuvid (NVDEC, part of the NVIDIA driver) could not be found or loaded (the message
+    /// lists where it looked).
+    #[error("NVDEC unavailable: {0}")]
+    NvdecUnavailable(String),
     /// An nvJPEG call returned a non-zero `nvjpegStatus_t` (6 = execution failed, e.g. no GPU).
     #[error("nvJPEG {call} failed with status {status} ({})", crate::nvjpeg_status_name(*status))]
     Nvjpeg {
@@ -63,11 +67,14 @@ impl Error {
     }
 
     /// True for the "nothing to run on" cases ([`Error::Unsupported`], [`Error::NoDriver`],
-    /// [`Error::NvjpegUnavailable`]): callers fall back to the CPU path on these.
+    /// [`Error::NvjpegUnavailable`], [`Error::NvdecUnavailable`]): callers fall back to the CPU path on these.
     pub fn is_unavailable(&self) -> bool {
         matches!(
             self,
-            Error::Unsupported(_) | Error::NoDriver(_) | Error::NvjpegUnavailable(_)
+            Error::Unsupported(_)
+                | Error::NoDriver(_)
+                | Error::NvjpegUnavailable(_)
+                | Error::NvdecUnavailable(_)
         )
     }
 }

@@ -13,11 +13,14 @@
 //! - [`stream`] and [`transfer`]: the per-device copy stream, events, and [`TransferStage`]
 //!   (host batch -> [`DeviceBatch`], double-buffered).
 //! - [`dlpack`]: the DLPack layouts and [`TensorExport`] for zero-copy hand-off to Python.
-//! - `nvjpeg` (feature `decode-nvjpeg`): batched GPU JPEG decode with CPU fallback.
+//! - `nvjpeg` (feature `decode-nvjpeg`): batched GPU JPEG decode with CPU fallback;
+//!   [`jpeg_probe`] decides which files go to the CPU (no driver needed).
+//! - [`nvdec`]: NVDEC loaded at run time (`libnvcuvid.so.1`, feature `decode-nvdec`) and the
+//!   checks done before any device allocation (always built); [`nv12`]: NV12 to planar RGB/BGR on the host.
 //! - [`bench`](mod@bench): host-to-device GB/s measurement for `spdl load --device`.
 //!
 //! Features: `cuda` (cudarc, loaded at run time: builds without CUDA), `decode-nvjpeg`
-//! (implies `cuda`). Without `cuda` every entry point returns
+//! and `decode-nvdec` (imply `cuda`). Without `cuda` every entry point returns
 //! [`Error::Unsupported`]`("spdl-cuda was built without the `cuda` feature")`; without a driver
 //! [`Error::NoDriver`]; nothing panics.
 //!
@@ -37,6 +40,9 @@ pub mod bench;
 pub mod dlpack;
 pub mod driver;
 mod error;
+pub mod jpeg_probe;
+pub mod nv12;
+pub mod nvdec;
 #[cfg(feature = "decode-nvjpeg")]
 pub mod nvjpeg;
 pub mod pinned;

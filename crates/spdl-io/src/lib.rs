@@ -15,6 +15,8 @@
 //!   [`collate_normalized`] into `[N, C, H, W]` f32.
 //!
 //! - [`array`](mod@array): NumPy `.npy`/`.npz`, tar and WAV read in place (zero-copy views).
+//! - [`cache`]: the decoded cache: images decoded and resized once into a memory-mapped file,
+//!   served with random crop, flip and normalization at read time.
 //!
 //! Every error is an [`Error`] naming the sample and the reason, e.g.
 //! `"photos/a.jpg: truncated: premature end of JPEG file (no EOI marker)"`;
@@ -52,6 +54,7 @@ pub mod array;
 pub mod audio;
 pub mod batch;
 mod batch_loader;
+pub mod cache;
 pub mod decode;
 mod error;
 #[cfg(feature = "decode-ffmpeg")]

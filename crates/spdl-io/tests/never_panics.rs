@@ -225,3 +225,24 @@ fn png_with_a_ragged_palette_is_corrupt() {
     assert_eq!(err.kind(), spdl_io::ErrorKind::Corrupt, "{err}");
     assert!(err.to_string().contains("PLTE"), "{err}");
 }
+
+/// Fuzz regression (`image_gif` target): a GIF whose logical screen is 0 pixels wide decoded
+/// into an image without pixels; the decoder refuses it, naming the size.
+#[test]
+fn gif_without_width_is_corrupt() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/fuzz/gif_zero_width.gif");
+    let bytes = read(&path);
+    for decoded in [
+        spdl_io::decode::ImageRsDecoder::new().decode(&bytes, &DecodeOptions::default()),
+        Registry::with_defaults().decode("zero.gif", &bytes, &DecodeOptions::default()),
+    ] {
+        let err = decoded.unwrap_err();
+        assert_eq!(err.kind(), spdl_io::ErrorKind::Corrupt, "{err}");
+        assert!(err.to_string().contains("0x7 pixels"), "{err}");
+    }
+    let err = spdl_io::decode::ImageRsDecoder::new()
+        .probe(&bytes)
+        .unwrap_err();
+    assert_eq!(err.kind(), spdl_io::ErrorKind::Corrupt, "{err}");
+}

@@ -1,7 +1,9 @@
 """Where Python work should run, images/s side by side in one run:
 
 1. a GIL-holding pure-Python transform (a per-pixel loop over a small RGB image) on the
-   pipeline's threads vs in a process pool (``PipelineBuilder.to(ProcessPoolExecutorConfig)``);
+   pipeline's threads vs in a process pool: ``PipelineBuilder.to(ProcessPoolExecutorConfig)``
+   (one item per transfer, and ``buffer_size=8``: eight per transfer) and
+   ``pipe(executor=PriorityProcessPoolExecutor(...).get_executor())``;
 2. a native decode pipeline (read, decode + resize to 224, batches of 8) in this process vs
    in a worker process (``run_pipeline_in_subprocess``; batches cross as NumPy arrays).
 
@@ -14,13 +16,19 @@ few cores, the process pool can only gain up to the number of free cores.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import pathlib
 import statistics
 import time
 
 from spdl_rs import ops, sources
-from spdl_rs.pipeline import PipelineBuilder, build_pipeline, run_pipeline_in_subprocess
+from spdl_rs.pipeline import (
+    PipelineBuilder,
+    PriorityProcessPoolExecutor,
+    build_pipeline,
+    run_pipeline_in_subprocess,
+)
 from spdl_rs.pipeline.defs import MAIN_PROCESS, ProcessPoolExecutorConfig
 
 SIDE = 96  # pixels of the synthetic images of part 1
@@ -39,12 +47,19 @@ def images(n: int) -> list[bytes]:
     return [bytes((i * 7 + j) % 256 for j in range(SIDE * SIDE * 3)) for i in range(n)]
 
 
-def run_gil(items: list[bytes], workers: int, pool: bool) -> float:
+def run_gil(items: list[bytes], workers: int, mode: str) -> float:
+    """``mode``: "threads", "pool" (``to()``, one item per transfer), "pool8" (``to(...,
+    buffer_size=8)``) or "priority" (``pipe(executor=PriorityProcessPoolExecutor ...)``)."""
     b = PipelineBuilder().add_source(items)
-    if pool:
-        b.to(ProcessPoolExecutorConfig(max_workers=workers))
-    b.pipe(brighten, concurrency=2 * workers)
-    if pool:
+    prio = None
+    if mode in ("pool", "pool8"):
+        b.to(ProcessPoolExecutorConfig(max_workers=workers), buffer_size=8 if mode == "pool8" else 1)
+    if mode == "priority":
+        prio = PriorityProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+        b.pipe(brighten, concurrency=2 * workers, executor=prio.get_executor())
+    else:
+        b.pipe(brighten, concurrency=2 * workers)
+    if mode in ("pool", "pool8"):
         b.to(MAIN_PROCESS)
     p = b.add_sink(8).build(num_threads=workers)
     with p.auto_stop():
@@ -53,6 +68,8 @@ def run_gil(items: list[bytes], workers: int, pool: bool) -> float:
         t0 = time.perf_counter()
         n = 1 + sum(1 for _ in it)
         elapsed = time.perf_counter() - t0
+    if prio is not None:
+        prio.shutdown()
     assert n == len(items)
     return (n - 1) / elapsed
 
@@ -110,16 +127,19 @@ def main() -> None:
     items = images(args.images // 2)
     files = [str(p) for p in sources.list_files(args.root, extensions=["jpg"])]
     paths = (files * (args.images // len(files) + 1))[: args.images // 8 * 8]
-    runs: dict[str, list[float]] = {k: [] for k in ("threads", "pool", "inproc", "sub")}
+    gil_modes = ("threads", "pool", "pool8", "priority")
+    runs: dict[str, list[float]] = {k: [] for k in (*gil_modes, "inproc", "sub")}
     for _ in range(args.repeat):
-        runs["threads"].append(run_gil(items, args.workers, pool=False))
-        runs["pool"].append(run_gil(items, args.workers, pool=True))
+        for mode in gil_modes:
+            runs[mode].append(run_gil(items, args.workers, mode))
         runs["inproc"].append(run_decode(paths, args.workers, subprocess=False))
         runs["sub"].append(run_decode(paths, args.workers, subprocess=True))
     med = {k: statistics.median(v) for k, v in runs.items()}
     print(f"pure-Python transform ({SIDE}x{SIDE} RGB), {len(items)} images, median of {args.repeat}:")
     print(f"  threads                    {med['threads']:8.1f} images/s")
-    print(f"  process pool               {med['pool']:8.1f} images/s  ({med['pool'] / med['threads']:.2f}x)")
+    print(f"  process pool (to)          {med['pool']:8.1f} images/s  ({med['pool'] / med['threads']:.2f}x)")
+    print(f"  process pool (to, buf 8)   {med['pool8']:8.1f} images/s  ({med['pool8'] / med['threads']:.2f}x)")
+    print(f"  PriorityProcessPool        {med['priority']:8.1f} images/s  ({med['priority'] / med['threads']:.2f}x)")
     print(f"decode + resize 224, batches of 8, {len(paths)} images, median of {args.repeat}:")
     print(f"  in process                 {med['inproc']:8.1f} images/s")
     print(f"  run_pipeline_in_subprocess {med['sub']:8.1f} images/s  ({med['sub'] / med['inproc']:.2f}x)")

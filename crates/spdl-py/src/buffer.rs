@@ -3,82 +3,51 @@
 //! holds: the Python object for the buffer protocol and `__array_interface__`, the DLPack
 //! capsule's deleter for DLPack, so it lives as long as any view of it.
 
-use std::ffi::{c_int, c_void, CStr};
+use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 
 use pyo3::exceptions::PyBufferError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
-
-/// Element type of a buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum DType {
-    U8,
-    U16,
-    F32,
-}
-
-impl DType {
-    fn itemsize(self) -> usize {
-        match self {
-            DType::U8 => 1,
-            DType::U16 => 2,
-            DType::F32 => 4,
-        }
-    }
-
-    /// `struct` module format for the buffer protocol.
-    fn format(self) -> &'static CStr {
-        match self {
-            DType::U8 => c"B",
-            DType::U16 => c"H",
-            DType::F32 => c"f",
-        }
-    }
-
-    /// NumPy `__array_interface__` type string (little-endian; native on every supported target).
-    fn typestr(self) -> &'static str {
-        match self {
-            DType::U8 => "|u1",
-            DType::U16 => "<u2",
-            DType::F32 => "<f4",
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            DType::U8 => "uint8",
-            DType::U16 => "uint16",
-            DType::F32 => "float32",
-        }
-    }
-
-    /// DLPack `(code, bits)`: kDLUInt = 1, kDLFloat = 2.
-    fn dlpack(self) -> (u8, u8) {
-        match self {
-            DType::U8 => (1, 8),
-            DType::U16 => (1, 16),
-            DType::F32 => (2, 32),
-        }
-    }
-}
+use spdl_cuda::DType;
 
 /// The owned samples. Never read or resized by Rust after construction: views write through
-/// the raw pointer taken once in [`Storage::ptr`].
+/// the raw pointer taken once in [`Memory::new`].
 enum Storage {
     U8(Box<[u8]>),
     U16(Box<[u16]>),
     F32(Box<[f32]>),
 }
 
+impl Storage {
+    fn dtype(&self) -> DType {
+        match self {
+            Storage::U8(_) => DType::U8,
+            Storage::U16(_) => DType::U16,
+            Storage::F32(_) => DType::F32,
+        }
+    }
+}
+
+/// Who owns the memory: this buffer (decoded samples), or a `CPUStorage` it was copied into.
+enum Owner {
+    Boxed {
+        _samples: Storage,
+    },
+    External {
+        _keep_alive: Arc<dyn std::any::Any + Send + Sync>,
+    },
+}
+
 struct Memory {
-    storage: Storage,
+    _owner: Owner,
     ptr: *mut c_void,
 }
 
-// SAFETY: the boxed slice is owned here and never moved or reallocated; the raw pointer is only
-// handed to Python/DLPack consumers, which synchronize their own access.
+// SAFETY: the memory is owned here (a boxed slice, or a keep-alive of a `CPUStorage` block) and
+// never moved or reallocated; the raw pointer is only handed to Python/DLPack consumers, which
+// synchronize their own access.
 unsafe impl Send for Memory {}
 // SAFETY: as above; Rust never reads or writes the memory after construction.
 unsafe impl Sync for Memory {}
@@ -90,14 +59,9 @@ impl Memory {
             Storage::U16(b) => b.as_mut_ptr().cast(),
             Storage::F32(b) => b.as_mut_ptr().cast(),
         };
-        Memory { storage, ptr }
-    }
-
-    fn dtype(&self) -> DType {
-        match self.storage {
-            Storage::U8(_) => DType::U8,
-            Storage::U16(_) => DType::U16,
-            Storage::F32(_) => DType::F32,
+        Memory {
+            _owner: Owner::Boxed { _samples: storage },
+            ptr,
         }
     }
 }
@@ -138,10 +102,10 @@ impl CpuBuffer {
         keys: Vec<String>,
         labels: Vec<Option<i64>>,
     ) -> Self {
+        let dtype = storage.dtype();
         let mem = Memory::new(storage);
-        let dtype = mem.dtype();
         let shape: Vec<isize> = shape.into_iter().map(|d| d as isize).collect();
-        let strides = c_strides(&shape, dtype.itemsize());
+        let strides = c_strides(&shape, dtype.size());
         CpuBuffer {
             mem: Arc::new(mem),
             dtype,
@@ -199,16 +163,36 @@ impl CpuBuffer {
         CpuBuffer::new(storage, shape, keys, labels)
     }
 
+    /// A buffer over memory that `owner` keeps alive (a `CPUStorage` block): `ptr` holds the
+    /// elements of `shape` in `dtype`, which the caller has written.
+    pub(crate) fn over(
+        owner: Arc<dyn std::any::Any + Send + Sync>,
+        ptr: *mut u8,
+        dtype: DType,
+        shape: Vec<usize>,
+        keys: Vec<String>,
+        labels: Vec<Option<i64>>,
+    ) -> Self {
+        let shape: Vec<isize> = shape.into_iter().map(|d| d as isize).collect();
+        CpuBuffer {
+            mem: Arc::new(Memory {
+                _owner: Owner::External { _keep_alive: owner },
+                ptr: ptr.cast(),
+            }),
+            dtype,
+            strides: c_strides(&shape, dtype.size()),
+            shape,
+            keys,
+            labels,
+        }
+    }
+
     /// The memory (shared, not copied) and what describes it, for a copy to a device.
     pub(crate) fn host_view(&self) -> HostView {
         HostView {
             mem: self.mem.clone(),
             shape: self.shape.iter().map(|&d| d as usize).collect(),
-            dtype: match self.dtype {
-                DType::U8 => spdl_cuda::DType::U8,
-                DType::U16 => spdl_cuda::DType::U16,
-                DType::F32 => spdl_cuda::DType::F32,
-            },
+            dtype: self.dtype,
             keys: self.keys.clone(),
             labels: self.labels.clone(),
         }
@@ -253,7 +237,7 @@ impl CpuBuffer {
     }
 
     fn nbytes(&self) -> usize {
-        self.shape.iter().product::<isize>() as usize * self.dtype.itemsize()
+        self.shape.iter().product::<isize>() as usize * self.dtype.size()
     }
 }
 
@@ -306,11 +290,7 @@ impl CpuBuffer {
         HostView {
             mem: self.mem,
             shape: self.shape.iter().map(|&d| d as usize).collect(),
-            dtype: match self.dtype {
-                DType::U8 => spdl_cuda::DType::U8,
-                DType::U16 => spdl_cuda::DType::U16,
-                DType::F32 => spdl_cuda::DType::F32,
-            },
+            dtype: self.dtype,
             keys: self.keys,
             labels: self.labels,
         }
@@ -384,33 +364,26 @@ impl CpuBuffer {
         (1, 0)
     }
 
-    /// A DLPack capsule (`"dltensor"`) sharing this memory; the memory is released when the
-    /// consumer calls the deleter (or the unused capsule is collected).
+    /// A DLPack capsule sharing this memory (`kDLCPU`): `"dltensor_versioned"` (DLPack 1.0)
+    /// when `max_version >= (1, 0)`, else `"dltensor"`; the memory is released when the
+    /// consumer calls the deleter (or the unused capsule is collected). `stream` is accepted
+    /// as the array API requires and has no effect on host memory.
     ///
     /// Raises `BufferError` when a copy or another device is demanded.
     #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
     fn __dlpack__(
         &self,
         py: Python<'_>,
-        stream: Option<Py<PyAny>>,
-        max_version: Option<Py<PyAny>>,
+        stream: Option<Bound<'_, PyAny>>,
+        max_version: Option<Bound<'_, PyAny>>,
         dl_device: Option<(i32, i32)>,
         copy: Option<bool>,
     ) -> PyResult<Py<PyAny>> {
-        let _ = (stream, max_version);
-        if copy == Some(true) {
-            return Err(PyBufferError::new_err(
-                "CPUBuffer exports without copying only (copy=True is not supported)",
-            ));
-        }
-        if let Some(dev) = dl_device {
-            if dev != (1, 0) {
-                return Err(PyBufferError::new_err(format!(
-                    "CPUBuffer lives on the CPU, cannot export to device {dev:?}"
-                )));
-            }
-        }
-        dlpack::capsule(py, self)
+        // Host memory: no stream to synchronize with.
+        let _ = stream;
+        crate::dlpack::check_dlpack_args((1, 0), dl_device, copy, "CPUBuffer")?;
+        let versioned = crate::dlpack::wants_versioned(max_version.as_ref())?;
+        crate::dlpack::capsule(py, self.host_view().into_export(), versioned)
     }
 
     /// Buffer protocol: a writable, C-contiguous view of the memory.
@@ -438,7 +411,7 @@ impl CpuBuffer {
             (*view).buf = this.mem.ptr;
             (*view).len = this.nbytes() as isize;
             (*view).readonly = 0;
-            (*view).itemsize = this.dtype.itemsize() as isize;
+            (*view).itemsize = this.dtype.size() as isize;
             (*view).format = if (flags & ffi::PyBUF_FORMAT) == ffi::PyBUF_FORMAT {
                 this.dtype.format().as_ptr().cast_mut()
             } else {
@@ -462,119 +435,4 @@ impl CpuBuffer {
     }
 
     unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {}
-}
-
-/// The DLPack (v0.8 ABI, unversioned `"dltensor"` capsule) export.
-mod dlpack {
-    use super::*;
-
-    #[repr(C)]
-    struct DLDevice {
-        device_type: i32,
-        device_id: i32,
-    }
-
-    #[repr(C)]
-    struct DLDataType {
-        code: u8,
-        bits: u8,
-        lanes: u16,
-    }
-
-    #[repr(C)]
-    struct DLTensor {
-        data: *mut c_void,
-        device: DLDevice,
-        ndim: i32,
-        dtype: DLDataType,
-        shape: *mut i64,
-        strides: *mut i64,
-        byte_offset: u64,
-    }
-
-    #[repr(C)]
-    struct DLManagedTensor {
-        dl_tensor: DLTensor,
-        manager_ctx: *mut c_void,
-        deleter: Option<unsafe extern "C" fn(*mut DLManagedTensor)>,
-    }
-
-    /// The managed tensor and what it points to, freed together by [`deleter`].
-    #[repr(C)]
-    struct Ctx {
-        managed: DLManagedTensor,
-        shape: Vec<i64>,
-        strides: Vec<i64>,
-        _mem: Arc<Memory>,
-    }
-
-    const NAME: &CStr = c"dltensor";
-
-    unsafe extern "C" fn deleter(m: *mut DLManagedTensor) {
-        if !m.is_null() {
-            // SAFETY: `m` is the first field of a `Ctx` leaked by `capsule`, freed only here.
-            drop(unsafe { Box::from_raw(m.cast::<Ctx>()) });
-        }
-    }
-
-    /// Frees the tensor if no consumer took it (a consumer renames the capsule to
-    /// `"used_dltensor"` and calls the deleter itself).
-    unsafe extern "C" fn capsule_destructor(capsule: *mut ffi::PyObject) {
-        // SAFETY: called by the interpreter with a live capsule; `PyCapsule_IsValid` sets no
-        // exception.
-        unsafe {
-            if ffi::PyCapsule_IsValid(capsule, NAME.as_ptr()) == 1 {
-                let m = ffi::PyCapsule_GetPointer(capsule, NAME.as_ptr()).cast::<DLManagedTensor>();
-                if let Some(d) = (*m).deleter {
-                    d(m);
-                }
-            }
-        }
-    }
-
-    pub(super) fn capsule(py: Python<'_>, buf: &CpuBuffer) -> PyResult<Py<PyAny>> {
-        let (code, bits) = buf.dtype.dlpack();
-        let mut ctx = Box::new(Ctx {
-            managed: DLManagedTensor {
-                dl_tensor: DLTensor {
-                    data: buf.mem.ptr,
-                    device: DLDevice {
-                        device_type: 1,
-                        device_id: 0,
-                    },
-                    ndim: buf.shape.len() as i32,
-                    dtype: DLDataType {
-                        code,
-                        bits,
-                        lanes: 1,
-                    },
-                    shape: std::ptr::null_mut(),
-                    strides: std::ptr::null_mut(),
-                    byte_offset: 0,
-                },
-                manager_ctx: std::ptr::null_mut(),
-                deleter: Some(deleter),
-            },
-            shape: buf.shape.iter().map(|&d| d as i64).collect(),
-            strides: buf
-                .strides
-                .iter()
-                .map(|&s| (s / buf.dtype.itemsize() as isize) as i64)
-                .collect(),
-            _mem: buf.mem.clone(),
-        });
-        ctx.managed.dl_tensor.shape = ctx.shape.as_mut_ptr();
-        ctx.managed.dl_tensor.strides = ctx.strides.as_mut_ptr();
-        let raw = Box::into_raw(ctx);
-        // SAFETY: `raw` is a valid, leaked Ctx; its first field is the managed tensor.
-        unsafe {
-            (*raw).managed.manager_ctx = raw.cast();
-            let cap = ffi::PyCapsule_New(raw.cast(), NAME.as_ptr(), Some(capsule_destructor));
-            if cap.is_null() {
-                deleter(raw.cast());
-                return Err(PyErr::fetch(py));
-            }
-            Ok(Bound::from_owned_ptr(py, cap).unbind())
-        }
-    }
 }

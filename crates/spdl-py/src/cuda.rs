@@ -3,18 +3,18 @@
 //! `ops.to_device` stage ([`CudaTarget`]), and `io.transfer_buffer`.
 //!
 //! The work is spdl-cuda's (pinned pool, copy stream, events, device memory kept alive by every
-//! view); this module only moves items in and out and builds the Python objects.
+//! view); this module opens devices and builds the Python objects. Which pipeline items go
+//! where is `ops.rs`'s (`collate_pinned`, `transfer_item`); the DLPack capsules are
+//! `dlpack.rs`'s.
 //!
 //! No CUDA context is created before the first batch (or a `transfer_buffer` call), so a
 //! pipeline can be built before `fork()`. Without the `cuda` feature every GPU call raises
 //! `RuntimeError` naming the feature and how to rebuild; without a driver, spdl-cuda's
 //! `no CUDA driver: ...`.
 
-use std::ffi::CStr;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use pyo3::exceptions::{PyBufferError, PyRuntimeError, PyTypeError, PyValueError};
-use pyo3::ffi;
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use spdl_core::buffer::{BufferPool, PoolConfig, PooledBuffer};
@@ -24,7 +24,7 @@ use spdl_cuda::{
 };
 
 use crate::buffer::{CpuBuffer, HostView};
-use crate::item::Item;
+use crate::dlpack::{cai_dict, capsule, check_dlpack_args, consumer_stream, wants_versioned};
 
 /// Whether this build has the `cuda` feature.
 pub(crate) const BUILT_WITH_CUDA: bool = cfg!(feature = "cuda");
@@ -147,39 +147,21 @@ impl CudaTarget {
             .map_err(|m| GpuError(m.clone()))
     }
 
-    /// Collates decoded images into pinned memory of this device (for the `to_device` stage
-    /// that follows): a pinned [`Item::HostBatch`], or a plain [`Item::Batch`] when the device
-    /// cannot be opened (the transfer then reports why) or every pinned buffer is in use
-    /// (waiting for one could hold every worker thread while the transfer needs one).
-    pub(crate) fn collate_pinned(
-        &self,
-        items: Vec<spdl_io::BatchItem>,
-        normalize: bool,
-    ) -> Result<Item, OpError> {
-        let Ok(opened) = self.open() else {
-            return Ok(Item::Batch(crate::io::collate_items(items, normalize)?));
-        };
-        let [h, w, c] = spdl_io::batch::common_shape(&items)?;
-        let elem = match (&items[0].image.data, normalize) {
-            (_, true) => 4,
-            (spdl_io::PixelData::U8(_), false) => 1,
-            (spdl_io::PixelData::U16(_), false) => 2,
-        };
-        let reserved = match opened.pool.try_acquire(items.len() * h * w * c * elem) {
-            Ok(Some(b)) => Reserved(std::sync::Mutex::new(Some(b))),
-            _ => return Ok(Item::Batch(crate::io::collate_items(items, normalize)?)),
-        };
-        let pinned = if normalize {
-            spdl_cuda::collate_normalized_into(items, &spdl_io::Normalize::imagenet(), &reserved)
-        } else {
-            spdl_cuda::collate_into(items, &reserved)
-        };
-        pinned.map(Item::HostBatch).map_err(|e| -> OpError {
-            match e {
-                spdl_cuda::Error::Decode(e) => Box::new(e),
-                e => Box::new(GpuError::from(e)),
-            }
-        })
+    /// A pinned buffer of this device for `len` bytes, taken from its pool now (so that
+    /// collating into it never waits); `None` when the device cannot be opened (the transfer
+    /// then reports why) or every pinned buffer is in use.
+    pub(crate) fn reserve_pinned(&self, len: usize) -> Option<Reserved> {
+        match self.open().ok()?.pool.try_acquire(len) {
+            Ok(Some(b)) => Some(Reserved(Mutex::new(Some(b)))),
+            _ => None,
+        }
+    }
+
+    /// Copies a batch collated in pinned memory (waits for the copy).
+    pub(crate) fn transfer_host(&self, b: HostBatch) -> Result<CudaBuffer, GpuError> {
+        let shape = b.shape.iter().map(|&d| d as i64).collect();
+        let batch = self.open()?.stage.transfer(b)?;
+        Ok(CudaBuffer { batch, shape })
     }
 
     /// Copies host bytes to the device: through a pinned buffer when one is free (then an
@@ -209,68 +191,6 @@ impl CudaTarget {
             .transfer_slice(bytes, shape, dtype, keys, labels)?)
     }
 
-    /// The `to_device` stage on one item: a batch (pinned or not), a decoded image, a
-    /// `CPUBuffer` from Python code, or a `CUDABuffer` already on this device (passed on).
-    pub(crate) fn transfer_item(&self, item: Item) -> Result<CudaBuffer, OpError> {
-        match item {
-            Item::HostBatch(b) => {
-                let shape = b.shape.iter().map(|&d| d as i64).collect();
-                let batch = self.open()?.stage.transfer(b).map_err(GpuError::from)?;
-                Ok(CudaBuffer { batch, shape })
-            }
-            Item::Batch(b) => {
-                let view = HostView::from_batch(b);
-                Ok(self.transfer_view(&view)?)
-            }
-            Item::Image { key, label, image } => {
-                let view = HostView::from_image(image, key, label);
-                Ok(self.transfer_view(&view)?)
-            }
-            Item::Media(m) => Ok(self.transfer_view(&m.host_view())?),
-            Item::Device(b) if b.batch.device_index() == self.index => Ok(b),
-            Item::Device(b) => Err(format!(
-                "to_device(cuda:{}): the batch is already on cuda:{}",
-                self.index,
-                b.batch.device_index()
-            )
-            .into()),
-            Item::Py(obj) => {
-                let view = crate::with_gil(|py| -> Result<Option<HostView>, OpError> {
-                    let obj = obj.bind(py);
-                    if let Ok(cpu) = obj.cast::<CpuBuffer>() {
-                        return Ok(Some(cpu.get().host_view()));
-                    }
-                    if let Some(view) = crate::media::MediaOut::host_view_of(obj) {
-                        return Ok(Some(view));
-                    }
-                    if obj.cast::<CudaBuffer>().is_ok() {
-                        return Ok(None);
-                    }
-                    Err(format!(
-                        "to_device expects a batch (ops.collate() before it), decoded video or audio, or a CPUBuffer, got {}",
-                        obj.get_type().name().map(|n| n.to_string()).unwrap_or_default()
-                    )
-                    .into())
-                })?;
-                match view {
-                    Some(view) => Ok(self.transfer_view(&view)?),
-                    None => crate::with_gil(|py| {
-                        let b = obj
-                            .bind(py)
-                            .cast::<CudaBuffer>()
-                            .map_err(|e| e.to_string())?;
-                        self.transfer_item(Item::Device(b.get().clone()))
-                    }),
-                }
-            }
-            other => Err(format!(
-                "to_device expects a batch (ops.collate() before it), decoded video or audio, or a CPUBuffer, got {}",
-                other.describe()
-            )
-            .into()),
-        }
-    }
-
     /// Copies a host view; the device batch is `[rows, H, W, C]` with the view's leading
     /// dimensions folded into `rows`, the `CUDABuffer` keeps the view's own shape.
     pub(crate) fn transfer_view(&self, view: &HostView) -> Result<CudaBuffer, GpuError> {
@@ -288,11 +208,9 @@ impl CudaTarget {
     }
 }
 
-type OpError = Box<dyn std::error::Error + Send + Sync>;
-
 /// One buffer already taken from the pinned pool, handed out by the next `acquire` (so that
 /// collating never waits on the pool).
-struct Reserved(std::sync::Mutex<Option<PooledBuffer>>);
+pub(crate) struct Reserved(Mutex<Option<PooledBuffer>>);
 
 impl Reserved {
     fn take(&self, len: usize) -> spdl_core::Result<Option<PooledBuffer>> {
@@ -348,14 +266,6 @@ fn fold4(shape: &[usize]) -> [usize; 4] {
     out
 }
 
-fn dtype_name(d: DType) -> &'static str {
-    match d {
-        DType::U8 => "uint8",
-        DType::U16 => "uint16",
-        DType::F32 => "float32",
-    }
-}
-
 /// A contiguous, row-major array in CUDA device memory: a batch `[N, H, W, C]` (`uint8`, or
 /// `uint16` for 16-bit images) or a normalized batch `[N, C, H, W]` (`float32`), on device
 /// `device_index`.
@@ -374,6 +284,17 @@ pub(crate) struct CudaBuffer {
 }
 
 impl CudaBuffer {
+    /// The device index (`cuda:N`) of the memory.
+    pub(crate) fn device_ordinal(&self) -> usize {
+        self.batch.device_index()
+    }
+
+    /// A device batch shown to Python with `shape` (same element count as the batch's).
+    #[cfg_attr(not(feature = "decode-nvjpeg"), allow(dead_code))]
+    pub(crate) fn from_batch(batch: DeviceBatch, shape: Vec<i64>) -> Self {
+        CudaBuffer { batch, shape }
+    }
+
     /// The export description for `consumer`, with this buffer's shape.
     ///
     /// # Safety
@@ -398,7 +319,7 @@ impl CudaBuffer {
     /// The element type name: `"uint8"`, `"uint16"` or `"float32"`.
     #[getter]
     fn dtype(&self) -> &'static str {
-        dtype_name(self.batch.dtype)
+        self.batch.dtype.name()
     }
 
     /// The CUDA device index (the `N` of `cuda:N`).
@@ -451,7 +372,7 @@ impl CudaBuffer {
         format!(
             "CUDABuffer(shape={:?}, dtype={}, device=cuda:{})",
             self.shape,
-            dtype_name(self.batch.dtype),
+            self.batch.dtype.name(),
             self.batch.device_index()
         )
     }
@@ -519,136 +440,6 @@ impl CudaBuffer {
             export.stream = None;
         }
         cai_dict(py, &export)
-    }
-}
-
-/// `BufferError` for a copy or another device demanded of a zero-copy export.
-fn check_dlpack_args(
-    own: (i32, i32),
-    dl_device: Option<(i32, i32)>,
-    copy: Option<bool>,
-    what: &str,
-) -> PyResult<()> {
-    if copy == Some(true) {
-        return Err(PyBufferError::new_err(format!(
-            "{what} exports without copying only (copy=True is not supported)"
-        )));
-    }
-    match dl_device {
-        Some(dev) if dev != own => Err(PyBufferError::new_err(format!(
-            "{what} lives on DLPack device {own:?}, cannot export to device {dev:?}"
-        ))),
-        _ => Ok(()),
-    }
-}
-
-/// The `stream` argument of `__dlpack__` for CUDA memory.
-fn consumer_stream(stream: Option<&Bound<'_, PyAny>>) -> PyResult<ConsumerStream> {
-    let raw = match stream {
-        None => None,
-        Some(s) if s.is_none() => None,
-        Some(s) => Some(s.extract::<i64>().map_err(|_| {
-            PyTypeError::new_err("__dlpack__: stream must be an int (a CUDA stream handle) or None")
-        })?),
-    };
-    ConsumerStream::from_dlpack_arg(raw).map_err(|e| PyValueError::new_err(e.to_string()))
-}
-
-/// Whether `max_version` allows the versioned (DLPack 1.x) capsule.
-fn wants_versioned(max_version: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
-    match max_version {
-        None => Ok(false),
-        Some(v) if v.is_none() => Ok(false),
-        Some(v) => {
-            let (major, _minor): (i64, i64) = v.extract().map_err(|_| {
-                PyTypeError::new_err("__dlpack__: max_version must be a (major, minor) tuple")
-            })?;
-            Ok(major >= 1)
-        }
-    }
-}
-
-/// The `__cuda_array_interface__` dict of an export.
-fn cai_dict<'py>(py: Python<'py>, export: &TensorExport) -> PyResult<Bound<'py, PyDict>> {
-    let cai = export
-        .cuda_array_interface()
-        .map_err(|e| PyBufferError::new_err(e.to_string()))?;
-    let d = PyDict::new(py);
-    d.set_item("shape", PyTuple::new(py, &cai.shape)?)?;
-    d.set_item("typestr", cai.typestr)?;
-    d.set_item("data", cai.data)?;
-    d.set_item("strides", py.None())?;
-    d.set_item("version", cai.version)?;
-    d.set_item("stream", cai.stream)?;
-    Ok(d)
-}
-
-const NAME: &CStr = c"dltensor";
-const NAME_VERSIONED: &CStr = c"dltensor_versioned";
-
-/// Frees an unconsumed `"dltensor"` capsule's tensor (a consumer renames the capsule to
-/// `"used_dltensor"` and calls the deleter itself).
-unsafe extern "C" fn destructor(capsule: *mut ffi::PyObject) {
-    // SAFETY: called by the interpreter with a live capsule; `PyCapsule_IsValid` sets no
-    // exception; a valid `"dltensor"` capsule of ours holds a pointer from `into_dlpack`.
-    unsafe {
-        if ffi::PyCapsule_IsValid(capsule, NAME.as_ptr()) == 1 {
-            let m = ffi::PyCapsule_GetPointer(capsule, NAME.as_ptr())
-                .cast::<spdl_cuda::dlpack::DLManagedTensor>();
-            if let Some(d) = (*m).deleter {
-                d(m);
-            }
-        }
-    }
-}
-
-/// As [`destructor`], for `"dltensor_versioned"`.
-unsafe extern "C" fn destructor_versioned(capsule: *mut ffi::PyObject) {
-    // SAFETY: as in `destructor`, with a pointer from `into_dlpack_versioned`.
-    unsafe {
-        if ffi::PyCapsule_IsValid(capsule, NAME_VERSIONED.as_ptr()) == 1 {
-            let m = ffi::PyCapsule_GetPointer(capsule, NAME_VERSIONED.as_ptr())
-                .cast::<spdl_cuda::dlpack::DLManagedTensorVersioned>();
-            if let Some(d) = (*m).deleter {
-                d(m);
-            }
-        }
-    }
-}
-
-/// A DLPack capsule owning `export`'s keep-alive until the consumer (or the capsule's
-/// destructor, if never consumed) calls the deleter.
-fn capsule(py: Python<'_>, export: TensorExport, versioned: bool) -> PyResult<Py<PyAny>> {
-    // SAFETY: the pointers come from `into_dlpack*` (heap, owned by the capsule from here);
-    // if the capsule cannot be made, the tensor is deleted once, here.
-    unsafe {
-        let cap = if versioned {
-            let m = export.into_dlpack_versioned();
-            let cap = ffi::PyCapsule_New(
-                m.cast(),
-                NAME_VERSIONED.as_ptr(),
-                Some(destructor_versioned),
-            );
-            if cap.is_null() {
-                if let Some(d) = (*m).deleter {
-                    d(m);
-                }
-            }
-            cap
-        } else {
-            let m = export.into_dlpack();
-            let cap = ffi::PyCapsule_New(m.cast(), NAME.as_ptr(), Some(destructor));
-            if cap.is_null() {
-                if let Some(d) = (*m).deleter {
-                    d(m);
-                }
-            }
-            cap
-        };
-        if cap.is_null() {
-            return Err(PyErr::fetch(py));
-        }
-        Ok(Bound::from_owned_ptr(py, cap).unbind())
     }
 }
 

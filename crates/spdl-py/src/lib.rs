@@ -16,11 +16,25 @@ use pyo3::prelude::*;
 
 mod arrays;
 mod buffer;
+mod cache;
+mod config;
 mod cuda;
+mod dlpack;
 mod error;
+mod gpu_decode;
 mod io;
 mod item;
 mod media;
+#[cfg(feature = "decode-ffmpeg")]
+mod media_decode;
+#[cfg(feature = "decode-ffmpeg")]
+mod media_demux;
+#[cfg(feature = "decode-ffmpeg")]
+mod media_encode;
+#[cfg(feature = "decode-ffmpeg")]
+mod media_frames;
+#[cfg(feature = "decode-ffmpeg")]
+mod media_graph;
 mod ops;
 mod options;
 mod pipeline;
@@ -69,6 +83,55 @@ fn init_logging(level: &str) -> PyResult<()> {
     trace::set_log_filter(level)
 }
 
+/// SPDL's packet/frame-level media API (FFmpeg builds only; `spdl_rs.io` raises
+/// `RuntimeError` for these names otherwise).
+#[cfg(feature = "decode-ffmpeg")]
+fn add_media_api(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<media_frames::VideoFrames>()?;
+    m.add_class::<media_frames::AudioFrames>()?;
+    m.add_class::<media_frames::ImageFrames>()?;
+    m.add_function(wrap_pyfunction!(media_frames::convert_frames, m)?)?;
+    m.add_function(wrap_pyfunction!(media_frames::convert_array, m)?)?;
+    m.add_function(wrap_pyfunction!(
+        media_frames::create_reference_video_frame,
+        m
+    )?)?;
+    m.add_function(wrap_pyfunction!(
+        media_frames::create_reference_audio_frame,
+        m
+    )?)?;
+    m.add_function(wrap_pyfunction!(media_frames::_filter_images, m)?)?;
+    m.add_class::<media_graph::FilterGraph>()?;
+    m.add_class::<media_demux::DemuxConfig>()?;
+    m.add_function(wrap_pyfunction!(media_demux::demux_config, m)?)?;
+    m.add_class::<media_demux::VideoCodec>()?;
+    m.add_class::<media_demux::AudioCodec>()?;
+    m.add_class::<media_demux::ImageCodec>()?;
+    m.add_class::<media_demux::VideoPackets>()?;
+    m.add_class::<media_demux::AudioPackets>()?;
+    m.add_class::<media_demux::ImagePackets>()?;
+    m.add_class::<media_demux::Demuxer>()?;
+    m.add_class::<media_demux::StreamingDemuxIter>()?;
+    m.add_function(wrap_pyfunction!(media_demux::demux_video, m)?)?;
+    m.add_function(wrap_pyfunction!(media_demux::demux_audio, m)?)?;
+    m.add_function(wrap_pyfunction!(media_demux::demux_image, m)?)?;
+    m.add_class::<media_demux::Bsf>()?;
+    m.add_function(wrap_pyfunction!(media_demux::apply_bsf, m)?)?;
+    m.add_class::<media_decode::DecodeConfig>()?;
+    m.add_function(wrap_pyfunction!(media_decode::decode_config, m)?)?;
+    m.add_function(wrap_pyfunction!(media_decode::decode_packets, m)?)?;
+    m.add_function(wrap_pyfunction!(media_decode::sample_decode_video, m)?)?;
+    m.add_class::<media_decode::Decoder>()?;
+    m.add_class::<media_encode::VideoEncodeConfig>()?;
+    m.add_class::<media_encode::AudioEncodeConfig>()?;
+    m.add_function(wrap_pyfunction!(media_encode::video_encode_config, m)?)?;
+    m.add_function(wrap_pyfunction!(media_encode::audio_encode_config, m)?)?;
+    m.add_class::<media_encode::Encoder>()?;
+    m.add_class::<media_encode::Muxer>()?;
+    m.add_function(wrap_pyfunction!(media_encode::encode_image, m)?)?;
+    Ok(())
+}
+
 #[pymodule(gil_used = false)]
 #[pyo3(name = "_native")]
 fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -85,6 +148,18 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<cuda::CudaBuffer>()?;
     m.add_class::<cuda::ExportProbe>()?;
     m.add_function(wrap_pyfunction!(cuda::transfer_buffer, m)?)?;
+    m.add_class::<config::CudaConfig>()?;
+    m.add_class::<config::CpuStorage>()?;
+    m.add_function(wrap_pyfunction!(config::cuda_config, m)?)?;
+    m.add_function(wrap_pyfunction!(config::cpu_storage, m)?)?;
+    m.add_function(wrap_pyfunction!(config::_copy_into_storage, m)?)?;
+    m.add_function(wrap_pyfunction!(gpu_decode::built_with_nvjpeg, m)?)?;
+    m.add_function(wrap_pyfunction!(gpu_decode::built_with_nvcodec, m)?)?;
+    m.add_function(wrap_pyfunction!(gpu_decode::nvjpeg_fallback_reason, m)?)?;
+    m.add_function(wrap_pyfunction!(gpu_decode::nvjpeg_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(gpu_decode::_decode_image_nvjpeg, m)?)?;
+    m.add_function(wrap_pyfunction!(gpu_decode::_nvdec_open, m)?)?;
+    m.add_function(wrap_pyfunction!(gpu_decode::_nv12_to_planar, m)?)?;
     m.add_function(wrap_pyfunction!(cuda::cuda_built, m)?)?;
     m.add_function(wrap_pyfunction!(cuda::cuda_available, m)?)?;
     m.add_function(wrap_pyfunction!(cuda::cuda_unavailable_reason, m)?)?;
@@ -118,14 +193,13 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<media::AudioFrames>()?;
     m.add_function(wrap_pyfunction!(media::load_media, m)?)?;
     m.add_function(wrap_pyfunction!(media::ffmpeg_versions, m)?)?;
-    m.add_class::<media::VideoPackets>()?;
-    m.add_function(wrap_pyfunction!(media::demux_video, m)?)?;
-    m.add_function(wrap_pyfunction!(media::decode_packets, m)?)?;
     m.add_function(wrap_pyfunction!(media::get_ffmpeg_versions, m)?)?;
     m.add_function(wrap_pyfunction!(media::get_ffmpeg_filters, m)?)?;
     m.add_function(wrap_pyfunction!(media::get_ffmpeg_log_level, m)?)?;
     m.add_function(wrap_pyfunction!(media::set_ffmpeg_log_level, m)?)?;
     m.add_function(wrap_pyfunction!(ops::media, m)?)?;
+    #[cfg(feature = "decode-ffmpeg")]
+    add_media_api(m)?;
     m.add_function(wrap_pyfunction!(arrays::_parse_npy, m)?)?;
     m.add_class::<arrays::NpzIndex>()?;
     m.add_class::<arrays::TarMembers>()?;
@@ -133,6 +207,8 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<arrays::WavHeader>()?;
     m.add_function(wrap_pyfunction!(arrays::parse_wav, m)?)?;
     m.add_function(wrap_pyfunction!(arrays::_load_wav, m)?)?;
+    m.add_class::<cache::DecodedCache>()?;
+    m.add_function(wrap_pyfunction!(cache::build_decoded_cache, m)?)?;
     m.add_class::<shards::TarShards>()?;
     m.add_class::<shards::TarShardIter>()?;
     m.add_function(wrap_pyfunction!(_gil_acquisitions, m)?)?;

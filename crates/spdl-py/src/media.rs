@@ -1,5 +1,5 @@
 //! `spdl_rs.io.load_video` / `load_video_clips` / `load_audio`, their result classes
-//! (`VideoFrames`, `AudioFrames`) and the matching native stages of `spdl_rs.ops`.
+//! (`DecodedVideo`, `DecodedAudio`) and the matching native stages of `spdl_rs.ops`.
 //!
 //! The decoding is `spdl-io`'s (`spdl_io::video`, `spdl_io::audio`, feature `decode-ffmpeg`
 //! of this crate). Without that feature the functions still exist and raise `RuntimeError`
@@ -163,7 +163,7 @@ pub(crate) fn extract_src(obj: &Bound<'_, PyAny>) -> PyResult<Src> {
 
 /// An `OSError` subclass naming `path`, when it cannot be opened as a file.
 #[cfg_attr(not(feature = "decode-ffmpeg"), allow(dead_code))]
-fn check_file(path: &Path) -> PyResult<()> {
+pub(crate) fn check_file(path: &Path) -> PyResult<()> {
     use std::io::ErrorKind as K;
     let shown = path.display();
     match std::fs::metadata(path) {
@@ -191,7 +191,7 @@ fn check_file(path: &Path) -> PyResult<()> {
 ///   after a time-window seek;
 /// - `rotation`: degrees counterclockwise the frames were turned (0 with
 ///   `apply_rotation=False`); `stream_rotation`: the stream's display rotation.
-#[pyclass(frozen, module = "spdl_rs.io", name = "VideoFrames")]
+#[pyclass(frozen, module = "spdl_rs.io", name = "DecodedVideo")]
 pub(crate) struct VideoFrames {
     frames: CpuBuffer,
     /// The shape of `frames`.
@@ -243,7 +243,7 @@ impl VideoFrames {
 
     fn __repr__(&self) -> String {
         format!(
-            "VideoFrames(key={:?}, shape={:?}, codec={:?}, rotation={})",
+            "DecodedVideo(key={:?}, shape={:?}, codec={:?}, rotation={})",
             self.key, self.shape, self.codec, self.rotation
         )
     }
@@ -253,7 +253,7 @@ impl VideoFrames {
 ///
 /// `waveform` is a zero-copy `CPUBuffer`, `float32`, `[C, S]` (channels first, values in
 /// [-1, 1]); `sample_rate` in Hz; `start` the time of the first sample in seconds.
-#[pyclass(frozen, module = "spdl_rs.io", name = "AudioFrames")]
+#[pyclass(frozen, module = "spdl_rs.io", name = "DecodedAudio")]
 pub(crate) struct AudioFrames {
     waveform: CpuBuffer,
     /// Channels `C`.
@@ -301,7 +301,7 @@ impl AudioFrames {
 
     fn __repr__(&self) -> String {
         format!(
-            "AudioFrames(key={:?}, shape=({}, {}), sample_rate={}, codec={:?})",
+            "DecodedAudio(key={:?}, shape=({}, {}), sample_rate={}, codec={:?})",
             self.key, self.channels, self.samples, self.sample_rate, self.codec
         )
     }
@@ -526,129 +526,5 @@ pub(crate) fn load_media(
     {
         let _ = (py, src, timestamp, name, options);
         Err(no_ffmpeg(func))
-    }
-}
-
-/// The demuxed packets of one video stream (SPDL's `VideoPackets`), from `demux_video`; decode
-/// them with `decode_packets`, on any thread, as often as needed. Holds the compressed data
-/// only. `len()`: packets (one per frame in MP4/MKV/WebM/AVI); `timestamp`: the window they
-/// were demuxed for (or `None`); `codec`: decoder name; `get_timestamps()`: packet pts in
-/// seconds, decode order; `clone()` shares the data.
-#[pyclass(frozen, module = "spdl_rs.io", name = "VideoPackets")]
-pub(crate) struct VideoPackets {
-    #[cfg(feature = "decode-ffmpeg")]
-    inner: spdl_io::video::VideoPackets,
-}
-
-#[cfg(feature = "decode-ffmpeg")]
-#[pymethods]
-impl VideoPackets {
-    fn __len__(&self) -> usize {
-        self.inner.len()
-    }
-
-    /// The time window `(start, end)` in seconds the packets were demuxed for, or `None`.
-    #[getter]
-    fn timestamp(&self) -> Option<(f64, f64)> {
-        self.inner.timestamp()
-    }
-
-    /// Decoder name, e.g. `"h264"`.
-    #[getter]
-    fn codec(&self) -> &str {
-        &self.inner.info().codec
-    }
-
-    /// Presentation timestamps of the packets in seconds, in decode order.
-    fn get_timestamps(&self) -> Vec<f64> {
-        self.inner.timestamps()
-    }
-
-    /// A copy sharing the packets' data.
-    fn clone(&self) -> VideoPackets {
-        VideoPackets {
-            inner: self.inner.clone(),
-        }
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "VideoPackets(src={:?}, codec={:?}, num_packets={}, timestamp={:?})",
-            self.inner.key(),
-            self.inner.info().codec,
-            self.inner.len(),
-            self.inner.timestamp()
-        )
-    }
-}
-
-/// Demuxes the best video stream of `src` (path or bytes) into `VideoPackets`, with the GIL
-/// released: all packets, or with `timestamp=(start, end)` those needed for the frames with
-/// `start <= pts < end` (seeking to the key frame before `start`). SPDL's `demux_video`.
-#[pyfunction]
-#[pyo3(signature = (src, *, timestamp=None, name=None))]
-pub(crate) fn demux_video(
-    py: Python<'_>,
-    src: &Bound<'_, PyAny>,
-    timestamp: Option<(f64, f64)>,
-    name: Option<&str>,
-) -> PyResult<VideoPackets> {
-    #[cfg(feature = "decode-ffmpeg")]
-    {
-        let src = extract_src(src)?;
-        let key = name.unwrap_or("<bytes>");
-        let inner = py
-            .detach(|| spdl_io::video::demux_video(src.source(key), timestamp))
-            .map_err(crate::error::io_err)?;
-        Ok(VideoPackets { inner })
-    }
-    #[cfg(not(feature = "decode-ffmpeg"))]
-    {
-        let _ = (py, src, timestamp, name);
-        Err(no_ffmpeg("demux_video"))
-    }
-}
-
-/// Decodes `VideoPackets` into `VideoFrames` (`[T, H, W, C]` `uint8`) with the GIL released:
-/// the frames of the packets' window (all without one), at most `num_frames` (`-1`: all),
-/// through `filter_desc` and the output options of `load_video`. SPDL's `decode_packets`
-/// followed by `convert_frames`.
-#[pyfunction]
-#[pyo3(signature = (packets, filter_desc=None, *, num_frames=-1, **options))]
-pub(crate) fn decode_packets(
-    py: Python<'_>,
-    packets: &Bound<'_, VideoPackets>,
-    filter_desc: Option<String>,
-    num_frames: i64,
-    options: Option<&Bound<'_, PyDict>>,
-) -> PyResult<VideoFrames> {
-    #[cfg(feature = "decode-ffmpeg")]
-    {
-        let limit = match num_frames {
-            -1 => None,
-            n => Some(usize::try_from(n).map_err(|_| {
-                pyo3::exceptions::PyValueError::new_err(format!(
-                    "num_frames must be -1 (all) or >= 0, got {n}"
-                ))
-            })?),
-        };
-        let mut opts = Kwargs::parse("decode_packets", options, |kw| kw.video_output())?;
-        opts.filter_desc = filter_desc;
-        let packets = packets.get();
-        let v = py
-            .detach(|| spdl_io::video::decode_packets(&packets.inner, &opts, limit))
-            .map_err(crate::error::io_err)?;
-        let shape = v.shape.to_vec();
-        Ok(imp::video_out(
-            v,
-            shape,
-            packets.inner.key().to_owned(),
-            None,
-        ))
-    }
-    #[cfg(not(feature = "decode-ffmpeg"))]
-    {
-        let _ = (py, packets, filter_desc, num_frames, options);
-        Err(no_ffmpeg("decode_packets"))
     }
 }

@@ -11,6 +11,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::arrays::ArrayOut;
+use crate::buffer::{CpuBuffer, HostView};
+use crate::cuda::{CudaBuffer, CudaTarget, GpuError};
 use crate::error::{type_name, OpError};
 use crate::io::{collate_items, decode, Pos};
 use crate::item::{BytesInput, Item, PathInput};
@@ -46,6 +48,10 @@ pub(crate) struct NativeOp {
     pub(crate) name: &'static str,
     /// Index for items that carry no position (from a Python source): counts the calls.
     counter: AtomicU64,
+    /// How to make this op again in another process: a no-argument callable (the
+    /// `spdl_rs.ops` constructor with its arguments, a `functools.partial`), set once by that
+    /// constructor. `__reduce__` pickles it, so configs holding native ops cross processes.
+    recipe: std::sync::OnceLock<Py<PyAny>>,
 }
 
 impl NativeOp {
@@ -54,6 +60,7 @@ impl NativeOp {
             kind,
             name,
             counter: AtomicU64::new(0),
+            recipe: std::sync::OnceLock::new(),
         }
     }
 
@@ -203,11 +210,11 @@ impl NativeOp {
                     }
                 }
                 match next {
-                    Some(target) => Ok(Some(target.collate_pinned(batch, *normalize)?)),
+                    Some(target) => Ok(Some(collate_pinned(target, batch, *normalize)?)),
                     None => Ok(Some(Item::Batch(collate_items(batch, *normalize)?))),
                 }
             }
-            NativeKind::ToDevice(target) => Ok(Some(Item::Device(target.transfer_item(item)?))),
+            NativeKind::ToDevice(target) => Ok(Some(Item::Device(transfer_item(target, item)?))),
             NativeKind::LoadNpy => {
                 let b = item.into_bytes("load_npy", ".npy ")?;
                 Ok(Some(Item::Array(ArrayOut::npy(b.key, b.data)?)))
@@ -248,6 +255,25 @@ impl NativeOp {
 
     fn __repr__(&self) -> String {
         format!("spdl_rs.ops.{}()", self.name)
+    }
+
+    /// Records how to make this op again (`recipe()` returns an equal op); set by the
+    /// `spdl_rs.ops` constructors. A second call is ignored (the first recipe stays).
+    fn _set_recipe(&self, recipe: Py<PyAny>) {
+        let _ = self.recipe.set(recipe);
+    }
+
+    /// Pickles as its recipe: unpickling calls the `spdl_rs.ops` constructor again with the
+    /// same arguments (a fresh op; the call counter restarts). Raises `TypeError` for an op
+    /// made without a recipe.
+    fn __reduce__(&self, py: Python<'_>) -> PyResult<(Py<PyAny>, Py<pyo3::types::PyTuple>)> {
+        match self.recipe.get() {
+            Some(r) => Ok((r.clone_ref(py), pyo3::types::PyTuple::empty(py).unbind())),
+            None => Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                "cannot pickle native op {:?}: it was not made by a spdl_rs.ops constructor",
+                self.name
+            ))),
+        }
     }
 }
 
@@ -399,5 +425,83 @@ impl MediaStage {
             let source = MediaSource::file(&input.path);
             Ok(crate::media::run(&self.spec, source, input.label)?)
         }
+    }
+}
+
+/// Collates decoded images into pinned memory of `target`'s device (for the `to_device` stage
+/// that follows): a pinned [`Item::HostBatch`], or a plain [`Item::Batch`] when the device
+/// cannot be opened (the transfer then reports why) or every pinned buffer is in use
+/// (waiting for one could hold every worker thread while the transfer needs one).
+fn collate_pinned(
+    target: &CudaTarget,
+    items: Vec<spdl_io::BatchItem>,
+    normalize: bool,
+) -> Result<Item, OpError> {
+    let [h, w, c] = spdl_io::batch::common_shape(&items)?;
+    let elem = match (&items[0].image.data, normalize) {
+        (_, true) => 4,
+        (spdl_io::PixelData::U8(_), false) => 1,
+        (spdl_io::PixelData::U16(_), false) => 2,
+    };
+    let Some(reserved) = target.reserve_pinned(items.len() * h * w * c * elem) else {
+        return Ok(Item::Batch(collate_items(items, normalize)?));
+    };
+    let pinned = if normalize {
+        spdl_cuda::collate_normalized_into(items, &spdl_io::Normalize::imagenet(), &reserved)
+    } else {
+        spdl_cuda::collate_into(items, &reserved)
+    };
+    pinned.map(Item::HostBatch).map_err(|e| -> OpError {
+        match e {
+            spdl_cuda::Error::Decode(e) => Box::new(e),
+            e => Box::new(GpuError::from(e)),
+        }
+    })
+}
+
+const TO_DEVICE_EXPECTS: &str =
+    "to_device expects a batch (ops.collate() before it), decoded video or audio, or a CPUBuffer";
+
+/// The `to_device` stage on one item: a batch (pinned or not), a decoded image, a
+/// `CPUBuffer` from Python code, or a `CUDABuffer` already on this device (passed on).
+fn transfer_item(target: &CudaTarget, item: Item) -> Result<CudaBuffer, OpError> {
+    match item {
+        Item::HostBatch(b) => Ok(target.transfer_host(b)?),
+        Item::Batch(b) => Ok(target.transfer_view(&HostView::from_batch(b))?),
+        Item::Image { key, label, image } => {
+            Ok(target.transfer_view(&HostView::from_image(image, key, label))?)
+        }
+        Item::Media(m) => Ok(target.transfer_view(&m.host_view())?),
+        Item::Device(b) if b.device_ordinal() == target.index() => Ok(b),
+        Item::Device(b) => Err(format!(
+            "to_device(cuda:{}): the batch is already on cuda:{}",
+            target.index(),
+            b.device_ordinal()
+        )
+        .into()),
+        Item::Py(obj) => {
+            enum Found {
+                Host(HostView),
+                Device(CudaBuffer),
+            }
+            let found = with_gil(|py| -> Result<Found, OpError> {
+                let obj = obj.bind(py);
+                if let Ok(cpu) = obj.cast::<CpuBuffer>() {
+                    return Ok(Found::Host(cpu.get().host_view()));
+                }
+                if let Some(view) = crate::media::MediaOut::host_view_of(obj) {
+                    return Ok(Found::Host(view));
+                }
+                if let Ok(b) = obj.cast::<CudaBuffer>() {
+                    return Ok(Found::Device(b.get().clone()));
+                }
+                Err(format!("{TO_DEVICE_EXPECTS}, got {}", type_name(obj)).into())
+            })?;
+            match found {
+                Found::Host(view) => Ok(target.transfer_view(&view)?),
+                Found::Device(b) => transfer_item(target, Item::Device(b)),
+            }
+        }
+        other => Err(format!("{TO_DEVICE_EXPECTS}, got {}", other.describe()).into()),
     }
 }

@@ -4,7 +4,8 @@
 //!
 //! Where Python code runs:
 //! - the source's `__iter__`/`__next__`: on the source thread, GIL held per call;
-//! - a function or generator op: on a Rust worker thread, GIL held for the call only;
+//! - a function op: on a Rust worker thread, GIL held for the call only; a generator op: each
+//!   `__next__` is one job on the workers, and each yielded value moves on at once;
 //! - an async op: its coroutine runs on the pipeline's asyncio loop thread; the Rust stage
 //!   submits it (`run_coroutine_threadsafe`) and awaits a done-callback on the scheduler's
 //!   runtime, so no thread blocks on it;
@@ -30,7 +31,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use spdl_core::{
     Aggregator, Batcher, BoxStream, ErrorKind, FailureBudget, Op, Order, Pipeline, PipelineBuilder,
-    StageConfig,
+    StageConfig, StopHandle,
 };
 
 use crate::item::Item;
@@ -229,9 +230,50 @@ fn output_of(out: Bound<'_, PyAny>) -> Option<Item> {
     }
 }
 
-/// Collects what a generator yields.
+/// Collects what an iterable yields.
 fn drain(it: &Bound<'_, PyAny>) -> PyResult<Vec<Item>> {
     it.try_iter()?.map(|v| v.map(Item::from_py)).collect()
+}
+
+/// A generator op's outputs for one item, one `__next__` (GIL held for it) per output, on the
+/// worker pool (`Op::flat_map_iter`); `None` values are skipped, as SPDL does. A generator left
+/// unfinished (the pipeline stopped) is closed, so its `finally` blocks run.
+struct PyGenerator {
+    it: Option<Py<PyAny>>,
+    shared: Arc<Shared>,
+}
+
+impl Iterator for PyGenerator {
+    type Item = Result<Item, OpError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let it = self.it.as_ref()?;
+        let out = with_gil(|py| loop {
+            match it.bind(py).call_method0("__next__") {
+                Ok(v) if v.is_none() => continue,
+                Ok(v) => break Some(Ok(Item::from_py(v))),
+                Err(e) if e.is_instance_of::<pyo3::exceptions::PyStopIteration>(py) => break None,
+                Err(e) => break Some(Err(self.shared.record_py(py, e))),
+            }
+        });
+        if !matches!(out, Some(Ok(_))) {
+            self.it = None; // ended or failed: nothing to close
+        }
+        out
+    }
+}
+
+impl Drop for PyGenerator {
+    fn drop(&mut self) {
+        if let Some(it) = self.it.take() {
+            with_gil(|py| {
+                let it = it.bind(py);
+                if it.hasattr("close").unwrap_or(false) {
+                    let _ = it.call_method0("close");
+                }
+            });
+        }
+    }
 }
 
 /// Calls `f(arg)` (`None` when `arg` is `None`), which returns a `concurrent.futures.Future`
@@ -286,13 +328,19 @@ fn py_op(kind: &str, f: Py<PyAny>, shared: Arc<Shared>) -> PyResult<Op<Item, Ite
                 }
             })
         }),
-        "gen" => Op::flat_map(move |item: Item| {
-            with_gil(|py| {
+        // Each yielded value moves on at once (SPDL streams sync generators too).
+        "gen" => Op::flat_map_iter(move |item: Item| {
+            let it = with_gil(|py| {
                 let arg = item.into_py(py).map_err(|e| shared.record_py(py, e))?;
                 f.bind(py)
                     .call1((arg,))
-                    .and_then(|g| drain(&g))
+                    .and_then(|g| g.try_iter())
+                    .map(|it| it.into_any().unbind())
                     .map_err(|e| shared.record_py(py, e))
+            })?;
+            Ok(PyGenerator {
+                it: Some(it),
+                shared: shared.clone(),
             })
         }),
         // `f(item)` submits the coroutine to the loop thread and returns a
@@ -617,6 +665,7 @@ pub(crate) fn build_pipeline(
         .detach(|| b.build(num_threads.max(1)))
         .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
     Ok(PyPipeline {
+        stop_handle: pipeline.stop_handle(),
         inner: Mutex::new(Some(pipeline)),
         stopping: AtomicBool::new(false),
         generation: fork_generation(),
@@ -641,6 +690,8 @@ enum Step {
 #[pyclass(module = "spdl_rs._native", name = "_Pipeline")]
 pub(crate) struct PyPipeline {
     inner: Mutex<Option<Pipeline<Item>>>,
+    /// Stops the engine without the `inner` lock (which the consumer may hold while it waits).
+    stop_handle: StopHandle,
     stopping: AtomicBool,
     /// The fork generation this pipeline was built in: after `fork()`, the child must not touch
     /// the parent's threads, locks or runtime.
@@ -817,6 +868,12 @@ impl PyPipeline {
             }
             return None;
         }
+        if self.stop_handle.is_engine_thread() {
+            // Joining would wait for this very thread: stop without joining (a later `stop()`
+            // from another thread joins).
+            self.stop_handle.stop();
+            return None;
+        }
         let unobserved = py.detach(|| {
             let mut p = lock(&self.inner).take();
             // Stop (join) first: a failure being recorded right now is then in the state.
@@ -839,6 +896,22 @@ impl PyPipeline {
             stage.as_deref(),
         );
         Some(err.into_value(py).into_any())
+    }
+
+    /// Asks the engine to stop and returns at once (for a stop from the pipeline's own
+    /// threads, which `stop()` would wait for): every stage is aborted, the consumer's next
+    /// read raises `EOFError`; a later `stop()` joins the threads.
+    fn request_stop(&self) {
+        self.stopping.store(true, Ordering::Release);
+        if !self.forked() {
+            self.stop_handle.stop();
+        }
+    }
+
+    /// Whether the calling thread is one of the engine's (its scheduler, a worker, the source
+    /// thread).
+    fn on_engine_thread(&self) -> bool {
+        !self.forked() && self.stop_handle.is_engine_thread()
     }
 
     /// Whether `stop()` was called.

@@ -1,15 +1,16 @@
-//! `spdl_rs.sources.TarShards`: tar shards in the WebDataset layout from local disk, as a
-//! pipeline source (`spdl_sources::shards`). Each shard is read with the GIL released; a
-//! sample is a `dict` of its fields' `bytes`.
+//! `spdl_rs.sources.TarShards`: tar shards in the WebDataset layout, as a pipeline source
+//! (`spdl_sources::shards`), with an optional seeded shuffle buffer. Each shard is read with
+//! the GIL released; a sample is a `dict` of its fields' `bytes`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use pyo3::exceptions::PyRuntimeWarning;
+use pyo3::exceptions::{PyRuntimeWarning, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyBytes, PyDict, PyTuple};
 
-use spdl_sources::shards::{list_shards, EpochSamples, ShardSource, ShardState};
+use spdl_sources::shards::{list_shards_with, EpochSamples, SampleSpan, ShardSource, ShardState};
+use spdl_sources::{FetchOptions, Fetcher};
 
 use crate::error::sources_err;
 use crate::options::Kwargs;
@@ -21,11 +22,21 @@ use crate::options::Kwargs;
 /// `shuffle`, strided over `world_size` ranks like `Sampler`; `rank`/`world_size` default to
 /// the torchrun environment), each read once from its start, every sample a `dict`:
 /// `{"__key__": "dir/0001", "__shard__": "path.tar", "__state__": (epoch, shard, offset),
-/// "jpg": b"...", "cls": b"3"}`. Each `iter()` starts the next epoch (as
+/// "jpg": b"...", "cls": b"3"}`. With `shuffle_buffer=N` (N > 1) samples also pass through a
+/// buffer of N samples and leave it in a random order seeded by `seed`, the epoch and the rank
+/// (WebDataset's `shuffle(N)`; memory: N samples), and `__state__` is
+/// `(epoch, shard, offset, draws, buffered)`, `buffered` being the byte ranges of the samples
+/// waiting in the buffer (opaque `bytes`). Each `iter()` starts the next epoch (as
 /// `PipelineBuilder.add_source` calls it), unless `set_epoch` chose one. `resume(state)` with
-/// the `__state__` of the last sample consumed makes the next `iter()` yield the rest of that
-/// epoch, seeking into the shard (no shard is read from its start again). When the shards do not divide among the ranks, `drop_last=True`
-/// leaves the last ones out, `drop_last=False` repeats the first ones (as `Sampler`).
+/// the `__state__` of the last sample consumed makes the next `iter()` yield exactly the rest
+/// of that epoch, seeking into the shard and reading buffered samples by their ranges (no
+/// shard is read from its start again). When the shards do not divide among the ranks,
+/// `drop_last=True` leaves the last ones out, `drop_last=False` repeats the first ones (as
+/// `Sampler`).
+///
+/// Shards may also be `http(s)://` or `s3://` URIs (brace patterns, an S3 prefix, a manifest)
+/// when the module is built with spdl-py's `source-http` / `source-s3` features;
+/// otherwise such a pattern raises `ValueError` naming the missing feature.
 ///
 /// A shard that is missing, cut short or corrupt, or a sample with a repeated field, is
 /// skipped and named: `failures` lists them for the last epoch, and a `RuntimeWarning` with
@@ -33,13 +44,42 @@ use crate::options::Kwargs;
 /// failure in that shard are delivered; the one being read and the rest of the shard are not.
 ///
 /// Raises `FileNotFoundError` naming a missing shard of the pattern, `ValueError` for a bad
-/// pattern or rank.
+/// pattern, rank or unsupported scheme.
 #[pyclass(frozen, module = "spdl_rs.sources", name = "TarShards")]
 pub(crate) struct TarShards {
     source: ShardSource,
     next_epoch: AtomicU64,
     resume_at: Mutex<Option<ShardState>>,
     failures: Arc<Mutex<Vec<String>>>,
+    shuffle_buffer: bool,
+}
+
+/// `buffered` of a state as bytes: `(shard, offset, end)` as three little-endian u64 each.
+fn pack_spans(spans: &[SampleSpan]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(spans.len() * 24);
+    for s in spans {
+        out.extend_from_slice(&(s.shard as u64).to_le_bytes());
+        out.extend_from_slice(&s.offset.to_le_bytes());
+        out.extend_from_slice(&s.end.to_le_bytes());
+    }
+    out
+}
+
+fn unpack_spans(packed: &[u8]) -> Option<Vec<SampleSpan>> {
+    if packed.len() % 24 != 0 {
+        return None;
+    }
+    let word = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
+    packed
+        .chunks_exact(24)
+        .map(|c| {
+            Some(SampleSpan {
+                shard: usize::try_from(word(&c[..8])).ok()?,
+                offset: word(&c[8..16]),
+                end: word(&c[16..]),
+            })
+        })
+        .collect()
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -49,16 +89,33 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[pymethods]
 impl TarShards {
     #[new]
-    #[pyo3(signature = (pattern, **options))]
-    fn new(py: Python<'_>, pattern: &str, options: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+    #[pyo3(signature = (pattern, *, shuffle_buffer=0, **options))]
+    fn new(
+        py: Python<'_>,
+        pattern: &str,
+        shuffle_buffer: usize,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
         let (dist, options) = Kwargs::parse("TarShards", options, |kw| kw.sampling())?;
-        let shards = py.detach(|| list_shards(pattern)).map_err(sources_err)?;
-        let source = ShardSource::new(shards, dist, options).map_err(sources_err)?;
+        let fetcher = Fetcher::new(FetchOptions::default()).map_err(sources_err)?;
+        let shards = py
+            .detach(|| {
+                let shards = list_shards_with(pattern, &fetcher)?;
+                // A scheme this build cannot read fails here, not shard by shard.
+                fetcher.capability(&shards[0])?;
+                Ok::<_, spdl_sources::Error>(shards)
+            })
+            .map_err(sources_err)?;
+        let source = ShardSource::new(shards, dist, options)
+            .map_err(sources_err)?
+            .with_fetcher(fetcher)
+            .with_shuffle_buffer(shuffle_buffer);
         Ok(TarShards {
             source,
             next_epoch: AtomicU64::new(0),
             resume_at: Mutex::new(None),
             failures: Arc::default(),
+            shuffle_buffer: shuffle_buffer > 1,
         })
     }
 
@@ -68,7 +125,7 @@ impl TarShards {
         self.source
             .shards()
             .iter()
-            .map(|p| p.display().to_string())
+            .map(ToString::to_string)
             .collect()
     }
 
@@ -89,18 +146,40 @@ impl TarShards {
     }
 
     /// Makes the next `iter()` yield the rest of an epoch after the sample whose `__state__`
-    /// is `state` (`(epoch, shard, offset)`); later ones go on with the next epochs.
-    fn resume(&self, state: (u64, usize, u64)) {
-        let (epoch, shard, offset) = state;
+    /// is `state` (`(epoch, shard, offset)`, or `(epoch, shard, offset, draws, buffered)` with
+    /// a shuffle buffer); later ones go on with the next epochs.
+    ///
+    /// Raises `ValueError` for a tuple of another length or a `buffered` that is not a
+    /// multiple of 24 bytes.
+    fn resume(&self, state: &Bound<'_, PyTuple>) -> PyResult<()> {
+        let bad = || PyValueError::new_err("state must be a __state__ tuple of a TarShards sample");
+        let (epoch, shard, offset): (u64, usize, u64) = (
+            state.get_item(0)?.extract()?,
+            state.get_item(1)?.extract()?,
+            state.get_item(2)?.extract()?,
+        );
+        let (draws, buffered) = match state.len() {
+            3 => (0, Vec::new()),
+            5 => {
+                let draws: u64 = state.get_item(3)?.extract()?;
+                let packed: Vec<u8> = state.get_item(4)?.extract()?;
+                (draws, unpack_spans(&packed).ok_or_else(bad)?)
+            }
+            _ => return Err(bad()),
+        };
         *lock(&self.resume_at) = Some(ShardState {
             epoch,
             shard,
             offset,
+            draws,
+            buffered,
         });
+        Ok(())
     }
 
     /// Raises `ValueError` when a `resume` state names a shard this rank does not read.
     fn __iter__(&self) -> PyResult<TarShardIter> {
+        let buffered = self.shuffle_buffer;
         let (epoch, samples) = match lock(&self.resume_at).take() {
             Some(state) => {
                 let samples = self.source.resume(&state).map_err(sources_err)?;
@@ -118,6 +197,7 @@ impl TarShards {
             paths: self.shards(),
             failures: Arc::clone(&self.failures),
             epoch,
+            buffered,
             warned: Mutex::new(false),
         })
     }
@@ -135,6 +215,8 @@ pub(crate) struct TarShardIter {
     paths: Vec<String>,
     failures: Arc<Mutex<Vec<String>>>,
     epoch: u64,
+    /// Whether a shuffle buffer is in use (`__state__` has five items).
+    buffered: bool,
     warned: Mutex<bool>,
 }
 
@@ -146,20 +228,37 @@ impl TarShardIter {
 
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyDict>>> {
         loop {
-            let next = py.detach(|| lock(&self.samples).next());
+            let next = py.detach(|| {
+                let mut samples = lock(&self.samples);
+                let next = samples.next();
+                let state = (self.buffered && matches!(next, Some(Ok(_)))).then(|| samples.state());
+                (next, state)
+            });
             match next {
-                Some(Ok(sample)) => {
+                (Some(Ok(sample)), state) => {
                     let d = PyDict::new(py);
                     d.set_item("__key__", &sample.key)?;
                     d.set_item("__shard__", self.paths.get(sample.shard))?;
-                    d.set_item("__state__", (self.epoch, sample.shard, sample.end))?;
+                    match state {
+                        Some(st) => d.set_item(
+                            "__state__",
+                            (
+                                st.epoch,
+                                st.shard,
+                                st.offset,
+                                st.draws,
+                                PyBytes::new(py, &pack_spans(&st.buffered)),
+                            ),
+                        )?,
+                        None => d.set_item("__state__", (self.epoch, sample.shard, sample.end))?,
+                    }
                     for (field, data) in &sample.fields {
                         d.set_item(field, PyBytes::new(py, data))?;
                     }
                     return Ok(Some(d.unbind()));
                 }
-                Some(Err(e)) => lock(&self.failures).push(e.to_string()),
-                None => {
+                (Some(Err(e)), _) => lock(&self.failures).push(e.to_string()),
+                (None, _) => {
                     let failures = lock(&self.failures).clone();
                     let mut warned = lock(&self.warned);
                     if !failures.is_empty() && !*warned {

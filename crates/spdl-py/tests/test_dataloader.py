@@ -110,3 +110,93 @@ def test_pytorch_dataloader_with_torch_defaults():
     got = list(dl)
     assert [b.shape for b in got] == [(4, 2), (4, 2), (2, 2)]
     assert torch.cat(got)[:, 1].tolist() == [2 * i for i in range(10)]
+
+
+class Rows:
+    """A map-style torch dataset: row ``i`` is ``[i, i * i]`` (int64) with its label ``i % 3``."""
+
+    def __len__(self):
+        return 11
+
+    def __getitem__(self, i):
+        import torch
+
+        return torch.tensor([i, i * i]), i % 3
+
+
+def _same_batches(ours, theirs):
+    assert len(ours) == len(theirs)
+    for a, b in zip(ours, theirs):
+        assert type(a) is type(b)
+        if isinstance(a, (list, tuple)):
+            _same_batches(a, b)
+        elif isinstance(a, int):
+            assert a == b
+        else:
+            import torch
+
+            assert torch.equal(a, b), (a, b)
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},  # batch_size=1, SequentialSampler, default_collate
+        {"batch_size": 4},
+        {"batch_size": 4, "drop_last": True},
+        {"batch_size": None},  # default_convert of single items
+        {"batch_size": 3, "shuffle": True},
+        {"batch_size": None, "shuffle": True},
+    ],
+)
+def test_pytorch_dataloader_matches_torch_defaults(kwargs):
+    import torch
+    from torch.utils.data import DataLoader as TorchDataLoader
+
+    from torch.utils.data import RandomSampler
+
+    kwargs = dict(kwargs)
+    ours_gen = None
+    theirs = dict(kwargs)
+    if kwargs.get("shuffle"):
+        # The draws of torch's RandomSampler for the seed, as SPDL: torch's DataLoader(generator=)
+        # also takes a worker base seed from the generator first, SPDL's loader does not.
+        ours_gen = torch.Generator().manual_seed(7)
+        del theirs["shuffle"]
+        theirs["sampler"] = RandomSampler(Rows(), generator=torch.Generator().manual_seed(7))
+    ours = list(get_pytorch_dataloader(Rows(), num_workers=2, in_order=True, generator=ours_gen, **kwargs))
+    want = list(TorchDataLoader(Rows(), num_workers=0, **theirs))
+    assert len(want) == {1: 11, 4: 3, 3: 4, None: 11}[kwargs.get("batch_size", 1)] - (1 if kwargs.get("drop_last") else 0)
+    _same_batches(ours, want)
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
+def test_pytorch_dataloader_torch_specific_arguments(caplog):
+    import torch
+    from torch.utils.data import IterableDataset
+
+    class Stream(IterableDataset):
+        def __iter__(self):
+            yield from range(3)
+
+    with pytest.raises(ValueError, match="IterableDataset is not supported"):
+        get_pytorch_dataloader(Stream())
+    with pytest.warns(UserWarning, match="num_workers` is 0"):
+        dl = get_pytorch_dataloader(Rows(), batch_size=11, num_workers=0)
+    (batch,) = list(dl)
+    assert batch[0][:, 1].tolist() == [i * i for i in range(11)]
+    if not torch.cuda.is_available():
+        with caplog.at_level("WARNING"):
+            dl = get_pytorch_dataloader(Rows(), batch_size=11, pin_memory=True)
+        assert "no accelerator is found" in caplog.text
+        (batch,) = list(dl)
+        assert not batch[0].is_pinned() and batch[1].tolist() == [i % 3 for i in range(11)]
+
+
+def test_pytorch_dataloader_num_workers_zero_without_torch():
+    with pytest.warns(UserWarning, match="num_workers` is 0"):
+        dl = get_pytorch_dataloader(Squares(3), batch_size=None, sampler=range(3), collate_fn=first, num_workers=0)
+    assert sorted(dl) == [0, 1, 4]
+    with pytest.raises(ValueError, match="num_workers` must be greater than 0"):
+        get_pytorch_dataloader(Squares(3), batch_size=None, sampler=range(3), collate_fn=first, num_workers=-1)

@@ -47,6 +47,10 @@ def pid_of(_):
     return os.getpid()
 
 
+def pid_of_pair(x):
+    return (x, os.getpid())
+
+
 def odd_only(x):
     return x if x % 2 else None
 
@@ -119,7 +123,7 @@ def test_validation():
         PathVariants(odd_only, [[SourceConfig([1])]])
     with pytest.raises(ValueError, match="Path 1 is empty"):
         PathVariants(odd_only, [[Pipe(double)], []])
-    with pytest.raises(TypeError, match="ProcessPoolExecutorConfig or MAIN_PROCESS"):
+    with pytest.raises(TypeError, match="ProcessPoolExecutorConfig, an InterpreterPoolExecutorConfig or MAIN_PROCESS"):
         PlacementConfig("elsewhere")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="PipelineConfig"):
         build_pipeline(PipelineBuilder(), num_threads=1)  # type: ignore[arg-type]
@@ -288,6 +292,19 @@ def test_path_variants():
     p = b.add_sink(1).build(num_threads=1)
     with p.auto_stop():
         assert list(p) == [[0, 4, -1, -3]]
+    nested = PipelineConfig(
+        src=SourceConfig([[1, 2], [3], [4, 6]]),
+        pipes=[
+            PathVariants(
+                lambda batch: len(batch) % 2,
+                [[Disaggregate(), PathVariants(even_odd, [[Pipe(double)], [Pipe(negate)]])], [Pipe(sum)]],
+            )
+        ],
+        sink=SinkConfig(2),
+    )
+    p = build_pipeline(nested, num_threads=2)
+    with p.auto_stop():
+        assert sorted(p) == sorted([-1, 4, 3, 8, 12])  # [1, 2] and [4, 6] split and routed, [3] summed
     bad = PipelineConfig(src=SourceConfig([1]), pipes=[PathVariants(even_odd, [[Aggregate(2)]])], sink=SinkConfig(1))
     with pytest.raises(NotImplementedError, match="AggregateConfig"):
         build_pipeline(bad, num_threads=1)
@@ -312,8 +329,66 @@ def test_placement_runs_in_process_pool():
     worker_pids = {w for w, _ in got}
     assert os.getpid() not in worker_pids and 1 <= len(worker_pids) <= 2
     assert {m for _, m in got} == {os.getpid()}
-    with pytest.raises(NotImplementedError, match="buffer_size"):
-        PipelineBuilder().add_source([1]).to(MAIN_PROCESS, buffer_size=2).add_sink(1).build(num_threads=1)
+    closing = (
+        PipelineBuilder()
+        .add_source([1])
+        .to(ProcessPoolExecutorConfig(max_workers=1, mp_context="spawn"))
+        .pipe(double)
+        .to(MAIN_PROCESS, buffer_size=2)
+        .add_sink(1)
+    )
+    with pytest.raises(NotImplementedError, match=r"buffer_size=2\) closing a worker-pool region"):
+        closing.build(num_threads=1)
+
+
+def test_region_checks_as_spdl():
+    pool = ProcessPoolExecutorConfig(max_workers=1, mp_context="spawn")
+
+    def build(b):
+        return b.add_sink(1).build(num_threads=1)
+
+    with pytest.raises(ValueError, match="must be closed with `to\\(MAIN_PROCESS\\)` before `add_sink\\(\\)`"):
+        build(PipelineBuilder().add_source([1]).to(pool).pipe(double))
+    with pytest.raises(ValueError, match="An empty `to\\(...\\)` region has no stages"):
+        build(PipelineBuilder().add_source([1]).to(pool).to(MAIN_PROCESS).pipe(double))
+    with pytest.raises(ValueError, match="output_order='input'` cannot run inside a `to\\(\\)` region"):
+        build(PipelineBuilder().add_source([1]).to(pool).pipe(double, output_order="input").to(MAIN_PROCESS))
+    nested = PathVariants(even_odd, [[Pipe(double, output_order="input")], [Pipe(negate)]])
+    cfg = PipelineConfig(
+        src=SourceConfig([1]), pipes=[PlacementConfig(pool), nested, PlacementConfig(MAIN_PROCESS)], sink=SinkConfig(1)
+    )
+    with pytest.raises(ValueError, match="output_order='input'"):
+        build_pipeline(cfg, num_threads=1)
+    with concurrent.futures.ThreadPoolExecutor(1) as ex, pytest.raises(TypeError, match="not a live Executor"):
+        PipelineBuilder().to(ex)  # type: ignore[arg-type]
+
+
+def twice(x):
+    yield x
+    yield x
+
+
+def test_placement_buffer_size_fuses_transfers():
+    b = (
+        PipelineBuilder()
+        .add_source(range(10))
+        .to(ProcessPoolExecutorConfig(max_workers=2, mp_context="spawn"), buffer_size=4)
+        .pipe(plus_one)
+        .pipe(twice)
+        .pipe(pid_of_pair)
+        .to(MAIN_PROCESS)
+        .pipe(lambda v: (*v, os.getpid()))
+        .add_sink(3)
+    )
+    assert repr(b.get_config().pipes[0]).endswith(", buffer_size=4)")
+    p = build_pipeline(b.get_config(), num_threads=2)
+    with p.auto_stop():
+        got = list(p)
+    assert sorted(x for x, _, _ in got) == sorted(2 * [i + 1 for i in range(10)])
+    assert os.getpid() not in {w for _, w, _ in got} and {m for _, _, m in got} == {os.getpid()}
+    by_name = {s.name: s for s in p.get_stats().stages}
+    fused = by_name["plus_one+twice+pid_of_pair"]
+    assert (fused.items_in, fused.items_out) == (3, 20)  # 10 items in transfers of 4, 4 and 2
 
 
 def test_executor_with_native_op_is_refused():

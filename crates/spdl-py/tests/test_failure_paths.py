@@ -58,11 +58,12 @@ def test_op_hanging_past_the_timeout_then_released(thread_baseline):
 
 
 def test_stop_while_an_op_hangs_waits_for_it_then_joins(thread_baseline):
-    release = threading.Event()
+    started, release = threading.Event(), threading.Event()
     finished = []
 
     def op(x):
         if x == 1:
+            started.set()
             release.wait()
             finished.append(x)
         return x
@@ -70,6 +71,9 @@ def test_stop_while_an_op_hangs_waits_for_it_then_joins(thread_baseline):
     p = PipelineBuilder().add_source(range(4)).pipe(op).add_sink(1).build(num_threads=1)
     p.start()
     assert p.get_item(timeout=10) == 0
+    # Only an op that has started is promised to finish: wait until op(1) runs (under load the
+    # scheduler may not have handed item 1 over yet when item 0 arrives).
+    assert started.wait(timeout=10)
     # The documented rule: an op running at stop() finishes its current call first.
     threading.Timer(0.2, release.set).start()
     p.stop()

@@ -369,7 +369,7 @@ def test_running_pipeline_at_exit_does_not_hang():
 
 
 def test_builder_errors():
-    with pytest.raises(ValueError):
+    with pytest.raises(RuntimeError, match="Source is not set"):  # as SPDL's get_config()
         PipelineBuilder().build(num_threads=1)
     with pytest.raises(ValueError):
         PipelineBuilder().add_source([1]).pipe(lambda x: x, output_order="random")

@@ -116,7 +116,7 @@ def test_fraction_out_of_range_raises_value_error(bad):
     with pytest.raises(ValueError, match=r"range \(0, 1\]"):
         PipelineBuilder().add_source([1]).pipe(str, max_failures=bad)
     with pytest.raises(ValueError, match=r"range \(0, 1\]"):
-        PipelineBuilder().add_source([1]).build(num_threads=1, max_failures=bad)
+        PipelineBuilder().add_source([1]).add_sink(1).build(num_threads=1, max_failures=bad)
     with pytest.raises(TypeError, match="max_failures"):
         PipelineBuilder().add_source([1]).pipe(str, max_failures=0.5)
 
@@ -274,10 +274,12 @@ def test_custom_aggregator(thread_baseline):
     agg = Concat()
     assert run(PipelineBuilder().add_source(words).aggregate(agg, drop_last=True)) == ["abbcccdddd"]
     assert agg.flushes == 0, "drop_last: flush is not called"
-    p = PipelineBuilder().add_source(["a", "boom", "bbbbbbbbbb"]).aggregate(Concat()).add_sink(3).build(num_threads=1)
+    concat = Concat()
+    p = PipelineBuilder().add_source(["a", "boom", "bbbbbbbbbb"]).aggregate(concat).add_sink(3).build(num_threads=1)
     with p.auto_stop():
         assert list(p) == ["abbbbbbbbbb"]
-        assert p.get_stats().stage("Concat").failures == 1
+        # SPDL's stage name for an aggregator: aggregate(op=<its repr>, drop_last=...)
+        assert p.get_stats().stage(f"aggregate(op={concat!r}, drop_last=False)").failures == 1
 
 
 def test_aggregator_is_flushed_at_each_epoch_of_a_continuous_source(thread_baseline):
@@ -434,7 +436,7 @@ def test_task_hooks_run_once_per_task_with_the_task_inside(samples, thread_basel
     assert min(made["slow"].times) >= 0.02, "the task runs inside task_hook"
     assert len(made["aop"].inputs) == 5 and min(made["aop"].times) >= 0.01
     assert made["read_file"].inputs == [None] * 5, "native op: called once per task, no Python input"
-    assert len(made["aggregate(2)"].inputs) == 5, "aggregate with hooks: one task per accumulate"
+    assert len(made["aggregate(op=collate(2), drop_last=False)"].inputs) == 5, "aggregate with hooks: one task per accumulate"
     # disaggregate with hooks: one task per step, the last (StopAsyncIteration) of each of the
     # 3 lists included, as SPDL's async generator stages.
     assert len(made["disaggregate"].inputs) == 5 + 3
@@ -472,7 +474,7 @@ def test_stage_infos_given_to_the_factory():
     )
     with p.auto_stop():
         assert list(p) == [[1]]
-    assert [(i.stage_id, i.stage_name, i.concurrency) for i in infos] == [("11", "a", 3), ("12", "aggregate(1)", 1)]
+    assert [(i.stage_id, i.stage_name, i.concurrency) for i in infos] == [("11", "a", 3), ("12", "aggregate(op=collate(1), drop_last=False)", 1)]
     assert infos[0].pipeline_id == infos[1].pipeline_id
     assert str(infos[0]) == f"{infos[0].pipeline_id}:11:a[3]"
     assert isinstance(infos[0], StageInfo)
@@ -704,7 +706,7 @@ def test_profile_pipeline_sweeps_each_stage(thread_baseline):
     b = PipelineBuilder().add_source(range(100)).pipe(double, concurrency=2).aggregate(10).add_sink(3)
     seen = []
     results = profile_pipeline(b.get_config(), num_inputs=40, callback=seen.append, hook=Hook())
-    assert [r.name for r in results] == ["double", "aggregate(10)"] and seen == list(results)
+    assert [r.name for r in results] == ["double", "aggregate(op=collate(10), drop_last=False)"] and seen == list(results)
     assert all(isinstance(r, ProfileResult) for r in results)
     assert [s.concurrency for s in results[0].stats] == [32, 16, 8, 4, 1]
     assert [s.concurrency for s in results[1].stats] == [1]
@@ -713,7 +715,7 @@ def test_profile_pipeline_sweeps_each_stage(thread_baseline):
     best = max(s.qps for s in results[0].stats)
     rec = next(s for s in results[0].stats if s.concurrency == results[0].recommended_concurrency)
     assert rec.qps >= 0.95 * best
-    assert calls[0] == "pipeline" and ("double", 32) in calls and ("aggregate(10)", 1) in calls
+    assert calls[0] == "pipeline" and ("double", 32) in calls and ("aggregate(op=collate(10), drop_last=False)", 1) in calls
     with pytest.raises(RuntimeError, match="Sink is not set"):
         PipelineBuilder().add_source([1]).get_config()
 

@@ -104,3 +104,33 @@ def test_resume_after_a_sample_yields_the_rest_of_the_epoch(tmp_path):
     bad.resume((0, 99, 0))
     with pytest.raises(ValueError, match="not read by this rank"):
         iter(bad)
+
+
+def test_shuffle_buffer_is_seeded_exactly_once_and_resumes_exactly(tmp_path):
+    pattern = write_shards(tmp_path, 4, 6)
+    plain = [s["__key__"] for s in TarShards(pattern, rank=0, world_size=1, seed=3)]
+
+    def epoch(**kw):
+        return list(TarShards(pattern, rank=0, world_size=1, seed=3, shuffle_buffer=5, **kw))
+
+    full = epoch()
+    keys = [s["__key__"] for s in full]
+    assert sorted(keys) == sorted(plain) and len(set(keys)) == 24
+    assert keys != plain  # the buffer reorders within the shard order
+    assert keys == [s["__key__"] for s in epoch()]  # seeded
+    epoch_, shard, offset, draws, buffered = full[7]["__state__"]
+    assert (epoch_, draws) == (0, 8) and len(buffered) == 4 * 24  # filled to 5, one drawn
+    for cut in (0, 7, 20):
+        fresh = TarShards(pattern, rank=0, world_size=1, seed=3, shuffle_buffer=5)
+        fresh.resume(full[cut]["__state__"])
+        rest = list(fresh)
+        assert [s["__key__"] for s in rest] == keys[cut + 1 :]
+        assert [s["jpg"] for s in rest] == [s["jpg"] for s in full[cut + 1 :]]
+    bad = TarShards(pattern, rank=0, world_size=1, shuffle_buffer=5)
+    with pytest.raises(ValueError, match="__state__"):
+        bad.resume((0, 0, 0, 1, b"short"))
+
+
+def test_remote_patterns_need_their_feature():
+    with pytest.raises(ValueError, match="source-s3"):
+        TarShards("s3://bucket/train-{0000..0003}.tar", rank=0, world_size=1)

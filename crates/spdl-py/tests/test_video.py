@@ -296,7 +296,7 @@ def test_pipeline_of_native_video_stages_delivers_every_file(tmp_path):
     got = {}
     with pipeline.auto_stop():
         for v in pipeline:
-            assert isinstance(v, io.VideoFrames)
+            assert isinstance(v, io.DecodedVideo)
             got[pathlib.Path(v.key).name] = np.asarray(v.frames)
     assert sorted(got) == names
     assert all(a.shape == (2, 32, 32, 3) for a in got.values())

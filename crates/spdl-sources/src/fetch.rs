@@ -138,6 +138,14 @@ impl Fetcher {
         self.fetch_inner(uri, Some(range)).await
     }
 
+    /// The object at `uri` from byte `start` on, as one sequential stream (see
+    /// [`crate::backend::Backend::open`]).
+    #[cfg(feature = "source-local")]
+    pub(crate) async fn open(&self, uri: &Uri, start: u64) -> Result<crate::backend::Opened> {
+        let backend = self.inner.backends.for_uri(uri)?;
+        backend.open(&self.inner.options, uri, start).await
+    }
+
     async fn fetch_inner(&self, uri: &Uri, range: Option<Range<u64>>) -> Result<Bytes> {
         let backend = self.inner.backends.for_uri(uri)?;
         backend.read(&self.inner.options, uri, range).await

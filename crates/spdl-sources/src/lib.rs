@@ -18,6 +18,7 @@
 //!   under a changed world size ([`merge_states`], [`Sampler::resume`]; Mosaic Streaming's
 //!   elastic resumption).
 //! - [`shards`] (feature `source-local`): tar shards in the WebDataset layout from local disk,
+//!   HTTP(S) or S3 (with `source-http` / `source-s3`), with a seeded shuffle buffer,
 //!   dealt to ranks shard by shard and cut into samples by key.
 //! - [`Error`]: the one error type, with an [`ErrorKind`] and the path it concerns.
 //!

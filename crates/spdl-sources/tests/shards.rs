@@ -6,12 +6,17 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use spdl_io::array::tar::TarWriter;
-use spdl_sources::shards::{list_shards, ShardErrorKind, ShardSource};
-use spdl_sources::{DistInfo, Remainder, SamplerOptions};
+use spdl_sources::shards::{list_shards, ShardErrorKind, ShardSource, ShardState};
+use spdl_sources::{DistInfo, Remainder, SamplerOptions, Uri};
 
 /// `n_shards` shards of `per_shard` samples; sample `i` is `s/{i:05}` with fields `jpg`
 /// (its index as text, repeated) and `cls` (`i % 10`). Returns the shard paths.
 fn write_shards(dir: &Path, n_shards: usize, per_shard: usize) -> Vec<PathBuf> {
+    write_sized(dir, n_shards, per_shard, 100)
+}
+
+/// As [`write_shards`], the `jpg` field `repeat` times the index.
+fn write_sized(dir: &Path, n_shards: usize, per_shard: usize, repeat: usize) -> Vec<PathBuf> {
     (0..n_shards)
         .map(|s| {
             let path = dir.join(format!("train-{s:04}.tar"));
@@ -20,7 +25,7 @@ fn write_shards(dir: &Path, n_shards: usize, per_shard: usize) -> Vec<PathBuf> {
                 let i = s * per_shard + j;
                 w.append(
                     &format!("s/{i:05}.jpg"),
-                    i.to_string().repeat(100).as_bytes(),
+                    i.to_string().repeat(repeat).as_bytes(),
                 )
                 .unwrap();
                 w.append(&format!("s/{i:05}.cls"), (i % 10).to_string().as_bytes())
@@ -30,6 +35,10 @@ fn write_shards(dir: &Path, n_shards: usize, per_shard: usize) -> Vec<PathBuf> {
             path
         })
         .collect()
+}
+
+fn uris(paths: &[PathBuf]) -> Vec<Uri> {
+    paths.iter().cloned().map(Uri::Local).collect()
 }
 
 fn options(seed: u64) -> SamplerOptions {
@@ -49,6 +58,7 @@ fn every_sample_once_per_epoch_over_1_to_4_ranks() {
         dir.path().display()
     ))
     .unwrap();
+    let paths = uris(&paths);
     assert_eq!(listed, paths);
     assert_eq!(list_shards(dir.path().to_str().unwrap()).unwrap(), paths);
 
@@ -85,7 +95,7 @@ fn every_sample_once_per_epoch_over_1_to_4_ranks() {
 #[test]
 fn shard_order_is_seeded_and_changes_per_epoch() {
     let dir = tempfile::tempdir().unwrap();
-    let paths = write_shards(dir.path(), 16, 1);
+    let paths = uris(&write_shards(dir.path(), 16, 1));
     let src = ShardSource::new(paths.clone(), DistInfo::single(), options(3)).unwrap();
     let again = ShardSource::new(paths.clone(), DistInfo::single(), options(3)).unwrap();
     let other_seed = ShardSource::new(paths, DistInfo::single(), options(4)).unwrap();
@@ -109,8 +119,8 @@ fn truncated_and_missing_shards_are_named_and_the_epoch_goes_on() {
     let bytes = std::fs::read(&paths[1]).unwrap();
     let at = bytes.windows(8).position(|w| w == b"66666666").unwrap();
     std::fs::write(&paths[1], &bytes[..at + 10]).unwrap();
-    let mut shards = paths.clone();
-    shards.push(dir.path().join("gone.tar"));
+    let mut shards = uris(&paths);
+    shards.push(Uri::Local(dir.path().join("gone.tar")));
     let src = ShardSource::new(
         shards,
         DistInfo::single(),
@@ -135,7 +145,7 @@ fn truncated_and_missing_shards_are_named_and_the_epoch_goes_on() {
     let errors: Vec<_> = items.iter().filter_map(|r| r.as_ref().err()).collect();
     assert_eq!(errors.len(), 2);
     assert_eq!(errors[0].kind, ShardErrorKind::Truncated);
-    assert_eq!(errors[0].shard, paths[1]);
+    assert_eq!(errors[0].shard, paths[1].display().to_string());
     assert_eq!(errors[0].key.as_deref(), Some("s/00006"));
     assert!(
         errors[0]
@@ -164,7 +174,7 @@ fn duplicate_fields_fail_the_sample_only() {
         w.append(name, data.as_bytes()).unwrap();
     }
     w.finish().unwrap();
-    let src = ShardSource::new(vec![path], DistInfo::single(), options(0)).unwrap();
+    let src = ShardSource::new(vec![Uri::Local(path)], DistInfo::single(), options(0)).unwrap();
     let items: Vec<_> = src.epoch(0).collect();
     assert_eq!(items.len(), 3);
     assert_eq!(items[0].as_ref().unwrap().key, "a");
@@ -200,7 +210,7 @@ fn listing_errors() {
 fn resume_mid_shard_reads_no_shard_from_its_start_again() {
     let dir = tempfile::tempdir().unwrap();
     let paths = write_shards(dir.path(), 3, 4);
-    let src = ShardSource::new(paths.clone(), DistInfo::single(), options(11)).unwrap();
+    let src = ShardSource::new(uris(&paths), DistInfo::single(), options(11)).unwrap();
     let all: Vec<_> = src.epoch(2).map(Result::unwrap).collect();
     assert_eq!(all.len(), 12);
     // Offsets tile each shard: a sample starts where the one before ended.
@@ -223,16 +233,100 @@ fn resume_mid_shard_reads_no_shard_from_its_start_again() {
         std::fs::write(shard, &saved).unwrap();
         assert_eq!(rest, all[cut + 1..], "resumed after sample {cut}");
     }
-    let other_rank = ShardSource::new(paths, DistInfo::new(1, 3).unwrap(), options(11)).unwrap();
+    let other_rank =
+        ShardSource::new(uris(&paths), DistInfo::new(1, 3).unwrap(), options(11)).unwrap();
     let mine = other_rank.epoch_shards(2)[0];
     let not_mine = (0..3).find(|&s| s != mine).unwrap();
     let bad = spdl_sources::shards::ShardState {
         epoch: 2,
         shard: not_mine,
         offset: 0,
+        draws: 0,
+        buffered: Vec::new(),
     };
     assert_eq!(
         other_rank.resume(&bad).err().unwrap().kind(),
         spdl_sources::ErrorKind::InvalidState
     );
+}
+
+/// `n` shards of `per` samples each, written once per shape and shared by the cases.
+fn shared_shards(n: usize, per: usize) -> Vec<Uri> {
+    use std::sync::{Mutex, OnceLock};
+    static DIRS: OnceLock<Mutex<BTreeMap<(usize, usize), tempfile::TempDir>>> = OnceLock::new();
+    let mut dirs = DIRS.get_or_init(Default::default).lock().unwrap();
+    let dir = dirs.entry((n, per)).or_insert_with(|| {
+        let d = tempfile::tempdir().unwrap();
+        write_sized(d.path(), n, per, 3);
+        d
+    });
+    uris(
+        &(0..n)
+            .map(|s| dir.path().join(format!("train-{s:04}.tar")))
+            .collect::<Vec<_>>(),
+    )
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 48, ..Default::default() })]
+
+    /// Every sample exactly once per epoch over 1-8 ranks, equal counts per rank, with and
+    /// without a shuffle buffer.
+    #[test]
+    fn exactly_once_over_ranks(
+        world in 1u64..=8,
+        per_rank in 1usize..=2,
+        per in 1usize..=4,
+        buffer in 0usize..=6,
+        seed in 0u64..1000,
+        epoch in 0u64..3,
+    ) {
+        let n = world as usize * per_rank;
+        let shards = shared_shards(n, per);
+        let mut seen: BTreeMap<String, u32> = BTreeMap::new();
+        let mut counts = Vec::new();
+        for rank in 0..world {
+            let src = ShardSource::new(shards.clone(), DistInfo::new(rank, world).unwrap(), options(seed))
+                .unwrap()
+                .with_shuffle_buffer(buffer);
+            let mut c = 0;
+            for s in src.epoch(epoch) {
+                *seen.entry(s.unwrap().key).or_default() += 1;
+                c += 1;
+            }
+            counts.push(c);
+        }
+        proptest::prop_assert_eq!(seen.len(), n * per);
+        proptest::prop_assert!(seen.values().all(|&c| c == 1));
+        proptest::prop_assert!(counts.iter().all(|&c| c == per_rank * per));
+    }
+
+    /// A resume from the state after any number of samples (JSON round trip) yields exactly
+    /// the rest of the epoch, in the same order.
+    #[test]
+    fn resume_at_any_point_gives_exactly_the_rest(
+        world in 1u64..=4,
+        rank_pick in 0u64..4,
+        n in 1usize..=8,
+        per in 1usize..=4,
+        buffer in 0usize..=6,
+        seed in 0u64..1000,
+        cut_pick in 0usize..1000,
+    ) {
+        let shards = shared_shards(n, per);
+        let rank = rank_pick % world;
+        let src = ShardSource::new(shards, DistInfo::new(rank, world).unwrap(), options(seed))
+            .unwrap()
+            .with_shuffle_buffer(buffer);
+        let full: Vec<_> = src.epoch(1).map(Result::unwrap).collect();
+        let cut = cut_pick % (full.len() + 1);
+        let mut it = src.epoch(1);
+        for _ in 0..cut {
+            it.next().unwrap().unwrap();
+        }
+        let json = serde_json::to_string(&it.state()).unwrap();
+        let state: ShardState = serde_json::from_str(&json).unwrap();
+        let rest: Vec<_> = src.resume(&state).unwrap().map(Result::unwrap).collect();
+        proptest::prop_assert_eq!(&rest[..], &full[cut..]);
+    }
 }

@@ -1,9 +1,12 @@
-//! Drives a `Stream` from a plain thread (the source thread), parking between items.
+//! Drives a `Stream` or a future from a plain thread (the source thread, the consumer),
+//! parking while it waits.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::Thread;
+use std::time::Instant;
 
 use futures_core::Stream;
 
@@ -46,5 +49,24 @@ impl<T> Iterator for BlockingStream<T> {
                 Poll::Pending => std::thread::park(),
             }
         }
+    }
+}
+
+/// Polls `fut` from this thread until it is ready (`Some`) or `deadline` passes (`None`),
+/// parking in between. It needs no runtime, so it works while the pipeline's runtime shuts
+/// down; `fut` must not need a tokio reactor (a channel receive is fine).
+pub(crate) fn block_on_until<F: Future>(fut: F, deadline: Instant) -> Option<F::Output> {
+    let mut fut = std::pin::pin!(fut);
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    loop {
+        if let Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
+            return Some(out);
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return None;
+        }
+        std::thread::park_timeout(deadline - now);
     }
 }

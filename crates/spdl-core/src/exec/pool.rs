@@ -42,6 +42,11 @@ impl WorkerPool {
         })
     }
 
+    /// The workers' thread ids (to tell whether a call comes from one of them).
+    pub(crate) fn thread_ids(&self) -> Vec<std::thread::ThreadId> {
+        self.threads.iter().map(|t| t.thread().id()).collect()
+    }
+
     /// A handle that submits jobs to this pool.
     pub(crate) fn submitter(&self) -> Submitter {
         Submitter {

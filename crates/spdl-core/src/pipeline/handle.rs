@@ -2,14 +2,15 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::thread::JoinHandle;
-use std::time::Duration;
+use std::thread::{JoinHandle, ThreadId};
+use std::time::{Duration, Instant};
 
 use futures_core::Stream;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::exec::block_on::block_on_until;
 use crate::exec::pool::WorkerPool;
 use crate::exec::queue::{QueueMeter, QueueRx};
 use crate::exec::spawned::SpawnedTask;
@@ -24,9 +25,10 @@ type Task = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 /// The scheduler thread: owns a current-thread tokio runtime that runs every stage task, and
 /// the worker pool. Stopping it aborts the tasks, then joins the workers.
 pub(crate) struct Runtime {
-    handle: tokio::runtime::Handle,
-    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    shutdown: Arc<Mutex<Option<tokio::sync::oneshot::Sender<()>>>>,
     thread: Option<JoinHandle<()>>,
+    /// The scheduler's and the workers' thread ids.
+    threads: Vec<ThreadId>,
 }
 
 impl Runtime {
@@ -43,8 +45,8 @@ impl Runtime {
             .map_err(|e| {
                 Error::new(ErrorKind::Stopped, format!("cannot start the runtime: {e}"))
             })?;
-        let handle = rt.handle().clone();
         let (shutdown_tx, shutdown_rx) = tokio::sync::oneshot::channel::<()>();
+        let mut threads = pool.thread_ids();
         let thread = std::thread::Builder::new()
             .name("spdl-scheduler".into())
             .spawn(move || {
@@ -69,20 +71,56 @@ impl Runtime {
                     format!("cannot start the scheduler: {e}"),
                 )
             })?;
+        threads.push(thread.thread().id());
         Ok(Runtime {
-            handle,
-            shutdown: Some(shutdown_tx),
+            shutdown: Arc::new(Mutex::new(Some(shutdown_tx))),
             thread: Some(thread),
+            threads,
         })
     }
 
-    fn stop(&mut self) {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
+    /// Stops the scheduler and joins it (it joins the workers). From the scheduler or a worker
+    /// thread it only asks for the stop: joining would wait for the calling thread itself.
+    fn stop(&mut self, on_own_thread: bool) {
+        request_shutdown(&self.shutdown);
+        if on_own_thread {
+            return; // dropping the handle detaches the scheduler, which ends on its own
         }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+fn request_shutdown(shutdown: &Mutex<Option<tokio::sync::oneshot::Sender<()>>>) {
+    let tx = shutdown.lock().unwrap_or_else(|e| e.into_inner()).take();
+    if let Some(tx) = tx {
+        let _ = tx.send(());
+    }
+}
+
+/// Stops a [`Pipeline`] from anywhere, without blocking: from an op, a hook or another thread
+/// (get one with [`Pipeline::stop_handle`]). Cheap to clone.
+///
+/// [`StopHandle::stop`] aborts every stage (an op running at that moment finishes its call);
+/// the consumer then gets [`ErrorKind::Stopped`] once the items already in the sink are
+/// taken. The threads are joined by [`Pipeline::stop`] or when the pipeline is dropped.
+#[derive(Clone)]
+pub struct StopHandle {
+    shutdown: Arc<Mutex<Option<tokio::sync::oneshot::Sender<()>>>>,
+    threads: Arc<[ThreadId]>,
+}
+
+impl StopHandle {
+    /// Asks the pipeline to stop and returns at once. Idempotent.
+    pub fn stop(&self) {
+        request_shutdown(&self.shutdown);
+    }
+
+    /// Whether the calling thread is one of the pipeline's own: its scheduler, a worker or its
+    /// source thread (where a blocking stop would wait for itself).
+    pub fn is_engine_thread(&self) -> bool {
+        self.threads.contains(&std::thread::current().id())
     }
 }
 
@@ -128,6 +166,7 @@ pub struct Pipeline<T> {
     progress: Progress,
     /// Positions to skip in the next epoch started (from `load_state_dict`).
     resume: Option<Progress>,
+    stop_handle: StopHandle,
 }
 
 /// What the consumer has received so far: enough to resume the epoch in a fresh process with
@@ -155,6 +194,12 @@ impl<T: Send + 'static> Pipeline<T> {
         queues: Vec<Arc<QueueMeter>>,
         failures: Arc<Failures>,
     ) -> Self {
+        let mut threads = runtime.threads.clone();
+        threads.extend(source_thread.as_ref().map(|t| t.thread().id()));
+        let stop_handle = StopHandle {
+            shutdown: runtime.shutdown.clone(),
+            threads: threads.into(),
+        };
         Pipeline {
             sink,
             runtime,
@@ -167,7 +212,14 @@ impl<T: Send + 'static> Pipeline<T> {
             epoch: 0,
             progress: Progress::new(),
             resume: None,
+            stop_handle,
         }
+    }
+
+    /// A handle that stops this pipeline without blocking, usable from anywhere (an op, a
+    /// hook, another thread); see [`StopHandle`].
+    pub fn stop_handle(&self) -> StopHandle {
+        self.stop_handle.clone()
     }
 
     /// An iterator over the items of the current epoch, starting the next epoch if none is
@@ -224,20 +276,17 @@ impl<T: Send + 'static> Pipeline<T> {
             }
             let msg = match timeout {
                 None => self.sink.blocking_recv(),
-                Some(d) => {
-                    let sink = &mut self.sink;
-                    // The timer must be created inside the runtime's context.
-                    let wait = async move { tokio::time::timeout(d, sink.recv()).await };
-                    match self.runtime.handle.block_on(wait) {
-                        Ok(m) => m,
-                        Err(_) => {
-                            return Err(Error::new(
-                                ErrorKind::Timeout,
-                                format!("no item within {:.3} s", d.as_secs_f64()),
-                            ))
-                        }
+                // Waits on this thread, without the runtime's timer: `StopHandle::stop` may
+                // shut the runtime down meanwhile.
+                Some(d) => match block_on_until(self.sink.recv(), Instant::now() + d) {
+                    Some(m) => m,
+                    None => {
+                        return Err(Error::new(
+                            ErrorKind::Timeout,
+                            format!("no item within {:.3} s", d.as_secs_f64()),
+                        ))
                     }
-                }
+                },
             };
             match self.on_msg(msg) {
                 Some(r) => return r,
@@ -331,25 +380,33 @@ impl<T: Send + 'static> Pipeline<T> {
     }
 
     /// Stops every stage and joins every thread. Idempotent; dropping the pipeline does it too.
+    ///
+    /// Called from one of the pipeline's own threads (an op on a worker, the source's iterator,
+    /// the scheduler), it cannot wait for that thread: it stops every stage and returns without
+    /// joining; the threads then end on their own (a later `stop()` from another thread, or
+    /// the drop, joins what is left).
     pub fn stop(&mut self) {
         self.phase = Phase::Stopped;
-        self.commands = None;
-        self.sink.close();
-        self.runtime.stop();
-        if let Some(t) = self.source_thread.take() {
-            let _ = t.join();
-        }
+        shut_down(self);
+    }
+}
+
+fn shut_down<T>(p: &mut Pipeline<T>) {
+    let own = p.stop_handle.is_engine_thread();
+    p.commands = None;
+    p.sink.close();
+    p.runtime.stop(own);
+    if own {
+        return;
+    }
+    if let Some(t) = p.source_thread.take() {
+        let _ = t.join();
     }
 }
 
 impl<T> Drop for Pipeline<T> {
     fn drop(&mut self) {
-        self.commands = None;
-        self.sink.close();
-        self.runtime.stop();
-        if let Some(t) = self.source_thread.take() {
-            let _ = t.join();
-        }
+        shut_down(self);
     }
 }
 

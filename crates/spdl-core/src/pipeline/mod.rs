@@ -4,4 +4,4 @@ pub(crate) mod builder;
 pub(crate) mod handle;
 
 pub use builder::PipelineBuilder;
-pub use handle::{EpochIter, EpochStream, Pipeline, PipelineState};
+pub use handle::{EpochIter, EpochStream, Pipeline, PipelineState, StopHandle};

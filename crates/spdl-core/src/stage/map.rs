@@ -6,6 +6,11 @@
 //! per item rather than one job submission. At most `concurrency` lanes run at once, and the
 //! stage admits up to `2 x concurrency` items, so a lane finds the next item already waiting.
 //! Async ops are polled inside the stage's own task, `concurrency` at a time.
+//!
+//! A streaming op ([`Op::flat_map_iter`](super::Op::flat_map_iter)) is a stream per call,
+//! polled in the stage's task like an async op: each step (making the iterator, each `next()`)
+//! is one job on the worker pool, and the stage asks for the next output only while its outbox
+//! has room, so a call never holds a worker while the stages downstream are backed up.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::panic::AssertUnwindSafe;
@@ -13,12 +18,13 @@ use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::stream::{FuturesUnordered, SelectAll, StreamExt};
 use futures_util::FutureExt;
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
-use super::{FailureBudget, Ids, Msg, Op, OpKind, Order, Outputs};
+use super::stream::BoxStream;
+use super::{FailureBudget, Ids, Msg, Op, OpKind, Order, Outputs, PartIter, StreamingFn};
 use crate::error::{BoxError, Error, ErrorKind};
 use crate::exec::pool::Submitter;
 use crate::exec::queue::{QueueRx, QueueTx};
@@ -111,6 +117,99 @@ enum Exec<T, U> {
         running: FuturesUnordered<super::BoxFuture<Done<U>>>,
         stage: Arc<str>,
     },
+    Streaming {
+        op: Arc<StreamingFn<T, U>>,
+        /// One stream per call: its `Part`s, then its final `Done`.
+        running: SelectAll<BoxStream<Done<U>>>,
+        submitter: Submitter,
+        stage: Arc<str>,
+    },
+}
+
+/// Where a streaming call is between two steps.
+enum Step<T, U> {
+    Start(T),
+    Next(PartIter<U>),
+}
+
+/// The result of one step on the worker: an output and the iterator to go on with, the end
+/// (`None`), or the call's failure.
+type StepResult<U> = Result<Option<(PartIter<U>, U)>, Error>;
+
+/// One streaming call as a stream: `Part`s as the iterator yields them, then one `Done` with
+/// `Streamed(n)` or the failure (and the call's positions and summed step time).
+fn streaming_call<T: Send + 'static, U: Send + 'static>(
+    op: Arc<StreamingFn<T, U>>,
+    submitter: Submitter,
+    stage: Arc<str>,
+    ticket: u64,
+    ids: Ids,
+    item: T,
+) -> BoxStream<Done<U>> {
+    struct Call<T, U> {
+        step: Option<Step<T, U>>,
+        ids: Ids,
+        sent: u64,
+        took: Duration,
+    }
+    let call = Call {
+        step: Some(Step::Start(item)),
+        ids,
+        sent: 0,
+        took: Duration::ZERO,
+    };
+    Box::pin(futures_util::stream::unfold(call, move |mut call| {
+        let op = op.clone();
+        let submitter = submitter.clone();
+        let stage = stage.clone();
+        async move {
+            let step = call.step.take()?;
+            let (tx, rx) = tokio::sync::oneshot::channel::<(StepResult<U>, Duration)>();
+            let job = move || {
+                let _span = tracing::trace_span!("op", stage = %stage).entered();
+                let start = Instant::now();
+                let r = std::panic::catch_unwind(AssertUnwindSafe(move || {
+                    let mut it = match step {
+                        Step::Start(item) => op(item).map_err(op_error)?,
+                        Step::Next(it) => it,
+                    };
+                    match it.next() {
+                        None => Ok(None),
+                        Some(Ok(u)) => Ok(Some((it, u))),
+                        Some(Err(e)) => Err(op_error(e)),
+                    }
+                }));
+                let r =
+                    r.unwrap_or_else(|p| Err(Error::new(ErrorKind::OpPanicked, panic_message(p))));
+                let _ = tx.send((r, start.elapsed()));
+            };
+            if !submitter.submit(job) {
+                return None; // the pool is gone: the pipeline is stopping
+            }
+            let (r, took) = rx.await.ok()?;
+            call.took += took;
+            let (outcome, ids, took) = match r {
+                Ok(Some((it, u))) => {
+                    call.step = Some(Step::Next(it));
+                    call.sent += 1;
+                    (Ok(Outputs::Part(u)), Ids::None, Duration::ZERO)
+                }
+                Ok(None) => (
+                    Ok(Outputs::Streamed(call.sent)),
+                    std::mem::take(&mut call.ids),
+                    call.took,
+                ),
+                Err(e) => (Err(e), std::mem::take(&mut call.ids), call.took),
+            };
+            let done = Done {
+                ticket,
+                ids,
+                outcome,
+                took,
+            };
+            Some((done, call))
+        }
+    }))
 }
 
 impl<T: Send + 'static, U: Send + 'static> Exec<T, U> {
@@ -138,14 +237,25 @@ impl<T: Send + 'static, U: Send + 'static> Exec<T, U> {
                 running: FuturesUnordered::new(),
                 stage,
             },
+            OpKind::Streaming(op) => Exec::Streaming {
+                op,
+                running: SelectAll::new(),
+                submitter,
+                stage,
+            },
         }
+    }
+
+    /// Whether the op passes outputs on while a call runs (`Op::flat_map_iter`).
+    fn streams(&self) -> bool {
+        matches!(self, Exec::Streaming { .. })
     }
 
     /// Items the stage may hold (running, queued for a lane, or waiting to be passed on).
     fn admit_limit(&self, concurrency: usize) -> usize {
         match self {
             Exec::Blocking { .. } => 2 * concurrency,
-            Exec::Async { .. } => concurrency,
+            Exec::Async { .. } | Exec::Streaming { .. } => concurrency,
         }
     }
 
@@ -183,6 +293,22 @@ impl<T: Send + 'static, U: Send + 'static> Exec<T, U> {
                 }));
                 true
             }
+            Exec::Streaming {
+                op,
+                running,
+                submitter,
+                stage,
+            } => {
+                running.push(streaming_call(
+                    op.clone(),
+                    submitter.clone(),
+                    stage.clone(),
+                    ticket,
+                    ids,
+                    item,
+                ));
+                true
+            }
         }
     }
 
@@ -190,6 +316,7 @@ impl<T: Send + 'static, U: Send + 'static> Exec<T, U> {
         match self {
             Exec::Blocking { results, .. } => results.recv().await,
             Exec::Async { running, .. } => running.next().await,
+            Exec::Streaming { running, .. } => running.next().await,
         }
     }
 }
@@ -260,6 +387,12 @@ impl<T: Send + 'static, U: Send + 'static> MapStage<T, U> {
                     .collect();
                 (Settled::Many(msgs), false)
             }
+            Ok(Outputs::Streamed(n)) if n > 0 => {
+                // Its outputs were counted as they went on.
+                self.meter.on_task(done.took, TaskOutcome::Produced(0));
+                // The outputs went on as they were made; the position follows them.
+                (Settled::Many(skip_of(done.ids)), false)
+            }
             Ok(_) => {
                 self.meter.on_task(done.took, TaskOutcome::Filtered);
                 (Settled::One(Msg::Skip(done.ids)), false)
@@ -290,6 +423,9 @@ impl<T: Send + 'static, U: Send + 'static> MapStage<T, U> {
         let mut next_out: u64 = 0;
         let mut ready: BTreeMap<u64, Settled<U>> = BTreeMap::new();
         let mut outbox: VecDeque<Msg<U>> = VecDeque::new();
+        // A streaming op's outputs of calls not yet next in input order, by ticket.
+        let mut parts: BTreeMap<u64, Vec<U>> = BTreeMap::new();
+        let streams = self.exec.streams();
         let mut running = 0usize;
         let mut input_open = true;
         let mut epoch_ending = false;
@@ -308,11 +444,27 @@ impl<T: Send + 'static, U: Send + 'static> MapStage<T, U> {
                         permit.send(m);
                     }
                 }
-                done = self.exec.next_done(), if running > 0 => {
+                // A streaming op is asked for more only while the outbox has room.
+                done = self.exec.next_done(), if running > 0 && (!streams || outbox.len() < limit) => {
                     let Some(done) = done else { return };
-                    running -= 1;
                     let ticket = done.ticket;
-                    let (settled, exceeded) = self.settle(done);
+                    let done = match done.outcome {
+                        Ok(Outputs::Part(u)) => {
+                            self.meter.on_output(1);
+                            if ordered && ticket != next_out {
+                                parts.entry(ticket).or_default().push(u);
+                            } else {
+                                outbox.push_back(Msg::Item(Ids::None, u));
+                            }
+                            continue;
+                        }
+                        outcome => Done { outcome, ..done },
+                    };
+                    running -= 1;
+                    let (mut settled, exceeded) = self.settle(done);
+                    if let Some(earlier) = parts.remove(&ticket) {
+                        settled = settled.after_parts(earlier);
+                    }
                     if exceeded {
                         // Upstream stops; what was admitted still drains downstream.
                         input.close();
@@ -351,6 +503,10 @@ impl<T: Send + 'static, U: Send + 'static> MapStage<T, U> {
                 next_out += 1;
                 settled.push_to(&mut outbox);
             }
+            // The call now next in input order streams straight to the outbox from here on.
+            if let Some(earlier) = parts.remove(&next_out) {
+                outbox.extend(earlier.into_iter().map(|u| Msg::Item(Ids::None, u)));
+            }
             if input_open && self.failures.aborted() {
                 // Another stage exceeded the pipeline budget: stop taking input here too.
                 input.close();
@@ -360,7 +516,29 @@ impl<T: Send + 'static, U: Send + 'static> MapStage<T, U> {
     }
 }
 
+/// A skip for `ids`, or nothing when there is no position to account for.
+fn skip_of<U>(ids: Ids) -> Vec<Msg<U>> {
+    if ids.len() > 0 {
+        vec![Msg::Skip(ids)]
+    } else {
+        Vec::new()
+    }
+}
+
 impl<U> Settled<U> {
+    /// These messages preceded by a streaming call's outputs that waited for their turn.
+    fn after_parts(self, earlier: Vec<U>) -> Settled<U> {
+        let mut msgs: Vec<Msg<U>> = earlier
+            .into_iter()
+            .map(|u| Msg::Item(Ids::None, u))
+            .collect();
+        match self {
+            Settled::One(m) => msgs.push(m),
+            Settled::Many(ms) => msgs.extend(ms),
+        }
+        Settled::Many(msgs)
+    }
+
     fn push_to(self, outbox: &mut VecDeque<Msg<U>>) {
         match self {
             Settled::One(m) => outbox.push_back(m),

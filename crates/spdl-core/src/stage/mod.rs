@@ -2,7 +2,7 @@
 //!
 //! Three op shapes, as in Vector's transforms:
 //! - [`Op::blocking`] / [`Op::flat_map`]: a function per item, run on the fixed worker pool
-//!   (CPU work: decode, resize);
+//!   (CPU work: decode, resize); [`Op::flat_map_iter`] passes each output on as it is made;
 //! - [`Op::future`]: an async function per item, run on the scheduler's runtime (I/O: HTTP, S3);
 //! - [`crate::PipelineBuilder::pipe_stream`]: a stream-to-stream stage that owns its
 //!   concurrency (batching, demuxing).
@@ -211,9 +211,17 @@ pub(crate) enum Outputs<U> {
     None,
     One(U),
     Many(Vec<U>),
+    /// One output of a streaming call, passed on while the call goes on.
+    Part(U),
+    /// A streaming call ended, after this many `Part`s.
+    Streamed(u64),
 }
 
 type BlockingFn<T, U> = dyn Fn(T) -> Result<Outputs<U>, BoxError> + Send + Sync + 'static;
+/// The outputs of one streaming call, pulled one at a time on the worker pool.
+pub(crate) type PartIter<U> = Box<dyn Iterator<Item = Result<U, BoxError>> + Send + 'static>;
+pub(crate) type StreamingFn<T, U> =
+    dyn Fn(T) -> Result<PartIter<U>, BoxError> + Send + Sync + 'static;
 type AsyncFn<T, U> = dyn Fn(T) -> BoxFuture<Result<Outputs<U>, BoxError>> + Send + Sync + 'static;
 
 /// An op: what a stage does to each item. Build one with [`Op::blocking`], [`Op::flat_map`]
@@ -224,6 +232,7 @@ pub struct Op<T, U> {
 
 pub(crate) enum OpKind<T, U> {
     Blocking(Arc<BlockingFn<T, U>>),
+    Streaming(Arc<StreamingFn<T, U>>),
     Async(Arc<AsyncFn<T, U>>),
 }
 
@@ -258,6 +267,36 @@ impl<T: Send + 'static, U: Send + 'static> Op<T, U> {
     {
         Op {
             kind: OpKind::Blocking(Arc::new(move |t| Ok(Outputs::Many(f(t)?)))),
+        }
+    }
+
+    /// A blocking function giving an iterator of outputs, each passed on as soon as the
+    /// iterator yields it (a Python generator op, an endless demuxer); [`Op::flat_map`] passes
+    /// them on only once the call returns.
+    ///
+    /// `f(item)` and each `next()` run as separate jobs on the worker pool, so a call never
+    /// holds a worker while the stages downstream are backed up: the next output is asked for
+    /// only when the stage has room for it. Up to `concurrency` calls run interleaved. An
+    /// `Err` item fails the input item (the outputs already yielded stay passed on); nothing
+    /// yielded counts as filtered; once the pipeline stops, the iterator is dropped unfinished.
+    /// The input's position counts as done after its last output. With [`Order::Input`], the
+    /// outputs of a call wait (in memory) until the calls before it have ended.
+    ///
+    /// ```
+    /// use spdl_core::Op;
+    /// let repeat = Op::flat_map_iter(|x: u32| Ok((0..x).map(Ok)));
+    /// # let _ = repeat;
+    /// ```
+    pub fn flat_map_iter<F, I>(f: F) -> Self
+    where
+        F: Fn(T) -> Result<I, BoxError> + Send + Sync + 'static,
+        I: IntoIterator<Item = Result<U, BoxError>>,
+        I::IntoIter: Send + 'static,
+    {
+        Op {
+            kind: OpKind::Streaming(Arc::new(move |t| {
+                Ok(Box::new(f(t)?.into_iter()) as PartIter<U>)
+            })),
         }
     }
 

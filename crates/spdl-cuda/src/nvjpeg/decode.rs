@@ -325,6 +325,40 @@ impl NvjpegDecoder {
         }
     }
 
+    /// What nvJPEG's own header parse says of a file the scan accepted: `None` when it
+    /// takes it, else the reason.
+    fn nvjpeg_reject(&self, native: &Native, bytes: &[u8]) -> Option<String> {
+        let (mut n, mut css) = (0 as c_int, 0 as c_int);
+        let (mut w, mut h) = ([0 as c_int; 4], [0 as c_int; 4]);
+        // SAFETY: `bytes` is a live slice; every out-pointer is valid (4-entry arrays).
+        let st = unsafe {
+            (self.lib.api.get_image_info)(
+                native.handle,
+                bytes.as_ptr(),
+                bytes.len(),
+                &mut n,
+                &mut css,
+                w.as_mut_ptr(),
+                h.as_mut_ptr(),
+            )
+        };
+        if st != 0 {
+            Some(crate::nvjpeg_status_name(st).to_string())
+        } else if n != 1 && n != 3 {
+            Some(format!("{n} components (CMYK/YCCK)"))
+        } else if css == ffi::CSS_UNKNOWN {
+            Some("unknown chroma subsampling".to_string())
+        } else if let Err(e) = self
+            .limits
+            .check(w[0].max(0) as usize, h[0].max(0) as usize, 3, 1)
+        {
+            // Checked before any device allocation: a header may claim 65535x65535.
+            Some(e.message().to_string())
+        } else {
+            None
+        }
+    }
+
     /// Decodes `jpegs` (`(key, bytes)`) into one ready device batch `[N, H, W, 3]` u8, each
     /// image resized to `size = (width, height)`; with `size = None` every image must have
     /// the first one's size. EXIF orientation is not applied on the GPU path.
@@ -352,34 +386,12 @@ impl NvjpegDecoder {
         // 1. Headers: size and whether nvJPEG takes the file.
         let mut infos: Vec<Option<(usize, usize)>> = Vec::with_capacity(jpegs.len());
         for (i, (key, bytes)) in jpegs.iter().enumerate() {
-            let (mut n, mut css) = (0 as c_int, 0 as c_int);
-            let (mut w, mut h) = ([0 as c_int; 4], [0 as c_int; 4]);
-            // SAFETY: `bytes` is a live slice; every out-pointer is valid (4-entry arrays).
-            let st = unsafe {
-                (api.get_image_info)(
-                    native.handle,
-                    bytes.as_ptr(),
-                    bytes.len(),
-                    &mut n,
-                    &mut css,
-                    w.as_mut_ptr(),
-                    h.as_mut_ptr(),
-                )
-            };
-            let reject = if st != 0 {
-                Some(crate::nvjpeg_status_name(st).to_string())
-            } else if n != 1 && n != 3 {
-                Some(format!("{n} components (CMYK/YCCK)"))
-            } else if css == ffi::CSS_UNKNOWN {
-                Some("unknown chroma subsampling".to_string())
-            } else if let Err(e) =
-                self.limits
-                    .check(w[0].max(0) as usize, h[0].max(0) as usize, 3, 1)
-            {
-                // Checked before any device allocation: a header may claim 65535x65535.
-                Some(e.message().to_string())
-            } else {
-                None
+            // The header scan first (pure Rust): formats nvJPEG's batched decode does not
+            // take, corrupt files and sizes over the limits go to the CPU decoder without
+            // nvJPEG ever parsing them.
+            let (reject, dims) = match crate::jpeg_probe::classify(bytes, &self.limits) {
+                Err(reason) => (Some(reason.to_string()), (0, 0)),
+                Ok(f) => (self.nvjpeg_reject(&native, bytes), (f.width, f.height)),
             };
             match reject {
                 Some(reason) => {
@@ -390,7 +402,7 @@ impl NvjpegDecoder {
                     });
                     infos.push(None);
                 }
-                None => infos.push(Some((w[0].max(0) as usize, h[0].max(0) as usize))),
+                None => infos.push(Some(dims)),
             }
         }
         let (tw, th) = match size {

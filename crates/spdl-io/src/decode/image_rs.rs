@@ -99,6 +99,14 @@ fn open<'a>(
     reader.no_limits();
     let mut dec = reader.into_decoder().map_err(map_err)?;
     let (w, h) = dec.dimensions();
+    if w == 0 || h == 0 {
+        // The gif crate decodes a 0-pixel-wide screen into an empty "image" (found by the
+        // `image_gif` fuzz target); an image without pixels is a broken file, in any format.
+        return Err(Error::new(
+            ErrorKind::Corrupt,
+            format!("{format} image of {w}x{h} pixels: a side of zero"),
+        ));
+    }
     let (channels, bit_depth) = channels_and_depth(dec.color_type());
     let orientation = match orientation_from_markers {
         Some(o) => o,

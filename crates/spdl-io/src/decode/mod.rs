@@ -47,17 +47,19 @@ pub use turbojpeg::TurboJpegDecoder;
 pub mod fuzzing {
     /// Runs the JPEG marker walker (`parse_header`, `check_plausible_size`, `check_complete`)
     /// over `bytes`, and panics when a header it accepts breaks an invariant the decoders rely
-    /// on (a zero size, no component, a first scan outside the data).
-    pub fn jpeg_markers(bytes: &[u8]) {
+    /// on (a zero size, no component, a first scan outside the data). Returns whether the
+    /// header parsed.
+    pub fn jpeg_markers(bytes: &[u8]) -> bool {
         use super::jpeg_markers::{check_complete, check_plausible_size, parse_header};
         let Ok(header) = parse_header(bytes) else {
-            return;
+            return false;
         };
         assert!(header.width > 0 && header.height > 0, "{header:?}");
         assert!(header.components > 0, "{header:?}");
         assert!(header.first_scan < bytes.len(), "{header:?}");
         let _ = check_plausible_size(bytes, &header);
         let _ = check_complete(bytes, header.first_scan);
+        true
     }
 }
 

@@ -7,6 +7,13 @@
 //! audio), built from the first decoded frame's size and format. The scale
 //! filters that libavfilter inserts to convert formats use `flags=bicubic`,
 //! as the ffmpeg command line does, so the same string gives the same bytes.
+//!
+//! A graph runs on as many threads as the decoder (`VideoOptions::threads`,
+//! one by default; audio graphs on one): a loader decodes many samples at
+//! once, and with more than one thread FFmpeg 5.1's swscale leaks a whole
+//! scaler (57 KB) each time a threaded `scale` fails to configure, e.g.
+//! `scale=3:6632` (`context_init_threaded` does not free the slice context
+//! whose init failed); see `tests/fixtures/fuzz/README.md`.
 
 use std::ffi::{c_int, CString};
 use std::ptr;
@@ -37,7 +44,8 @@ fn bad_desc(desc: &str, e: ff::Error) -> Error {
 
 impl FilterGraph {
     /// `buffer -> desc -> buffersink` for video frames like `frame`, whose
-    /// timestamps are in `time_base`.
+    /// timestamps are in `time_base`, run on `threads` threads (0: one per
+    /// core, FFmpeg's choice).
     ///
     /// Errors: `InvalidArgument` when `desc` does not parse, names an unknown
     /// filter or cannot be configured for this input.
@@ -45,6 +53,7 @@ impl FilterGraph {
         desc: &str,
         frame: &ff::frame::Video,
         time_base: ff::Rational,
+        threads: usize,
     ) -> Result<Self> {
         let sar = frame.aspect_ratio();
         let (sn, sd) = if sar.numerator() > 0 && sar.denominator() > 0 {
@@ -61,11 +70,12 @@ impl FilterGraph {
             time_base.numerator(),
             time_base.denominator().max(1),
         );
-        Self::build(desc, "buffer", &args, "buffersink")
+        Self::build(desc, "buffer", &args, "buffersink", threads)
     }
 
     /// `abuffer -> desc -> abuffersink` for audio frames like `frame`, whose
-    /// timestamps are in `time_base`. Errors as [`FilterGraph::video`].
+    /// timestamps are in `time_base`, on one thread (as the audio decoder).
+    /// Errors as [`FilterGraph::video`].
     pub(crate) fn audio(
         desc: &str,
         frame: &ff::frame::Audio,
@@ -86,10 +96,16 @@ impl FilterGraph {
             fmt as c_int,
             layout.bits(),
         );
-        Self::build(desc, "abuffer", &args, "abuffersink")
+        Self::build(desc, "abuffer", &args, "abuffersink", 1)
     }
 
-    fn build(desc: &str, src_name: &str, args: &str, sink_name: &str) -> Result<Self> {
+    fn build(
+        desc: &str,
+        src_name: &str,
+        args: &str,
+        sink_name: &str,
+        threads: usize,
+    ) -> Result<Self> {
         if desc.contains('\0') {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
@@ -106,11 +122,13 @@ impl FilterGraph {
         let src_filter = ff::filter::find(src_name).ok_or_else(|| missing(src_name))?;
         let sink_filter = ff::filter::find(sink_name).ok_or_else(|| missing(sink_name))?;
         // SAFETY: the graph is valid; `scale_sws_opts` is owned by the graph
-        // (freed with it) and set to a fresh av_strdup copy.
+        // (freed with it) and set to a fresh av_strdup copy; `nb_threads` is
+        // read when the graph is configured (0 lets FFmpeg pick).
         unsafe {
             let opts = CString::new("flags=bicubic").expect("no NUL");
             let g = graph.as_mut_ptr();
             (*g).scale_sws_opts = ffi::av_strdup(opts.as_ptr());
+            (*g).nb_threads = c_int::try_from(threads).unwrap_or(c_int::MAX);
         }
         let mut src = graph
             .add(&src_filter, "in", args)

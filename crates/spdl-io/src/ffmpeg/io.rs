@@ -7,11 +7,9 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::marker::PhantomData;
 use std::ptr;
+use std::sync::Arc;
 
 use ffmpeg_next::ffi;
-
-/// `AVIOContext` buffer size: FFmpeg's own default.
-const IO_BUFFER_SIZE: usize = 32 * 1024;
 
 /// `AVERROR(EIO)`.
 const AVERROR_EIO: c_int = -5;
@@ -24,6 +22,8 @@ pub(crate) enum Reader<'a> {
     Slice { data: &'a [u8], pos: u64 },
     /// An open file and its size in bytes.
     File { file: File, size: u64 },
+    /// Shared in-memory bytes (a demuxer that outlives the caller's borrow).
+    Shared { data: Arc<[u8]>, pos: u64 },
 }
 
 /// The callbacks' `opaque`: the reader plus what the callbacks observed, which
@@ -45,6 +45,7 @@ impl IoState<'_> {
     fn size(&self) -> u64 {
         match &self.reader {
             Reader::Slice { data, .. } => data.len() as u64,
+            Reader::Shared { data, .. } => data.len() as u64,
             Reader::File { size, .. } => *size,
         }
     }
@@ -53,12 +54,8 @@ impl IoState<'_> {
     /// borrowed as is; a file is read into `scratch`.
     fn read(&mut self, len: usize) -> std::io::Result<&[u8]> {
         match &mut self.reader {
-            Reader::Slice { data, pos } => {
-                let start = usize::try_from(*pos).unwrap_or(usize::MAX).min(data.len());
-                let n = len.min(data.len() - start);
-                *pos += n as u64;
-                Ok(&data[start..start + n])
-            }
+            Reader::Slice { data, pos } => Ok(slice_read(data, pos, len)),
+            Reader::Shared { data, pos } => Ok(slice_read(data, pos, len)),
             Reader::File { file, .. } => {
                 if self.scratch.len() < len {
                     self.scratch.resize(len, 0);
@@ -75,7 +72,7 @@ impl IoState<'_> {
             self.past_end = true;
         }
         match &mut self.reader {
-            Reader::Slice { pos: p, .. } => {
+            Reader::Slice { pos: p, .. } | Reader::Shared { pos: p, .. } => {
                 *p = pos;
                 Ok(pos)
             }
@@ -85,10 +82,18 @@ impl IoState<'_> {
 
     fn position(&mut self) -> std::io::Result<u64> {
         match &mut self.reader {
-            Reader::Slice { pos, .. } => Ok(*pos),
+            Reader::Slice { pos, .. } | Reader::Shared { pos, .. } => Ok(*pos),
             Reader::File { file, .. } => file.stream_position(),
         }
     }
+}
+
+/// The next up to `len` bytes of `data` from `pos`, advancing `pos`.
+fn slice_read<'d>(data: &'d [u8], pos: &mut u64, len: usize) -> &'d [u8] {
+    let start = usize::try_from(*pos).unwrap_or(usize::MAX).min(data.len());
+    let n = len.min(data.len() - start);
+    *pos += n as u64;
+    &data[start..start + n]
 }
 
 /// `read_packet` callback.
@@ -177,8 +182,11 @@ pub(crate) struct AvioContext<'a> {
 }
 
 impl<'a> AvioContext<'a> {
-    /// Allocates the context; `None` when FFmpeg is out of memory.
-    pub(crate) fn new(reader: Reader<'a>) -> Option<Self> {
+    /// Allocates the context with an I/O buffer of `buffer_size` bytes
+    /// (32 KiB, FFmpeg's default, unless a `DemuxConfig` says otherwise; at
+    /// least 1); `None` when FFmpeg is out of memory.
+    pub(crate) fn with_buffer_size(reader: Reader<'a>, buffer_size: usize) -> Option<Self> {
+        let buffer_size = buffer_size.clamp(1, i32::MAX as usize);
         let state = Box::into_raw(Box::new(IoState {
             reader,
             past_end: false,
@@ -187,20 +195,20 @@ impl<'a> AvioContext<'a> {
             scratch: Vec::new(),
         }));
         // SAFETY: plain allocation; checked for null below.
-        let buffer = unsafe { ffi::av_malloc(IO_BUFFER_SIZE) }.cast::<u8>();
+        let buffer = unsafe { ffi::av_malloc(buffer_size) }.cast::<u8>();
         if buffer.is_null() {
             // SAFETY: `state` came from `Box::into_raw` just above, used nowhere else.
             drop(unsafe { Box::from_raw(state) });
             return None;
         }
-        // SAFETY: `buffer` is an `av_malloc`ed block of IO_BUFFER_SIZE bytes
+        // SAFETY: `buffer` is an `av_malloc`ed block of `buffer_size` bytes
         // whose ownership passes to the context; `state` stays valid until
         // `Drop` (after the context is freed); the callbacks match FFmpeg's
         // `read_packet`/`seek` signatures; write_flag 0 = read only.
         let ctx = unsafe {
             ffi::avio_alloc_context(
                 buffer,
-                IO_BUFFER_SIZE as c_int,
+                buffer_size as c_int,
                 0,
                 state.cast(),
                 Some(read_packet),

@@ -17,19 +17,29 @@
 //! except FFmpeg's global, thread-safe registries. The results are plain
 //! `Send + Sync` data.
 
+pub mod bsf;
+pub mod config;
+pub mod decoder;
+pub mod demux;
+pub mod encode;
 pub(crate) mod filter;
+pub mod frames;
+pub mod graph;
+pub mod image_filter;
 mod io;
+pub mod packets;
 
 use std::borrow::Cow;
 use std::ffi::c_int;
 use std::fs::File;
 use std::path::Path;
 use std::ptr;
-use std::sync::Once;
+use std::sync::{Arc, Once};
 
 use ffmpeg_next::{self as ff, ffi};
 
 use crate::{Error, ErrorKind, Result};
+pub use config::{DecodeConfig, DemuxConfig};
 use io::{AvioContext, Reader};
 
 /// Where a video or audio sample comes from: bytes already in memory (fetched
@@ -47,7 +57,8 @@ pub struct MediaSource<'a> {
 #[derive(Debug, Clone)]
 enum SourceKind<'a> {
     Bytes(&'a [u8]),
-    File(&'a Path),
+    Shared(Arc<[u8]>),
+    File(Cow<'a, Path>),
 }
 
 impl<'a> MediaSource<'a> {
@@ -65,8 +76,31 @@ impl<'a> MediaSource<'a> {
     pub fn file(path: &'a Path) -> Self {
         MediaSource {
             key: path.to_string_lossy(),
-            kind: SourceKind::File(path),
+            kind: SourceKind::File(Cow::Borrowed(path)),
         }
+    }
+
+    /// Shared in-memory bytes, named `key` in errors: a source that owns
+    /// what it reads, for a [`demux::Demuxer`] kept beyond the caller's borrow.
+    pub fn shared(key: impl Into<String>, data: Arc<[u8]>) -> MediaSource<'static> {
+        MediaSource {
+            key: Cow::Owned(key.into()),
+            kind: SourceKind::Shared(data),
+        }
+    }
+
+    /// A local file, owning its path (see [`MediaSource::shared`]).
+    pub fn file_owned(path: std::path::PathBuf) -> MediaSource<'static> {
+        MediaSource {
+            key: Cow::Owned(path.to_string_lossy().into_owned()),
+            kind: SourceKind::File(Cow::Owned(path)),
+        }
+    }
+
+    /// The same source named `key` in errors (e.g. a file under its dataset name).
+    pub fn named(mut self, key: &str) -> Self {
+        self.key = Cow::Owned(key.to_owned());
+        self
     }
 
     /// The name used in errors.
@@ -232,13 +266,31 @@ impl<'a> Demuxer<'a> {
     /// `UnknownFormat` (no container FFmpeg recognizes), `Truncated` (the
     /// header points past the end of the data), `Corrupt` (anything else).
     pub(crate) fn open(src: &MediaSource<'a>) -> Result<Self> {
+        Self::open_with(src, &DemuxConfig::default())
+    }
+
+    /// As [`Demuxer::open`] with `config`: a forced container `format`
+    /// (no probing), demuxer options and the I/O buffer size.
+    ///
+    /// Errors: also `InvalidArgument` for an unknown format name or an
+    /// option the demuxer does not take.
+    pub(crate) fn open_with(src: &MediaSource<'a>, config: &DemuxConfig) -> Result<Self> {
         init();
-        let reader = match src.kind {
+        let reader = match &src.kind {
             SourceKind::Bytes(data) => {
                 if data.is_empty() {
                     return Err(src.err(Error::new(ErrorKind::Empty, "zero bytes")));
                 }
                 Reader::Slice { data, pos: 0 }
+            }
+            SourceKind::Shared(data) => {
+                if data.is_empty() {
+                    return Err(src.err(Error::new(ErrorKind::Empty, "zero bytes")));
+                }
+                Reader::Shared {
+                    data: Arc::clone(data),
+                    pos: 0,
+                }
             }
             SourceKind::File(path) => {
                 let open = |path: &Path| -> std::io::Result<(File, u64)> {
@@ -258,26 +310,42 @@ impl<'a> Demuxer<'a> {
                 Reader::File { file, size }
             }
         };
-        let mut io = AvioContext::new(reader).ok_or_else(|| {
-            src.err(Error::new(
-                ErrorKind::LimitExceeded,
-                "out of memory allocating the I/O context",
-            ))
-        })?;
+        let mut io =
+            AvioContext::with_buffer_size(reader, config.buffer_size).ok_or_else(|| {
+                src.err(Error::new(
+                    ErrorKind::LimitExceeded,
+                    "out of memory allocating the I/O context",
+                ))
+            })?;
 
         // Probe first, so "not a media file" is told apart from "a damaged one".
         let mut format: *const ffi::AVInputFormat = ptr::null();
+        if let Some(name) = config.format.as_deref() {
+            let c = std::ffi::CString::new(name).unwrap_or_default();
+            // SAFETY: a valid C string; returns a static demuxer or null.
+            format = unsafe { ffi::av_find_input_format(c.as_ptr()) };
+            if format.is_null() {
+                return Err(src.err(Error::new(
+                    ErrorKind::InvalidArgument,
+                    format!("unknown container format {name:?} (see `ffmpeg -demuxers`)"),
+                )));
+            }
+        }
         // SAFETY: `io` is a valid read context; `format` receives a pointer to
         // a static FFmpeg demuxer description (or stays null on failure).
-        let probed = unsafe {
-            ffi::av_probe_input_buffer2(
-                io.as_mut_ptr(),
-                &mut format,
-                ptr::null(),
-                ptr::null_mut(),
-                0,
-                0,
-            )
+        let probed = if !format.is_null() {
+            0
+        } else {
+            unsafe {
+                ffi::av_probe_input_buffer2(
+                    io.as_mut_ptr(),
+                    &mut format,
+                    ptr::null(),
+                    ptr::null_mut(),
+                    0,
+                    0,
+                )
+            }
         };
         if probed < 0 || format.is_null() {
             let kind = if io.state().io_error.is_some() {
@@ -305,10 +373,22 @@ impl<'a> Demuxer<'a> {
         // SAFETY: `ps` is a fresh format context; `pb` is our context, flagged
         // as custom I/O so FFmpeg never closes it (`io` is freed after `input`).
         // On failure `avformat_open_input` frees `ps` and sets it to null.
+        let mut options = ff::Dictionary::new();
+        for (k, v) in &config.format_options {
+            options.set(k, v);
+        }
+        // SAFETY: hands the dictionary to FFmpeg; taken back with `own` below.
+        let mut options = unsafe { options.disown() };
         let ret = unsafe {
             (*ps).pb = io.as_mut_ptr();
             (*ps).flags |= ffi::AVFMT_FLAG_CUSTOM_IO as c_int;
-            ffi::avformat_open_input(&mut ps, ptr::null(), format, ptr::null_mut())
+            ffi::avformat_open_input(&mut ps, ptr::null(), format, &mut options)
+        };
+        // SAFETY: what avformat_open_input left in `options` are the entries
+        // no demuxer took; read, then freed (ours since `disown`).
+        let unused: Vec<String> = unsafe {
+            let d = ff::Dictionary::own(options);
+            d.iter().map(|(k, _)| k.to_owned()).collect()
         };
         if ret < 0 {
             return Err(src.err(open_error(&io, "opening container", ret)));
@@ -323,6 +403,13 @@ impl<'a> Demuxer<'a> {
             eof_reads_at_open: 0,
             seeked: false,
         };
+        if !unused.is_empty() {
+            // After wrapping, so that dropping `demuxer` closes the opened input.
+            return Err(src.err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("demuxer option(s) not recognized: {}", unused.join(", ")),
+            )));
+        }
         // SAFETY: the context is open; stream info reads through `pb`.
         let ret =
             unsafe { ffi::avformat_find_stream_info(demuxer.input.as_mut_ptr(), ptr::null_mut()) };

@@ -167,8 +167,9 @@ pub struct VideoOptions {
     pub pixel_format: PixelFormat,
     /// Interpolation for scaling.
     pub filter: ScaleFilter,
-    /// Decoder threads (FFmpeg frame threading); 0 lets FFmpeg pick one per
-    /// core. In a pipeline that decodes many videos at once, 1 is usually best.
+    /// Decoder threads (FFmpeg frame threading), and the threads of the
+    /// `filter_desc` graph; 0 lets FFmpeg pick one per core. In a pipeline
+    /// that decodes many videos at once, 1 is usually best.
     pub threads: usize,
     /// Turn frames as the stream's display matrix says (as players and the
     /// ffmpeg command line do). The rotation is reported either way
@@ -789,7 +790,7 @@ fn filtered_pass(
                     return Ok(Flow::Continue);
                 };
                 if graph.is_none() {
-                    graph = Some(FilterGraph::video(desc, frame, time_base)?);
+                    graph = Some(FilterGraph::video(desc, frame, time_base, opts.threads)?);
                 }
                 if let Some(g) = graph.as_mut() {
                     // The filters see the best-effort timestamp as pts, as in

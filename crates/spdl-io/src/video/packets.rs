@@ -241,7 +241,7 @@ fn decode(packets: &VideoPackets, opts: &VideoOptions, limit: Option<usize>) -> 
                         None => out.push(&frame, n, pts)?,
                         Some(desc) => {
                             if graph.is_none() {
-                                *graph = Some(FilterGraph::video(desc, &frame, tb)?);
+                                *graph = Some(FilterGraph::video(desc, &frame, tb, opts.threads)?);
                             }
                             if let Some(g) = graph.as_mut() {
                                 let ts = frame.timestamp();

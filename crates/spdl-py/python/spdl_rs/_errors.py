@@ -18,18 +18,30 @@ class PipelineFailure(ExceptionGroup):  # noqa: N818 (SPDL's name)
     count and the limit, e.g. ``too many failures [stage=decode]: 3 failures exceed
     max_failures=2; ...``.
 
-    Mirrors SPDL's ``spdl.pipeline.PipelineFailure``.
+    Mirrors SPDL's ``spdl.pipeline.PipelineFailure``; SPDL's constructor form
+    ``PipelineFailure([(stage_name, exception), ...])`` works too (message ``"pipeline stages
+    failed"``, each exception noted ``Pipeline stage: NAME``).
     """
 
     stage: str | None
 
-    def __new__(cls, message: str, exceptions: Sequence[Exception], stage: str | None = None):
-        self = super().__new__(cls, message, list(exceptions))
+    def __new__(cls, message: object, exceptions: Sequence[Exception] | None = None, stage: str | None = None):
+        if exceptions is None:
+            # SPDL's form, ``PipelineFailure([(stage_name, exception), ...])``: each exception
+            # gets the note ``Pipeline stage: NAME``, the message is SPDL's.
+            errs = [(str(name), exc) for name, exc in message]  # type: ignore[attr-defined]
+            for name, exc in errs:
+                exc.add_note(f"Pipeline stage: {name}")
+            self = super().__new__(cls, "pipeline stages failed", [e for _, e in errs])
+            names = {name for name, _ in errs}
+            self.stage = names.pop() if len(names) == 1 else None
+            return self
+        self = super().__new__(cls, str(message), list(exceptions))
         self.stage = stage
         return self
 
-    def __init__(self, message: str, exceptions: Sequence[Exception], stage: str | None = None):
-        super().__init__(message, list(exceptions))
+    def __init__(self, message: object, exceptions: Sequence[Exception] | None = None, stage: str | None = None):
+        pass  # ExceptionGroup is made in __new__
 
     def derive(self, excs: Sequence[Exception]) -> "PipelineFailure":
         return PipelineFailure(self.message, excs, self.stage)

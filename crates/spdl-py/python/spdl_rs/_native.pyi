@@ -123,6 +123,8 @@ class NativeOp:
     @property
     def name(self) -> str: ...
     def __call__(self, item: Any, /) -> Any: ...
+    def _set_recipe(self, recipe: Any, /) -> None: ...
+    def __reduce__(self) -> tuple[Any, tuple[()]]: ...
 
 @final
 class SampleList:
@@ -249,6 +251,10 @@ class _Pipeline:
     def next(self, timeout: float | None = None) -> Any: ...
     def stop(self) -> BaseException | None:
         """Stops and joins; returns the ``PipelineFailure`` no read has raised, if any."""
+    def request_stop(self) -> None:
+        """Stops the stages without joining (from the pipeline's own threads)."""
+    def on_engine_thread(self) -> bool:
+        """Whether the caller runs on the engine's scheduler, worker or source thread."""
     @property
     def stopped(self) -> bool: ...
     @property
@@ -378,8 +384,8 @@ def _export_probe(
 _Src = str | PathLike[str] | bytes | bytearray | memoryview
 
 @final
-class VideoFrames:
-    """Decoded frames: ``frames`` ``uint8`` ``[T, H, W, C]`` (``[N, T, H, W, C]`` for clips),
+class DecodedVideo:
+    """Decoded frames (``load_video``): ``frames`` ``uint8`` ``[T, H, W, C]`` (``[N, T, H, W, C]`` for clips),
     ``pts`` in seconds, decoded-frame ``indices`` (``None`` after a time-window seek)."""
 
     @property
@@ -405,8 +411,8 @@ class VideoFrames:
     def __len__(self) -> int: ...
 
 @final
-class AudioFrames:
-    """Decoded waveform: ``waveform`` ``float32`` ``[C, S]``, ``sample_rate`` in Hz."""
+class DecodedAudio:
+    """Decoded waveform (``load_audio``): ``waveform`` ``float32`` ``[C, S]``, ``sample_rate`` in Hz."""
 
     @property
     def waveform(self) -> CPUBuffer: ...
@@ -433,25 +439,419 @@ def load_media(
     func: str, src: _Src, timestamp: tuple[float, float] | None = None, *, name: str | None = None, **options: Any
 ) -> Any:
     """The native half of ``io.load_video`` / ``load_video_clips`` / ``load_audio`` (``func``):
-    ``VideoFrames`` or ``AudioFrames``."""
+    ``DecodedVideo`` or ``DecodedAudio``."""
 
+# SPDL's packet/frame-level media API (FFmpeg builds only).
+
+_Window = tuple[float, float]
+
+@final
+class VideoFrames:
+    """Decoded video frames kept as FFmpeg frames (SPDL's ``VideoFrames``)."""
+
+    @property
+    def num_frames(self) -> int: ...
+    @property
+    def num_planes(self) -> int: ...
+    @property
+    def width(self) -> int: ...
+    @property
+    def height(self) -> int: ...
+    @property
+    def pix_fmt(self) -> str: ...
+    @property
+    def time_base(self) -> tuple[int, int]: ...
+    def get_pts(self) -> list[int]: ...
+    def get_timestamps(self) -> list[float]: ...
+    def __len__(self) -> int: ...
+    def __getitem__(self, key: int | slice | Sequence[int]) -> VideoFrames | ImageFrames: ...
+    def clone(self) -> VideoFrames: ...
+
+@final
+class AudioFrames:
+    """Decoded audio frames (SPDL's ``AudioFrames``)."""
+
+    @property
+    def num_frames(self) -> int: ...
+    @property
+    def sample_rate(self) -> int: ...
+    @property
+    def num_channels(self) -> int: ...
+    @property
+    def num_samples(self) -> int: ...
+    @property
+    def sample_fmt(self) -> str: ...
+    @property
+    def time_base(self) -> tuple[int, int]: ...
+    def get_pts(self) -> list[int]: ...
+    def get_timestamps(self) -> list[float]: ...
+    def __len__(self) -> int: ...
+    def clone(self) -> AudioFrames: ...
+
+@final
+class ImageFrames:
+    """One decoded picture (SPDL's ``ImageFrames``)."""
+
+    @property
+    def num_planes(self) -> int: ...
+    @property
+    def width(self) -> int: ...
+    @property
+    def height(self) -> int: ...
+    @property
+    def pix_fmt(self) -> str: ...
+    @property
+    def metadata(self) -> dict[str, str]: ...
+    @property
+    def pts(self) -> float: ...
+    def clone(self) -> ImageFrames: ...
+
+_Frames = VideoFrames | AudioFrames | ImageFrames
+
+def convert_frames(frames: _Frames | Sequence[_Frames], storage: None = None) -> CPUBuffer:
+    """Frames as one ``CPUBuffer`` (SPDL's ``convert_frames``)."""
+
+def convert_array(vals: Any, storage: None = None) -> CPUBuffer:
+    """An ``int64`` array as a ``float32`` ``CPUBuffer`` (SPDL's ``convert_array``)."""
+
+def create_reference_video_frame(
+    array: Any, *, pix_fmt: str, frame_rate: tuple[int, int], pts: int
+) -> VideoFrames:
+    """``VideoFrames`` from a ``uint8`` array (copied)."""
+
+def create_reference_audio_frame(
+    array: Any, *, sample_fmt: str, sample_rate: int, pts: int
+) -> AudioFrames:
+    """One ``AudioFrames`` frame from a 2-D array (copied)."""
+
+def _filter_images(images: Sequence[Any], filter_desc: str, stack: bool = False) -> Any:
+    """FFmpeg filter string on decoded 8-bit images (backs ``load_image(filter_desc=)``)."""
+
+@final
+class FilterGraph:
+    """A user-described FFmpeg filter graph (SPDL's ``FilterGraph``)."""
+
+    def __init__(self, filter_desc: str) -> None: ...
+    def add_frames(self, frames: _Frames, *, key: str | None = None) -> None: ...
+    def flush(self) -> None: ...
+    def get_frames(self, *, key: str | None = None) -> _Frames | None: ...
+    def dump(self) -> str: ...
+    @property
+    def input_names(self) -> list[str]: ...
+    @property
+    def output_names(self) -> list[str]: ...
+
+@final
+class DemuxConfig:
+    """Container opening settings (SPDL's ``DemuxConfig``)."""
+
+    def __init__(
+        self,
+        format: str | None = None,
+        format_options: dict[str, str] | None = None,
+        buffer_size: int = 8096,
+    ) -> None: ...
+
+def demux_config(
+    format: str | None = None, format_options: dict[str, str] | None = None, buffer_size: int = 8096
+) -> DemuxConfig:
+    """SPDL's ``demux_config``."""
+
+@final
+class VideoCodec:
+    """A video stream's codec (SPDL's ``VideoCodec``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def width(self) -> int: ...
+    @property
+    def height(self) -> int: ...
+    @property
+    def pix_fmt(self) -> str: ...
+    @property
+    def frame_rate(self) -> tuple[int, int]: ...
+    @property
+    def time_base(self) -> tuple[int, int]: ...
+    @property
+    def sample_aspect_ratio(self) -> tuple[int, int]: ...
+    @property
+    def rotation(self) -> int: ...
+
+@final
+class AudioCodec:
+    """An audio stream's codec (SPDL's ``AudioCodec``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def sample_rate(self) -> int: ...
+    @property
+    def num_channels(self) -> int: ...
+    @property
+    def sample_fmt(self) -> str: ...
+    @property
+    def time_base(self) -> tuple[int, int]: ...
+    @property
+    def channel_layout(self) -> str: ...
+
+@final
+class ImageCodec:
+    """An image's codec (SPDL's ``ImageCodec``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def width(self) -> int: ...
+    @property
+    def height(self) -> int: ...
+    @property
+    def pix_fmt(self) -> str: ...
+    @property
+    def time_base(self) -> tuple[int, int]: ...
+    @property
+    def sample_aspect_ratio(self) -> tuple[int, int]: ...
+
+@final
 class VideoPackets:
-    """Demuxed packets of one video stream (``demux_video``); decode with ``decode_packets``."""
+    """Demuxed video packets (SPDL's ``VideoPackets``); picklable."""
 
     def __len__(self) -> int: ...
     @property
-    def timestamp(self) -> tuple[float, float] | None: ...
+    def timestamp(self) -> _Window | None: ...
     @property
-    def codec(self) -> str: ...
-    def get_timestamps(self) -> list[float]: ...
+    def codec(self) -> VideoCodec: ...
+    @property
+    def pix_fmt(self) -> str: ...
+    @property
+    def width(self) -> int: ...
+    @property
+    def height(self) -> int: ...
+    @property
+    def frame_rate(self) -> tuple[int, int]: ...
+    def get_timestamps(self, *, raw: bool = False) -> list[float]: ...
     def clone(self) -> VideoPackets: ...
+    @staticmethod
+    def deserialize(data: bytes) -> VideoPackets: ...
+
+@final
+class AudioPackets:
+    """Demuxed audio packets (SPDL's ``AudioPackets``); picklable."""
+
+    def __len__(self) -> int: ...
+    @property
+    def timestamp(self) -> _Window | None: ...
+    @property
+    def codec(self) -> AudioCodec: ...
+    @property
+    def sample_rate(self) -> int: ...
+    @property
+    def num_channels(self) -> int: ...
+    def get_timestamps(self, *, raw: bool = False) -> list[float]: ...
+    def clone(self) -> AudioPackets: ...
+    @staticmethod
+    def deserialize(data: bytes) -> AudioPackets: ...
+
+@final
+class ImagePackets:
+    """An image's packet (SPDL's ``ImagePackets``); picklable."""
+
+    def __len__(self) -> int: ...
+    @property
+    def codec(self) -> ImageCodec: ...
+    @property
+    def pix_fmt(self) -> str: ...
+    @property
+    def width(self) -> int: ...
+    @property
+    def height(self) -> int: ...
+    def clone(self) -> ImagePackets: ...
+    @staticmethod
+    def deserialize(data: bytes) -> ImagePackets: ...
+
+_Packets = VideoPackets | AudioPackets | ImagePackets
+
+@final
+class Demuxer:
+    """An open container (SPDL's ``Demuxer``)."""
+
+    def __init__(
+        self, src: _Src, *, demux_config: DemuxConfig | None = None, name: str | None = None
+    ) -> None: ...
+    def demux_video(self, window: _Window | None = None, *, bsf: str | None = None) -> VideoPackets: ...
+    def demux_audio(self, window: _Window | None = None, *, bsf: str | None = None) -> AudioPackets: ...
+    def demux_image(self, *, bsf: str | None = None) -> ImagePackets: ...
+    def has_audio(self) -> bool: ...
+    @property
+    def video_stream_index(self) -> int: ...
+    @property
+    def audio_stream_index(self) -> int: ...
+    @property
+    def video_codec(self) -> VideoCodec: ...
+    @property
+    def audio_codec(self) -> AudioCodec: ...
+    @property
+    def image_codec(self) -> ImageCodec: ...
+    def streaming_demux(
+        self, indices: int | Sequence[int] | None = None, *, duration: float = -1, num_packets: int = -1
+    ) -> Iterator[Any]: ...
+    def __enter__(self) -> Demuxer: ...
+    def __exit__(self, *args: object) -> None: ...
 
 def demux_video(
-    src: _Src, *, timestamp: tuple[float, float] | None = None, name: str | None = None
-) -> VideoPackets: ...
+    src: _Src,
+    *,
+    timestamp: _Window | None = None,
+    demux_config: DemuxConfig | None = None,
+    bsf: str | None = None,
+    name: str | None = None,
+) -> VideoPackets:
+    """SPDL's ``demux_video``."""
+
+def demux_audio(
+    src: _Src,
+    *,
+    timestamp: _Window | None = None,
+    demux_config: DemuxConfig | None = None,
+    bsf: str | None = None,
+    name: str | None = None,
+) -> AudioPackets:
+    """SPDL's ``demux_audio``."""
+
+def demux_image(
+    src: _Src, *, demux_config: DemuxConfig | None = None, bsf: str | None = None, name: str | None = None
+) -> ImagePackets:
+    """SPDL's ``demux_image``."""
+
+@final
+class BSF:
+    """A bit-stream filter (SPDL's ``BSF``)."""
+
+    def __init__(self, codec: VideoCodec | AudioCodec | ImageCodec, bsf: str) -> None: ...
+    def filter(self, packets: _Packets, flush: bool = False) -> _Packets | None: ...
+    def flush(self) -> _Packets | None: ...
+
+def apply_bsf(packets: _Packets, bsf: str) -> _Packets:
+    """SPDL's ``apply_bsf``."""
+
+@final
+class DecodeConfig:
+    """Decoder settings (SPDL's ``DecodeConfig``)."""
+
+    def __init__(
+        self, decoder: str | None = None, decoder_options: dict[str, str] | None = None
+    ) -> None: ...
+
+def decode_config(
+    decoder: str | None = None, decoder_options: dict[str, str] | None = None
+) -> DecodeConfig:
+    """SPDL's ``decode_config``."""
+
 def decode_packets(
-    packets: VideoPackets, filter_desc: str | None = None, *, num_frames: int = -1, **options: Unpack[_o.VideoOutputOptions]
-) -> VideoFrames: ...
+    packets: _Packets,
+    filter_desc: str | None = "__PLACEHOLDER__",
+    decode_config: DecodeConfig | None = None,
+    *,
+    num_frames: int = -1,
+) -> _Frames:
+    """SPDL's ``decode_packets``."""
+
+def sample_decode_video(
+    packets: VideoPackets,
+    indices: Sequence[int],
+    *,
+    decode_config: DecodeConfig | None = None,
+    filter_desc: str | None = "__PLACEHOLDER__",
+) -> list[ImageFrames]:
+    """SPDL's ``sample_decode_video``."""
+
+@final
+class Decoder:
+    """A streaming decoder (SPDL's ``Decoder`` / ``VideoDecoder`` / ``AudioDecoder``)."""
+
+    def __init__(
+        self,
+        codec: VideoCodec | AudioCodec | ImageCodec,
+        *,
+        filter_desc: str | None = "__PLACEHOLDER__",
+        decode_config: DecodeConfig | None = None,
+    ) -> None: ...
+    def decode(self, packets: _Packets) -> _Frames: ...
+    def streaming_decode_packets(self, packets: _Packets) -> Iterator[_Frames]: ...
+    def flush(self) -> Iterator[_Frames]: ...
+
+@final
+class VideoEncodeConfig:
+    """Video encoder settings (SPDL's ``VideoEncodeConfig``)."""
+
+@final
+class AudioEncodeConfig:
+    """Audio encoder settings (SPDL's ``AudioEncodeConfig``)."""
+
+def video_encode_config(
+    *,
+    height: int,
+    width: int,
+    frame_rate: tuple[int, int] | None = None,
+    pix_fmt: str | None = None,
+    bit_rate: int = -1,
+    compression_level: int = -1,
+    qscale: int = -1,
+    gop_size: int = -1,
+    max_b_frames: int = -1,
+    colorspace: str | None = None,
+    color_primaries: str | None = None,
+    color_trc: str | None = None,
+) -> VideoEncodeConfig:
+    """SPDL's ``video_encode_config``."""
+
+def audio_encode_config(
+    *,
+    num_channels: int,
+    sample_fmt: str | None = None,
+    sample_rate: int | None = None,
+    bit_rate: int = -1,
+    compression_level: int = -1,
+    qscale: int = -1,
+) -> AudioEncodeConfig:
+    """SPDL's ``audio_encode_config``."""
+
+@final
+class Encoder:
+    """An encoder from ``Muxer.add_encode_stream`` (SPDL's ``VideoEncoder`` / ``AudioEncoder``)."""
+
+    def encode(self, frames: _Frames) -> _Packets | None: ...
+    def flush(self) -> _Packets | None: ...
+    @property
+    def frame_size(self) -> int: ...
+    @property
+    def codec(self) -> VideoCodec | AudioCodec: ...
+
+@final
+class Muxer:
+    """A container being written (SPDL's ``Muxer``)."""
+
+    def __init__(self, dst: str | PathLike[str], /, *, format: str | None = None) -> None: ...
+    def add_encode_stream(
+        self,
+        config: VideoEncodeConfig | AudioEncodeConfig,
+        *,
+        encoder: str | None = None,
+        encoder_config: dict[str, str] | None = None,
+    ) -> Encoder: ...
+    def add_remux_stream(self, codec: VideoCodec | AudioCodec) -> None: ...
+    def open(self, muxer_config: dict[str, str] | None = None) -> Muxer: ...
+    def write(self, index: int, packets: _Packets) -> None: ...
+    def flush(self) -> None: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> Muxer: ...
+    def __exit__(self, *args: object) -> None: ...
+
+def encode_image(
+    path: str | PathLike[str], data: Any, pix_fmt: str = "rgb24", *, encode_config: VideoEncodeConfig | None = None
+) -> None:
+    """SPDL's ``encode_image``."""
+
 def ffmpeg_versions() -> str | None:
     """FFmpeg library versions, or ``None`` when built without FFmpeg."""
 
@@ -530,15 +930,113 @@ def _load_wav(
     data: Any, time_offset_seconds: float | None = None, duration_seconds: float | None = None
 ) -> _ArrayInfo: ...
 
-class TarShards:
-    """Tar shards in the WebDataset layout from local disk, as a pipeline source."""
+class DecodedCache:
+    """A decoded cache file (``spdl cache``) served as training batches, crop/flip/normalize at read time."""
 
-    def __init__(self, pattern: str, **options: Unpack[_o.SamplingOptions]) -> None: ...
+    def __init__(self, path: str | PathLike[str], *, verify: bool = True) -> None: ...
+    def __len__(self) -> int: ...
+    @property
+    def shape(self) -> tuple[int, int, int]: ...
+    def label(self, index: int) -> int | None: ...
+    def load_batch(
+        self,
+        indices: Sequence[int],
+        *,
+        epoch: int = 0,
+        crop: int | None = None,
+        random_crop: bool = False,
+        flip: bool = False,
+        normalize: bool = False,
+        mean: Sequence[float] | None = None,
+        std: Sequence[float] | None = None,
+        seed: int = 0,
+    ) -> CPUBuffer: ...
+
+def build_decoded_cache(
+    paths: Sequence[str | PathLike[str]],
+    out: str | PathLike[str],
+    *,
+    size: int = 256,
+    transform: str = "resize",
+    labels: Sequence[int] | None = None,
+    num_threads: int | None = None,
+) -> list[str]: ...
+
+class TarShards:
+    """Tar shards in the WebDataset layout (local; HTTP/S3 with those features), as a pipeline source."""
+
+    def __init__(
+        self, pattern: str, *, shuffle_buffer: int = 0, **options: Unpack[_o.SamplingOptions]
+    ) -> None: ...
     @property
     def shards(self) -> list[str]: ...
     def epoch_shards(self, epoch: int) -> list[int]: ...
     def set_epoch(self, epoch: int) -> None: ...
-    def resume(self, state: tuple[int, int, int]) -> None: ...
+    def resume(
+        self, state: tuple[int, int, int] | tuple[int, int, int, int, bytes]
+    ) -> None: ...
     @property
     def failures(self) -> list[str]: ...
     def __iter__(self) -> Iterator[dict[str, Any]]: ...
+
+# --- SPDL's GPU names (src/config.rs, src/gpu_decode.rs; wrapped by _gpu.py) ---
+
+@final
+class CUDAConfig:
+    """SPDL's ``CUDAConfig``: a CUDA device index and stream, from ``cuda_config``."""
+
+    @property
+    def device_index(self) -> int: ...
+    @property
+    def stream(self) -> int: ...
+
+def cuda_config(device_index: int, stream: int = 2, allocator: Any = None) -> CUDAConfig:
+    """SPDL's ``cuda_config``. ``TypeError`` for an ``allocator``; ``ValueError`` for a
+    negative index or stream."""
+
+@final
+class CPUStorage:
+    """SPDL's ``CPUStorage``: host memory (pinned or not), a writable 1-D ``uint8`` buffer."""
+
+    @property
+    def nbytes(self) -> int: ...
+    @property
+    def pinned(self) -> bool: ...
+    @property
+    def data_ptr(self) -> int: ...
+    def __len__(self) -> int: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+
+def cpu_storage(size: int, pin_memory: bool = True) -> CPUStorage:
+    """SPDL's ``cpu_storage``. Pinned needs a CUDA driver (``RuntimeError`` naming why)."""
+
+def built_with_nvjpeg() -> bool: ...
+def built_with_nvcodec() -> bool: ...
+def nvjpeg_fallback_reason(data: bytes | bytearray | memoryview) -> str | None:
+    """Why the nvJPEG loaders would decode ``data`` on the CPU (``None``: on the GPU)."""
+
+def nvjpeg_stats() -> dict[str, float]:
+    """``batches``, ``gpu_images``, ``cpu_fallbacks``, ``seconds`` of this process."""
+
+def _decode_image_nvjpeg(
+    data: list[Any],
+    keys: list[str],
+    device_index: int,
+    scale_width: int,
+    scale_height: int,
+    single: bool,
+) -> CUDABuffer: ...
+def _nvdec_open(
+    device_index: int,
+    codec: str,
+    width: int,
+    height: int,
+    crop_left: int,
+    crop_top: int,
+    crop_right: int,
+    crop_bottom: int,
+    scale_width: int,
+    scale_height: int,
+) -> None: ...
+def _nv12_to_planar(data: Any, coeff: int = 1, bgr: bool = False) -> CPUBuffer: ...
+def _copy_into_storage(storage: CPUStorage, buffer: CPUBuffer) -> CPUBuffer: ...

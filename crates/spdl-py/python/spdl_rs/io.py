@@ -9,11 +9,19 @@ masks or bounding boxes can follow the image.
 
 GPU (a wheel built with the ``cuda`` feature): ``transfer_buffer(buf, device)`` copies a
 ``CPUBuffer`` to a :class:`CUDABuffer`; ``torch.from_dlpack(cuda_buf)`` shares device memory.
-``cuda_available()`` / ``cuda_unavailable_reason()`` say whether that can work here.
+``cuda_available()`` / ``cuda_unavailable_reason()`` say whether that can work here. SPDL's
+GPU names are here too (``cuda_config``, ``device_config=`` on the loaders, ``cpu_storage``,
+``transfer_tensor_h2d`` / ``transfer_tensor_d2h``, ``to_jax``, ``to_numba``,
+``decode_image_nvjpeg``, ``load_image_batch_nvjpeg``, the NVDEC functions, ``nv12_to_rgb``):
+see ``spdl_rs/_gpu.py``.
 
 Array, archive and WAV fast paths (parsed in Rust with the GIL released, zero-copy NumPy
 views over the caller's bytes): ``load_npy``, ``load_npz`` / ``NpzFile``, ``iter_tarfile``,
 ``load_wav`` / ``parse_wav`` / ``WAVHeader``.
+
+Many-epoch training: :class:`DecodedCache` serves a file written once by ``spdl cache`` (images
+decoded and resized to one shape) as training batches, with random crop, flip and normalize
+applied at read time and no decode.
 
 Video and audio (``load_video``, ``load_video_clips``, ``load_audio``) decode through the system
 FFmpeg and need a build with the Cargo feature ``decode-ffmpeg`` (``cargo xtask wheel`` builds
@@ -27,15 +35,18 @@ from __future__ import annotations
 import functools
 import math
 import os
+import sys
+from collections.abc import Sequence
 from typing import Any, Unpack
 
 from . import _native
 from ._native import (
-    AudioFrames,
     CPUBuffer,
     CUDABuffer,
-    VideoFrames,
-    VideoPackets,
+    DecodedAudio,
+    DecodedCache,
+    DecodedVideo,
+    build_decoded_cache,
     cuda_available,
     cuda_built,
     cuda_unavailable_reason,
@@ -45,13 +56,10 @@ from ._native import (
     get_ffmpeg_filters as _get_ffmpeg_filters,
     get_ffmpeg_log_level,
     get_ffmpeg_versions,
-    load_image,
     load_decoder_plugin,
-    load_image_batch,
     random_resized_crop,
 )
 from ._native import set_ffmpeg_log_level as _set_ffmpeg_log_level
-from ._native import transfer_buffer as _transfer_buffer
 from ._options import (
     AudioOptions,
     BatchOptions,
@@ -64,11 +72,154 @@ from ._options import (
     VideoStageOptions,
 )
 from ._array import NpzFile, load_npy, load_npz
+from . import _gpu
+from ._gpu import (
+    CPUStorage,
+    CUDAConfig,
+    NvDecDecoder,
+    built_with_nvcodec,
+    built_with_nvjpeg,
+    cpu_storage,
+    cuda_config,
+    decode_image_nvjpeg,
+    decode_packets_nvdec,
+    load_image_batch_nvjpeg,
+    nv12_to_bgr,
+    nv12_to_rgb,
+    nvdec_decoder,
+    nvjpeg_fallback_reason,
+    nvjpeg_stats,
+    streaming_load_video_nvdec,
+    to_jax,
+    to_numba,
+    transfer_buffer,
+    transfer_buffer_cpu,
+    transfer_tensor,
+    transfer_tensor_d2h,
+    transfer_tensor_h2d,
+)
 from ._tar import iter_tarfile
 from ._wav import WAVHeader, load_wav, parse_wav
 
+# SPDL's packet/frame-level media API (`spdl_rs._native` has it in FFmpeg builds only).
+_MEDIA_API = (
+    "VideoFrames",
+    "AudioFrames",
+    "ImageFrames",
+    "convert_frames",
+    "convert_array",
+    "create_reference_video_frame",
+    "create_reference_audio_frame",
+    "FilterGraph",
+    "DemuxConfig",
+    "demux_config",
+    "VideoCodec",
+    "AudioCodec",
+    "ImageCodec",
+    "VideoPackets",
+    "AudioPackets",
+    "ImagePackets",
+    "Demuxer",
+    "demux_video",
+    "demux_audio",
+    "demux_image",
+    "BSF",
+    "apply_bsf",
+    "DecodeConfig",
+    "decode_config",
+    "decode_packets",
+    "sample_decode_video",
+    "Decoder",
+    "VideoEncodeConfig",
+    "AudioEncodeConfig",
+    "video_encode_config",
+    "audio_encode_config",
+    "Encoder",
+    "Muxer",
+    "encode_image",
+)
+
+try:
+    from ._native import (
+        VideoFrames,
+        AudioFrames,
+        ImageFrames,
+        convert_frames,
+        convert_array,
+        create_reference_video_frame,
+        create_reference_audio_frame,
+        FilterGraph,
+        DemuxConfig,
+        demux_config,
+        VideoCodec,
+        AudioCodec,
+        ImageCodec,
+        VideoPackets,
+        AudioPackets,
+        ImagePackets,
+        Demuxer,
+        demux_video,
+        demux_audio,
+        demux_image,
+        BSF,
+        apply_bsf,
+        DecodeConfig,
+        decode_config,
+        decode_packets,
+        sample_decode_video,
+        Decoder,
+        VideoEncodeConfig,
+        AudioEncodeConfig,
+        video_encode_config,
+        audio_encode_config,
+        Encoder,
+        Muxer,
+        encode_image,
+    )
+except ImportError:  # a build without FFmpeg: the names raise RuntimeError when called
+
+    def _missing_media_api(name: str) -> Any:
+        def unavailable(*_args: Any, **_kwargs: Any) -> Any:
+            raise RuntimeError(
+                f"spdl_rs.io.{name}: this spdl_rs was built without FFmpeg; rebuild with the "
+                "Cargo feature `decode-ffmpeg` (`cargo xtask wheel` builds one)"
+            )
+
+        unavailable.__name__ = name
+        return unavailable
+
+    for _name in _MEDIA_API:
+        globals()[_name] = _missing_media_api(_name)
+    del _name
+
+_convert_frames = convert_frames
+
+
+def convert_frames(frames: Any, storage: Any = None) -> CPUBuffer:
+    """SPDL's ``convert_frames``: frame objects (or a list of them, stacked on a new first
+    axis) as one zero-copy :class:`CPUBuffer` (layouts in ``VideoFrames`` / ``AudioFrames`` /
+    ``ImageFrames``). With ``storage`` (a :class:`CPUStorage` from :func:`cpu_storage`) the
+    data is copied into it and the buffer shares the storage's memory (``ValueError`` when it
+    is too small). ``ValueError`` for frames of a pixel/sample format without an array layout
+    (add ``format=pix_fmts=rgb24`` / ``aformat=sample_fmts=fltp`` to the filter)."""
+    out = _convert_frames(frames)
+    if storage is None:
+        return out
+    if not isinstance(storage, CPUStorage):
+        raise TypeError(f"storage must be a CPUStorage (cpu_storage), got {type(storage).__name__}")
+    return _native._copy_into_storage(storage, out)
+
+
+#: SPDL's decoder classes are one class here: a ``Decoder`` decodes the packets of the codec
+#: it was made for (video, audio or image).
+VideoDecoder = AudioDecoder = Decoder
+#: Likewise SPDL's encoder classes: ``Muxer.add_encode_stream`` returns an ``Encoder``.
+VideoEncoder = AudioEncoder = Encoder
+
 __all__ = [
     "CPUBuffer",
+    "DecodedCache",
+    "build_decoded_cache",
     "load_image",
     "decode_image",
     "load_image_batch",
@@ -79,14 +230,17 @@ __all__ = [
     "cuda_built",
     "cuda_available",
     "cuda_unavailable_reason",
-    "VideoFrames",
-    "AudioFrames",
+    "DecodedVideo",
+    "DecodedAudio",
     "load_video",
     "load_video_clips",
     "load_audio",
-    "VideoPackets",
-    "demux_video",
-    "decode_packets",
+    *_MEDIA_API,
+    "VideoDecoder",
+    "AudioDecoder",
+    "VideoEncoder",
+    "AudioEncoder",
+    "save_image",
     "ffmpeg_versions",
     "get_video_filter_desc",
     "get_audio_filter_desc",
@@ -119,6 +273,26 @@ __all__ = [
     "ClipOptions",
     "VideoStageOptions",
     "AudioOptions",
+    "CUDAConfig",
+    "cuda_config",
+    "CPUStorage",
+    "cpu_storage",
+    "transfer_buffer_cpu",
+    "transfer_tensor",
+    "transfer_tensor_h2d",
+    "transfer_tensor_d2h",
+    "to_jax",
+    "to_numba",
+    "decode_image_nvjpeg",
+    "load_image_batch_nvjpeg",
+    "nvjpeg_fallback_reason",
+    "nvjpeg_stats",
+    "NvDecDecoder",
+    "nvdec_decoder",
+    "decode_packets_nvdec",
+    "streaming_load_video_nvdec",
+    "nv12_to_rgb",
+    "nv12_to_bgr",
 ]
 
 #: A video/audio source: a local path, or the bytes of a whole file.
@@ -131,7 +305,7 @@ def load_video(
     *,
     name: str | None = None,
     **options: Unpack[VideoOptions],
-) -> VideoFrames:
+) -> DecodedVideo:
     """Decodes frames of a video into one ``uint8`` array, with the GIL released.
 
     ``src``: a path (``str`` / ``os.PathLike``, demuxed straight from the file) or the bytes of
@@ -154,7 +328,7 @@ def load_video(
     ``played_at`` it raises ``ValueError``. Default ``None``: no graph (unlike SPDL, whose
     default is ``get_video_filter_desc()``, i.e. ``"format=pix_fmts=rgb24"``).
 
-    Returns :class:`VideoFrames`: ``frames`` a zero-copy :class:`CPUBuffer` ``uint8``
+    Returns :class:`DecodedVideo`: ``frames`` a zero-copy :class:`CPUBuffer` ``uint8``
     ``[T, H, W, C]``; ``pts`` seconds per frame; ``indices``; ``rotation``;
     ``num_decoded`` (the exact frame count when the whole stream was decoded).
 
@@ -180,13 +354,13 @@ def load_video_clips(
     *,
     name: str | None = None,
     **options: Unpack[ClipOptions],
-) -> VideoFrames:
+) -> DecodedVideo:
     """Samples ``num_clips`` clips of ``frames_per_clip`` frames, ``stride`` frames apart,
     spread evenly over the video (first clip at frame 0, last one ending at the last frame;
     pytorchvideo's uniform clip sampling), in one decode pass with the GIL released.
 
     The frame count comes from the demuxed packets, never from duration x frame rate; a video
-    shorter than one clip repeats its last frame. Returns :class:`VideoFrames` with ``frames``
+    shorter than one clip repeats its last frame. Returns :class:`DecodedVideo` with ``frames``
     ``uint8`` ``[N, T, H, W, C]`` and ``pts`` / ``indices`` of the ``N * T`` frames, clip after
     clip. ``options``: :class:`ClipOptions` (``stride`` and the output keywords of
     :func:`load_video`). Other arguments and errors as :func:`load_video`; ``ValueError`` for a
@@ -203,7 +377,7 @@ def load_audio(
     *,
     name: str | None = None,
     **options: Unpack[AudioOptions],
-) -> AudioFrames:
+) -> DecodedAudio:
     """Decodes the best audio stream of a file into a ``float32`` waveform, GIL released.
 
     ``src`` and ``name`` as :func:`load_video`. ``timestamp=(start, end)`` keeps the samples
@@ -215,7 +389,7 @@ def load_audio(
     ``float32`` at the stream's rate; its output, in any sample format, is read as
     ``float32`` ``[C, S]``, then resampled to ``sample_rate`` / ``num_channels`` when given.
 
-    Returns :class:`AudioFrames`: ``waveform`` a zero-copy :class:`CPUBuffer` ``float32``
+    Returns :class:`DecodedAudio`: ``waveform`` a zero-copy :class:`CPUBuffer` ``float32``
     ``[C, S]`` (channels first, in [-1, 1]; 16-bit PCM scaled by 1/32768), ``sample_rate`` in
     Hz, ``start`` in seconds. Encoder delay/padding is trimmed as ffmpeg does (MP3 LAME tag).
 
@@ -225,38 +399,107 @@ def load_audio(
     return _native.load_media("load_audio", src, timestamp, name=name, **options)
 
 
-def demux_video(
-    src: Src, *, timestamp: tuple[float, float] | None = None, name: str | None = None
-) -> VideoPackets:
-    """Demuxes the best video stream of ``src`` into :class:`VideoPackets` (compressed packets
-    and the codec parameters), with the GIL released, as SPDL's ``spdl.io.demux_video``: all
-    packets, or with ``timestamp=(start, end)`` (seconds) those needed for the frames with
-    ``start <= pts < end`` (from the key frame before ``start``). Decode them later, on any
-    thread and as often as needed, with :func:`decode_packets`.
-
-    ``src`` and ``name`` as :func:`load_video`. Raises as :func:`load_video`; ``ValueError`` for
-    an empty window. (SPDL's ``demux_config`` / ``bsf`` are not supported.)
-    """
-    return _native.demux_video(src, timestamp=timestamp, name=name)
-
-
-def decode_packets(
-    packets: VideoPackets,
-    filter_desc: str | None = None,
+def save_image(
+    path: str | os.PathLike[str],
+    data: Any,
+    pix_fmt: str = "rgb24",
     *,
-    num_frames: int = -1,
-    **options: Unpack[VideoOutputOptions],
-) -> VideoFrames:
-    """Decodes :class:`VideoPackets` into :class:`VideoFrames` (``frames`` ``uint8``
-    ``[T, H, W, C]``, ``pts``), with the GIL released: the frames of the packets' time window
-    (all when they have none), at most ``num_frames`` (``-1``: all). ``filter_desc`` and the
-    output ``options`` (:class:`VideoOutputOptions`) work as in :func:`load_video`, and the
-    frames equal ``load_video``'s for the same window. SPDL's ``decode_packets`` followed by
-    ``convert_frames`` (SPDL's ``decode_config`` is not supported).
+    bit_rate: int = -1,
+    compression_level: int = -1,
+    qscale: int = -1,
+    gop_size: int = -1,
+    max_b_frames: int = -1,
+    colorspace: str | None = None,
+    color_primaries: str | None = None,
+    color_trc: str | None = None,
+) -> None:
+    """Writes one picture to ``path`` (SPDL's ``spdl.io.save_image``): format and encoder from
+    the extension (``.png`` is lossless). ``data``: ``uint8`` ``[H, W, 3]`` for ``rgb24`` /
+    ``bgr24``, ``[H, W]`` for ``gray`` / ``gray8``, ``[3, H, W]`` for ``yuv444p``. The keyword
+    arguments are :func:`video_encode_config`'s. Raises ``ValueError`` for a shape that does
+    not fit ``pix_fmt``, an unknown extension or an unwritable path."""
+    import numpy as np
 
-    Raises ``ValueError`` naming the source for undecodable data or a bad ``filter_desc``.
+    arr = np.ascontiguousarray(data)
+    if pix_fmt in ("gray", "gray8") and arr.ndim == 2:
+        arr = arr[None]
+    if arr.ndim != 3:
+        raise ValueError(f"save_image expects a 3-D array (2-D for gray), got shape {arr.shape}")
+    planar = pix_fmt in ("gray", "gray8", "yuv444p", "gbrp")
+    height, width = (arr.shape[1], arr.shape[2]) if planar else (arr.shape[0], arr.shape[1])
+    config = video_encode_config(
+        height=height,
+        width=width,
+        bit_rate=bit_rate,
+        compression_level=compression_level,
+        qscale=qscale,
+        gop_size=gop_size,
+        max_b_frames=max_b_frames,
+        colorspace=colorspace,
+        color_primaries=color_primaries,
+        color_trc=color_trc,
+    )
+    encode_image(path, arr, pix_fmt, encode_config=config)
+
+
+def load_image(
+    path: str | os.PathLike[str],
+    width: int | None = None,
+    height: int | None = None,
+    *,
+    filter_desc: str | None = None,
+    **kwargs: Any,
+) -> CPUBuffer:
+    """Loads one image as a zero-copy :class:`CPUBuffer` ``uint8`` ``[H, W, C]``, with the GIL
+    released (libjpeg-turbo / image-rs). ``width`` / ``height`` and the keyword arguments
+    (``color``, ``filter``, ``lenient``, ``transform``, ``size``, ``seed``, ``index``, ``epoch``)
+    are those of the native loader (see ``spdl_rs._native.load_image``).
+
+    ``filter_desc``: an FFmpeg filter string run on the decoded (and resized, if asked) image,
+    as SPDL's ``load_image(filter_desc=...)`` (e.g. from :func:`get_video_filter_desc`); the
+    result is converted back to the image's ``rgb24`` / ``gray`` layout. Needs the FFmpeg build
+    (``RuntimeError`` otherwise); ``ValueError`` naming a description FFmpeg rejects. Other
+    errors as the native loader (``OSError`` subclasses for the path, ``ValueError`` for data).
     """
-    return _native.decode_packets(packets, filter_desc, num_frames=num_frames, **options)
+    img = _native.load_image(path, width, height, **kwargs)
+    if filter_desc is None:
+        return img
+    return _filter_images_or_raise([img], filter_desc, stack=False)[0]
+
+
+def load_image_batch(
+    paths: Sequence[str | os.PathLike[str]],
+    width: int | None = None,
+    height: int | None = None,
+    *,
+    filter_desc: str | None = None,
+    **kwargs: Any,
+) -> CPUBuffer:
+    """Loads images into one :class:`CPUBuffer` ``[N, H, W, C]`` (or normalized ``[N, C, H, W]``
+    ``float32``), with the GIL released; arguments as the native loader
+    (``spdl_rs._native.load_image_batch``).
+
+    ``filter_desc``: an FFmpeg filter string run on each decoded image (after the resize to
+    ``width`` x ``height`` when given), as SPDL's ``load_image_batch(filter_desc=...)``; every
+    output must have the same size (``ValueError`` otherwise). With ``filter_desc``, only
+    ``color``, ``filter`` and ``lenient`` may be given besides (``TypeError`` naming others).
+    """
+    if filter_desc is None:
+        return _native.load_image_batch(paths, width, height, **kwargs)
+    extra = set(kwargs) - {"color", "filter", "lenient"}
+    if extra:
+        raise TypeError(f"load_image_batch: {sorted(extra)} cannot be combined with filter_desc")
+    images = [_native.load_image(p, width, height, **kwargs) for p in paths]
+    return _filter_images_or_raise(images, filter_desc, stack=True)
+
+
+def _filter_images_or_raise(images: list[Any], filter_desc: str, stack: bool) -> Any:
+    run = getattr(_native, "_filter_images", None)
+    if run is None:
+        raise RuntimeError(
+            "filter_desc needs the FFmpeg build of spdl_rs (Cargo feature `decode-ffmpeg`)"
+        )
+    return run(images, filter_desc, stack)
 
 
 # ---------------------------------------------------------------- FFmpeg filter descriptions
@@ -376,14 +619,20 @@ def get_audio_filter_desc(
     return ",".join(parts) or None
 
 
-def get_filter_desc(packets: VideoPackets, **filter_args: Any) -> str | None:
+def get_filter_desc(packets: Any, **filter_args: Any) -> str | None:
     """The filter description for decoding ``packets`` (SPDL's ``spdl.io.get_filter_desc``):
-    :func:`get_video_filter_desc` with ``filter_args``, without a ``trim`` (the packets' time
-    window is applied when decoding). Only :class:`VideoPackets` exist in spdl_rs so far;
-    anything else raises ``TypeError``."""
-    if not isinstance(packets, VideoPackets):
-        raise TypeError(f"get_filter_desc expects VideoPackets, got {type(packets).__name__}")
-    return get_video_filter_desc(timestamp=None, **filter_args)
+    :func:`get_video_filter_desc` (``VideoPackets`` / ``ImagePackets``) or
+    :func:`get_audio_filter_desc` (``AudioPackets``) with ``filter_args``, without a trim: the
+    packets' time window is applied by :func:`decode_packets` itself. ``TypeError`` for
+    anything else."""
+    if isinstance(packets, AudioPackets):
+        return get_audio_filter_desc(timestamp=None, **filter_args)
+    if isinstance(packets, (VideoPackets, ImagePackets)):
+        return get_video_filter_desc(timestamp=None, **filter_args)
+    raise TypeError(
+        "get_filter_desc expects VideoPackets, AudioPackets or ImagePackets, "
+        f"got {type(packets).__name__}"
+    )
 
 
 def get_buffer_desc(codec: Any, label: str | None = None, pix_fmt: str | None = None) -> str:
@@ -441,35 +690,6 @@ def built_with_cuda() -> bool:
     return cuda_built()
 
 
-def built_with_nvcodec() -> bool:
-    """SPDL's ``built_with_nvcodec``: always ``False``, spdl_rs has no NVDEC/NVENC decoding."""
-    return False
-
-
-def built_with_nvjpeg() -> bool:
-    """SPDL's ``built_with_nvjpeg``: always ``False``, spdl_rs's Python API has no nvJPEG
-    decoding."""
-    return False
-
-
-def transfer_buffer(buffer: CPUBuffer, device: str | int | None = None) -> CUDABuffer:
-    """Copies ``buffer`` to a CUDA device: a :class:`CUDABuffer` of the same shape and dtype.
-
-    A one-off copy for use outside a pipeline (in a pipeline, :func:`spdl_rs.ops.to_device`
-    collates into pinned memory first). ``device``: ``"cuda:N"``, ``N``, ``"cuda"`` or
-    ``None`` (the ``LOCAL_RANK`` device, 0 when unset). The GIL is released and the call
-    returns once the copy is complete (through a pinned staging buffer when one is free, else
-    from pageable memory; up to 8 staging buffers per device are kept for later calls).
-
-    Raises ``RuntimeError`` in a build without the ``cuda`` feature (the message says how to
-    rebuild), without a driver (``"no CUDA driver: ..."``), for a device index out of range
-    (``"invalid CUDA device ..."``) or a failed driver call; ``ValueError`` for a bad
-    ``device``; ``TypeError`` when ``buffer`` is not a ``CPUBuffer``. Mirrors SPDL's
-    ``spdl.io.transfer_buffer``.
-    """
-    return _transfer_buffer(buffer, device)
-
-
 def to_numpy(buffer: CPUBuffer) -> Any:
     """A NumPy array sharing ``buffer``'s memory (no copy), same shape and dtype.
 
@@ -488,3 +708,16 @@ def to_torch(buffer: CPUBuffer) -> Any:
     import torch
 
     return torch.from_dlpack(buffer)
+
+
+# SPDL's `device_config=` (and `storage=` on the image loaders): decode on the CPU, then copy
+# (see _gpu.with_device_config).
+load_image = _gpu.with_device_config(load_image, storage=True)
+load_image_batch = _gpu.with_device_config(load_image_batch, storage=True)
+load_video = _gpu.with_device_config(load_video)
+load_audio = _gpu.with_device_config(load_audio)
+
+# SPDL's ``spdl.io.utils`` as ``spdl_rs.io.utils`` (``import spdl_rs.io.utils`` finds it here).
+from . import _io_utils as utils  # noqa: E402
+
+sys.modules[__name__ + ".utils"] = utils

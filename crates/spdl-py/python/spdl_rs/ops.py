@@ -24,6 +24,8 @@ a build with FFmpeg (see :mod:`spdl_rs.io`); without it, making one raises ``Run
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Sequence
 from typing import Unpack
 
 from ._native import NativeOp
@@ -52,6 +54,21 @@ __all__ = [
 ]
 
 
+def _picklable(ctor: Callable[..., NativeOp]) -> Callable[..., NativeOp]:
+    """``ctor`` whose ops pickle as the call that made them (``ctor(*args, **kwargs)`` again
+    in the unpickling process), so a pipeline config holding native ops can be built in a
+    worker process (``run_pipeline_in_subprocess``)."""
+
+    @functools.wraps(ctor)
+    def make(*args: object, **kwargs: object) -> NativeOp:
+        op = ctor(*args, **kwargs)
+        op._set_recipe(functools.partial(make, *args, **kwargs))
+        return op
+
+    return make
+
+
+@_picklable
 def read_file() -> NativeOp:
     """A stage reading each path (``str``, ``os.PathLike`` or a listed sample) into its bytes.
 
@@ -62,6 +79,7 @@ def read_file() -> NativeOp:
     return _read_file()
 
 
+@_picklable
 def decode_image(
     width: int | None = None, height: int | None = None, **options: Unpack[ImageOptions]
 ) -> NativeOp:
@@ -84,6 +102,7 @@ def decode_image(
     return _image(True, width, height, **options)
 
 
+@_picklable
 def load_image(
     width: int | None = None, height: int | None = None, **options: Unpack[ImageOptions]
 ) -> NativeOp:
@@ -94,6 +113,7 @@ def load_image(
     return _image(False, width, height, **options)
 
 
+@_picklable
 def collate(*, normalize: bool = False) -> NativeOp:
     """A stage stacking a list of decoded images (``aggregate(n)`` after ``decode_image``) into
     one :class:`spdl_rs.io.CPUBuffer`.
@@ -106,6 +126,7 @@ def collate(*, normalize: bool = False) -> NativeOp:
     return _collate(normalize=normalize)
 
 
+@_picklable
 def to_device(device: str | int | None = None) -> NativeOp:
     """A stage copying each batch to a CUDA device: put it right after :func:`collate`.
 
@@ -141,12 +162,13 @@ def to_device(device: str | int | None = None) -> NativeOp:
     return _to_device(device)
 
 
+@_picklable
 def load_video(
     timestamp: tuple[float, float] | None = None, **options: Unpack[VideoStageOptions]
 ) -> NativeOp:
     """A stage decoding each video path (``str``, ``os.PathLike`` or a listed sample), GIL-free.
 
-    Output: a :class:`spdl_rs.io.VideoFrames` (``frames`` ``uint8`` ``[T, H, W, C]``, ``pts``
+    Output: a :class:`spdl_rs.io.DecodedVideo` (``frames`` ``uint8`` ``[T, H, W, C]``, ``pts``
     in seconds, ``label`` of a labelled listing). ``timestamp`` and ``options``
     (:class:`spdl_rs.io.VideoStageOptions`: frame selection, output and ``filter_desc``) as
     :func:`spdl_rs.io.load_video`; with ``num_clips`` and ``frames_per_clip`` (and
@@ -158,6 +180,7 @@ def load_video(
     return _media("load_video", timestamp, **options)
 
 
+@_picklable
 def decode_video(
     timestamp: tuple[float, float] | None = None, **options: Unpack[VideoStageOptions]
 ) -> NativeOp:
@@ -168,10 +191,11 @@ def decode_video(
     return _media("decode_video", timestamp, **options)
 
 
+@_picklable
 def load_audio(timestamp: tuple[float, float] | None = None, **options: Unpack[AudioOptions]) -> NativeOp:
     """A stage decoding each audio path, GIL-free.
 
-    Output: a :class:`spdl_rs.io.AudioFrames` (``waveform`` ``float32`` ``[C, S]``,
+    Output: a :class:`spdl_rs.io.DecodedAudio` (``waveform`` ``float32`` ``[C, S]``,
     ``sample_rate`` in Hz). ``timestamp`` and ``options`` (:class:`spdl_rs.io.AudioOptions`:
     ``sample_rate``, ``num_channels``, ``filter_desc``) as :func:`spdl_rs.io.load_audio`; each
     file gets its own resampler, so no state carries from one file to the next. Failure: the
@@ -180,6 +204,7 @@ def load_audio(timestamp: tuple[float, float] | None = None, **options: Unpack[A
     return _media("load_audio", timestamp, **options)
 
 
+@_picklable
 def decode_audio(timestamp: tuple[float, float] | None = None, **options: Unpack[AudioOptions]) -> NativeOp:
     """A stage decoding the bytes of each audio file (from :func:`read_file`). Arguments and
     output as :func:`load_audio`.
@@ -187,6 +212,7 @@ def decode_audio(timestamp: tuple[float, float] | None = None, **options: Unpack
     return _media("decode_audio", timestamp, **options)
 
 
+@_picklable
 def load_npy() -> NativeOp:
     """A stage turning ``.npy`` file bytes (from :func:`read_file`, or ``bytes``) into a NumPy
     array, as :func:`spdl_rs.io.load_npy` does, without the GIL.
@@ -199,6 +225,7 @@ def load_npy() -> NativeOp:
     return _load_npy()
 
 
+@_picklable
 def load_wav(time_offset_seconds: float | None = None, duration_seconds: float | None = None) -> NativeOp:
     """A stage turning WAV file bytes (from :func:`read_file`, or ``bytes``) into a NumPy array
     ``[frames, channels]``, as :func:`spdl_rs.io.load_wav` does (same window arguments, in

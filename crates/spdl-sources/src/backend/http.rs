@@ -7,13 +7,13 @@
 
 use std::ops::Range;
 
-use bytes::Bytes;
+use bytes::{Buf as _, Bytes};
 use http::header::{CONTENT_LENGTH, CONTENT_TYPE, RANGE, RETRY_AFTER};
 use http::StatusCode;
 use opendal::raw::oio::ReadStream as _;
 use opendal::{Buffer, HttpTransporter};
 
-use super::{Backend, BoxFuture, Capability};
+use super::{Backend, BoxFuture, Capability, Chunks, Opened};
 use crate::error::{Error, ErrorKind, Result};
 use crate::list::SampleList;
 use crate::options::FetchOptions;
@@ -58,6 +58,114 @@ impl Backend for HttpBackend {
             )
             .with_uri(super::shown(uri)))
         })
+    }
+
+    fn open<'a>(
+        &'a self,
+        opts: &'a FetchOptions,
+        uri: &'a Uri,
+        start: u64,
+    ) -> BoxFuture<'a, Result<Opened>> {
+        Box::pin(async move {
+            let Uri::Http(url) = uri else {
+                return Err(super::unsupported(uri));
+            };
+            super::with_retries(opts, uri, || open(opts, url, start)).await
+        })
+    }
+}
+
+/// One attempt at a streaming GET of `url` from byte `start` (`Range: bytes=START-` when
+/// `start > 0`). A server that ignores the range (200) has its first `start` bytes dropped
+/// here; 416 (nothing from `start` on) is an empty body.
+async fn open(opts: &FetchOptions, url: &str, start: u64) -> Result<Opened> {
+    let mut req = http::Request::get(url);
+    if start > 0 {
+        req = req.header(RANGE, format!("bytes={start}-"));
+    }
+    let req = req.body(Buffer::new()).map_err(|e| {
+        Error::new(
+            ErrorKind::InvalidUri,
+            format!("not a valid request URL: {e}"),
+        )
+    })?;
+    let transport = HttpTransporter::default();
+    let resp = match tokio::time::timeout(opts.stall_timeout, transport.fetch(req)).await {
+        Ok(r) => r.map_err(|e| super::from_opendal_transport(&e, "sending the request"))?,
+        Err(_) => {
+            return Err(Error::new(
+                ErrorKind::Stalled,
+                format!(
+                    "no response headers within {} (stall timeout)",
+                    super::secs(opts.stall_timeout)
+                ),
+            ))
+        }
+    };
+    let status = resp.status();
+    let skip = match status {
+        StatusCode::OK => start,
+        StatusCode::PARTIAL_CONTENT => 0,
+        StatusCode::RANGE_NOT_SATISFIABLE if start > 0 => {
+            return Ok(Opened {
+                body: Box::new(Empty),
+                len: Some(0),
+            })
+        }
+        _ => return Err(status_error(status)),
+    };
+    let len = resp
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(|n| n.saturating_sub(skip));
+    Ok(Opened {
+        body: Box::new(Body {
+            body: resp.into_body(),
+            skip,
+        }),
+        len,
+    })
+}
+
+/// A streaming response body, its first `skip` bytes dropped.
+struct Body {
+    body: opendal::HttpBody,
+    skip: u64,
+}
+
+impl Chunks for Body {
+    fn next_chunk(&mut self) -> BoxFuture<'_, Option<Result<Bytes>>> {
+        Box::pin(async move {
+            loop {
+                let mut buf = match self.body.read().await {
+                    Ok(buf) if buf.is_empty() => return None,
+                    Ok(buf) => buf,
+                    Err(e) => {
+                        return Some(Err(super::from_opendal_transport(&e, "reading the body")))
+                    }
+                };
+                if self.skip > 0 {
+                    let cut = self.skip.min(buf.len() as u64);
+                    self.skip -= cut;
+                    buf.advance(cut as usize);
+                    if buf.is_empty() {
+                        continue;
+                    }
+                }
+                return Some(Ok(buf.to_bytes()));
+            }
+        })
+    }
+}
+
+/// The body of a 416 answer to a resume at the very end.
+struct Empty;
+
+impl Chunks for Empty {
+    fn next_chunk(&mut self) -> BoxFuture<'_, Option<Result<Bytes>>> {
+        Box::pin(async { None })
     }
 }
 

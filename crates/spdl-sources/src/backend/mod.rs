@@ -62,6 +62,38 @@ pub(crate) trait Backend: Send + Sync {
         opts: &'a FetchOptions,
         uri: &'a Uri,
     ) -> BoxFuture<'a, Result<SampleList>>;
+
+    /// The object at `uri` from byte `start` to its end as one sequential stream (one request;
+    /// a `Range` only when `start > 0`), with the backend's retries for opening it. Local files
+    /// are read with `std::fs` by their callers instead: the default refuses.
+    fn open<'a>(
+        &'a self,
+        opts: &'a FetchOptions,
+        uri: &'a Uri,
+        start: u64,
+    ) -> BoxFuture<'a, Result<Opened>> {
+        let _ = (opts, start);
+        Box::pin(async move {
+            Err(Error::new(
+                ErrorKind::Unsupported,
+                "this backend has no streaming read (read local files directly)",
+            )
+            .with_uri(shown(uri)))
+        })
+    }
+}
+
+/// A response body read chunk by chunk.
+pub(crate) trait Chunks: Send {
+    /// The next chunk (never empty), `None` at the end of the body.
+    fn next_chunk(&mut self) -> BoxFuture<'_, Option<Result<Bytes>>>;
+}
+
+/// A stream opened by [`Backend::open`]: its body, and how many bytes it should hold when
+/// the server said so (a body that ends before is cut short).
+pub(crate) struct Opened {
+    pub(crate) body: Box<dyn Chunks>,
+    pub(crate) len: Option<u64>,
 }
 
 /// The backends of this build, one per scheme.
@@ -241,7 +273,6 @@ where
 }
 
 /// `1.5 s`, `250 ms`.
-#[cfg(feature = "remote")]
 pub(crate) fn secs(d: std::time::Duration) -> String {
     if d < std::time::Duration::from_secs(1) {
         format!("{} ms", d.as_millis())

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use bytes::Bytes;
 use opendal::Operator;
 
-use super::{Backend, BoxFuture, Capability};
+use super::{Backend, BoxFuture, Capability, Chunks, Opened};
 use crate::error::{Error, ErrorKind, Result};
 use crate::list::{Sample, SampleList};
 use crate::options::{FetchOptions, S3Options};
@@ -68,6 +68,54 @@ impl Backend for S3Backend {
                 format!("{key}/")
             };
             super::with_retries(opts, uri, || list(&op, bucket, &prefix)).await
+        })
+    }
+
+    fn open<'a>(
+        &'a self,
+        opts: &'a FetchOptions,
+        uri: &'a Uri,
+        start: u64,
+    ) -> BoxFuture<'a, Result<Opened>> {
+        Box::pin(async move {
+            let Uri::S3 { bucket, key } = uri else {
+                return Err(super::unsupported(uri));
+            };
+            let op = self.clients.operator(bucket, uri)?;
+            super::with_retries(opts, uri, || open(&op, key, start)).await
+        })
+    }
+}
+
+/// One attempt at a streaming GET of the object from byte `start` (one request for the whole
+/// rest: OpenDAL's reader without a chunk size).
+async fn open(op: &Operator, key: &str, start: u64) -> Result<Opened> {
+    check_key(key)?;
+    let reader = op.reader(key).await.map_err(|e| super::from_opendal(&e))?;
+    let stream = reader
+        .into_stream(start..)
+        .await
+        .map_err(|e| super::from_opendal(&e))?;
+    Ok(Opened {
+        body: Box::new(Body(stream)),
+        len: None,
+    })
+}
+
+/// OpenDAL's body stream.
+struct Body(opendal::BufferStream);
+
+impl Chunks for Body {
+    fn next_chunk(&mut self) -> BoxFuture<'_, Option<Result<Bytes>>> {
+        use futures_util::StreamExt as _;
+        Box::pin(async move {
+            loop {
+                return match self.0.next().await? {
+                    Ok(buf) if buf.is_empty() => continue,
+                    Ok(buf) => Some(Ok(buf.to_bytes())),
+                    Err(e) => Some(Err(super::from_opendal(&e))),
+                };
+            }
         })
     }
 }

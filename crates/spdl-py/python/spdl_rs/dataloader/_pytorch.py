@@ -3,8 +3,11 @@ an spdl_rs pipeline."""
 
 from __future__ import annotations
 
+import logging
 import multiprocessing as mp
 import pickle
+import sys
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sized
 from contextlib import nullcontext
 from multiprocessing.shared_memory import SharedMemory
@@ -13,6 +16,8 @@ from typing import Any, cast
 from ..pipeline import PipelineBuilder
 
 __all__ = ["PyTorchDataLoader", "get_pytorch_dataloader"]
+
+_LG = logging.getLogger(__name__)
 
 # The dataset and collate function of this worker process (set by _init_worker).
 _DATASET: Any = None
@@ -58,6 +63,7 @@ class PyTorchDataLoader(Iterable[Any]):
         sampler: Iterable[Any],
         fetch_fn: Callable[[Any], Any],
         collate_fn: Callable[[Any], Any],
+        transfer_fn: Callable[[Any], Any] | None = None,
         mp_ctx: Any,
         num_workers: int,
         timeout: float | None,
@@ -72,6 +78,7 @@ class PyTorchDataLoader(Iterable[Any]):
         self._sampler = sampler
         self._fetch_fn = fetch_fn
         self._collate_fn = collate_fn
+        self._transfer_fn = transfer_fn
         self._mp_ctx = mp_ctx
         self._num_workers = num_workers
         self._timeout = timeout
@@ -101,13 +108,14 @@ class PyTorchDataLoader(Iterable[Any]):
             initializer=_init_worker,
             initargs=(self._shm.name, self._collate_fn, sem),
         )
-        pipeline = (
+        builder = (
             PipelineBuilder()
             .add_source(self._sampler)
             .pipe(self._fetch_fn, executor=executor, concurrency=self._num_workers, output_order=self._output_order)
-            .add_sink(self._buffer_size)
-            .build(num_threads=1)
         )
+        if self._transfer_fn is not None:  # pin_memory: in this process, after the workers
+            builder.pipe(self._transfer_fn, output_order=self._output_order)
+        pipeline = builder.add_sink(self._buffer_size).build(num_threads=1)
         with executor, pipeline.auto_stop():
             yield from pipeline.get_iterator(timeout=self._timeout)
 
@@ -158,6 +166,19 @@ def _resolve_sampler(
     return (sampler if sampler is not None else default_sampler()), _get_item, collate("default_convert")
 
 
+def _pin_memory_fn() -> Callable[[Any], Any] | None:
+    """torch's ``pin_memory`` if an accelerator is available, else ``None`` (a warning)."""
+    import torch
+    from torch.utils.data._utils.pin_memory import pin_memory
+
+    if not torch.cuda.is_available():
+        _LG.warning(
+            "'pin_memory' argument is set as true but no accelerator is found, then device pinned memory won't be used."
+        )
+        return None
+    return pin_memory
+
+
 def get_pytorch_dataloader(
     dataset: Any,
     batch_size: int | None = 1,
@@ -194,10 +215,14 @@ def get_pytorch_dataloader(
     seconds per result (``TimeoutError``); ``worker_init_concurrency``: how many workers
     unpickle the dataset at once (``None``: all).
 
-    Raises ``ValueError`` for contradictory sampling arguments (as torch), and for
-    ``worker_init_fn``, ``pin_memory_device``, ``persistent_workers=True`` and
-    ``pin_memory=True`` (not supported, as SPDL except ``pin_memory``, which SPDL ignores),
-    ``num_workers < 1``, a negative ``timeout`` or ``prefetch_factor < 1``.
+    ``num_workers=0`` warns and uses one worker (as SPDL). ``pin_memory=True`` pins each
+    result in this process with torch's ``pin_memory`` when an accelerator is available
+    (otherwise it logs a warning and does nothing, as SPDL).
+
+    Raises ``ValueError`` for contradictory sampling arguments (as torch), for a torch
+    ``IterableDataset``, and for ``worker_init_fn``, ``pin_memory_device`` and
+    ``persistent_workers=True`` (not supported, as SPDL), a negative ``num_workers`` or
+    ``timeout``, or ``prefetch_factor < 1``.
     """
     if worker_init_fn is not None:
         raise ValueError("`worker_init_fn` is not supported.")
@@ -205,16 +230,21 @@ def get_pytorch_dataloader(
         raise ValueError("`pin_memory_device` is not supported.")
     if persistent_workers:
         raise ValueError("`persistent_workers` is not supported.")
-    if pin_memory:
-        raise ValueError("`pin_memory` is not supported; pin the batches in a transfer stage (spdl_rs.io).")
     if timeout is not None and timeout < 0:
         raise ValueError(f"`timeout` must be positive. Found: {timeout}.")
-    if num_workers < 1:
-        raise ValueError(f"`num_workers` must be at least 1 (the work runs in worker processes). Found: {num_workers}")
+    if num_workers < 0:
+        raise ValueError(f"`num_workers` must be greater than 0. Found: {num_workers}")
+    if num_workers == 0:
+        warnings.warn("`num_workers` is 0. Setting `num_workers` to 1 for single process dataloading.", stacklevel=2)
+        num_workers = 1
     if prefetch_factor < 1:
         raise ValueError(f"`prefetch_factor` must be at least 1. Found: {prefetch_factor}")
     if worker_init_concurrency is not None and worker_init_concurrency < 1:
         raise ValueError(f"`worker_init_concurrency` must be greater than 0. Found: {worker_init_concurrency}.")
+    tdata = sys.modules.get("torch.utils.data")
+    if tdata is not None and isinstance(dataset, tdata.IterableDataset):
+        raise ValueError("IterableDataset is not supported.")
+    transfer_fn = _pin_memory_fn() if pin_memory else None
     smp, fetch, collate = _resolve_sampler(dataset, batch_size, shuffle, sampler, batch_sampler, collate_fn, drop_last, generator)
     if isinstance(multiprocessing_context, str) or multiprocessing_context is None:
         ctx = mp.get_context(multiprocessing_context)
@@ -225,6 +255,7 @@ def get_pytorch_dataloader(
         sampler=smp,
         fetch_fn=fetch,
         collate_fn=collate,
+        transfer_fn=transfer_fn,
         mp_ctx=ctx,
         num_workers=num_workers,
         timeout=timeout,

@@ -23,7 +23,9 @@ costs nothing per task, ``continuous=True`` starts each epoch when the consumer 
 Submodules: :mod:`spdl_rs.pipeline.config` (global defaults), :mod:`spdl_rs.pipeline.defs`
 (config-defined pipelines: ``PipelineConfig``, ``Pipe``, ``Aggregate``, ``Merge``, ...; build
 one with :func:`build_pipeline`). :func:`run_pipeline_in_subprocess` and
-:func:`iterate_in_subprocess` run a pipeline or any iterable in a worker process.
+:func:`iterate_in_subprocess` run a pipeline or any iterable in a worker process;
+:class:`SharedMemoryRingBuffer` and :class:`SharedMemorySegmentPool` (their ``arena=``) carry
+large arrays and bytes from it through shared memory.
 """
 
 from .._errors import PipelineFailure
@@ -42,9 +44,18 @@ from ._hooks import (
     is_epoch_end,
 )
 from ._misc import BackgroundTask, BackgroundTaskFactory, create_task
+from ._pgrp_stats import ProcessGroupResourceUsage, ProcessGroupStatsMonitor
 from ._build import build_pipeline
 from ._pipeline import Pipeline, PipelineBuilder, PipelineIterator
 from ._profile import ProfileHook, ProfileResult, profile_pipeline
+from ._priority import (
+    PriorityExecutorEntrypoint,
+    PriorityInterpreterPoolExecutor,
+    PriorityProcessPoolExecutor,
+    PriorityThreadPoolExecutor,
+)
+from ._subinterpreter import iterate_in_subinterpreter, run_pipeline_in_subinterpreter
+from ._arena import SharedMemoryRingBuffer, SharedMemorySegmentPool
 from ._subprocess import WorkerDied, iterate_in_subprocess, run_pipeline_in_subprocess
 
 __all__ = [
@@ -52,6 +63,14 @@ __all__ = [
     "build_pipeline",
     "run_pipeline_in_subprocess",
     "iterate_in_subprocess",
+    "SharedMemoryRingBuffer",
+    "SharedMemorySegmentPool",
+    "run_pipeline_in_subinterpreter",
+    "iterate_in_subinterpreter",
+    "PriorityThreadPoolExecutor",
+    "PriorityProcessPoolExecutor",
+    "PriorityInterpreterPoolExecutor",
+    "PriorityExecutorEntrypoint",
     "WorkerDied",
     "cache_iterator",
     "Pipeline",
@@ -73,6 +92,8 @@ __all__ = [
     "create_task",
     "BackgroundTask",
     "BackgroundTaskFactory",
+    "ProcessGroupStatsMonitor",
+    "ProcessGroupResourceUsage",
     "profile_pipeline",
     "ProfileHook",
     "ProfileResult",

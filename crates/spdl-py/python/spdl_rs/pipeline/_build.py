@@ -149,36 +149,151 @@ def builder_to_config(b: Any) -> PipelineConfig[Any]:
 ################################################################################
 def lower_stages(stages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[Executor]]:
     """The stage dicts the engine runs, and the executors made for placement regions (the
-    pipeline shuts them down when it stops)."""
+    pipeline shuts them down when it stops).
+
+    In a worker-pool region, each function or generator stage without its own ``executor``
+    runs its items in the region's pool one by one. A ``buffer_size`` above 1 on the marker
+    that opens the region fuses the function and generator stages that directly follow it
+    into one chain run in a worker on transfers of up to ``buffer_size`` items (gathered in
+    this process, the last one of an epoch shorter): the chain's intermediate values stay in
+    the worker, and an op that raises fails the items of its transfer (one failure counted).
+    """
+    _validate_regions(stages)
     out: list[dict[str, Any]] = []
     executors: list[Executor] = []
     region: Executor | None = None
+    chain: list[dict[str, Any]] = []  # stages fused into one transfer (buffer_size > 1)
+    chain_size = 1
+
+    def flush_chain() -> None:
+        if chain:
+            out.extend(_fused_chain(list(chain), region, chain_size))
+            chain.clear()
+
     try:
         for st in stages:
             kind = st["kind"]
             if kind == "placement":
-                if st["buffer_size"] != 1:
-                    raise NotImplementedError(
-                        f"PlacementConfig(buffer_size={st['buffer_size']}): spdl_rs moves items one at a time"
-                    )
+                flush_chain()
                 target = st["target"]
+                if region is not None and st["buffer_size"] != 1:
+                    raise NotImplementedError(
+                        f"PlacementConfig(buffer_size={st['buffer_size']}) closing a worker-pool region: spdl_rs "
+                        "returns the results of each transfer together (set buffer_size on the opening marker)"
+                    )
                 if isinstance(target, _MainProcess):
                     region = None
                 else:
                     region = target._make()
                     executors.append(region)
+                    chain_size = st["buffer_size"]
                 continue
             if kind == "path_variants":
                 st = _path_variants_stage(st["config"])
                 kind = st["kind"]
-            if region is not None and kind in ("func", "gen") and st.get("executor") is None:
+            in_pool = region is not None and kind in ("func", "gen") and st.get("executor") is None
+            if in_pool and chain_size > 1:
+                chain.append(st)
+                continue
+            flush_chain()
+            chain_size = 1  # only the stages right after the opening marker are fused
+            if in_pool:
                 st = dict(st, executor=region)
             out.append(st)
+        flush_chain()
     except BaseException:
         for ex in executors:
             ex.shutdown(wait=False, cancel_futures=True)
         raise
     return out, executors
+
+
+def _has_ordered_pipe(st: dict[str, Any]) -> bool:
+    if st["kind"] == "path_variants":
+        return any(
+            isinstance(c, PipeConfig) and c._type == _PipeType.OrderedPipe
+            or isinstance(c, PathVariantsConfig) and _has_ordered_pipe({"kind": "path_variants", "config": c})
+            for path in st["config"].paths
+            for c in path
+        )
+    return st.get("output_order") == "input"
+
+
+def _validate_regions(stages: list[dict[str, Any]]) -> None:
+    """SPDL's checks of ``to()`` regions: no empty region, no ``output_order="input"`` stage
+    inside one (workers finish in any order), every region closed before the sink
+    (``ValueError``)."""
+    in_region = has_stage = False
+    for st in stages:
+        if st["kind"] == "placement":
+            if in_region and not has_stage:
+                raise ValueError(
+                    "An empty `to(...)` region has no stages. Add stages before the next `.to(...)`, "
+                    "or remove the redundant marker."
+                )
+            in_region, has_stage = not isinstance(st["target"], _MainProcess), False
+        elif in_region:
+            has_stage = True
+            if _has_ordered_pipe(st):
+                raise ValueError(
+                    "A stage with `output_order='input'` cannot run inside a `to()` region: input order "
+                    "cannot be preserved across the region's independent workers."
+                )
+    if in_region and not has_stage:
+        raise ValueError(
+            "An empty `to(...)` region has no stages. Add stages before closing it, or remove the redundant marker."
+        )
+    if in_region:
+        raise ValueError(
+            "A `to()` execution region must be closed with `to(MAIN_PROCESS)` before `add_sink()`. "
+            "The sink always runs in the main process."
+        )
+
+
+def _fused_chain(stages: list[dict[str, Any]], pool: Executor | None, size: int) -> list[dict[str, Any]]:
+    """Stages running ``stages`` in ``pool`` on transfers of up to ``size`` items: a grouping
+    stage here, then one generator stage whose op (:class:`_Chain`, pickled to the worker)
+    runs every op on the transfer's items and returns all the outputs."""
+    name = "+".join(st["name"] for st in stages)
+    limits = {repr(st.get("max_failures")): st for st in stages if st.get("max_failures") is not None}
+    if len(limits) > 1:
+        raise NotImplementedError(
+            f"stages {name} are fused into one transfer (PlacementConfig buffer_size={size}) but have different "
+            "max_failures; give them the same value"
+        )
+    limit = next(iter(limits.values()), {"budget": None, "max_failures": None})
+    group = {"kind": "aggregate", "op": size, "name": f"to_worker({size})", "drop_last": False}
+    run = {
+        "kind": "gen",
+        "op": _Chain([(st["op"], st["kind"] == "gen") for st in stages]),
+        "name": name,
+        "concurrency": max(st["concurrency"] for st in stages),
+        "output_order": "completion",  # no input-ordered stage in a region (_validate_regions)
+        "budget": limit["budget"],
+        "max_failures": limit["max_failures"],
+        "executor": pool,
+    }
+    return [group, run]
+
+
+class _Chain:
+    """Runs a chain of function (``None``: dropped) and generator ops over a list of items in
+    a worker; returns the outputs of the last op, in order. Pickles as its ops."""
+
+    def __init__(self, ops: list[tuple[Callable[[Any], Any], bool]]) -> None:
+        self.ops = ops
+
+    def __call__(self, items: list[Any]) -> list[Any]:
+        values = items
+        for op, is_gen in self.ops:
+            nxt: list[Any] = []
+            for v in values:
+                if is_gen:
+                    nxt.extend(op(v))
+                elif (r := op(v)) is not None:
+                    nxt.append(r)
+            values = nxt
+        return values
 
 
 def _path_variants_stage(cfg: PathVariantsConfig[Any]) -> dict[str, Any]:
@@ -187,10 +302,18 @@ def _path_variants_stage(cfg: PathVariantsConfig[Any]) -> dict[str, Any]:
     for i, path in enumerate(cfg.paths):
         ops = []
         for p in path:
+            if isinstance(p, DisaggregateConfig):  # a list becomes its elements
+                ops.append((iter, True))
+                continue
+            if isinstance(p, PathVariantsConfig):  # nested routing: its route, as a generator
+                inner = _path_variants_stage(p)
+                ops.append((inner["op"], True))
+                conc = max(conc, inner["concurrency"])
+                continue
             if not isinstance(p, PipeConfig):
                 raise NotImplementedError(
                     f"PathVariants path {i}: {type(p).__name__} inside a path is not supported by spdl_rs "
-                    "(only Pipe stages with function or generator ops)"
+                    "(Pipe stages with function or generator ops, Disaggregate and nested PathVariants are)"
                 )
             op = p._args.op
             if inspect.iscoroutinefunction(op) or inspect.isasyncgenfunction(op):

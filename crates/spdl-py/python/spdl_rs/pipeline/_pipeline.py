@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import inspect
 import itertools
 import logging
 import numbers
 import threading
+import traceback
 import warnings
 import weakref
 from collections.abc import AsyncIterable, Callable, Iterable, Iterator, Sequence
@@ -154,8 +156,12 @@ def _op_kind(op: Any) -> str:
 
 
 def _op_name(op: Any) -> str:
+    """SPDL's default stage name: the function's name (through ``functools.partial``), else
+    the class name."""
     if isinstance(op, _native.NativeOp):
         return op.name
+    if isinstance(op, functools.partial):
+        return _op_name(op.func)
     return getattr(op, "__name__", None) or type(op).__name__
 
 
@@ -200,17 +206,49 @@ class _HookRunner:
             return True
         raise error
 
+    def end(self, cm: Any) -> None:
+        """Closes ``cm`` at the end of a generator, with ``StopAsyncIteration`` (SPDL's)."""
+        stop = StopAsyncIteration()
+        try:
+            self._loop.run(cm.__aexit__(StopAsyncIteration, stop, None))
+        except StopAsyncIteration:
+            pass
 
-def _hooked_sync(op: Callable, runner: _HookRunner, gen: bool) -> Callable:
+
+def _hooked_sync(op: Callable, runner: _HookRunner) -> Callable:
     def call(item: Any) -> Any:
         cm = runner.enter(item)
         try:
-            out = list(op(item)) if gen else op(item)
+            out = op(item)
         except Exception as e:
             runner.exit(cm, e)
-            return [] if gen else None
+            return None
         runner.exit(cm, None)
         return out
+
+    return call
+
+
+def _hooked_gen(op: Callable, runner: _HookRunner) -> Callable:
+    """A generator op whose every step runs inside the task hooks, as SPDL runs a converted
+    generator: the last step's hooks see ``StopAsyncIteration``."""
+
+    def call(item: Any) -> Any:
+        it = None
+        while True:
+            cm = runner.enter(item)
+            try:
+                if it is None:
+                    it = iter(op(item))
+                value = next(it)
+            except StopIteration:
+                runner.end(cm)
+                return
+            except Exception as e:
+                runner.exit(cm, e)  # raises unless a hook suppressed it
+                return
+            runner.exit(cm, None)
+            yield value
 
     return call
 
@@ -254,17 +292,81 @@ class _AgenStepper:
                 return (value,)
 
 
+def _is_process_pool(executor: Any) -> bool:
+    """Whether ``executor`` runs work in other processes: a ``ProcessPoolExecutor``, or a pool
+    wrapping one (a priority executor, its entry point)."""
+    if isinstance(executor, concurrent.futures.ProcessPoolExecutor):
+        return True
+    cls = getattr(executor, "_pool_executor_class", None)
+    if isinstance(cls, type):
+        return issubclass(cls, concurrent.futures.ProcessPoolExecutor)
+    for attr in ("_owner", "_pool", "_inner"):
+        inner = getattr(executor, attr, None)
+        if inner is not None and inner is not executor and _is_process_pool(inner):
+            return True
+    return False
+
+
+def _func_in_subprocess(func: Callable, item: Any) -> Any:
+    """Runs ``func(item)`` in a worker process; a failure comes back as a ``RuntimeError``
+    naming the exception and where it was raised (its traceback does not cross processes)."""
+    try:
+        return func(item)
+    except Exception as e:
+        frame = traceback.extract_tb(e.__traceback__)[-1]
+        raise RuntimeError(
+            f"Function failed in subprocess: {type(e).__name__}: {e} ({frame.filename}:{frame.lineno}:{frame.name})"
+        ) from None
+
+
+_END = object()
+
+
+def _next_or_end(it: Iterator) -> Any:
+    # StopIteration cannot travel through a future: the end is a sentinel.
+    try:
+        return next(it)
+    except StopIteration:
+        return _END
+
+
 def _in_executor(op: Callable, executor: Executor, gen: bool) -> Callable:
     """``op`` as an async function (a generator: an async generator) running in ``executor``
-    (SPDL's ``convert_to_async``); a generator's items come back when it finishes."""
-    if gen:
+    (SPDL's ``convert_to_async``). A generator's items come back one ``next()`` at a time,
+    each as it is yielded; in a process pool, all at once when it finishes (as SPDL)."""
+    process = _is_process_pool(executor)
+    if gen and process:
 
-        async def agen(item: Any) -> Any:
+        async def batch_agen(item: Any) -> Any:
             loop = asyncio.get_running_loop()
             for value in await loop.run_in_executor(executor, _drain, op, item):
                 yield value
 
+        return batch_agen
+    if gen:
+
+        async def agen(item: Any) -> Any:
+            loop = asyncio.get_running_loop()
+            it = iter(await loop.run_in_executor(executor, op, item))
+            try:
+                while (value := await loop.run_in_executor(executor, _next_or_end, it)) is not _END:
+                    yield value
+            finally:
+                close = getattr(it, "close", None)
+                if close is not None:
+                    try:
+                        await loop.run_in_executor(executor, close)
+                    except BaseException:  # closing is best effort (cancelled, executor shut down)
+                        pass
+
         return agen
+
+    if process:
+
+        async def pfunc(item: Any) -> Any:
+            return await asyncio.get_running_loop().run_in_executor(executor, _func_in_subprocess, op, item)
+
+        return pfunc
 
     async def afunc(item: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(executor, op, item)
@@ -358,8 +460,8 @@ class PipelineBuilder(Generic[T, U]):
         exception fails that item only (it is dropped and counted).
 
         Raises ``ValueError`` for a bad ``output_order``, ``concurrency`` or ``Fraction``, for
-        an async generator with ``output_order="input"``, or an ``executor`` with an async op
-        (as SPDL); ``TypeError`` for a non-callable ``op``, a non-Executor ``executor``, an
+        an async generator (or a generator with ``executor``) with ``output_order="input"``, or
+        an ``executor`` with an async op (as SPDL); ``TypeError`` for a non-callable ``op``, a non-Executor ``executor``, an
         ``executor`` with a native op (those run on the Rust workers), or a bad
         ``max_failures`` type.
         """
@@ -369,7 +471,9 @@ class PipelineBuilder(Generic[T, U]):
             raise TypeError(f"concurrency must be an int, got {type(concurrency).__name__}")
         if concurrency < 1:
             raise ValueError(f"`concurrency` value must be >= 1. Found: {concurrency}")
-        if not callable(op) and not isinstance(op, _native.NativeOp) and hasattr(op, "__getitem__"):
+        # As SPDL: an object with ``__getitem__`` (a dict, a list) is a container, even if
+        # callable; a class (``str``, ``tuple``) stays a callable (SPDL would index it).
+        if not isinstance(op, (type, _native.NativeOp)) and hasattr(op, "__getitem__"):
             op = op.__getitem__
         kind = _op_kind(op)
         if executor is not None:
@@ -383,6 +487,10 @@ class PipelineBuilder(Generic[T, U]):
                 )
         if kind == "asyncgen" and output_order == "input":
             raise ValueError("pipe does not support async generator function when `output_order` is 'input'.")
+        if kind == "gen" and executor is not None and output_order == "input":
+            # SPDL turns it into an async generator, which its ordered pipe cannot run (every
+            # item fails); say so at once.
+            raise ValueError("pipe does not support a generator function with `executor` when `output_order` is 'input'.")
         self._stages.append(
             {
                 "kind": kind,
@@ -412,7 +520,9 @@ class PipelineBuilder(Generic[T, U]):
             raise TypeError(f"aggregate takes an int or an Aggregator, got {type(input).__name__}")
         if isinstance(input, numbers.Integral) and input < 1:
             raise ValueError(f"num_items must be at least 1, got {input}")
-        name = f"aggregate({input})" if isinstance(input, numbers.Integral) else type(input).__name__
+        # SPDL's stage name (that of ``defs.Aggregate``): ``aggregate(op=collate(3), drop_last=False)``.
+        shown = Collate(int(input)) if isinstance(input, numbers.Integral) else input
+        name = f"aggregate(op={shown!r}, drop_last={bool(drop_last)!r})"
         self._stages.append({"kind": "aggregate", "op": input, "name": name, "drop_last": bool(drop_last)})
         return self
 
@@ -423,21 +533,23 @@ class PipelineBuilder(Generic[T, U]):
 
     def add_sink(self, buffer_size: int = 3) -> "PipelineBuilder[T, U]":
         """Sets the sink: at most ``buffer_size`` finished items wait for the consumer; ``0``
-        is unlimited (as SPDL; in practice 2**30 items).
+        is unlimited (in practice 2**30 items), as SPDL 0.8's docstring says (its code
+        raises ``ValueError`` for 0).
 
-        Raises ``ValueError`` if a sink was already set or ``buffer_size < 0``.
+        Raises ``ValueError`` if a sink was already set, ``buffer_size`` is not an int or is
+        negative.
         """
         if self._sink_size is not None:
             raise ValueError("Sink is already set.")
         if isinstance(buffer_size, bool) or not isinstance(buffer_size, numbers.Integral):
-            raise TypeError(f"buffer_size must be an int, got {type(buffer_size).__name__}")
+            raise ValueError(f"`buffer_size` must be int. Found: {type(buffer_size)}.")
         if buffer_size < 0:
             raise ValueError(f"buffer_size must be 0 (unlimited) or more, got {buffer_size}")
         self._sink_size = int(buffer_size)
         return self
 
     def path_variants(
-        self, router: Callable[[Any], Any], paths: Sequence[Sequence[Any]], *, name: str | None = None, batched: bool = False
+        self, router: Callable[[Any], Any], paths: Sequence[Sequence[Any]], name: str | None = None, batched: bool = False
     ) -> "PipelineBuilder[T, U]":
         """Adds a stage routing each item to one of ``paths`` (chains of
         :func:`~spdl_rs.pipeline.defs.Pipe` configs) and merging their outputs (SPDL's
@@ -449,14 +561,15 @@ class PipelineBuilder(Generic[T, U]):
         self._stages.append({"kind": "path_variants", "config": cfg, "name": cfg.name})
         return self
 
-    def to(self, target: Any, *, buffer_size: int = 1) -> "PipelineBuilder[T, U]":
+    def to(self, target: Any, /, *, buffer_size: int = 1) -> "PipelineBuilder[T, U]":
         """Runs the stages added after this call on ``target`` (SPDL's ``PipelineBuilder.to``):
         a :class:`~spdl_rs.pipeline.defs.ProcessPoolExecutorConfig` (their function and
         generator ops run in that pool of worker processes, made at build and shut down
         when the pipeline stops) or :data:`~spdl_rs.pipeline.defs.MAIN_PROCESS` (back to the
-        pipeline's threads). A stage with its own ``executor=`` keeps it. ``buffer_size``
-        must be 1 (``NotImplementedError`` at build otherwise). Raises ``TypeError`` for
-        another target."""
+        pipeline's threads). A stage with its own ``executor=`` keeps it. ``buffer_size``: the
+        items per transfer into the region (see
+        :class:`~spdl_rs.pipeline.defs.PlacementConfig`). Raises ``TypeError`` for another
+        target."""
         from .defs import PlacementConfig
 
         cfg = PlacementConfig(target, buffer_size=buffer_size)
@@ -516,8 +629,9 @@ class PipelineBuilder(Generic[T, U]):
           native queue that the consumer reads with the GIL released, which is what it asks
           for.
 
-        Raises ``ValueError`` without a source or for a bad value, ``TypeError`` for a bad type
-        or a queue class that cannot be honoured, ``RuntimeError`` if threads cannot start.
+        Raises ``RuntimeError`` if the source or the sink is not set (as SPDL) or threads
+        cannot start, ``ValueError`` for a bad value, ``TypeError`` for a bad type or a queue
+        class that cannot be honoured.
         """
         return self._build_with(
             num_threads=num_threads,
@@ -542,8 +656,11 @@ class PipelineBuilder(Generic[T, U]):
         use_thread_output_queue: bool,
         background_tasks: Any,
     ) -> "Pipeline[U]":
+        # As SPDL's build(), which goes through get_config().
         if self._source is None:
-            raise ValueError("Source is not set.")
+            raise RuntimeError("Source is not set. Did you call `add_source`?")
+        if self._sink_size is None:
+            raise RuntimeError("Sink is not set. Did you call `add_sink`?")
         if isinstance(num_threads, bool) or not isinstance(num_threads, numbers.Integral) or num_threads < 1:
             raise ValueError(f"num_threads must be a positive int, got {num_threads!r}")
         global_budget = _budget(max_failures, "max_failures")
@@ -683,7 +800,7 @@ class _Build:
         lifecycle.executors = executors
         if (shutdown := getattr(b._source, "_merged_shutdown", None)) is not None:
             lifecycle.on_stop.append(shutdown)
-        return Pipeline(native, loop, lifecycle, continuous=b._continuous)
+        return Pipeline(native, loop, lifecycle, continuous=b._continuous, desc=_describe(b))
 
     def _spec(self, st: dict[str, Any], hooks: list[TaskHook], loop: _LoopThread | None) -> dict[str, Any]:
         kind, op = st["kind"], st["op"]
@@ -726,7 +843,8 @@ class _Build:
             spec["op"] = lambda item, op=op: _AgenStepper(op(item), item, hooks, loop)
         elif hooks:
             assert loop is not None
-            spec["op"] = _hooked_sync(op, _HookRunner(hooks, loop), kind == "gen")
+            runner = _HookRunner(hooks, loop)
+            spec["op"] = _hooked_gen(op, runner) if kind == "gen" else _hooked_sync(op, runner)
         spec["kind"] = kind
         return spec
 
@@ -761,6 +879,17 @@ class _Build:
             # Drop the partial group, but start the next epoch empty.
             spec["flush"] = lambda _: _done_future(lambda _: (agg.flush(), None)[1], None)
         return spec
+
+
+def _describe(b: PipelineBuilder) -> str:
+    """The builder's :class:`~spdl_rs.pipeline.defs.PipelineConfig` as text (SPDL's
+    ``str(pipeline)``), or ``""`` when it cannot be made."""
+    from ._build import builder_to_config
+
+    try:
+        return str(builder_to_config(b))
+    except Exception:
+        return ""
 
 
 def _is_quiet(obj: Any) -> bool:
@@ -877,21 +1006,56 @@ class _StageLifecycle:
             _LG.exception("a stage hook failed at the end of the pipeline")
 
 
-def _stop_impl(native: Any, loop: _LoopThread | None, lifecycle: _StageLifecycle) -> Any:
+def _on_own_thread(native: Any, loop: _LoopThread | None) -> bool:
+    """Whether this thread is one that a blocking stop would wait for: the engine's (a stage's
+    op, the source, a custom aggregator) or the loop's (a hook, an async op)."""
+    if loop is not None and threading.current_thread() is loop._thread:
+        return True
+    return bool(native.on_engine_thread())
+
+
+class _StopState:
+    """Shared by a pipeline's stops: one at a time (``lock``), and the background stop started
+    from an own thread (``thread``), which a later stop waits for."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.thread: threading.Thread | None = None
+
+
+def _stop_impl(native: Any, loop: _LoopThread | None, lifecycle: _StageLifecycle, state: _StopState) -> Any:
+    if _on_own_thread(native, loop):
+        # From the pipeline's own thread (a hook, an op, GC there) a stop cannot wait for that
+        # thread: stop the engine now, join and close the rest from a thread of its own.
+        native.request_stop()
+        with state.lock:
+            if state.thread is None:
+                state.thread = threading.Thread(
+                    target=_stop_impl, args=(native, loop, lifecycle, state), name="spdl_rs_stop", daemon=True
+                )
+                state.thread.start()
+        return None
     try:
-        return native.stop()
-    finally:
-        try:
-            lifecycle.exit()
-        finally:
+        with state.lock:
             try:
-                if loop is not None:
-                    loop.stop()
+                return native.stop()
             finally:
-                for ex in lifecycle.executors:
-                    ex.shutdown(wait=False, cancel_futures=True)
-                for cb in lifecycle.on_stop:
-                    cb()
+                try:
+                    lifecycle.exit()
+                finally:
+                    try:
+                        if loop is not None:
+                            loop.stop()
+                    finally:
+                        for ex in lifecycle.executors:
+                            ex.shutdown(wait=False, cancel_futures=True)
+                        for cb in lifecycle.on_stop:
+                            cb()
+                        lifecycle.executors, lifecycle.on_stop = [], []
+    finally:
+        bg = state.thread
+        if bg is not None and bg is not threading.current_thread():
+            bg.join()
 
 
 def _register_stop_at_exit(pipeline: "Pipeline") -> None:
@@ -924,7 +1088,10 @@ class Pipeline(Generic[T]):
     in the child (build a new one there).
     """
 
-    def __init__(self, native: Any, loop: _LoopThread | None, lifecycle: _StageLifecycle, *, continuous: bool) -> None:
+    def __init__(
+        self, native: Any, loop: _LoopThread | None, lifecycle: _StageLifecycle, *, continuous: bool, desc: str = ""
+    ) -> None:
+        self._desc = desc
         self._native = native
         self._loop = loop
         self._lifecycle = lifecycle
@@ -933,7 +1100,7 @@ class Pipeline(Generic[T]):
         self._exhausted = False  # a single-pass pipeline reached its end
         self._failure: BaseException | None = None  # raised again by later reads
         self._failures_warned = 0  # failures already reported by _warn_failures
-        self._finalizer = weakref.finalize(self, _stop_impl, native, loop, lifecycle)
+        self._finalizer = weakref.finalize(self, _stop_impl, native, loop, lifecycle, _StopState())
         _register_stop_at_exit(self)
 
     def start(self, *, timeout: float | None = None, daemon: bool = False) -> None:
@@ -965,7 +1132,18 @@ class Pipeline(Generic[T]):
         ``stop()`` call raises that :class:`PipelineFailure` (later calls return normally).
         ``timeout``: seconds to wait for the threads; past it ``TimeoutError`` is raised and
         the stop goes on in the background.
+
+        Called from the pipeline's own threads (an op, the source's iterator, a custom
+        aggregator, a hook, a background task), it cannot wait for the thread it runs on (SPDL
+        raises ``RuntimeError`` there): it stops every stage at once and returns; joining the
+        threads and exiting the stage hooks finish in the background, and the consumer's next
+        read raises ``EOFError``. A later ``stop()`` from another thread waits for that.
         """
+        if timeout is not None and not isinstance(timeout, numbers.Real):
+            raise TypeError(f"timeout must be a number or None, got {type(timeout).__name__}")
+        if _on_own_thread(self._native, self._loop):
+            self._stop_now()  # stops the engine and returns; the rest runs in the background
+            return
         if timeout is None:
             unobserved = self._stop_now()
         else:
@@ -984,21 +1162,23 @@ class Pipeline(Generic[T]):
         # Not `self._finalizer()`: it forgets itself before stopping, so a Ctrl-C landing in
         # between would leave the threads running with no way to stop them. The stop is
         # idempotent, so a stop() cut short can be called again; the finalizer is detached
-        # only once it completed.
+        # only once it completed. From an own thread the stop is only started: the finalizer
+        # stays, so a later stop() (or GC) waits for the background stop (its lock).
         info = self._finalizer.peek()
         if info is None:
             return None
         _, func, args, kwargs = info
+        own = _on_own_thread(self._native, self._loop)
         result = func(*args, **kwargs)
-        self._finalizer.detach()
+        if not own:
+            self._finalizer.detach()
         return result
 
     @contextmanager
     def auto_stop(self, *, timeout: float | None = None) -> Iterator[None]:
-        """Context manager: ``start(timeout=)`` on entry (unless already started),
-        ``stop(timeout=)`` on exit."""
-        if not self._started:
-            self.start(timeout=timeout)
+        """Context manager: ``start(timeout=)`` on entry, ``stop(timeout=)`` on exit (as SPDL:
+        ``RuntimeError`` if the pipeline was already started)."""
+        self.start(timeout=timeout)
         try:
             yield
         finally:
@@ -1110,7 +1290,8 @@ class Pipeline(Generic[T]):
         return self._native.epoch
 
     def __str__(self) -> str:
-        return f"Pipeline(started={self._started}, stopped={self._native.stopped})"
+        """As SPDL: the object's repr, then the pipeline's config (source, stages, sink)."""
+        return "\n".join(x for x in (repr(self), self._desc) if x)
 
 
 class PipelineIterator(Generic[T]):

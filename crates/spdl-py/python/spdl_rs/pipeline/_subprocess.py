@@ -12,12 +12,15 @@ array of at least 64 KiB (also inside tuples, lists and dicts) is copied once by
 into a new shared-memory file under ``/dev/shm`` and arrives as a NumPy array mapped onto that
 memory, with no copy in the parent (the file is unlinked on arrival; the memory is freed with
 the array). A ``CPUBuffer``'s ``keys``/``labels`` are not carried. Without ``/dev/shm`` the
-array is pickled. Not yet SPDL's pool of reused segments: each array maps a new one, and the
-decoder does not write into shared memory directly (the worker's one copy remains).
+array is pickled. Each array maps a new file; ``arena=`` (a :class:`SharedMemoryRingBuffer` or
+:class:`SharedMemorySegmentPool`, SPDL's arenas, see :mod:`._arena`) reuses preallocated
+segments instead and also carries large ``bytes``. The decoder does not write into shared
+memory directly (the worker's one copy remains).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import itertools
 import mmap
@@ -28,10 +31,13 @@ import queue
 import random
 import secrets
 import sys
+import threading
 import traceback
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
+
+from ._arena import SharedMemoryRingBuffer, SharedMemorySegmentPool
 
 __all__ = ["WorkerDied", "iterate_in_subprocess", "run_pipeline_in_subprocess"]
 
@@ -173,7 +179,9 @@ def _worker(
     initializers: Sequence[Callable[[], None]],
     cmd_q: Any,
     data_q: Any,
+    arena: Any = None,
 ) -> None:
+    encode, drop = (arena._offload, arena._drop) if arena is not None else (_encode, _release)
     try:
         for init in initializers:
             init()
@@ -189,7 +197,7 @@ def _worker(
         if cmd != "iterate":  # an abort for an epoch that already ended
             continue
         try:
-            if _run_epoch(iterable, epoch, cmd_q, data_q):
+            if _run_epoch(iterable, epoch, cmd_q, data_q, encode, drop):
                 data_q.put(("end", epoch, None))
         except BaseException as e:
             data_q.put(("error", epoch, _portable_error(e)))
@@ -197,17 +205,24 @@ def _worker(
         _PENDING[:] = [(c, e) for c, e in _PENDING if c != "abort"]
 
 
-def _run_epoch(iterable: Iterable[Any], epoch: int, cmd_q: Any, data_q: Any) -> bool:
+def _run_epoch(
+    iterable: Iterable[Any],
+    epoch: int,
+    cmd_q: Any,
+    data_q: Any,
+    encode: Callable[[Any], Any],
+    drop: Callable[[Any], None],
+) -> bool:
     """Sends one epoch's items; ``False`` if the parent aborted it or asked to stop."""
     for item in iterable:
-        payload = _encode(item)
+        payload = encode(item)
         while True:
             try:
                 data_q.put(("item", epoch, payload), timeout=_POLL)
                 break
             except queue.Full:
                 if _interrupted(cmd_q, epoch):
-                    _release(payload)  # never sent: free its shared memory here
+                    drop(payload)  # never sent: free its shared memory here
                     return False
         if _interrupted(cmd_q, epoch):
             return False
@@ -230,7 +245,20 @@ def _interrupted(cmd_q: Any, epoch: int) -> bool:
 ################################################################################
 # the parent
 ################################################################################
-def _shutdown(process: Any, cmd_q: Any, data_q: Any) -> None:
+def _shutdown(process: Any, cmd_q: Any, data_q: Any, arena: Any = None) -> None:
+    try:
+        _stop_worker(process, cmd_q, data_q, arena)
+    finally:
+        if arena is not None:
+            try:
+                arena.close()
+            finally:
+                arena.unlink()
+
+
+def _stop_worker(process: Any, cmd_q: Any, data_q: Any, arena: Any) -> None:
+    if arena is not None:
+        arena._set_shutdown_quietly()  # a worker waiting for arena space gives up now
     try:
         cmd_q.put(("stop", -1))
     except Exception:
@@ -248,7 +276,7 @@ def _shutdown(process: Any, cmd_q: Any, data_q: Any) -> None:
         except Exception:  # empty, closed, or a message cut short by a killed worker
             break
         if kind == "item":
-            _release(payload)
+            _release(payload) if arena is None else arena._discard(payload)
     for q in (cmd_q, data_q):
         q.cancel_join_thread()
         q.close()
@@ -258,7 +286,7 @@ class _SubprocessIterable(Iterable[T]):
     """What :func:`iterate_in_subprocess` returns; each ``iter()`` runs one epoch in the
     same worker process."""
 
-    def __init__(self, process: Any, cmd_q: Any, data_q: Any, timeout: float | None) -> None:
+    def __init__(self, process: Any, cmd_q: Any, data_q: Any, timeout: float | None, arena: Any = None) -> None:
         self._process = process
         self._cmd_q = cmd_q
         self._data_q = data_q
@@ -267,7 +295,8 @@ class _SubprocessIterable(Iterable[T]):
         self._ready = False
         self._active = False
         self._closed = False
-        self._finalizer = weakref.finalize(self, _shutdown, process, cmd_q, data_q)
+        self._arena = arena
+        self._finalizer = weakref.finalize(self, _shutdown, process, cmd_q, data_q, arena)
 
     @property
     def pid(self) -> int | None:
@@ -318,10 +347,10 @@ class _SubprocessIterable(Iterable[T]):
                 kind, e, payload = self._get()
                 if e != epoch:  # late items of an epoch left early
                     if kind == "item":
-                        _release(payload)
+                        self._discard(payload)
                     continue
                 if kind == "item":
-                    yield _decode(payload)
+                    yield self._arena._restore(payload) if self._arena is not None else _decode(payload)
                 elif kind == "end":
                     finished = True
                     return
@@ -332,6 +361,12 @@ class _SubprocessIterable(Iterable[T]):
             self._active = False
             if not finished and not self._closed and self._process.is_alive():
                 self._cmd_q.put(("abort", epoch))
+
+    def _discard(self, payload: Any) -> None:
+        if self._arena is not None:
+            self._arena._discard(payload)
+        else:
+            _release(payload)
 
     def shutdown(self) -> None:
         """Stops the worker (``terminate`` after 3 s) and joins it. Idempotent; also done
@@ -348,6 +383,7 @@ def iterate_in_subprocess(
     mp_context: str | None = None,
     timeout: float | None = None,
     daemon: bool = False,
+    arena: SharedMemoryRingBuffer | SharedMemorySegmentPool | None = None,
 ) -> Iterable[T]:
     """Runs ``fn()`` in a new process and iterates what it returns there (SPDL's
     ``spdl.pipeline.iterate_in_subprocess``).
@@ -364,11 +400,18 @@ def iterate_in_subprocess(
     - ``timeout``: seconds without an item after which the worker is terminated and
       ``TimeoutError`` raised (``None``: no limit).
     - ``daemon``: the worker's ``daemon`` flag.
+    - ``arena``: a :class:`~spdl_rs.pipeline.SharedMemoryRingBuffer` or
+      :class:`~spdl_rs.pipeline.SharedMemorySegmentPool` that carries the items' large binaries
+      (``bytes``, NumPy arrays, ``CPUBuffer``) instead of the per-array files above (SPDL's
+      ``arena``); the returned iterable owns it and closes and unlinks it at shutdown. One
+      arena serves one call. ``None``: the per-array files.
 
     Raises: the worker's exception (same type when it pickles, with the worker's traceback
     as a note) when ``fn`` or the iteration fails; ``RuntimeError`` from ``iter()`` if the
     initializer or ``fn()`` failed; :class:`WorkerDied` if the worker exits unexpectedly;
-    ``ValueError``/``TypeError`` for bad arguments.
+    ``ValueError``/``TypeError`` for bad arguments (``TypeError`` for an ``arena`` of another
+    type, ``ValueError`` for one already used); ``BufferError`` when the arena has no room for
+    an item within its ``acquire_timeout`` (raised in the worker, re-raised by the iterator).
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
@@ -387,12 +430,22 @@ def iterate_in_subprocess(
         raise ValueError(f"timeout must be None or a positive number, got {timeout!r}")
     if not isinstance(daemon, bool):
         raise TypeError(f"daemon must be a bool, got {type(daemon).__name__}")
+    if arena is not None and not isinstance(arena, (SharedMemoryRingBuffer, SharedMemorySegmentPool)):
+        raise TypeError(f"arena must be a SharedMemoryRingBuffer or SharedMemorySegmentPool, got {type(arena).__name__}")
     ctx = mp.get_context(mp_context)
+    if arena is not None:
+        arena._bind(ctx)
     cmd_q = ctx.Queue()
     data_q = ctx.Queue(maxsize=buffer_size)
-    process = ctx.Process(target=_worker, args=(fn, inits, cmd_q, data_q), daemon=daemon, name="spdl_rs_worker")
-    process.start()
-    return _SubprocessIterable(process, cmd_q, data_q, timeout)
+    process = ctx.Process(target=_worker, args=(fn, inits, cmd_q, data_q, arena), daemon=daemon, name="spdl_rs_worker")
+    try:
+        process.start()
+    except BaseException:
+        if arena is not None:
+            arena.close()
+            arena.unlink()
+        raise
+    return _SubprocessIterable(process, cmd_q, data_q, timeout, arena)
 
 
 ################################################################################
@@ -457,24 +510,44 @@ def run_pipeline_in_subprocess(
 
     The keywords before ``**kwargs`` are ``build_pipeline``'s; ``kwargs`` are
     :func:`iterate_in_subprocess`'s (``buffer_size``, ``initializer``, ``mp_context``,
-    ``timeout``, ``daemon``). As SPDL, the worker starts from the parent's global RNG states
-    (:mod:`random`, and NumPy's legacy one if NumPy is imported). ``cfg`` and everything in
-    it must pickle: module-level ops and sources (a :class:`spdl_rs.sources.SampleList` does);
-    a native op of :mod:`spdl_rs.ops` does not pickle yet (build such a pipeline in the worker:
-    ``iterate_in_subprocess(make_pipeline_iterable)``), nor does an ``executor=`` object (use
-    :meth:`PipelineBuilder.to` with a :class:`~spdl_rs.pipeline.defs.ProcessPoolExecutorConfig`).
+    ``timeout``, ``daemon``, ``arena``). As SPDL, the worker starts from the parent's global RNG states
+    (:mod:`random`, and NumPy's legacy one if NumPy is imported). A ``PipelineBuilder`` is
+    taken too (its ``get_config()``), with a ``DeprecationWarning`` as SPDL.
 
-    Raises ``TypeError`` if ``cfg`` is not a ``PipelineConfig`` or a keyword is unknown,
-    ``pickle.PicklingError``/``TypeError`` if ``cfg`` does not pickle, and what
+    ``cfg`` and everything in it must pickle: module-level ops and sources (a
+    :class:`spdl_rs.sources.SampleList` does), native ops of :mod:`spdl_rs.ops`, SPDL's
+    priority pools. A stage's :class:`concurrent.futures.ThreadPoolExecutor` or
+    :class:`~concurrent.futures.ProcessPoolExecutor` that has not run anything yet is
+    replaced by an equal pool made in the worker (same ``max_workers``, ``initializer``,
+    ``initargs``, thread name prefix; a process pool also its ``mp_context`` and
+    ``max_tasks_per_child``), as SPDL supports them; its processes are children of the
+    worker, unlike SPDL, which starts them in the main process.
+
+    Raises ``TypeError`` if ``cfg`` is neither a ``PipelineConfig`` nor a builder, or a
+    keyword is unknown; ``ValueError`` for a stage's executor that has already started
+    workers (as SPDL), or a process pool with ``daemon=True`` (a daemon process cannot have
+    children); ``pickle.PicklingError``/``TypeError`` if ``cfg`` does not pickle; and what
     :func:`iterate_in_subprocess` raises.
     """
+    import warnings
+
+    from ._pipeline import PipelineBuilder
     from .defs import PipelineConfig
 
+    if isinstance(cfg, PipelineBuilder):
+        warnings.warn(
+            "Passing a `PipelineBuilder` object directly to `run_pipeline_in_subprocess` is deprecated. "
+            "Please call `get_config()` method and pass the config object.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        cfg = cfg.get_config()
     if not isinstance(cfg, PipelineConfig):
         raise TypeError(f"run_pipeline_in_subprocess takes a PipelineConfig, got {type(cfg).__name__}")
-    unknown = set(kwargs) - {"buffer_size", "initializer", "mp_context", "timeout", "daemon"}
+    unknown = set(kwargs) - {"buffer_size", "initializer", "mp_context", "timeout", "daemon", "arena"}
     if unknown:
         raise TypeError(f"run_pipeline_in_subprocess got unexpected keyword arguments: {sorted(unknown)}")
+    cfg = _portable_executors(cfg, daemon=bool(kwargs.get("daemon", False)))
     build_args = dict(
         num_threads=num_threads,
         max_failures=max_failures,
@@ -492,3 +565,87 @@ def run_pipeline_in_subprocess(
     if init is not None:
         inits.extend([init] if callable(init) else list(init))
     return iterate_in_subprocess(functools.partial(_PipelineIterable, cfg, build_args), initializer=inits, **kwargs)
+
+
+################################################################################
+# standard executors in a config
+################################################################################
+class _RebuiltExecutor(concurrent.futures.Executor):
+    """Stands for a standard thread or process pool of a stage: pickles as the pool's
+    arguments and makes the pool on the first ``submit`` in the process it is used in."""
+
+    def __init__(self, cls: type, kwargs: dict[str, Any]) -> None:
+        self._cls = cls
+        self._kwargs = kwargs
+        self._pool: concurrent.futures.Executor | None = None
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
+        with self._lock:
+            if self._pool is None:
+                self._pool = self._cls(**self._kwargs)
+        return self._pool.submit(fn, *args, **kwargs)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)
+
+    def __reduce__(self) -> tuple:
+        return (_RebuiltExecutor, (self._cls, self._kwargs))
+
+    def __repr__(self) -> str:
+        return f"{self._cls.__name__}(max_workers={self._kwargs['max_workers']})"
+
+
+def _rebuilt(ex: Any, daemon: bool) -> Any:
+    cls = type(ex)
+    if cls is concurrent.futures.ThreadPoolExecutor:
+        if ex._threads:
+            raise ValueError("A ThreadPoolExecutor of the config has already started threads; pass a fresh one.")
+        kwargs = dict(
+            max_workers=ex._max_workers,
+            thread_name_prefix=ex._thread_name_prefix,
+            initializer=ex._initializer,
+            initargs=ex._initargs,
+        )
+    elif cls is concurrent.futures.ProcessPoolExecutor:
+        if ex._processes:
+            raise ValueError("A ProcessPoolExecutor of the config has already started processes; pass a fresh one.")
+        if daemon:
+            raise ValueError("A ProcessPoolExecutor stage cannot run in a daemon worker (daemon=True): it has no children.")
+        kwargs = dict(
+            max_workers=ex._max_workers,
+            mp_context=ex._mp_context,
+            initializer=ex._initializer,
+            initargs=ex._initargs,
+        )
+        if getattr(ex, "_max_tasks_per_child", None) is not None:
+            kwargs["max_tasks_per_child"] = ex._max_tasks_per_child
+    else:
+        return ex
+    return _RebuiltExecutor(cls, kwargs)
+
+
+def _portable_executors(cfg: Any, *, daemon: bool) -> Any:
+    """``cfg`` with each stage's standard thread or process pool replaced by a
+    :class:`_RebuiltExecutor` (in merged sub-pipelines and path variants too)."""
+    import dataclasses
+
+    from .defs import MergeConfig, PathVariantsConfig, PipeConfig, PipelineConfig
+
+    def stage(p: Any) -> Any:
+        if isinstance(p, PipeConfig) and p._args.executor is not None:
+            ex = _rebuilt(p._args.executor, daemon)
+            if ex is not p._args.executor:
+                return dataclasses.replace(p, _args=dataclasses.replace(p._args, executor=ex))
+        if isinstance(p, PathVariantsConfig):
+            return dataclasses.replace(p, paths=tuple(tuple(stage(q) for q in path) for path in p.paths))
+        return p
+
+    def pipeline(c: PipelineConfig) -> PipelineConfig:
+        src = c.src
+        if isinstance(src, MergeConfig):
+            src = dataclasses.replace(src, pipeline_configs=tuple(pipeline(s) for s in src.pipeline_configs))
+        return dataclasses.replace(c, src=src, pipes=tuple(stage(p) for p in c.pipes))
+
+    return pipeline(cfg)

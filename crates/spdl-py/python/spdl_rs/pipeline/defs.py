@@ -16,6 +16,7 @@ import abc
 import enum
 import functools
 import inspect
+import sys
 from collections.abc import AsyncIterable, Callable, Iterable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ __all__ = [
     "Disaggregate",
     "DisaggregateConfig",
     "ExecutorConfig",
+    "InterpreterPoolExecutorConfig",
     "MAIN_PROCESS",
     "Merge",
     "MergeConfig",
@@ -279,9 +281,9 @@ class PathVariantsConfig(Generic[T]):
     index per element; each path gets its sub-list and the outputs are concatenated back in
     path order). In spdl_rs a path's stages run one after the other inside the routing stage
     (the stage's concurrency is the pipeline's ``num_threads``): :class:`PipeConfig` with a
-    function or generator op (``None`` drops the item), :class:`AggregateConfig` and
-    :class:`DisaggregateConfig` are not supported inside a path (``NotImplementedError`` at
-    build).
+    function or generator op (``None`` drops the item), :class:`DisaggregateConfig` and nested
+    :class:`PathVariantsConfig`; :class:`AggregateConfig` and async ops inside a path are not
+    supported (``NotImplementedError`` at build).
 
     Raises ``ValueError`` if ``router`` is not callable, there is no path, a path is empty
     or holds a source or a sink config.
@@ -359,6 +361,30 @@ class ProcessPoolExecutorConfig(ExecutorConfig):
 
 
 @dataclass(frozen=True)
+class InterpreterPoolExecutorConfig(ExecutorConfig):
+    """Subinterpreters (SPDL's ``InterpreterPoolExecutorConfig``, Python 3.14+): the stages
+    after ``PipelineBuilder.to(InterpreterPoolExecutorConfig(...))`` run their function and
+    generator ops in one :class:`concurrent.futures.InterpreterPoolExecutor` of
+    ``max_workers`` interpreters of this process, item by item as with
+    :class:`ProcessPoolExecutorConfig` (the ops, items and results must be shareable between
+    interpreters; NumPy and spdl_rs itself cannot be imported in a subinterpreter).
+
+    Building such a pipeline on Python before 3.14 raises ``RuntimeError`` (SPDL's message).
+    """
+
+    def _make(self) -> Executor:
+        if sys.version_info < (3, 14):
+            raise RuntimeError(
+                "Subinterpreter regions (`.to(InterpreterPoolExecutorConfig(...))`) require "
+                f"Python 3.14 or later. Current version: {sys.version_info.major}.{sys.version_info.minor}"
+            )
+        import concurrent.futures
+
+        pool_cls = getattr(concurrent.futures, "InterpreterPoolExecutor")
+        return pool_cls(max_workers=self.max_workers, initializer=self.initializer, initargs=self.initargs)
+
+
+@dataclass(frozen=True)
 class _MainProcess:
     """The main-process placement target; use :data:`MAIN_PROCESS`."""
 
@@ -373,19 +399,33 @@ MAIN_PROCESS: _MainProcess = _MainProcess()
 @dataclass(frozen=True)
 class PlacementConfig:
     """A region marker among the stage configs (SPDL's ``PlacementConfig``): the stages after
-    it (until the next marker) run on ``target`` (a :class:`ProcessPoolExecutorConfig` or
-    :data:`MAIN_PROCESS`). ``buffer_size`` (at least 1) is accepted for SPDL compatibility and
-    must be 1 in spdl_rs (items cross one at a time; another value raises
-    ``NotImplementedError`` at build). ``repr``: ``placement(target[, buffer_size=n])``."""
+    it (until the next marker) run on ``target`` (a :class:`ProcessPoolExecutorConfig`, an
+    :class:`InterpreterPoolExecutorConfig` or :data:`MAIN_PROCESS`).
 
-    target: ProcessPoolExecutorConfig | _MainProcess
+    ``buffer_size`` (at least 1): on the marker that opens a worker-pool region, at most this
+    many items go to a worker in one transfer (as SPDL, to spread the fixed cost of a
+    transfer): with more than 1, the function and generator stages right after the marker
+    are fused into one chain that a worker runs on each transfer, so their intermediate
+    values stay in the worker; the last transfer of an epoch is shorter. On a marker that
+    closes a region, spdl_rs returns each transfer's results together, so a value other than
+    1 there raises ``NotImplementedError`` at build. ``repr``:
+    ``placement(target[, buffer_size=n])``."""
+
+    target: ProcessPoolExecutorConfig | InterpreterPoolExecutorConfig | _MainProcess
     name: str = "placement"
     buffer_size: int = 1
 
     def __post_init__(self) -> None:
-        if not isinstance(self.target, (ProcessPoolExecutorConfig, _MainProcess)):
+        if isinstance(self.target, Executor):
             raise TypeError(
-                f"target must be a ProcessPoolExecutorConfig or MAIN_PROCESS, got {type(self.target).__name__}"
+                "`to()` takes a serializable execution target (ProcessPoolExecutorConfig, "
+                "InterpreterPoolExecutorConfig, or MAIN_PROCESS), not a live Executor. To run a single "
+                "stage on a custom executor, pass it to `pipe(executor=...)` instead."
+            )
+        if not isinstance(self.target, (ProcessPoolExecutorConfig, InterpreterPoolExecutorConfig, _MainProcess)):
+            raise TypeError(
+                "target must be a ProcessPoolExecutorConfig, an InterpreterPoolExecutorConfig or MAIN_PROCESS, "
+                f"got {type(self.target).__name__}"
             )
         if isinstance(self.buffer_size, bool) or not isinstance(self.buffer_size, int) or self.buffer_size < 1:
             raise ValueError(f"buffer_size must be a positive int, got {self.buffer_size!r}")

@@ -1,16 +1,16 @@
-//! Shared by the decoder targets: options small enough that a fuzzer's memory and time limits
+//! Shared by the image targets: options small enough that a fuzzer's memory and time limits
 //! only catch real bugs, never a legitimate large image.
 
 use spdl_io::decode::{ColorMode, DecodeOptions, Limits};
 
 /// At most 4 Mpx and 64 MiB of output per decode.
-pub const LIMITS: Limits = Limits {
+pub(crate) const LIMITS: Limits = Limits {
     max_pixels: 4 << 20,
     max_bytes: 64 << 20,
 };
 
 /// Decode options chosen by one fuzz byte: colour mode, orientation, strictness.
-pub fn options(byte: u8) -> DecodeOptions {
+pub(crate) fn options(byte: u8) -> DecodeOptions {
     let color = match byte & 3 {
         0 => ColorMode::Rgb,
         1 => ColorMode::Gray,
@@ -26,8 +26,8 @@ pub fn options(byte: u8) -> DecodeOptions {
 }
 
 /// Checks what every successful decode promises: the pixel buffer holds exactly
-/// `height * width * channels` samples.
-pub fn check_image(img: &spdl_io::Image) {
+/// `height * width * channels` samples, and none of the three is zero.
+pub(crate) fn check_image(img: &spdl_io::Image) {
     assert_eq!(
         img.data.len(),
         img.width * img.height * img.channels,

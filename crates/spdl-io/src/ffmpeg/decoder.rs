@@ -1,0 +1,299 @@
+//! Decoding [`Packets`] into [`Frames`], whole or in a stream, as SPDL's
+//! `decode_packets` and `Decoder` / `VideoDecoder` / `AudioDecoder`
+//! (`streaming_decode_packets`, `flush`), with an optional filter graph
+//! (`filter_desc`) on the decoded frames.
+
+use ffmpeg_next::{self as ff, codec, ffi};
+
+use super::config::DecodeConfig;
+use super::filter::FilterGraph;
+use super::frames::{Frames, MediaKind};
+use super::packets::{Codec, Packets};
+use super::{ff_err, init, seconds};
+use crate::{Error, ErrorKind, Result};
+
+/// An open decoder for one stream's packets. As SPDL's `Decoder`.
+pub struct Decoder {
+    codec: Codec,
+    dec: codec::decoder::Opened,
+    desc: Option<String>,
+    graph: Option<FilterGraph>,
+    /// Frames outside `[start, end)` seconds are dropped (video) or trimmed
+    /// by `atrim` (audio): the window of the packets decoded.
+    window: Option<(f64, f64)>,
+    key: String,
+    /// The end of the input was sent (to the decoder and the graph).
+    flushed: bool,
+}
+
+// SAFETY: the codec context and the filter graph are owned here and only
+// used through `&mut self`.
+unsafe impl Send for Decoder {}
+
+impl std::fmt::Debug for Decoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Decoder")
+            .field("codec", &self.codec)
+            .field("filter_desc", &self.desc)
+            .finish()
+    }
+}
+
+impl Decoder {
+    /// Opens a decoder for packets of `codec` (the codec's default decoder,
+    /// or `config.decoder`, with `config.decoder_options`), whose frames go
+    /// through `filter_desc` when given (as `ffmpeg -vf` / `-af`).
+    ///
+    /// Errors: `Unsupported` when FFmpeg has no decoder for the codec or no
+    /// decoder named `config.decoder`; `InvalidArgument` for a decoder
+    /// option it does not take; `Corrupt` when the codec parameters do not
+    /// open. A bad `filter_desc` is reported by the first decode with frames.
+    pub fn new(codec: &Codec, filter_desc: Option<&str>, config: &DecodeConfig) -> Result<Self> {
+        init();
+        let mut ctx = codec::Context::from_parameters(codec.params.0.clone())
+            .map_err(|e| ff_err(ErrorKind::Corrupt, "reading codec parameters", e))?;
+        let decoder_codec = match config.decoder.as_deref() {
+            Some(name) => ff::decoder::find_by_name(name).ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Unsupported,
+                    format!("no decoder named {name:?} (see `ffmpeg -decoders`)"),
+                )
+            })?,
+            None => ff::decoder::find(codec.params.0.id()).ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Unsupported,
+                    format!("this FFmpeg has no {} decoder", codec.name()),
+                )
+            })?,
+        };
+        let mut opts = ff::Dictionary::new();
+        for (k, v) in &config.decoder_options {
+            opts.set(k, v);
+        }
+        // SAFETY: `ctx` is a fresh context from the parameters; the packet
+        // time base is set before opening; `opts` is handed over and taken
+        // back with `own` (what is left are the options nobody took).
+        let (ret, unused) = unsafe {
+            let p = ctx.as_mut_ptr();
+            (*p).pkt_timebase = codec.time_base.into();
+            let mut raw = opts.disown();
+            let ret = ffi::avcodec_open2(p, decoder_codec.as_ptr(), &mut raw);
+            let left = ff::Dictionary::own(raw);
+            let unused: Vec<String> = left.iter().map(|(k, _)| k.to_owned()).collect();
+            (ret, unused)
+        };
+        if ret < 0 {
+            return Err(ff_err(
+                ErrorKind::Corrupt,
+                &format!("opening the {} decoder", decoder_codec.name()),
+                ff::Error::from(ret),
+            ));
+        }
+        if !unused.is_empty() {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "decoder option(s) not recognized by {}: {}",
+                    decoder_codec.name(),
+                    unused.join(", ")
+                ),
+            ));
+        }
+        if let Some(d) = filter_desc {
+            if d.contains('\0') {
+                return Err(Error::new(
+                    ErrorKind::InvalidArgument,
+                    format!("invalid filter description {d:?}: contains a NUL byte"),
+                ));
+            }
+        }
+        Ok(Decoder {
+            codec: codec.clone(),
+            dec: codec::decoder::Opened(codec::decoder::Decoder(ctx)),
+            desc: filter_desc.map(str::to_owned),
+            graph: None,
+            window: None,
+            key: String::new(),
+            flushed: false,
+        })
+    }
+
+    /// The frames of `packets` that the decoder can give so far (a decoder
+    /// holds a few back for reordering until [`Decoder::flush`]). As SPDL's
+    /// `streaming_decode_packets` (one chunk) / `Decoder.decode`.
+    ///
+    /// Errors: `Corrupt` for undecodable data, `InvalidArgument` for a bad
+    /// `filter_desc`; each names the packets' source.
+    pub fn decode(&mut self, packets: &Packets) -> Result<Frames> {
+        self.key = packets.key.clone();
+        if self.window.is_none() {
+            self.window = packets.window;
+        }
+        self.decode_inner(packets)
+            .map_err(|e| e.with_key(&self.key))
+    }
+
+    fn decode_inner(&mut self, packets: &Packets) -> Result<Frames> {
+        if self.flushed {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "the decoder was flushed; make a new one",
+            ));
+        }
+        let mut out = Vec::new();
+        for p in &packets.packets {
+            self.dec
+                .send_packet(p)
+                .map_err(|e| ff_err(ErrorKind::Corrupt, "decoding", e))?;
+            self.receive(&mut out)?;
+        }
+        Ok(self.frames(out))
+    }
+
+    /// Ends the stream: the frames the decoder (and filter graph) still
+    /// held. As SPDL's `flush`.
+    pub fn flush(&mut self) -> Result<Frames> {
+        self.flush_inner().map_err(|e| e.with_key(&self.key))
+    }
+
+    fn flush_inner(&mut self) -> Result<Frames> {
+        let mut out = Vec::new();
+        if !self.flushed {
+            self.flushed = true;
+            match self.dec.send_eof() {
+                Ok(()) | Err(ff::Error::Eof) => {}
+                Err(e) => return Err(ff_err(ErrorKind::Corrupt, "flushing the decoder", e)),
+            }
+            self.receive(&mut out)?;
+            if let Some(g) = self.graph.as_mut() {
+                g.push(None)?;
+                drain(g, &mut out)?;
+            }
+        }
+        Ok(self.frames(out))
+    }
+
+    fn frames(&self, out: Vec<ff::Frame>) -> Frames {
+        let tb = self
+            .graph
+            .as_ref()
+            .map_or(self.codec.time_base, FilterGraph::time_base);
+        Frames::new(self.codec.kind(), out, tb)
+    }
+
+    /// Moves every frame the decoder has ready into `out` (through the graph).
+    fn receive(&mut self, out: &mut Vec<ff::Frame>) -> Result<()> {
+        loop {
+            // SAFETY: an owned, blank frame for the decoder to fill.
+            let mut frame = unsafe { ff::Frame::empty() };
+            match self.dec.receive_frame(&mut frame) {
+                Ok(()) => {}
+                Err(ff::Error::Other { errno }) if errno == ff::util::error::EAGAIN => {
+                    return Ok(())
+                }
+                Err(ff::Error::Eof) => return Ok(()),
+                Err(e) => return Err(ff_err(ErrorKind::Corrupt, "decoding", e)),
+            }
+            // SAFETY: a decoded frame; pts := best-effort timestamp, as the
+            // ffmpeg command line does.
+            let pts = unsafe {
+                let p = frame.as_mut_ptr();
+                (*p).pts = (*p).best_effort_timestamp;
+                (*p).pts
+            };
+            let is_audio = self.codec.kind() == MediaKind::Audio;
+            if let (Some((start, end)), false) = (self.window, is_audio) {
+                let t = seconds(pts, self.codec.time_base);
+                if pts != ffi::AV_NOPTS_VALUE && (t < start || t >= end) {
+                    continue;
+                }
+            }
+            let desc = self.graph_desc();
+            match desc {
+                None => out.push(frame),
+                Some(desc) => {
+                    if self.graph.is_none() {
+                        let tb = self.codec.time_base;
+                        // SAFETY: views of `frame` (alive here); ffmpeg-next's
+                        // wrappers free what they wrap on drop, so they are
+                        // never dropped (ManuallyDrop).
+                        let g = unsafe {
+                            if is_audio {
+                                let a = std::mem::ManuallyDrop::new(ff::frame::Audio::wrap(
+                                    frame.as_mut_ptr(),
+                                ));
+                                FilterGraph::audio(&desc, &a, tb)
+                            } else {
+                                let v = std::mem::ManuallyDrop::new(ff::frame::Video::wrap(
+                                    frame.as_mut_ptr(),
+                                ));
+                                // One filter thread: FFmpeg 5.1 leaks a failed slice
+                                // scaler per extra thread (see filter.rs).
+                                FilterGraph::video(&desc, &v, tb, 1)
+                            }
+                        }?;
+                        self.graph = Some(g);
+                    }
+                    let g = self.graph.as_mut().expect("set above");
+                    g.push(Some(&frame))?;
+                    drain(g, out)?;
+                }
+            }
+        }
+    }
+
+    /// The filter description to run: the user's, with an `atrim` for an
+    /// audio window (sample-exact cut) in front.
+    fn graph_desc(&self) -> Option<String> {
+        let trim = match (self.codec.kind(), self.window) {
+            (MediaKind::Audio, Some((s, e))) => {
+                let mut t = format!("atrim=start={s}");
+                if e.is_finite() {
+                    t.push_str(&format!(":end={e}"));
+                }
+                Some(t)
+            }
+            _ => None,
+        };
+        match (trim, self.desc.as_deref()) {
+            (None, None) => None,
+            (Some(t), None) => Some(t),
+            (None, Some(d)) => Some(d.to_owned()),
+            (Some(t), Some(d)) => Some(format!("{t},{d}")),
+        }
+    }
+}
+
+fn drain(g: &mut FilterGraph, out: &mut Vec<ff::Frame>) -> Result<()> {
+    loop {
+        // SAFETY: an owned, blank frame for the sink to fill.
+        let mut f = unsafe { ff::Frame::empty() };
+        if !g.pull(&mut f)? {
+            return Ok(());
+        }
+        out.push(f);
+    }
+}
+
+/// Decodes all of `packets` (the frames inside their time window, when
+/// they have one; at most `num_frames`), through `filter_desc`. As SPDL's
+/// `decode_packets`. Errors as [`Decoder::new`] and [`Decoder::decode`].
+pub fn decode_packets(
+    packets: &Packets,
+    filter_desc: Option<&str>,
+    config: &DecodeConfig,
+    num_frames: Option<usize>,
+) -> Result<Frames> {
+    let mut d =
+        Decoder::new(packets.codec(), filter_desc, config).map_err(|e| e.with_key(&packets.key))?;
+    let mut frames = d.decode(packets)?;
+    let rest = d.flush()?;
+    frames.extend(rest);
+    if let Some(n) = num_frames {
+        if frames.len() > n {
+            let keep: Vec<usize> = (0..n).collect();
+            frames = frames.select(&keep, frames.kind())?;
+        }
+    }
+    Ok(frames)
+}

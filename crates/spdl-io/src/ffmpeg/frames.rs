@@ -1,0 +1,816 @@
+//! Decoded FFmpeg frames kept as FFmpeg frames (`AVFrame`s), as SPDL's
+//! `VideoFrames`, `AudioFrames` and `ImageFrames`: what a decoder or a
+//! [`super::graph::FilterGraph`] produces and what a filter graph takes,
+//! turned into one contiguous array by [`Frames::to_array`] (SPDL's
+//! `convert_frames`).
+//!
+//! The frames are reference counted by FFmpeg: slicing and cloning share the
+//! pixel/sample data; nothing is copied until [`Frames::to_array`].
+
+use std::ffi::{CStr, CString};
+
+use ffmpeg_next::{self as ff, ffi};
+
+use crate::{Error, ErrorKind, Result};
+
+/// What the frames hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MediaKind {
+    /// Audio frames (SPDL's `AudioFrames`).
+    Audio,
+    /// A sequence of pictures (SPDL's `VideoFrames`).
+    Video,
+    /// One picture (SPDL's `ImageFrames`).
+    Image,
+}
+
+impl MediaKind {
+    /// `"audio"`, `"video"` or `"image"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            MediaKind::Audio => "audio",
+            MediaKind::Video => "video",
+            MediaKind::Image => "image",
+        }
+    }
+}
+
+/// Element type of a converted array.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SampleType {
+    /// `uint8` (pixels, `u8` audio).
+    U8,
+    /// `int16` (`s16` audio).
+    I16,
+    /// `int32` (`s32` audio).
+    I32,
+    /// `int64` (`s64` audio).
+    I64,
+    /// `float32` (`flt` audio).
+    F32,
+    /// `float64` (`dbl` audio).
+    F64,
+}
+
+impl SampleType {
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            SampleType::U8 => 1,
+            SampleType::I16 => 2,
+            SampleType::I32 | SampleType::F32 => 4,
+            SampleType::I64 | SampleType::F64 => 8,
+        }
+    }
+}
+
+/// A contiguous row-major array: `shape`, element type and native-endian
+/// bytes (`data.len() == product(shape) * dtype.size()`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FrameArray {
+    /// Dimensions, outermost first.
+    pub shape: Vec<usize>,
+    /// Element type.
+    pub dtype: SampleType,
+    /// The elements.
+    pub data: Vec<u8>,
+}
+
+/// One or more decoded frames of one kind with their time base. As SPDL's
+/// `VideoFrames` / `AudioFrames` / `ImageFrames`.
+pub struct Frames {
+    kind: MediaKind,
+    frames: Vec<ff::Frame>,
+    time_base: ff::Rational,
+}
+
+impl std::fmt::Debug for Frames {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Frames")
+            .field("kind", &self.kind)
+            .field("len", &self.frames.len())
+            .field("format", &self.format_name())
+            .finish()
+    }
+}
+
+/// A new reference to `frame`'s data (`av_frame_clone`).
+fn frame_ref(frame: &ff::Frame) -> Result<ff::Frame> {
+    // SAFETY: `frame` is a valid frame; av_frame_clone returns a new frame
+    // referencing the same buffers, or null when out of memory.
+    let p = unsafe { ffi::av_frame_clone(frame.as_ptr()) };
+    if p.is_null() {
+        return Err(Error::new(
+            ErrorKind::LimitExceeded,
+            "out of memory referencing a frame",
+        ));
+    }
+    // SAFETY: `p` is a fresh frame owned by the result (freed on drop).
+    Ok(unsafe { owned_frame(p) })
+}
+
+/// Wraps an `AVFrame` the caller owns so that dropping the result frees it.
+///
+/// # Safety
+/// `p` must be a valid, uniquely owned `AVFrame`.
+pub(crate) unsafe fn owned_frame(p: *mut ffi::AVFrame) -> ff::Frame {
+    // ff::frame::Video::wrap marks nothing as owned; go through `empty` +
+    // move_ref so that the result owns the frame and frees it on drop.
+    // SAFETY: as documented; `empty` allocates an owned frame and
+    // av_frame_move_ref moves `p`'s contents into it, leaving `p` blank.
+    unsafe {
+        let mut out = ff::Frame::empty();
+        ffi::av_frame_move_ref(out.as_mut_ptr(), p);
+        let mut p = p;
+        ffi::av_frame_free(&mut p);
+        out
+    }
+}
+
+fn pix_fmt_name(fmt: i32) -> String {
+    // SAFETY: `fmt` is an AVPixelFormat value (or -1); the name is a static
+    // string or null.
+    let p =
+        unsafe { ffi::av_get_pix_fmt_name(std::mem::transmute::<i32, ffi::AVPixelFormat>(fmt)) };
+    if p.is_null() {
+        return "none".into();
+    }
+    // SAFETY: a static NUL-terminated string.
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+fn sample_fmt_name(fmt: i32) -> String {
+    // SAFETY: as pix_fmt_name, for AVSampleFormat.
+    let p = unsafe {
+        ffi::av_get_sample_fmt_name(std::mem::transmute::<i32, ffi::AVSampleFormat>(fmt))
+    };
+    if p.is_null() {
+        return "none".into();
+    }
+    // SAFETY: a static NUL-terminated string.
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+/// The AVPixelFormat called `name` (`"rgb24"`, `"yuv420p"`, ...).
+pub(crate) fn pix_fmt_from_name(name: &str) -> Result<ffi::AVPixelFormat> {
+    let c = CString::new(name).map_err(|_| {
+        Error::new(
+            ErrorKind::InvalidArgument,
+            "pixel format name has a NUL byte",
+        )
+    })?;
+    // SAFETY: a valid C string; returns AV_PIX_FMT_NONE when unknown.
+    let f = unsafe { ffi::av_get_pix_fmt(c.as_ptr()) };
+    if f == ffi::AVPixelFormat::AV_PIX_FMT_NONE {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!("unknown pixel format {name:?}"),
+        ));
+    }
+    Ok(f)
+}
+
+/// The AVSampleFormat called `name` (`"fltp"`, `"s16"`, ...).
+pub(crate) fn sample_fmt_from_name(name: &str) -> Result<ffi::AVSampleFormat> {
+    let c = CString::new(name).map_err(|_| {
+        Error::new(
+            ErrorKind::InvalidArgument,
+            "sample format name has a NUL byte",
+        )
+    })?;
+    // SAFETY: a valid C string; returns AV_SAMPLE_FMT_NONE when unknown.
+    let f = unsafe { ffi::av_get_sample_fmt(c.as_ptr()) };
+    if f == ffi::AVSampleFormat::AV_SAMPLE_FMT_NONE {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!("unknown sample format {name:?}"),
+        ));
+    }
+    Ok(f)
+}
+
+/// How a picture of a pixel format is laid out in an array (SPDL's
+/// `convert_frames` layouts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PixLayout {
+    /// One interleaved 8-bit plane of `c` channels: `[H, W, C]`.
+    Packed(usize),
+    /// `c` full-size 8-bit planes: `[C, H, W]` (`gray8` is `[1, H, W]`).
+    Planar(usize),
+    /// 4:2:0 with separate U and V planes: `[1, H + H/2, W]`, the U and V
+    /// rows side by side under the Y plane (SPDL's `yuv420p` layout).
+    Yuv420p,
+    /// NV12: `[1, H + H/2, W]`, the interleaved UV plane under Y.
+    Nv12,
+}
+
+fn pix_layout(fmt: ffi::AVPixelFormat) -> Option<PixLayout> {
+    use ffi::AVPixelFormat::*;
+    Some(match fmt {
+        AV_PIX_FMT_RGB24 | AV_PIX_FMT_BGR24 => PixLayout::Packed(3),
+        AV_PIX_FMT_RGBA | AV_PIX_FMT_BGRA | AV_PIX_FMT_ARGB | AV_PIX_FMT_ABGR => {
+            PixLayout::Packed(4)
+        }
+        AV_PIX_FMT_GRAY8 => PixLayout::Planar(1),
+        AV_PIX_FMT_YUV444P | AV_PIX_FMT_YUVJ444P | AV_PIX_FMT_GBRP => PixLayout::Planar(3),
+        AV_PIX_FMT_YUV420P | AV_PIX_FMT_YUVJ420P => PixLayout::Yuv420p,
+        AV_PIX_FMT_NV12 => PixLayout::Nv12,
+        _ => return None,
+    })
+}
+
+/// The array shape of one picture of `w` x `h` in `layout`.
+fn picture_shape(layout: PixLayout, w: usize, h: usize) -> Vec<usize> {
+    match layout {
+        PixLayout::Packed(c) => vec![h, w, c],
+        PixLayout::Planar(c) => vec![c, h, w],
+        PixLayout::Yuv420p | PixLayout::Nv12 => vec![1, h + h / 2, w],
+    }
+}
+
+/// The `(plane, rows, row bytes, destination column offset)` copies that
+/// make up one picture, in array order: each plane's rows go to the next
+/// array rows, except the V rows of `yuv420p`, which sit beside the U rows.
+fn picture_planes(layout: PixLayout, w: usize, h: usize) -> Vec<(usize, usize, usize, bool)> {
+    match layout {
+        PixLayout::Packed(c) => vec![(0, h, w * c, false)],
+        PixLayout::Planar(c) => (0..c).map(|p| (p, h, w, false)).collect(),
+        PixLayout::Yuv420p => vec![
+            (0, h, w, false),
+            (1, h / 2, w / 2, false),
+            (2, h / 2, w / 2, true),
+        ],
+        PixLayout::Nv12 => vec![(0, h, w, false), (1, h / 2, w, false)],
+    }
+}
+
+/// Bytes per array row of a picture in `layout`.
+fn row_width(layout: PixLayout, w: usize) -> usize {
+    match layout {
+        PixLayout::Packed(c) => w * c,
+        _ => w,
+    }
+}
+
+fn audio_type(fmt: ffi::AVSampleFormat) -> Option<(SampleType, bool)> {
+    use ffi::AVSampleFormat::*;
+    Some(match fmt {
+        AV_SAMPLE_FMT_U8 => (SampleType::U8, false),
+        AV_SAMPLE_FMT_U8P => (SampleType::U8, true),
+        AV_SAMPLE_FMT_S16 => (SampleType::I16, false),
+        AV_SAMPLE_FMT_S16P => (SampleType::I16, true),
+        AV_SAMPLE_FMT_S32 => (SampleType::I32, false),
+        AV_SAMPLE_FMT_S32P => (SampleType::I32, true),
+        AV_SAMPLE_FMT_S64 => (SampleType::I64, false),
+        AV_SAMPLE_FMT_S64P => (SampleType::I64, true),
+        AV_SAMPLE_FMT_FLT => (SampleType::F32, false),
+        AV_SAMPLE_FMT_FLTP => (SampleType::F32, true),
+        AV_SAMPLE_FMT_DBL => (SampleType::F64, false),
+        AV_SAMPLE_FMT_DBLP => (SampleType::F64, true),
+        _ => return None,
+    })
+}
+
+fn frame_channels(f: &ffi::AVFrame) -> usize {
+    usize::try_from(f.ch_layout.nb_channels).unwrap_or(0)
+}
+
+impl Frames {
+    /// Frames of `kind` whose pts are in `time_base`. Frames of one object
+    /// must share size and format (checked by [`Frames::to_array`]).
+    pub(crate) fn new(kind: MediaKind, frames: Vec<ff::Frame>, time_base: ff::Rational) -> Self {
+        Frames {
+            kind,
+            frames,
+            time_base,
+        }
+    }
+
+    /// The frames (for filter graphs and encoders).
+    pub(crate) fn raw(&self) -> &[ff::Frame] {
+        &self.frames
+    }
+
+    /// Audio, video or image.
+    pub fn kind(&self) -> MediaKind {
+        self.kind
+    }
+
+    /// Number of frames (audio: FFmpeg frames, each of many samples).
+    pub fn len(&self) -> usize {
+        self.frames.len()
+    }
+
+    /// Whether there is no frame.
+    pub fn is_empty(&self) -> bool {
+        self.frames.is_empty()
+    }
+
+    /// The time base of [`Frames::pts`] as `(num, den)`.
+    pub fn time_base(&self) -> (i32, i32) {
+        (self.time_base.numerator(), self.time_base.denominator())
+    }
+
+    fn first(&self) -> Option<&ffi::AVFrame> {
+        // SAFETY: every stored frame is a valid AVFrame for as long as `self`.
+        self.frames.first().map(|f| unsafe { &*f.as_ptr() })
+    }
+
+    /// Picture width in pixels (0 for audio or no frame).
+    pub fn width(&self) -> usize {
+        match self.kind {
+            MediaKind::Audio => 0,
+            _ => self
+                .first()
+                .map_or(0, |f| usize::try_from(f.width).unwrap_or(0)),
+        }
+    }
+
+    /// Picture height in pixels (0 for audio or no frame).
+    pub fn height(&self) -> usize {
+        match self.kind {
+            MediaKind::Audio => 0,
+            _ => self
+                .first()
+                .map_or(0, |f| usize::try_from(f.height).unwrap_or(0)),
+        }
+    }
+
+    /// The pixel format (`"rgb24"`, `"yuv420p"`, ...) or sample format
+    /// (`"fltp"`, `"s16"`, ...) name of the first frame, `"none"` without one.
+    pub fn format_name(&self) -> String {
+        match (self.first(), self.kind) {
+            (None, _) => "none".into(),
+            (Some(f), MediaKind::Audio) => sample_fmt_name(f.format),
+            (Some(f), _) => pix_fmt_name(f.format),
+        }
+    }
+
+    /// Number of planes of the pixel format (`av_pix_fmt_count_planes`);
+    /// audio: planes of the sample format (channels when planar, else 1).
+    pub fn num_planes(&self) -> usize {
+        let Some(f) = self.first() else { return 0 };
+        if self.kind == MediaKind::Audio {
+            // SAFETY: a sample format value of a valid frame.
+            let planar = unsafe {
+                ffi::av_sample_fmt_is_planar(std::mem::transmute::<i32, ffi::AVSampleFormat>(
+                    f.format,
+                ))
+            };
+            return if planar != 0 { frame_channels(f) } else { 1 };
+        }
+        // SAFETY: a pixel format value of a valid frame.
+        let n = unsafe {
+            ffi::av_pix_fmt_count_planes(std::mem::transmute::<i32, ffi::AVPixelFormat>(f.format))
+        };
+        usize::try_from(n).unwrap_or(0)
+    }
+
+    /// Audio: sample rate in Hz (0 for pictures).
+    pub fn sample_rate(&self) -> u32 {
+        match self.kind {
+            MediaKind::Audio => self
+                .first()
+                .map_or(0, |f| u32::try_from(f.sample_rate).unwrap_or(0)),
+            _ => 0,
+        }
+    }
+
+    /// Audio: number of channels (0 for pictures).
+    pub fn num_channels(&self) -> usize {
+        match self.kind {
+            MediaKind::Audio => self.first().map_or(0, frame_channels),
+            _ => 0,
+        }
+    }
+
+    /// Audio: total samples per channel over all frames.
+    pub fn num_samples(&self) -> usize {
+        self.frames
+            .iter()
+            // SAFETY: valid frames.
+            .map(|f| usize::try_from(unsafe { (*f.as_ptr()).nb_samples }).unwrap_or(0))
+            .sum()
+    }
+
+    /// Each frame's presentation timestamp in [`Frames::time_base`] units
+    /// (`AV_NOPTS_VALUE` as `i64::MIN` when unknown).
+    pub fn pts(&self) -> Vec<i64> {
+        // SAFETY: valid frames.
+        self.frames
+            .iter()
+            .map(|f| unsafe { (*f.as_ptr()).pts })
+            .collect()
+    }
+
+    /// Each frame's presentation time in seconds.
+    pub fn timestamps(&self) -> Vec<f64> {
+        self.pts()
+            .into_iter()
+            .map(|p| super::seconds(p, self.time_base))
+            .collect()
+    }
+
+    /// The frame metadata of the first frame (`AVFrame.metadata`), e.g.
+    /// what `cropdetect` or `signalstats` attach.
+    pub fn metadata(&self) -> Vec<(String, String)> {
+        let Some(f) = self.first() else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let mut e: *const ffi::AVDictionaryEntry = std::ptr::null();
+        loop {
+            // SAFETY: iterates the frame's dictionary (null is an empty one);
+            // "" with IGNORE_SUFFIX matches every key.
+            e = unsafe {
+                ffi::av_dict_get(f.metadata, c"".as_ptr(), e, ffi::AV_DICT_IGNORE_SUFFIX)
+            };
+            if e.is_null() {
+                return out;
+            }
+            // SAFETY: entries hold NUL-terminated key/value strings.
+            let (k, v) = unsafe { (CStr::from_ptr((*e).key), CStr::from_ptr((*e).value)) };
+            out.push((
+                k.to_string_lossy().into_owned(),
+                v.to_string_lossy().into_owned(),
+            ));
+        }
+    }
+
+    /// New frames referencing the frames at `indices` (no pixel copy), of
+    /// `kind`. Errors: `InvalidArgument` for an index out of range.
+    pub fn select(&self, indices: &[usize], kind: MediaKind) -> Result<Frames> {
+        let mut frames = Vec::with_capacity(indices.len());
+        for &i in indices {
+            let f = self.frames.get(i).ok_or_else(|| {
+                Error::new(
+                    ErrorKind::InvalidArgument,
+                    format!(
+                        "frame index {i} out of range for {} frames",
+                        self.frames.len()
+                    ),
+                )
+            })?;
+            frames.push(frame_ref(f)?);
+        }
+        Ok(Frames::new(kind, frames, self.time_base))
+    }
+
+    /// A copy sharing the data (reference counted). SPDL's `clone`.
+    pub fn try_clone(&self) -> Result<Frames> {
+        let all: Vec<usize> = (0..self.frames.len()).collect();
+        self.select(&all, self.kind)
+    }
+
+    /// Appends `other`'s frames (same kind and source; the time base of
+    /// the first non-empty one is kept).
+    pub(crate) fn extend(&mut self, other: Frames) {
+        if self.frames.is_empty() {
+            self.time_base = other.time_base;
+        }
+        self.frames.extend(other.frames);
+    }
+
+    /// The frames as one array, as SPDL's `convert_frames`:
+    /// - video `[N, H, W, C]` for packed RGB formats (`rgb24`, `bgr24`,
+    ///   `rgba`, ...), `[N, C, H, W]` for planar ones (`gray8` is
+    ///   `[N, 1, H, W]`, `yuv444p` / `gbrp` `[N, 3, H, W]`), `[N, 1, H*3/2,
+    ///   W]` for `yuv420p` (U and V rows side by side under Y) and `nv12`;
+    ///   `uint8`; images the same without `N`;
+    /// - audio `[C, S]` for planar sample formats (`fltp`, `s16p`, ...),
+    ///   `[S, C]` for packed ones (`flt`, `s16`, ...), in the format's type.
+    ///
+    /// Errors: `InvalidArgument` when there is no frame or the frames
+    /// differ in size/format; `Unsupported` for other pixel formats (convert
+    /// with `format=pix_fmts=rgb24` in a filter graph first).
+    pub fn to_array(&self) -> Result<FrameArray> {
+        if self.frames.is_empty() {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "no frames to convert",
+            ));
+        }
+        match self.kind {
+            MediaKind::Audio => self.audio_array(),
+            MediaKind::Video | MediaKind::Image => self.video_array(),
+        }
+    }
+
+    fn video_array(&self) -> Result<FrameArray> {
+        let f0 = self.first().expect("not empty");
+        // SAFETY: a pixel format value of a valid frame.
+        let fmt = unsafe { std::mem::transmute::<i32, ffi::AVPixelFormat>(f0.format) };
+        let layout = pix_layout(fmt).ok_or_else(|| {
+            Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "cannot convert {} frames to an array (use a filter such as format=pix_fmts=rgb24)",
+                    pix_fmt_name(f0.format)
+                ),
+            )
+        })?;
+        let (w, h) = (
+            usize::try_from(f0.width).unwrap_or(0),
+            usize::try_from(f0.height).unwrap_or(0),
+        );
+        let shape = picture_shape(layout, w, h);
+        let per: usize = shape.iter().product();
+        let mut data = vec![0u8; per * self.frames.len()];
+        for (f, dst) in self.frames.iter().zip(data.chunks_exact_mut(per)) {
+            // SAFETY: a valid frame for as long as `self`.
+            let f = unsafe { &*f.as_ptr() };
+            if f.format != f0.format || f.width != f0.width || f.height != f0.height {
+                return Err(Error::new(
+                    ErrorKind::InvalidArgument,
+                    format!(
+                        "frames differ in size or format ({}x{} {} vs {w}x{h} {})",
+                        f.width,
+                        f.height,
+                        pix_fmt_name(f.format),
+                        pix_fmt_name(f0.format)
+                    ),
+                ));
+            }
+            let mut row0 = 0usize;
+            let mut prev_rows = 0usize;
+            for (plane, rows, row_bytes, beside) in picture_planes(layout, w, h) {
+                let (start_row, col) = if beside {
+                    (row0 - prev_rows, w / 2)
+                } else {
+                    (row0, 0)
+                };
+                let stride = isize::try_from(f.linesize[plane]).unwrap_or(0);
+                for r in 0..rows {
+                    // SAFETY: plane `plane` has at least `rows` rows of
+                    // `linesize` bytes each, of which `row_bytes` are pixels.
+                    let src = unsafe {
+                        std::slice::from_raw_parts(
+                            f.data[plane].offset(r as isize * stride),
+                            row_bytes,
+                        )
+                    };
+                    let at = (start_row + r) * row_width(layout, w) + col;
+                    dst[at..at + row_bytes].copy_from_slice(src);
+                }
+                if !beside {
+                    row0 += rows;
+                    prev_rows = rows;
+                }
+            }
+        }
+        let shape = match self.kind {
+            MediaKind::Image if self.frames.len() == 1 => shape,
+            _ => std::iter::once(self.frames.len()).chain(shape).collect(),
+        };
+        Ok(FrameArray {
+            shape,
+            dtype: SampleType::U8,
+            data,
+        })
+    }
+
+    fn audio_array(&self) -> Result<FrameArray> {
+        let f0 = self.first().expect("not empty");
+        // SAFETY: a sample format value of a valid frame.
+        let fmt = unsafe { std::mem::transmute::<i32, ffi::AVSampleFormat>(f0.format) };
+        let (dtype, planar) = audio_type(fmt).ok_or_else(|| {
+            Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "cannot convert {} audio to an array",
+                    sample_fmt_name(f0.format)
+                ),
+            )
+        })?;
+        let c = frame_channels(f0);
+        let total = self.num_samples();
+        let size = dtype.size();
+        let mut data = vec![0u8; total * c * size];
+        let mut at = 0usize; // samples per channel written so far
+        for f in &self.frames {
+            // SAFETY: a valid frame for as long as `self`.
+            let f = unsafe { &*f.as_ptr() };
+            if f.format != f0.format || frame_channels(f) != c {
+                return Err(Error::new(
+                    ErrorKind::InvalidArgument,
+                    "audio frames differ in sample format or channel count",
+                ));
+            }
+            let n = usize::try_from(f.nb_samples).unwrap_or(0);
+            if planar {
+                for ch in 0..c {
+                    // SAFETY: planar audio has one plane of `n` samples per
+                    // channel, reached through `extended_data`.
+                    let src =
+                        unsafe { std::slice::from_raw_parts(*f.extended_data.add(ch), n * size) };
+                    let d = (ch * total + at) * size;
+                    data[d..d + n * size].copy_from_slice(src);
+                }
+            } else {
+                // SAFETY: packed audio has one plane of `n * c` samples.
+                let src = unsafe { std::slice::from_raw_parts(f.data[0], n * c * size) };
+                let d = at * c * size;
+                data[d..d + n * c * size].copy_from_slice(src);
+            }
+            at += n;
+        }
+        let shape = if planar {
+            vec![c, total]
+        } else {
+            vec![total, c]
+        };
+        Ok(FrameArray { shape, dtype, data })
+    }
+
+    /// Video frames from a `uint8` array laid out as [`Frames::to_array`]
+    /// gives them for `pix_fmt` (`[N, H, W, C]` for `rgb24`, ...), the i-th
+    /// with pts `pts + i` in time base `1 / frame_rate`. The data is copied.
+    /// As SPDL's `create_reference_video_frame`.
+    ///
+    /// Errors: `InvalidArgument` for an unknown `pix_fmt`, a shape that does
+    /// not fit it or a zero frame rate; `Unsupported` for a format outside
+    /// the layouts above.
+    pub fn from_video_array(
+        data: &[u8],
+        shape: &[usize],
+        pix_fmt: &str,
+        frame_rate: (i32, i32),
+        pts: i64,
+    ) -> Result<Frames> {
+        let fmt = pix_fmt_from_name(pix_fmt)?;
+        let layout = pix_layout(fmt).ok_or_else(|| {
+            Error::new(
+                ErrorKind::Unsupported,
+                format!("pixel format {pix_fmt:?} is not supported here"),
+            )
+        })?;
+        if frame_rate.0 <= 0 || frame_rate.1 <= 0 {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "frame_rate must be positive, got {}/{}",
+                    frame_rate.0, frame_rate.1
+                ),
+            ));
+        }
+        let bad = || {
+            Error::new(
+                ErrorKind::InvalidArgument,
+                format!("array of shape {shape:?} does not fit pixel format {pix_fmt:?}"),
+            )
+        };
+        if shape.len() != 4 || data.len() != shape.iter().product::<usize>() {
+            return Err(bad());
+        }
+        let n = shape[0];
+        let (w, h) = match layout {
+            PixLayout::Packed(c) if shape[3] == c => (shape[2], shape[1]),
+            PixLayout::Planar(c) if shape[1] == c => (shape[3], shape[2]),
+            PixLayout::Yuv420p | PixLayout::Nv12 if shape[1] == 1 && shape[2] % 3 == 0 => {
+                (shape[3], shape[2] * 2 / 3)
+            }
+            _ => return Err(bad()),
+        };
+        if picture_shape(layout, w, h) != shape[1..] {
+            return Err(bad());
+        }
+        let per = data.len() / n.max(1);
+        let tb = ff::Rational::new(frame_rate.1, frame_rate.0);
+        let mut frames = Vec::with_capacity(n);
+        for (i, src) in data.chunks_exact(per.max(1)).take(n).enumerate() {
+            let mut v = ff::frame::Video::new(fmt.into(), w as u32, h as u32);
+            let mut row0 = 0usize;
+            let mut prev_rows = 0usize;
+            for (plane, rows, row_bytes, beside) in picture_planes(layout, w, h) {
+                let (start_row, col) = if beside {
+                    (row0 - prev_rows, w / 2)
+                } else {
+                    (row0, 0)
+                };
+                let stride = v.stride(plane);
+                let dst = v.data_mut(plane);
+                for r in 0..rows {
+                    let at = (start_row + r) * row_width(layout, w) + col;
+                    dst[r * stride..r * stride + row_bytes]
+                        .copy_from_slice(&src[at..at + row_bytes]);
+                }
+                if !beside {
+                    row0 += rows;
+                    prev_rows = rows;
+                }
+            }
+            v.set_pts(Some(pts + i as i64));
+            // SAFETY: `v` owns its frame; moving it into an owned Frame.
+            let raw = unsafe { ffi::av_frame_clone(v.as_ptr()) };
+            if raw.is_null() {
+                return Err(Error::new(ErrorKind::LimitExceeded, "out of memory"));
+            }
+            // SAFETY: `raw` is a fresh, uniquely owned frame.
+            frames.push(unsafe { owned_frame(raw) });
+        }
+        Ok(Frames::new(MediaKind::Video, frames, tb))
+    }
+
+    /// One audio frame from `data` laid out as [`Frames::to_array`] gives
+    /// it for `sample_fmt` (`[C, S]` planar, `[S, C]` packed; native-endian
+    /// elements of the format's type), with pts `pts` in time base
+    /// `1 / sample_rate`. The data is copied. As SPDL's
+    /// `create_reference_audio_frame`.
+    ///
+    /// Errors: `InvalidArgument` for an unknown format, a shape or byte
+    /// count that does not fit it, or a zero rate.
+    pub fn from_audio_array(
+        data: &[u8],
+        shape: [usize; 2],
+        sample_fmt: &str,
+        sample_rate: u32,
+        pts: i64,
+    ) -> Result<Frames> {
+        let fmt = sample_fmt_from_name(sample_fmt)?;
+        let (dtype, planar) = audio_type(fmt).ok_or_else(|| {
+            Error::new(
+                ErrorKind::Unsupported,
+                format!("sample format {sample_fmt:?} is not supported"),
+            )
+        })?;
+        if sample_rate == 0 {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "sample_rate must be positive",
+            ));
+        }
+        let (c, s) = if planar {
+            (shape[0], shape[1])
+        } else {
+            (shape[1], shape[0])
+        };
+        if c == 0 || data.len() != c * s * dtype.size() {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "array of shape {shape:?} ({} bytes) does not fit sample format {sample_fmt:?}",
+                    data.len()
+                ),
+            ));
+        }
+        let layout = ff::ChannelLayout::default(c as i32);
+        let mut a = ff::frame::Audio::new(fmt.into(), s, layout);
+        a.set_rate(sample_rate);
+        let size = dtype.size();
+        if planar {
+            for ch in 0..c {
+                a.data_mut(ch)[..s * size]
+                    .copy_from_slice(&data[ch * s * size..(ch + 1) * s * size]);
+            }
+        } else {
+            a.data_mut(0)[..s * c * size].copy_from_slice(data);
+        }
+        a.set_pts(Some(pts));
+        // SAFETY: `a` owns its frame; a new reference is taken for the result.
+        let raw = unsafe { ffi::av_frame_clone(a.as_ptr()) };
+        if raw.is_null() {
+            return Err(Error::new(ErrorKind::LimitExceeded, "out of memory"));
+        }
+        // SAFETY: `raw` is a fresh, uniquely owned frame.
+        let frame = unsafe { owned_frame(raw) };
+        Ok(Frames::new(
+            MediaKind::Audio,
+            vec![frame],
+            ff::Rational::new(1, sample_rate as i32),
+        ))
+    }
+}
+
+/// Frames of several objects stacked along a new first axis (SPDL's
+/// `convert_frames` of a list): `[B, ...]`. Errors: `InvalidArgument` for
+/// an empty list or arrays of different shapes; as [`Frames::to_array`].
+pub fn stack_arrays(frames: &[&Frames]) -> Result<FrameArray> {
+    let mut out: Option<FrameArray> = None;
+    for f in frames {
+        let a = f.to_array()?;
+        match out.as_mut() {
+            None => {
+                out = Some(FrameArray {
+                    shape: std::iter::once(1).chain(a.shape.iter().copied()).collect(),
+                    dtype: a.dtype,
+                    data: a.data,
+                })
+            }
+            Some(o) => {
+                if o.shape[1..] != a.shape[..] || o.dtype != a.dtype {
+                    return Err(Error::new(
+                        ErrorKind::InvalidArgument,
+                        format!(
+                            "frames of shape {:?} and {:?} cannot be stacked",
+                            &o.shape[1..],
+                            a.shape
+                        ),
+                    ));
+                }
+                o.shape[0] += 1;
+                o.data.extend_from_slice(&a.data);
+            }
+        }
+    }
+    out.ok_or_else(|| Error::new(ErrorKind::InvalidArgument, "no frames to convert"))
+}

@@ -1,0 +1,241 @@
+//! SPDL's `CUDAConfig` / `cuda_config` (which device, which stream) and `CPUStorage` /
+//! `cpu_storage` (a block of host memory, page-locked when asked).
+
+use std::ffi::c_int;
+use std::sync::Arc;
+
+use pyo3::exceptions::{PyBufferError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::ffi;
+use pyo3::prelude::*;
+use spdl_core::buffer::{BufferPool, Pool, PoolConfig, PooledBuffer};
+
+use crate::buffer::CpuBuffer;
+use crate::cuda::{GpuError, BUILT_WITH_CUDA, NOT_BUILT};
+
+/// SPDL's `CUDAConfig`: the CUDA device (and stream) of a GPU call, from `cuda_config`.
+///
+/// Accepted as `device_config=` by `transfer_buffer`, the loaders (`load_image`,
+/// `load_image_batch`, `load_video`, `load_audio`: decoded, then copied to the device),
+/// `decode_image_nvjpeg`, `load_image_batch_nvjpeg`, `nv12_to_rgb`/`nv12_to_bgr` and the NVDEC
+/// functions.
+#[pyclass(frozen, module = "spdl_rs.io", name = "CUDAConfig")]
+#[derive(Clone, Copy)]
+pub(crate) struct CudaConfig {
+    /// The device index (`cuda:N`).
+    #[pyo3(get)]
+    pub(crate) device_index: usize,
+    /// The `cudaStream_t` value the caller's work runs on (`0x2`: per-thread default).
+    #[pyo3(get)]
+    pub(crate) stream: usize,
+}
+
+#[pymethods]
+impl CudaConfig {
+    fn __repr__(&self) -> String {
+        format!(
+            "CUDAConfig(device_index={}, stream={:#x})",
+            self.device_index, self.stream
+        )
+    }
+
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        other.cast::<CudaConfig>().is_ok_and(|o| {
+            (o.get().device_index, o.get().stream) == (self.device_index, self.stream)
+        })
+    }
+}
+
+/// SPDL's `cuda_config(device_index, stream=0x2, allocator=None)`.
+///
+/// `device_index`: the device (`>= 0`; checked against the devices when first used).
+/// `stream`: a `cudaStream_t` as an int (SPDL's default `0x2` is the per-thread default
+/// stream, `0` the legacy default stream, or e.g. `torch.cuda.Stream().cuda_stream`).
+/// spdl_rs copies on its own stream and, before returning, makes the result ready for
+/// work on any stream (the copy is waited for), so `stream` orders nothing further; it is
+/// kept on the config. `allocator`: SPDL's pair of custom allocate/free functions; spdl_rs
+/// allocates device memory with `cuMemAlloc` only, so anything but `None` raises
+/// `TypeError` naming it.
+///
+/// Raises `ValueError` for a negative index or stream. Opens no device (safe before
+/// `fork()`).
+#[pyfunction]
+#[pyo3(signature = (device_index, stream=2, allocator=None))]
+pub(crate) fn cuda_config(
+    device_index: i64,
+    stream: i64,
+    allocator: Option<Bound<'_, PyAny>>,
+) -> PyResult<CudaConfig> {
+    if allocator.is_some_and(|a| !a.is_none()) {
+        return Err(PyTypeError::new_err(
+            "cuda_config(allocator=...): custom device allocators are not supported by spdl_rs \
+             (device memory comes from cuMemAlloc); pass allocator=None",
+        ));
+    }
+    let device_index = usize::try_from(device_index).map_err(|_| {
+        PyValueError::new_err(format!(
+            "cuda_config: device_index {device_index} is negative"
+        ))
+    })?;
+    let stream = usize::try_from(stream)
+        .map_err(|_| PyValueError::new_err(format!("cuda_config: stream {stream} is negative")))?;
+    Ok(CudaConfig {
+        device_index,
+        stream,
+    })
+}
+
+/// SPDL's `CPUStorage`: `size` bytes of host memory, page-locked (pinned) when made with
+/// `pin_memory=True`. Exposes the buffer protocol (a writable 1-D `uint8` view:
+/// `numpy.frombuffer(storage, dtype=...)`, `memoryview(storage)`); the memory lives while
+/// the storage or any view of it does.
+#[pyclass(frozen, module = "spdl_rs.io", name = "CPUStorage")]
+pub(crate) struct CpuStorage {
+    /// Shared with the `CPUBuffer`s copied into it (`storage=`), which keep it alive.
+    buffer: Arc<PooledBuffer>,
+    /// Where `buffer` points, taken once (views write through it).
+    ptr: usize,
+    shape: [isize; 1],
+    pinned: bool,
+}
+
+#[pymethods]
+impl CpuStorage {
+    /// Size in bytes.
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.buffer.len()
+    }
+
+    /// Whether the memory is page-locked (`cuMemHostAlloc`).
+    #[getter]
+    fn pinned(&self) -> bool {
+        self.pinned
+    }
+
+    /// Address of the first byte.
+    #[getter]
+    fn data_ptr(&self) -> usize {
+        self.ptr
+    }
+
+    fn __len__(&self) -> usize {
+        self.buffer.len()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "CPUStorage(nbytes={}, pinned={})",
+            self.buffer.len(),
+            self.pinned
+        )
+    }
+
+    /// Buffer protocol: a writable 1-D `uint8` view of the whole block.
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut ffi::Py_buffer,
+        flags: c_int,
+    ) -> PyResult<()> {
+        if view.is_null() {
+            return Err(PyBufferError::new_err("view is null"));
+        }
+        let this = slf.get();
+        // SAFETY: `view` is the interpreter's Py_buffer; every pointer stored points into
+        // `this`, which `obj` keeps alive (and unmoved: the class is frozen) until release.
+        unsafe {
+            (*view).obj = slf.clone().into_any().into_ptr();
+            (*view).buf = this.ptr as *mut std::ffi::c_void;
+            (*view).len = this.shape[0];
+            (*view).readonly = 0;
+            (*view).itemsize = 1;
+            (*view).format = if (flags & ffi::PyBUF_FORMAT) == ffi::PyBUF_FORMAT {
+                c"B".as_ptr().cast_mut()
+            } else {
+                std::ptr::null_mut()
+            };
+            (*view).ndim = 1;
+            (*view).shape = if (flags & ffi::PyBUF_ND) == ffi::PyBUF_ND {
+                this.shape.as_ptr().cast_mut()
+            } else {
+                std::ptr::null_mut()
+            };
+            (*view).strides = std::ptr::null_mut();
+            (*view).suboffsets = std::ptr::null_mut();
+            (*view).internal = std::ptr::null_mut();
+        }
+        Ok(())
+    }
+
+    unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {}
+}
+
+/// SPDL's `cpu_storage(size, pin_memory=True)`: `size` bytes of zeroed host memory.
+///
+/// `pin_memory=True`: page-locked with `cuMemHostAlloc` (portable across devices), which DMA
+/// engines copy asynchronously; this needs the CUDA driver and raises `RuntimeError` naming
+/// why when there is none (`"cpu_storage(pin_memory=True): no CUDA driver: ..."`; SPDL
+/// likewise fails without CUDA), or when built without the `cuda` feature.
+/// `pin_memory=False`: ordinary memory, anywhere. `ValueError` for a negative size.
+#[pyfunction]
+#[pyo3(signature = (size, pin_memory=true))]
+pub(crate) fn cpu_storage(py: Python<'_>, size: i64, pin_memory: bool) -> PyResult<CpuStorage> {
+    let size = usize::try_from(size)
+        .map_err(|_| PyValueError::new_err(format!("cpu_storage: size {size} is negative")))?;
+    let config = PoolConfig::default().max_buffers(1);
+    let buffer = if pin_memory {
+        if !BUILT_WITH_CUDA {
+            return Err(PyRuntimeError::new_err(format!(
+                "cpu_storage(pin_memory=True): {NOT_BUILT}"
+            )));
+        }
+        py.detach(|| -> Result<PooledBuffer, GpuError> {
+            let dev = spdl_cuda::CudaDevice::local()?;
+            let pool = spdl_cuda::pinned_pool(&dev, config)?;
+            Ok(pool.acquire(size).map_err(spdl_cuda::Error::from)?)
+        })
+        .map_err(|e| PyRuntimeError::new_err(format!("cpu_storage(pin_memory=True): {e}")))?
+    } else {
+        Pool::host(config)
+            .acquire(size)
+            .map_err(|e| PyRuntimeError::new_err(format!("cpu_storage: {e}")))?
+    };
+    let ptr = buffer.as_ptr() as usize;
+    Ok(CpuStorage {
+        ptr,
+        shape: [size as isize],
+        pinned: pin_memory,
+        buffer: Arc::new(buffer),
+    })
+}
+
+/// SPDL's `storage=`: copies `buffer` (a decoded `CPUBuffer`) to the start of `storage` and
+/// returns a `CPUBuffer` of the same shape, dtype, keys and labels over the storage's memory
+/// (which it keeps alive). A later copy into the same storage overwrites it, as in SPDL.
+/// `ValueError` when the storage is smaller than the buffer.
+#[pyfunction]
+pub(crate) fn _copy_into_storage(
+    storage: PyRef<'_, CpuStorage>,
+    buffer: PyRef<'_, CpuBuffer>,
+) -> PyResult<CpuBuffer> {
+    let view = buffer.host_view();
+    let bytes = view.bytes();
+    if bytes.len() > storage.buffer.len() {
+        return Err(PyValueError::new_err(format!(
+            "storage has {} bytes, the decoded data needs {}",
+            storage.buffer.len(),
+            bytes.len()
+        )));
+    }
+    let dst = storage.ptr as *mut u8;
+    // SAFETY: `dst` is the storage's block of at least `bytes.len()` bytes, kept alive by
+    // `storage`; the source is another allocation (a decoded buffer), so they do not overlap.
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, bytes.len()) };
+    Ok(CpuBuffer::over(
+        storage.buffer.clone(),
+        dst,
+        view.dtype,
+        view.shape.clone(),
+        view.keys.clone(),
+        view.labels.clone(),
+    ))
+}

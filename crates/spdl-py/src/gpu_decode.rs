@@ -1,0 +1,293 @@
+//! GPU decoding entry points of `spdl_rs.io` (the Python wrappers in `spdl_rs/_gpu.py` give
+//! them SPDL's signatures): nvJPEG (`decode_image_nvjpeg`, `load_image_batch_nvjpeg`, the
+//! CPU-fallback decision and counters), NVDEC (opened at run time; the checks before any
+//! device allocation), and NV12 to planar RGB/BGR on the host.
+//!
+//! Errors: `RuntimeError` when the GPU path cannot run (feature not built, no driver, library
+//! missing: the message names which), `ValueError` for bad arguments or a request over the
+//! size limits.
+
+use pyo3::buffer::PyUntypedBuffer;
+use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::buffer::CpuBuffer;
+use crate::cuda::{CudaBuffer, GpuError};
+
+/// SPDL's `built_with_nvjpeg`: whether this build has nvJPEG decoding (the Cargo feature
+/// `decode-nvjpeg`; libnvjpeg itself is loaded when first used).
+#[pyfunction]
+pub(crate) fn built_with_nvjpeg() -> bool {
+    cfg!(feature = "decode-nvjpeg")
+}
+
+/// SPDL's `built_with_nvcodec`: whether this build decodes video with NVDEC. `False`: the
+/// NVDEC loader and its checks exist (feature `decode-nvdec`) but the decode session does not
+/// yet, so every NVDEC call raises.
+#[pyfunction]
+pub(crate) fn built_with_nvcodec() -> bool {
+    false
+}
+
+/// A C-contiguous buffer-protocol object's bytes, held while in use.
+struct Bytes(PyUntypedBuffer);
+
+impl Bytes {
+    fn new(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Self> {
+        let buf =
+            PyUntypedBuffer::get(obj).map_err(|_| {
+                PyTypeError::new_err(format!(
+                "{what} must be bytes-like (bytes, bytearray, memoryview, a uint8 array), got {}",
+                obj.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+            ))
+            })?;
+        if !buf.is_c_contiguous() {
+            return Err(PyBufferError::new_err(format!(
+                "{what} must be a C-contiguous buffer"
+            )));
+        }
+        Ok(Bytes(buf))
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        let len = self.0.len_bytes();
+        if len == 0 {
+            return &[];
+        }
+        // SAFETY: the export keeps `len` bytes at `buf_ptr` alive and unmoved while held; a
+        // concurrent write by another thread can only change the (untrusted) bytes read.
+        unsafe { std::slice::from_raw_parts(self.0.buf_ptr().cast::<u8>(), len) }
+    }
+}
+
+/// Why the nvJPEG batch loaders would decode `data` on the CPU instead of the GPU, or `None`
+/// when the GPU takes it: `"progressive JPEG (SOF2)"`, `"arithmetic-coded JPEG"`,
+/// `"4 components (CMYK/YCCK)"`, `"corrupt JPEG: ..."`, or the size-limit message (default
+/// limits: 178,956,970 pixels, 1 GiB). A header scan only (no GPU, no decode); each such file
+/// is counted in `nvjpeg_stats()["cpu_fallbacks"]` when decoded.
+#[pyfunction]
+pub(crate) fn nvjpeg_fallback_reason(data: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
+    let bytes = Bytes::new(data, "data")?;
+    Ok(
+        spdl_cuda::jpeg_probe::classify(bytes.as_slice(), &spdl_io::Limits::default())
+            .err()
+            .map(|r| r.to_string()),
+    )
+}
+
+#[cfg(feature = "decode-nvjpeg")]
+mod nvjpeg {
+    use std::sync::{Arc, Mutex};
+
+    use spdl_cuda::nvjpeg::{NvjpegDecoder, NvjpegStats};
+
+    use crate::cuda::GpuError;
+
+    /// One decoder per device for the process (handle, state and resize kernel are costly to
+    /// make); a failure to make one is not kept.
+    static DECODERS: Mutex<Vec<(usize, Arc<NvjpegDecoder>)>> = Mutex::new(Vec::new());
+
+    pub(super) fn decoder(index: usize) -> Result<Arc<NvjpegDecoder>, GpuError> {
+        let mut all = DECODERS.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, d)) = all.iter().find(|(i, _)| *i == index) {
+            return Ok(d.clone());
+        }
+        let dev = spdl_cuda::CudaDevice::new(index)?;
+        let d = Arc::new(NvjpegDecoder::new(&dev)?.with_limits(spdl_io::Limits::default()));
+        all.push((index, d.clone()));
+        Ok(d)
+    }
+
+    pub(super) fn stats() -> NvjpegStats {
+        let all = DECODERS.lock().unwrap_or_else(|e| e.into_inner());
+        let mut s = NvjpegStats::default();
+        for (_, d) in all.iter() {
+            let t = d.stats();
+            s.batches += t.batches;
+            s.gpu_images += t.gpu_images;
+            s.cpu_fallbacks += t.cpu_fallbacks;
+            s.seconds += t.seconds;
+        }
+        s
+    }
+}
+
+/// The counters of every nvJPEG decoder of this process: `batches`, `gpu_images` (decoded by
+/// nvJPEG), `cpu_fallbacks` (decoded by the CPU decoder instead: see
+/// `nvjpeg_fallback_reason`), `seconds` (wall time in decode calls). All 0 before the first
+/// decode or in a build without nvJPEG.
+#[pyfunction]
+pub(crate) fn nvjpeg_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    #[cfg(feature = "decode-nvjpeg")]
+    let (batches, gpu, cpu, seconds) = {
+        let s = nvjpeg::stats();
+        (s.batches, s.gpu_images, s.cpu_fallbacks, s.seconds)
+    };
+    #[cfg(not(feature = "decode-nvjpeg"))]
+    let (batches, gpu, cpu, seconds) = (0u64, 0u64, 0u64, 0.0f64);
+    let d = PyDict::new(py);
+    d.set_item("batches", batches)?;
+    d.set_item("gpu_images", gpu)?;
+    d.set_item("cpu_fallbacks", cpu)?;
+    d.set_item("seconds", seconds)?;
+    Ok(d)
+}
+
+/// The native half of `decode_image_nvjpeg` / `load_image_batch_nvjpeg`: decodes `data`
+/// (bytes-like JPEGs; `keys` name them in errors) on device `device_index` into one
+/// `CUDABuffer` `[N, H, W, 3]` `uint8` RGB (`[H, W, 3]` with `single`), resized to
+/// `scale_width x scale_height` when both are positive (else every image must have the first
+/// one's size). Files the GPU does not take are decoded on the CPU and counted.
+#[pyfunction]
+#[pyo3(signature = (data, keys, device_index, scale_width, scale_height, single))]
+pub(crate) fn _decode_image_nvjpeg(
+    py: Python<'_>,
+    data: Vec<Bound<'_, PyAny>>,
+    keys: Vec<String>,
+    device_index: usize,
+    scale_width: i64,
+    scale_height: i64,
+    single: bool,
+) -> PyResult<CudaBuffer> {
+    let size = match (scale_width, scale_height) {
+        (w, h) if w > 0 && h > 0 => Some((w as usize, h as usize)),
+        (w, h) if w <= 0 && h <= 0 => None,
+        (w, h) => {
+            return Err(PyValueError::new_err(format!(
+                "scale_width ({w}) and scale_height ({h}) must both be positive, or both -1"
+            )))
+        }
+    };
+    if data.is_empty() {
+        return Err(PyValueError::new_err("decode_image_nvjpeg: no image given"));
+    }
+    if keys.len() != data.len() {
+        return Err(PyValueError::new_err("keys and data differ in length"));
+    }
+    let held: Vec<Bytes> = data
+        .iter()
+        .map(|d| Bytes::new(d, "src"))
+        .collect::<PyResult<_>>()?;
+    #[cfg(feature = "decode-nvjpeg")]
+    {
+        let batch = py.detach(|| -> Result<spdl_cuda::DeviceBatch, GpuError> {
+            let jpegs: Vec<(&str, &[u8])> = keys
+                .iter()
+                .zip(&held)
+                .map(|(k, b)| (k.as_str(), b.as_slice()))
+                .collect();
+            let dec = nvjpeg::decoder(device_index)?;
+            let (batch, report) = dec.decode_batch(&jpegs, size)?;
+            for f in &report.fallbacks {
+                tracing::debug!(key = %f.key, reason = %f.reason, "nvJPEG: decoded on the CPU");
+            }
+            Ok(batch)
+        })?;
+        let [n, h, w, c] = batch.shape;
+        let shape = if single {
+            vec![h as i64, w as i64, c as i64]
+        } else {
+            vec![n as i64, h as i64, w as i64, c as i64]
+        };
+        Ok(CudaBuffer::from_batch(batch, shape))
+    }
+    #[cfg(not(feature = "decode-nvjpeg"))]
+    {
+        let _ = (py, held, device_index, size, single);
+        Err(pyo3::exceptions::PyRuntimeError::new_err(
+            "nvJPEG unavailable: spdl_rs was built without nvJPEG (the `decode-nvjpeg` feature \
+             of crates/spdl-py; built_with_nvjpeg() is False)",
+        ))
+    }
+}
+
+/// The native half of `nvdec_decoder`: checks the request (codec, crop, and the coded and
+/// output sizes against the default limits, before any device allocation), then the NVDEC
+/// library, then the driver. Always raises today (see `built_with_nvcodec`): `ValueError` for
+/// the request, `RuntimeError` `"NVDEC unavailable: libnvcuvid.so.1 not found ..."`, `"no CUDA
+/// driver: ..."`, or that the decode session is not implemented.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (device_index, codec, width, height, crop_left, crop_top, crop_right, crop_bottom, scale_width, scale_height))]
+pub(crate) fn _nvdec_open(
+    py: Python<'_>,
+    device_index: usize,
+    codec: String,
+    width: usize,
+    height: usize,
+    crop_left: usize,
+    crop_top: usize,
+    crop_right: usize,
+    crop_bottom: usize,
+    scale_width: i64,
+    scale_height: i64,
+) -> PyResult<()> {
+    let scale = match (scale_width, scale_height) {
+        (w, h) if w > 0 && h > 0 => Some((w as usize, h as usize)),
+        (w, h) if w < 0 && h < 0 => None,
+        (w, h) => {
+            return Err(PyValueError::new_err(format!(
+                "scale_width ({w}) and scale_height ({h}) must both be positive, or both -1"
+            )))
+        }
+    };
+    let config = spdl_cuda::nvdec::NvdecConfig {
+        codec,
+        width,
+        height,
+        crop: [crop_left, crop_top, crop_right, crop_bottom],
+        scale,
+    };
+    let limits = spdl_io::Limits::default();
+    config
+        .check(&limits)
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    py.detach(|| spdl_cuda::nvdec::NvdecDecoder::new(device_index, config, &limits))
+        .map(|_| ())
+        .map_err(|e| GpuError::from(e).into())
+}
+
+/// NV12 frames to planar RGB (or BGR) on the host: `data` is a C-contiguous `uint8` buffer of
+/// shape `[N, H + H/2, W]` (as NVDEC's output, SPDL's layout) or `[H + H/2, W]`; the result is
+/// a `CPUBuffer` `[N, 3, H, W]` (`[3, H, W]` for one frame). `coeff`: the matrix, SPDL's values
+/// (1 BT.709, 4 FCC, 5 BT.470BG, 6 BT.601, 7 SMPTE 240M, 9/10 BT.2020; others mean BT.709;
+/// 8 raises). `ValueError` for another shape or dtype.
+#[pyfunction]
+#[pyo3(signature = (data, coeff=1, bgr=false))]
+pub(crate) fn _nv12_to_planar(
+    py: Python<'_>,
+    data: &Bound<'_, PyAny>,
+    coeff: i32,
+    bgr: bool,
+) -> PyResult<CpuBuffer> {
+    let buf = Bytes::new(data, "NV12 frames")?;
+    let shape: Vec<usize> = buf.0.shape().to_vec();
+    if buf.0.item_size() != 1 {
+        return Err(PyValueError::new_err("NV12 frames must be uint8"));
+    }
+    let (n, rows, w, batched) = match shape.as_slice() {
+        [n, rows, w] => (*n, *rows, *w, true),
+        [rows, w] => (1, *rows, *w, false),
+        s => {
+            return Err(PyValueError::new_err(format!(
+                "NV12 frames must be [N, H*3/2, W] or [H*3/2, W], got shape {s:?}"
+            )))
+        }
+    };
+    if rows % 3 != 0 {
+        return Err(PyValueError::new_err(format!(
+            "NV12 frames have H + H/2 rows (a multiple of 3), got {rows}"
+        )));
+    }
+    let h = rows / 3 * 2;
+    let out = py
+        .detach(|| spdl_cuda::nv12::nv12_to_planar(buf.as_slice(), n, h, w, coeff, bgr))
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let shape = if batched {
+        vec![n, 3, h, w]
+    } else {
+        vec![3, h, w]
+    };
+    Ok(CpuBuffer::from_u8(out, shape, String::new()))
+}

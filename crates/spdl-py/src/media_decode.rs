@@ -1,0 +1,293 @@
+//! SPDL's decoding API in `spdl_rs.io`: `decode_packets`, `Decoder` (streaming decode +
+//! `flush`), `sample_decode_video`, `DecodeConfig` / `decode_config`. Built with the
+//! `decode-ffmpeg` feature only.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+
+use spdl_io::ffmpeg::decoder;
+use spdl_io::ffmpeg::frames::MediaKind;
+use spdl_io::ffmpeg::packets::{Codec, Packets};
+
+use crate::error::io_err;
+use crate::media_demux::{codec_of, packets_of};
+use crate::media_frames::{frames_to_py, type_name};
+
+/// What SPDL's `filter_desc` default (`_FILTER_DESC_DEFAULT`) is spelled as: the default
+/// conversion of the codec's kind (see [`default_filter`]).
+pub(crate) const FILTER_DESC_DEFAULT: &str = "__PLACEHOLDER__";
+
+/// How packets are decoded, as SPDL's `spdl.io.DecodeConfig` (made by `decode_config`):
+/// `decoder` picks a decoder by name (`ffmpeg -decoders`; unknown: `ValueError`),
+/// `decoder_options` are its options (e.g. `{"threads": "4"}`; one it does not take raises
+/// `ValueError`).
+#[pyclass(frozen, module = "spdl_rs.io", name = "DecodeConfig")]
+#[derive(Clone)]
+pub(crate) struct DecodeConfig {
+    inner: spdl_io::ffmpeg::DecodeConfig,
+}
+
+#[pymethods]
+impl DecodeConfig {
+    #[new]
+    #[pyo3(signature = (decoder=None, decoder_options=None))]
+    fn new(decoder: Option<String>, decoder_options: Option<HashMap<String, String>>) -> Self {
+        let mut opts: Vec<(String, String)> =
+            decoder_options.unwrap_or_default().into_iter().collect();
+        opts.sort();
+        DecodeConfig {
+            inner: spdl_io::ffmpeg::DecodeConfig {
+                decoder,
+                decoder_options: opts,
+            },
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "DecodeConfig(decoder={:?}, decoder_options={:?})",
+            self.inner.decoder, self.inner.decoder_options
+        )
+    }
+}
+
+/// SPDL's `decode_config(decoder=None, decoder_options=None)`.
+#[pyfunction]
+#[pyo3(signature = (decoder=None, decoder_options=None))]
+pub(crate) fn decode_config(
+    decoder: Option<String>,
+    decoder_options: Option<HashMap<String, String>>,
+) -> DecodeConfig {
+    DecodeConfig::new(decoder, decoder_options)
+}
+
+fn config_of(c: Option<&Bound<'_, PyAny>>) -> PyResult<spdl_io::ffmpeg::DecodeConfig> {
+    match c {
+        None => Ok(Default::default()),
+        Some(c) if c.is_none() => Ok(Default::default()),
+        Some(c) => Ok(c
+            .cast::<DecodeConfig>()
+            .map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "decode_config must be a DecodeConfig (from decode_config()), got {}",
+                    type_name(c)
+                ))
+            })?
+            .get()
+            .inner
+            .clone()),
+    }
+}
+
+/// SPDL's default filter for a codec kind: RGB pictures, planar float audio.
+fn default_filter(kind: MediaKind) -> &'static str {
+    match kind {
+        MediaKind::Audio => "aformat=sample_fmts=fltp",
+        MediaKind::Video | MediaKind::Image => "format=pix_fmts=rgb24",
+    }
+}
+
+/// The filter description to use: `None` (no filter), the default, or the user's.
+fn resolve_filter(desc: Option<&str>, kind: MediaKind) -> Option<String> {
+    match desc {
+        None => None,
+        Some(FILTER_DESC_DEFAULT) => Some(default_filter(kind).to_owned()),
+        Some(d) => Some(d.to_owned()),
+    }
+}
+
+fn limit_of(num_frames: i64) -> PyResult<Option<usize>> {
+    match num_frames {
+        n if n < 0 => Ok(None),
+        n => Ok(Some(n as usize)),
+    }
+}
+
+/// SPDL's `decode_packets(packets, filter_desc=<default>, decode_config=None, *,
+/// num_frames=-1)`: decodes `VideoPackets` / `AudioPackets` / `ImagePackets` into
+/// `VideoFrames` / `AudioFrames` / `ImageFrames`, with the GIL released. Only the frames inside
+/// the packets' time window are kept (audio cut at the sample), at most `num_frames` (`-1`:
+/// all). `filter_desc`: an FFmpeg filter string run on the decoded frames (as `ffmpeg -vf` /
+/// `-af`); the default converts to `rgb24` (pictures) or `fltp` (audio); `None` keeps the
+/// decoder's format.
+///
+/// Raises `ValueError` naming the source for undecodable data, a bad filter string or decoder
+/// config; `TypeError` for other objects.
+#[pyfunction]
+#[pyo3(signature = (packets, filter_desc=FILTER_DESC_DEFAULT, decode_config=None, *, num_frames=-1))]
+pub(crate) fn decode_packets(
+    py: Python<'_>,
+    packets: &Bound<'_, PyAny>,
+    filter_desc: Option<&str>,
+    decode_config: Option<&Bound<'_, PyAny>>,
+    num_frames: i64,
+) -> PyResult<Py<PyAny>> {
+    let p = packets_of(packets)?;
+    let cfg = config_of(decode_config)?;
+    let desc = resolve_filter(filter_desc, p.kind());
+    let limit = limit_of(num_frames)?;
+    let f = py
+        .detach(|| decoder::decode_packets(&p, desc.as_deref(), &cfg, limit))
+        .map_err(io_err)?;
+    frames_to_py(py, f)
+}
+
+/// SPDL's `sample_decode_video(packets, indices, *, decode_config=None,
+/// filter_desc=<default>)`: the frames at `indices` (presentation order, from 0, within the
+/// packets' window) as a list of `ImageFrames`, decoding once and stopping after the last
+/// wanted frame; `indices` may repeat and come in any order. Raises `IndexError` for an
+/// index past the last frame, `ValueError` as `decode_packets`.
+#[pyfunction]
+#[pyo3(signature = (packets, indices, *, decode_config=None, filter_desc=FILTER_DESC_DEFAULT))]
+pub(crate) fn sample_decode_video(
+    py: Python<'_>,
+    packets: &Bound<'_, PyAny>,
+    indices: Vec<i64>,
+    decode_config: Option<&Bound<'_, PyAny>>,
+    filter_desc: Option<&str>,
+) -> PyResult<Py<PyList>> {
+    let p = packets_of(packets)?;
+    if p.kind() != MediaKind::Video {
+        return Err(PyTypeError::new_err(
+            "sample_decode_video expects VideoPackets",
+        ));
+    }
+    let idx: Vec<usize> = indices
+        .iter()
+        .map(|&i| {
+            usize::try_from(i)
+                .map_err(|_| PyValueError::new_err(format!("frame indices must be >= 0, got {i}")))
+        })
+        .collect::<PyResult<_>>()?;
+    let Some(&max) = idx.iter().max() else {
+        return Ok(PyList::empty(py).unbind());
+    };
+    let cfg = config_of(decode_config)?;
+    let desc = resolve_filter(filter_desc, MediaKind::Video);
+    let frames = py
+        .detach(|| decoder::decode_packets(&p, desc.as_deref(), &cfg, Some(max + 1)))
+        .map_err(io_err)?;
+    if max >= frames.len() {
+        return Err(PyIndexError::new_err(format!(
+            "{}: frame index {max} out of range: the packets decode to {} frames",
+            p.key(),
+            frames.len()
+        )));
+    }
+    let out = PyList::empty(py);
+    for i in idx {
+        let one = frames.select(&[i], MediaKind::Image).map_err(io_err)?;
+        out.append(frames_to_py(py, one)?)?;
+    }
+    Ok(out.unbind())
+}
+
+/// A decoder for the packets of one stream, as SPDL's `spdl.io.Decoder(codec, *,
+/// filter_desc=<default>, decode_config=None)` (its `VideoDecoder` / `AudioDecoder`):
+///
+/// - `decode(packets)` -> the frames these packets give so far (a decoder keeps a few back
+///   for reordering), possibly empty;
+/// - `streaming_decode_packets(packets)` -> an iterator of frame objects (SPDL's form of
+///   `decode`: one non-empty frames object, or nothing);
+/// - `flush()` -> an iterator of the frames still held (call once, at the end).
+///
+/// `filter_desc` as `decode_packets`; decoding runs with the GIL released. Memory stays
+/// bounded by the chunk size however long the stream. Raises `ValueError` naming the source
+/// for undecodable data, bad filters or configs, or a `decode` after `flush`.
+#[pyclass(frozen, module = "spdl_rs.io", name = "Decoder")]
+pub(crate) struct Decoder {
+    inner: Mutex<decoder::Decoder>,
+    kind: MediaKind,
+}
+
+impl Decoder {
+    fn run(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut decoder::Decoder) -> spdl_io::Result<spdl_io::ffmpeg::frames::Frames> + Send,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        let frames = py
+            .detach(|| f(&mut self.inner.lock().unwrap_or_else(|p| p.into_inner())))
+            .map_err(io_err)?;
+        if frames.is_empty() {
+            return Ok(None);
+        }
+        frames_to_py(py, frames).map(Some)
+    }
+
+    fn check_kind(&self, p: &Packets) -> PyResult<()> {
+        if p.kind() != self.kind {
+            return Err(PyTypeError::new_err(format!(
+                "this decoder takes {} packets, got {} packets",
+                self.kind.name(),
+                p.kind().name()
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn iter_of(py: Python<'_>, item: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
+    let list = PyList::empty(py);
+    if let Some(i) = item {
+        list.append(i)?;
+    }
+    Ok(list.try_iter()?.into_any().unbind())
+}
+
+#[pymethods]
+impl Decoder {
+    #[new]
+    #[pyo3(signature = (codec, *, filter_desc=FILTER_DESC_DEFAULT, decode_config=None))]
+    fn new(
+        codec: &Bound<'_, PyAny>,
+        filter_desc: Option<&str>,
+        decode_config: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let c: Codec = codec_of(codec)?;
+        let cfg = config_of(decode_config)?;
+        let desc = resolve_filter(filter_desc, c.kind());
+        let d = decoder::Decoder::new(&c, desc.as_deref(), &cfg).map_err(io_err)?;
+        Ok(Decoder {
+            inner: Mutex::new(d),
+            kind: c.kind(),
+        })
+    }
+
+    /// The frames `packets` give so far (an empty frames object when none yet).
+    fn decode(&self, py: Python<'_>, packets: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let p = packets_of(packets)?;
+        self.check_kind(&p)?;
+        let frames = py
+            .detach(|| {
+                self.inner
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .decode(&p)
+            })
+            .map_err(io_err)?;
+        frames_to_py(py, frames)
+    }
+
+    /// An iterator over the frames `packets` give so far.
+    fn streaming_decode_packets(
+        &self,
+        py: Python<'_>,
+        packets: &Bound<'_, PyAny>,
+    ) -> PyResult<Py<PyAny>> {
+        let p = packets_of(packets)?;
+        self.check_kind(&p)?;
+        let out = self.run(py, |d| d.decode(&p))?;
+        iter_of(py, out)
+    }
+
+    /// An iterator over the frames the decoder (and filter) still held.
+    fn flush(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let out = self.run(py, decoder::Decoder::flush)?;
+        iter_of(py, out)
+    }
+}

@@ -1,0 +1,893 @@
+//! SPDL's demuxing API in `spdl_rs.io`: `Demuxer` (`demux_video` / `demux_audio` /
+//! `demux_image`, `streaming_demux`, `has_audio`, codec and stream-index accessors), the
+//! one-shot `demux_video` / `demux_audio` / `demux_image`, the packet classes
+//! (`VideoPackets`, `AudioPackets`, `ImagePackets`: picklable), the codec classes
+//! (`VideoCodec`, `AudioCodec`, `ImageCodec`), `DemuxConfig` / `demux_config` and `BSF` /
+//! `apply_bsf`. Built with the `decode-ffmpeg` feature only.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyTuple};
+
+use spdl_io::ffmpeg::bsf;
+use spdl_io::ffmpeg::demux::{self, StreamingDemux};
+use spdl_io::ffmpeg::frames::MediaKind;
+use spdl_io::ffmpeg::packets::{Codec, Packets};
+use spdl_io::MediaSource;
+
+use crate::error::io_err;
+use crate::media::{extract_src, Src};
+use crate::media_frames::type_name;
+
+// ------------------------------------------------------------------ configs
+
+/// How a container is opened, as SPDL's `spdl.io.DemuxConfig` (made by `demux_config`):
+/// `format` forces a container format (`ffmpeg -demuxers` name) instead of probing,
+/// `format_options` are demuxer options (e.g. `{"video_size": "64x48"}` for `rawvideo`; one no
+/// demuxer takes raises `ValueError`), `buffer_size` is the I/O buffer in bytes.
+#[pyclass(frozen, module = "spdl_rs.io", name = "DemuxConfig")]
+#[derive(Clone)]
+pub(crate) struct DemuxConfig {
+    pub(crate) inner: spdl_io::ffmpeg::DemuxConfig,
+}
+
+#[pymethods]
+impl DemuxConfig {
+    #[new]
+    #[pyo3(signature = (format=None, format_options=None, buffer_size=8096))]
+    fn new(
+        format: Option<String>,
+        format_options: Option<HashMap<String, String>>,
+        buffer_size: i64,
+    ) -> PyResult<Self> {
+        let buffer_size = usize::try_from(buffer_size)
+            .ok()
+            .filter(|&b| b > 0)
+            .ok_or_else(|| {
+                PyValueError::new_err(format!("buffer_size must be > 0, got {buffer_size}"))
+            })?;
+        let mut opts: Vec<(String, String)> =
+            format_options.unwrap_or_default().into_iter().collect();
+        opts.sort();
+        Ok(DemuxConfig {
+            inner: spdl_io::ffmpeg::DemuxConfig {
+                format,
+                format_options: opts,
+                buffer_size,
+            },
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "DemuxConfig(format={:?}, format_options={:?}, buffer_size={})",
+            self.inner.format, self.inner.format_options, self.inner.buffer_size
+        )
+    }
+}
+
+/// SPDL's `demux_config(format=None, format_options=None, buffer_size=8096)`.
+#[pyfunction]
+#[pyo3(signature = (format=None, format_options=None, buffer_size=8096))]
+pub(crate) fn demux_config(
+    format: Option<String>,
+    format_options: Option<HashMap<String, String>>,
+    buffer_size: i64,
+) -> PyResult<DemuxConfig> {
+    DemuxConfig::new(format, format_options, buffer_size)
+}
+
+fn config_of(c: Option<&Bound<'_, PyAny>>) -> PyResult<spdl_io::ffmpeg::DemuxConfig> {
+    match c {
+        None => Ok(Default::default()),
+        Some(c) if c.is_none() => Ok(Default::default()),
+        Some(c) => Ok(c
+            .cast::<DemuxConfig>()
+            .map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "demux_config must be a DemuxConfig (from demux_config()), got {}",
+                    type_name(c)
+                ))
+            })?
+            .get()
+            .inner
+            .clone()),
+    }
+}
+
+// ------------------------------------------------------------------ codecs
+
+/// The codec of a video stream, as SPDL's `spdl.io.VideoCodec`: `name`, `width`, `height`,
+/// `pix_fmt`, `frame_rate` / `time_base` / `sample_aspect_ratio` as `(num, den)`, and (spdl_rs)
+/// `rotation` (display rotation in degrees counterclockwise, not applied by decoding).
+#[pyclass(frozen, module = "spdl_rs.io", name = "VideoCodec")]
+pub(crate) struct VideoCodec {
+    pub(crate) inner: Codec,
+}
+
+/// The codec of an audio stream, as SPDL's `spdl.io.AudioCodec`: `name`, `sample_rate`,
+/// `num_channels`, `sample_fmt`, `time_base`, `channel_layout`.
+#[pyclass(frozen, module = "spdl_rs.io", name = "AudioCodec")]
+pub(crate) struct AudioCodec {
+    pub(crate) inner: Codec,
+}
+
+/// The codec of an image, as SPDL's `spdl.io.ImageCodec`: `name`, `width`, `height`,
+/// `pix_fmt`, `time_base`, `sample_aspect_ratio`.
+#[pyclass(frozen, module = "spdl_rs.io", name = "ImageCodec")]
+pub(crate) struct ImageCodec {
+    pub(crate) inner: Codec,
+}
+
+pub(crate) fn codec_to_py(py: Python<'_>, c: Codec) -> PyResult<Py<PyAny>> {
+    Ok(match c.kind() {
+        MediaKind::Video => Py::new(py, VideoCodec { inner: c })?.into_any(),
+        MediaKind::Audio => Py::new(py, AudioCodec { inner: c })?.into_any(),
+        MediaKind::Image => Py::new(py, ImageCodec { inner: c })?.into_any(),
+    })
+}
+
+/// The codec of a `VideoCodec` / `AudioCodec` / `ImageCodec`; `TypeError` otherwise.
+pub(crate) fn codec_of(obj: &Bound<'_, PyAny>) -> PyResult<Codec> {
+    if let Ok(c) = obj.cast::<VideoCodec>() {
+        return Ok(c.get().inner.clone());
+    }
+    if let Ok(c) = obj.cast::<AudioCodec>() {
+        return Ok(c.get().inner.clone());
+    }
+    if let Ok(c) = obj.cast::<ImageCodec>() {
+        return Ok(c.get().inner.clone());
+    }
+    Err(PyTypeError::new_err(format!(
+        "expected VideoCodec, AudioCodec or ImageCodec, got {}",
+        type_name(obj)
+    )))
+}
+
+#[pymethods]
+impl VideoCodec {
+    /// Codec name, e.g. `"h264"`.
+    #[getter]
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+    /// Coded width in pixels.
+    #[getter]
+    fn width(&self) -> u32 {
+        self.inner.width()
+    }
+    /// Coded height in pixels.
+    #[getter]
+    fn height(&self) -> u32 {
+        self.inner.height()
+    }
+    /// Coded pixel format, e.g. `"yuv420p"`.
+    #[getter]
+    fn pix_fmt(&self) -> String {
+        self.inner.format_name()
+    }
+    /// Average frame rate `(num, den)` from the header.
+    #[getter]
+    fn frame_rate(&self) -> (i32, i32) {
+        self.inner.frame_rate()
+    }
+    /// Stream time base `(num, den)`.
+    #[getter]
+    fn time_base(&self) -> (i32, i32) {
+        self.inner.time_base()
+    }
+    /// Sample aspect ratio `(num, den)`.
+    #[getter]
+    fn sample_aspect_ratio(&self) -> (i32, i32) {
+        self.inner.sample_aspect_ratio()
+    }
+    /// Display rotation in degrees counterclockwise (0, 90, 180, 270); not applied.
+    #[getter]
+    fn rotation(&self) -> i32 {
+        self.inner.rotation()
+    }
+    fn __repr__(&self) -> String {
+        let c = &self.inner;
+        format!(
+            "VideoCodec(name={:?}, width={}, height={}, pix_fmt={:?}, frame_rate={:?}, time_base={:?})",
+            c.name(),
+            c.width(),
+            c.height(),
+            c.format_name(),
+            c.frame_rate(),
+            c.time_base()
+        )
+    }
+}
+
+#[pymethods]
+impl AudioCodec {
+    /// Codec name, e.g. `"aac"`.
+    #[getter]
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+    /// Sample rate in Hz.
+    #[getter]
+    fn sample_rate(&self) -> u32 {
+        self.inner.sample_rate()
+    }
+    /// Number of channels.
+    #[getter]
+    fn num_channels(&self) -> usize {
+        self.inner.num_channels()
+    }
+    /// Decoded sample format, e.g. `"fltp"`.
+    #[getter]
+    fn sample_fmt(&self) -> String {
+        self.inner.format_name()
+    }
+    /// Stream time base `(num, den)`.
+    #[getter]
+    fn time_base(&self) -> (i32, i32) {
+        self.inner.time_base()
+    }
+    /// Channel layout as FFmpeg names it (`"stereo"`, `"5.1"`).
+    #[getter]
+    fn channel_layout(&self) -> String {
+        self.inner.channel_layout()
+    }
+    fn __repr__(&self) -> String {
+        let c = &self.inner;
+        format!(
+            "AudioCodec(name={:?}, sample_rate={}, num_channels={}, sample_fmt={:?})",
+            c.name(),
+            c.sample_rate(),
+            c.num_channels(),
+            c.format_name()
+        )
+    }
+}
+
+#[pymethods]
+impl ImageCodec {
+    /// Codec name, e.g. `"png"`, `"mjpeg"`.
+    #[getter]
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+    /// Width in pixels.
+    #[getter]
+    fn width(&self) -> u32 {
+        self.inner.width()
+    }
+    /// Height in pixels.
+    #[getter]
+    fn height(&self) -> u32 {
+        self.inner.height()
+    }
+    /// Coded pixel format.
+    #[getter]
+    fn pix_fmt(&self) -> String {
+        self.inner.format_name()
+    }
+    /// Time base `(num, den)`.
+    #[getter]
+    fn time_base(&self) -> (i32, i32) {
+        self.inner.time_base()
+    }
+    /// Sample aspect ratio `(num, den)`.
+    #[getter]
+    fn sample_aspect_ratio(&self) -> (i32, i32) {
+        self.inner.sample_aspect_ratio()
+    }
+    fn __repr__(&self) -> String {
+        let c = &self.inner;
+        format!(
+            "ImageCodec(name={:?}, width={}, height={}, pix_fmt={:?})",
+            c.name(),
+            c.width(),
+            c.height(),
+            c.format_name()
+        )
+    }
+}
+
+// ------------------------------------------------------------------ packets
+
+/// Demuxed video packets with their codec, as SPDL's `spdl.io.VideoPackets`: `len()`,
+/// `timestamp` (the window they were demuxed for, or `None`), `codec` (`VideoCodec`),
+/// `pix_fmt` / `width` / `height` / `frame_rate`, `get_timestamps(*, raw=False)` (pts in
+/// seconds, or time-base units with `raw`, decode order), `clone()` (shares the data).
+/// Picklable (`pickle.dumps(packets)`, also `__getstate__` / `deserialize(bytes)`), to be
+/// decoded in another process.
+#[pyclass(frozen, module = "spdl_rs.io", name = "VideoPackets")]
+pub(crate) struct VideoPackets {
+    pub(crate) inner: Arc<Packets>,
+}
+
+/// Demuxed audio packets, as SPDL's `spdl.io.AudioPackets`: `len()`, `timestamp`, `codec`
+/// (`AudioCodec`), `sample_rate`, `num_channels`, `get_timestamps()`, `clone()`; picklable.
+#[pyclass(frozen, module = "spdl_rs.io", name = "AudioPackets")]
+pub(crate) struct AudioPackets {
+    pub(crate) inner: Arc<Packets>,
+}
+
+/// The packet of an image, as SPDL's `spdl.io.ImagePackets`: `codec` (`ImageCodec`),
+/// `pix_fmt`, `width`, `height`, `clone()`; picklable.
+#[pyclass(frozen, module = "spdl_rs.io", name = "ImagePackets")]
+pub(crate) struct ImagePackets {
+    pub(crate) inner: Arc<Packets>,
+}
+
+pub(crate) fn packets_to_py(py: Python<'_>, p: Packets) -> PyResult<Py<PyAny>> {
+    let inner = Arc::new(p);
+    Ok(match inner.kind() {
+        MediaKind::Video => Py::new(py, VideoPackets { inner })?.into_any(),
+        MediaKind::Audio => Py::new(py, AudioPackets { inner })?.into_any(),
+        MediaKind::Image => Py::new(py, ImagePackets { inner })?.into_any(),
+    })
+}
+
+/// The packets of a `VideoPackets` / `AudioPackets` / `ImagePackets`; `TypeError` otherwise.
+pub(crate) fn packets_of(obj: &Bound<'_, PyAny>) -> PyResult<Arc<Packets>> {
+    if let Ok(p) = obj.cast::<VideoPackets>() {
+        return Ok(Arc::clone(&p.get().inner));
+    }
+    if let Ok(p) = obj.cast::<AudioPackets>() {
+        return Ok(Arc::clone(&p.get().inner));
+    }
+    if let Ok(p) = obj.cast::<ImagePackets>() {
+        return Ok(Arc::clone(&p.get().inner));
+    }
+    Err(PyTypeError::new_err(format!(
+        "expected VideoPackets, AudioPackets or ImagePackets, got {}",
+        type_name(obj)
+    )))
+}
+
+fn deserialize_as(py: Python<'_>, data: &[u8], kind: MediaKind) -> PyResult<Arc<Packets>> {
+    let p = py.detach(|| Packets::deserialize(data)).map_err(io_err)?;
+    if p.kind() != kind {
+        return Err(PyValueError::new_err(format!(
+            "the bytes hold {} packets, not {}",
+            p.kind().name(),
+            kind.name()
+        )));
+    }
+    Ok(Arc::new(p))
+}
+
+fn reduce<'py>(slf: &Bound<'py, PyAny>, p: &Packets) -> PyResult<Bound<'py, PyTuple>> {
+    let py = slf.py();
+    let data = py.detach(|| p.serialize());
+    let f = slf.get_type().getattr("deserialize")?;
+    PyTuple::new(
+        py,
+        [f, PyTuple::new(py, [PyBytes::new(py, &data)])?.into_any()],
+    )
+}
+
+fn packets_repr(name: &str, p: &Packets) -> String {
+    format!(
+        "{name}(src={:?}, codec={:?}, num_packets={}, timestamp={:?})",
+        p.key(),
+        p.codec().name(),
+        p.len(),
+        p.timestamp()
+    )
+}
+
+macro_rules! packets_class {
+    ($ty:ident, $kind:expr, $name:literal, { $($extra:tt)* }) => {
+        #[pymethods]
+        impl $ty {
+            $($extra)*
+
+            fn __len__(&self) -> usize {
+                self.inner.len()
+            }
+
+            /// The time window `(start, end)` in seconds the packets were demuxed for.
+            #[getter]
+            fn timestamp(&self) -> Option<(f64, f64)> {
+                self.inner.timestamp()
+            }
+
+            /// The codec object of the stream.
+            #[getter]
+            fn codec(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+                codec_to_py(py, self.inner.codec().clone())
+            }
+
+            /// Packet presentation timestamps, decode order: seconds, or time-base units with
+            /// `raw=True`.
+            #[pyo3(signature = (*, raw=false))]
+            fn get_timestamps(&self, raw: bool) -> Vec<f64> {
+                self.inner.timestamps(raw)
+            }
+
+            /// A copy sharing the packet data.
+            fn clone(&self) -> Self {
+                $ty {
+                    inner: Arc::new((*self.inner).clone()),
+                }
+            }
+
+            /// The packets as bytes (see `deserialize`).
+            fn __getstate__<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+                let data = py.detach(|| self.inner.serialize());
+                PyBytes::new(py, &data)
+            }
+
+            /// Packets from `__getstate__`'s bytes (in this or another process; trusted input,
+            /// as any pickle). `ValueError` for damaged bytes or another media type.
+            #[staticmethod]
+            fn deserialize(py: Python<'_>, data: &[u8]) -> PyResult<Self> {
+                Ok($ty {
+                    inner: deserialize_as(py, data, $kind)?,
+                })
+            }
+
+            fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
+                let inner = Arc::clone(&slf.get().inner);
+                reduce(slf.as_any(), &inner)
+            }
+
+            fn __repr__(&self) -> String {
+                packets_repr($name, &self.inner)
+            }
+        }
+    };
+}
+
+packets_class!(VideoPackets, MediaKind::Video, "VideoPackets", {
+    /// Coded pixel format.
+    #[getter]
+    fn pix_fmt(&self) -> String {
+        self.inner.codec().format_name()
+    }
+    /// Coded width.
+    #[getter]
+    fn width(&self) -> u32 {
+        self.inner.codec().width()
+    }
+    /// Coded height.
+    #[getter]
+    fn height(&self) -> u32 {
+        self.inner.codec().height()
+    }
+    /// Average frame rate `(num, den)`.
+    #[getter]
+    fn frame_rate(&self) -> (i32, i32) {
+        self.inner.codec().frame_rate()
+    }
+});
+
+packets_class!(AudioPackets, MediaKind::Audio, "AudioPackets", {
+    /// Sample rate in Hz.
+    #[getter]
+    fn sample_rate(&self) -> u32 {
+        self.inner.codec().sample_rate()
+    }
+    /// Number of channels.
+    #[getter]
+    fn num_channels(&self) -> usize {
+        self.inner.codec().num_channels()
+    }
+});
+
+packets_class!(ImagePackets, MediaKind::Image, "ImagePackets", {
+    /// Coded pixel format.
+    #[getter]
+    fn pix_fmt(&self) -> String {
+        self.inner.codec().format_name()
+    }
+    /// Width.
+    #[getter]
+    fn width(&self) -> u32 {
+        self.inner.codec().width()
+    }
+    /// Height.
+    #[getter]
+    fn height(&self) -> u32 {
+        self.inner.codec().height()
+    }
+});
+
+// ------------------------------------------------------------------ demuxer
+
+/// An owning source for a demuxer: a path, or the bytes (shared without a copy for `bytes`).
+fn source(obj: &Bound<'_, PyAny>, name: Option<&str>) -> PyResult<MediaSource<'static>> {
+    Ok(match extract_src(obj)? {
+        Src::Path(p) => {
+            crate::media::check_file(&p)?;
+            match name {
+                Some(n) => MediaSource::file_owned(p).named(n),
+                None => MediaSource::file_owned(p),
+            }
+        }
+        Src::Backed(b) => MediaSource::shared(name.unwrap_or("<bytes>"), Arc::from(&b[..])),
+        Src::Owned(v) => MediaSource::shared(name.unwrap_or("<bytes>"), Arc::from(v)),
+    })
+}
+
+fn window_of(w: Option<&Bound<'_, PyAny>>) -> PyResult<Option<(f64, f64)>> {
+    match w {
+        None => Ok(None),
+        Some(w) if w.is_none() => Ok(None),
+        Some(w) => {
+            let (s, e): (Bound<'_, PyAny>, Bound<'_, PyAny>) = w.extract().map_err(|_| {
+                PyTypeError::new_err("the time window must be a (start, end) pair of seconds")
+            })?;
+            Ok(Some((s.extract()?, e.extract()?)))
+        }
+    }
+}
+
+/// An open container, as SPDL's `spdl.io.Demuxer(src, *, demux_config=None, name=None)`.
+/// `src`: a path or bytes-like (bytes are shared, other buffers copied); `name` names the
+/// source in errors. Opening and every demux call run with the GIL released.
+///
+/// - `demux_video(window=None, *, bsf=None)` / `demux_audio(...)` / `demux_image(*, bsf=None)`
+///   -> packets of the default stream (a window `(start, end)` in seconds: video from the key
+///   frame at or before `start`; audio the packets overlapping it, cut exactly at decoding);
+/// - `streaming_demux(indices=None, *, duration=-1, num_packets=-1)` -> an iterator of
+///   chunks (exactly one of `duration` seconds / `num_packets` per chunk): packets of stream
+///   `indices` (an int, or `None` for stream 0) or `{index: packets}` dicts (a list/set);
+/// - `has_audio()`, `video_stream_index`, `audio_stream_index`, `video_codec`,
+///   `audio_codec`, `image_codec`; a context manager (`with Demuxer(src) as d:`).
+///
+/// Raises `ValueError` naming the source for data FFmpeg cannot demux, a missing stream, a
+/// bad window or bit-stream filter; `OSError` subclasses for a path that cannot be opened;
+/// `RuntimeError` after the demuxer was closed.
+#[pyclass(frozen, module = "spdl_rs.io", name = "Demuxer")]
+pub(crate) struct Demuxer {
+    inner: Arc<Mutex<Option<demux::Demuxer<'static>>>>,
+}
+
+impl Demuxer {
+    fn with<R>(&self, f: impl FnOnce(&mut demux::Demuxer<'static>) -> PyResult<R>) -> PyResult<R> {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let d = g
+            .as_mut()
+            .ok_or_else(|| PyRuntimeError::new_err("the Demuxer was closed"))?;
+        f(d)
+    }
+
+    fn demux(
+        &self,
+        py: Python<'_>,
+        kind: MediaKind,
+        window: Option<(f64, f64)>,
+        bsf: Option<&str>,
+    ) -> PyResult<Py<PyAny>> {
+        let p = py.detach(|| self.with(|d| d.demux(kind, window, bsf).map_err(io_err)))?;
+        packets_to_py(py, p)
+    }
+}
+
+#[pymethods]
+impl Demuxer {
+    #[new]
+    #[pyo3(signature = (src, *, demux_config=None, name=None))]
+    fn new(
+        py: Python<'_>,
+        src: &Bound<'_, PyAny>,
+        demux_config: Option<&Bound<'_, PyAny>>,
+        name: Option<&str>,
+    ) -> PyResult<Self> {
+        let src = source(src, name)?;
+        let cfg = config_of(demux_config)?;
+        let d = py
+            .detach(|| demux::Demuxer::open(&src, &cfg))
+            .map_err(io_err)?;
+        Ok(Demuxer {
+            inner: Arc::new(Mutex::new(Some(d))),
+        })
+    }
+
+    /// The default video stream's packets (all, or for `window=(start, end)` seconds).
+    #[pyo3(signature = (window=None, *, bsf=None))]
+    fn demux_video(
+        &self,
+        py: Python<'_>,
+        window: Option<&Bound<'_, PyAny>>,
+        bsf: Option<&str>,
+    ) -> PyResult<Py<PyAny>> {
+        let w = window_of(window)?;
+        self.demux(py, MediaKind::Video, w, bsf)
+    }
+
+    /// The default audio stream's packets (all, or for `window=(start, end)` seconds).
+    #[pyo3(signature = (window=None, *, bsf=None))]
+    fn demux_audio(
+        &self,
+        py: Python<'_>,
+        window: Option<&Bound<'_, PyAny>>,
+        bsf: Option<&str>,
+    ) -> PyResult<Py<PyAny>> {
+        let w = window_of(window)?;
+        self.demux(py, MediaKind::Audio, w, bsf)
+    }
+
+    /// The image's packet.
+    #[pyo3(signature = (*, bsf=None))]
+    fn demux_image(&self, py: Python<'_>, bsf: Option<&str>) -> PyResult<Py<PyAny>> {
+        self.demux(py, MediaKind::Image, None, bsf)
+    }
+
+    /// Whether the container has an audio stream.
+    fn has_audio(&self) -> PyResult<bool> {
+        self.with(|d| Ok(d.has_audio()))
+    }
+
+    /// Index of the default video stream (`ValueError` without one).
+    #[getter]
+    fn video_stream_index(&self) -> PyResult<usize> {
+        self.with(|d| d.stream_index(MediaKind::Video).map_err(io_err))
+    }
+
+    /// Index of the default audio stream (`ValueError` without one).
+    #[getter]
+    fn audio_stream_index(&self) -> PyResult<usize> {
+        self.with(|d| d.stream_index(MediaKind::Audio).map_err(io_err))
+    }
+
+    /// `VideoCodec` of the default video stream.
+    #[getter]
+    fn video_codec(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let c = self.with(|d| d.codec(MediaKind::Video).map_err(io_err))?;
+        codec_to_py(py, c)
+    }
+
+    /// `AudioCodec` of the default audio stream.
+    #[getter]
+    fn audio_codec(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let c = self.with(|d| d.codec(MediaKind::Audio).map_err(io_err))?;
+        codec_to_py(py, c)
+    }
+
+    /// `ImageCodec` of the image.
+    #[getter]
+    fn image_codec(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let c = self.with(|d| d.codec(MediaKind::Image).map_err(io_err))?;
+        codec_to_py(py, c)
+    }
+
+    /// Chunks of packets (see the class docs). `ValueError` for neither or both of
+    /// `duration` / `num_packets`, or an unknown stream index.
+    #[pyo3(signature = (indices=None, *, duration=-1.0, num_packets=-1))]
+    fn streaming_demux(
+        &self,
+        py: Python<'_>,
+        indices: Option<&Bound<'_, PyAny>>,
+        duration: f64,
+        num_packets: i64,
+    ) -> PyResult<StreamingDemuxIter> {
+        if duration <= 0.0 && num_packets <= 0 {
+            return Err(PyValueError::new_err(
+                "Either `duration` or `num_packets` must be specified.",
+            ));
+        }
+        if duration > 0.0 && num_packets > 0 {
+            return Err(PyValueError::new_err(format!(
+                "Only one of `duration` or `num_packets` can be specified. Found: duration={duration}, num_packets={num_packets}."
+            )));
+        }
+        let (idx, unwrap): (Vec<usize>, bool) = match indices {
+            None => (vec![0], true),
+            Some(i) if i.is_none() => (vec![0], true),
+            Some(i) => match i.extract::<usize>() {
+                Ok(one) => (vec![one], true),
+                Err(_) => {
+                    let mut v: Vec<usize> = i
+                        .try_iter()?
+                        .map(|x| x?.extract::<usize>())
+                        .collect::<PyResult<_>>()?;
+                    v.sort_unstable();
+                    v.dedup();
+                    (v, false)
+                }
+            },
+        };
+        let dur = (duration > 0.0).then_some(duration);
+        let num = (num_packets > 0).then_some(num_packets as usize);
+        let state =
+            py.detach(|| self.with(|d| d.streaming_demux(&idx, dur, num).map_err(io_err)))?;
+        Ok(StreamingDemuxIter {
+            demuxer: Arc::clone(&self.inner),
+            state: Mutex::new(state),
+            unwrap,
+        })
+    }
+
+    fn __enter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    /// Closes the container (later calls raise `RuntimeError`).
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, _args: &Bound<'_, PyTuple>) {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
+    }
+}
+
+/// The iterator of `Demuxer.streaming_demux`.
+#[pyclass(frozen, module = "spdl_rs.io")]
+pub(crate) struct StreamingDemuxIter {
+    demuxer: Arc<Mutex<Option<demux::Demuxer<'static>>>>,
+    state: Mutex<StreamingDemux>,
+    unwrap: bool,
+}
+
+#[pymethods]
+impl StreamingDemuxIter {
+    fn __iter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let chunk = py.detach(|| {
+            let mut d = self.demuxer.lock().unwrap_or_else(|p| p.into_inner());
+            let d = d
+                .as_mut()
+                .ok_or_else(|| PyRuntimeError::new_err("the Demuxer was closed"))?;
+            let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            s.next_chunk(d).transpose().map_err(io_err)
+        })?;
+        let Some(chunk) = chunk else {
+            return Err(PyStopIteration::new_err(()));
+        };
+        if self.unwrap {
+            let (_, p) = chunk.into_iter().next().expect("a chunk is never empty");
+            return packets_to_py(py, p);
+        }
+        let d = PyDict::new(py);
+        for (i, p) in chunk {
+            d.set_item(i, packets_to_py(py, p)?)?;
+        }
+        Ok(d.into_any().unbind())
+    }
+}
+
+fn demux_one(
+    py: Python<'_>,
+    kind: MediaKind,
+    src: &Bound<'_, PyAny>,
+    timestamp: Option<&Bound<'_, PyAny>>,
+    demux_config: Option<&Bound<'_, PyAny>>,
+    bsf: Option<&str>,
+    name: Option<&str>,
+) -> PyResult<Py<PyAny>> {
+    let w = window_of(timestamp)?;
+    let cfg = config_of(demux_config)?;
+    let src = source(src, name)?;
+    let p = py
+        .detach(|| demux::demux(src, kind, w, &cfg, bsf))
+        .map_err(io_err)?;
+    packets_to_py(py, p)
+}
+
+/// SPDL's `demux_video(src, *, timestamp=None, demux_config=None, bsf=None, name=None)`:
+/// `VideoPackets` of the default video stream (see `Demuxer`), GIL released.
+#[pyfunction]
+#[pyo3(signature = (src, *, timestamp=None, demux_config=None, bsf=None, name=None))]
+pub(crate) fn demux_video(
+    py: Python<'_>,
+    src: &Bound<'_, PyAny>,
+    timestamp: Option<&Bound<'_, PyAny>>,
+    demux_config: Option<&Bound<'_, PyAny>>,
+    bsf: Option<&str>,
+    name: Option<&str>,
+) -> PyResult<Py<PyAny>> {
+    demux_one(
+        py,
+        MediaKind::Video,
+        src,
+        timestamp,
+        demux_config,
+        bsf,
+        name,
+    )
+}
+
+/// SPDL's `demux_audio(src, *, timestamp=None, demux_config=None, bsf=None, name=None)`.
+#[pyfunction]
+#[pyo3(signature = (src, *, timestamp=None, demux_config=None, bsf=None, name=None))]
+pub(crate) fn demux_audio(
+    py: Python<'_>,
+    src: &Bound<'_, PyAny>,
+    timestamp: Option<&Bound<'_, PyAny>>,
+    demux_config: Option<&Bound<'_, PyAny>>,
+    bsf: Option<&str>,
+    name: Option<&str>,
+) -> PyResult<Py<PyAny>> {
+    demux_one(
+        py,
+        MediaKind::Audio,
+        src,
+        timestamp,
+        demux_config,
+        bsf,
+        name,
+    )
+}
+
+/// SPDL's `demux_image(src, *, demux_config=None, bsf=None, name=None)`.
+#[pyfunction]
+#[pyo3(signature = (src, *, demux_config=None, bsf=None, name=None))]
+pub(crate) fn demux_image(
+    py: Python<'_>,
+    src: &Bound<'_, PyAny>,
+    demux_config: Option<&Bound<'_, PyAny>>,
+    bsf: Option<&str>,
+    name: Option<&str>,
+) -> PyResult<Py<PyAny>> {
+    demux_one(py, MediaKind::Image, src, None, demux_config, bsf, name)
+}
+
+// ------------------------------------------------------------------ bit-stream filters
+
+/// A bit-stream filter for packets of one codec, as SPDL's `spdl.io.BSF(codec, bsf)`:
+/// `filter(packets, flush=False)` -> filtered packets or `None`, `flush()` -> what it held.
+/// `ValueError` naming the filter for an unknown one or one that does not fit the codec.
+#[pyclass(frozen, module = "spdl_rs.io", name = "BSF")]
+pub(crate) struct Bsf {
+    inner: Mutex<bsf::Bsf>,
+}
+
+#[pymethods]
+impl Bsf {
+    #[new]
+    fn new(codec: &Bound<'_, PyAny>, bsf: &str) -> PyResult<Self> {
+        let c = codec_of(codec)?;
+        let f = bsf::Bsf::new(&c, bsf).map_err(io_err)?;
+        Ok(Bsf {
+            inner: Mutex::new(f),
+        })
+    }
+
+    /// The filtered packets (`None` when none came out).
+    #[pyo3(signature = (packets, flush=false))]
+    fn filter(
+        &self,
+        py: Python<'_>,
+        packets: &Bound<'_, PyAny>,
+        flush: bool,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        let p = packets_of(packets)?;
+        let out = py
+            .detach(|| {
+                self.inner
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .filter(&p, flush)
+            })
+            .map_err(io_err)?;
+        (!out.is_empty())
+            .then(|| packets_to_py(py, out))
+            .transpose()
+    }
+
+    /// Ends the stream: the packets the filter still held, or `None`.
+    fn flush(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        let out = py
+            .detach(|| self.inner.lock().unwrap_or_else(|e| e.into_inner()).flush())
+            .map_err(io_err)?;
+        (!out.is_empty())
+            .then(|| packets_to_py(py, out))
+            .transpose()
+    }
+}
+
+/// SPDL's `apply_bsf(packets, bsf)`: the packets through the bit-stream filter `bsf` (e.g.
+/// `"h264_mp4toannexb"`), GIL released. `ValueError` naming a bad filter.
+#[pyfunction]
+pub(crate) fn apply_bsf(
+    py: Python<'_>,
+    packets: &Bound<'_, PyAny>,
+    bsf: &str,
+) -> PyResult<Py<PyAny>> {
+    let p = packets_of(packets)?;
+    let out = py.detach(|| bsf::apply_bsf(&p, bsf)).map_err(io_err)?;
+    packets_to_py(py, out)
+}

@@ -1,0 +1,414 @@
+//! WebDataset tar shards from a loopback HTTP server (a manifest, brace URLs) and from the
+//! s3s-fs S3 server (a prefix, brace URIs): byte-exact samples, one request per shard, resume
+//! by a range request, and a server killed mid-shard as one named, counted failure with the
+//! epoch going on.
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{sha256_hex, S3Server};
+use spdl_io::array::tar::TarWriter;
+use spdl_sources::shards::{
+    list_shards_with, ShardErrorKind, ShardSample, ShardSource, ShardState,
+};
+use spdl_sources::{DistInfo, FetchOptions, Fetcher, Remainder, RetryPolicy, SamplerOptions, Uri};
+
+/// Shard `s` holds samples `s*per .. (s+1)*per`: `k/{i:05}.jpg` (`size` bytes derived from
+/// `i`) and `k/{i:05}.cls`. Returns the paths.
+fn write_shards(dir: &Path, n: usize, per: usize, size: usize) -> Vec<PathBuf> {
+    std::fs::create_dir_all(dir).unwrap();
+    (0..n)
+        .map(|s| {
+            let path = dir.join(format!("train-{s:04}.tar"));
+            let mut w = TarWriter::new(std::fs::File::create(&path).unwrap());
+            for j in 0..per {
+                let i = s * per + j;
+                w.append(&format!("k/{i:05}.jpg"), &payload(i, size))
+                    .unwrap();
+                w.append(&format!("k/{i:05}.cls"), (i % 7).to_string().as_bytes())
+                    .unwrap();
+            }
+            w.finish().unwrap();
+            path
+        })
+        .collect()
+}
+
+fn payload(i: usize, size: usize) -> Vec<u8> {
+    (0..size)
+        .map(|j| {
+            (j as u32)
+                .wrapping_mul(2_654_435_761)
+                .wrapping_add(i as u32) as u8
+        })
+        .collect()
+}
+
+/// `(key, sha256 of jpg, cls)`.
+fn digest(s: &ShardSample) -> (String, String, Vec<u8>) {
+    (
+        s.key.clone(),
+        sha256_hex(s.get("jpg").unwrap()),
+        s.get("cls").unwrap().to_vec(),
+    )
+}
+
+fn in_order() -> SamplerOptions {
+    SamplerOptions {
+        shuffle: false,
+        seed: 0,
+        remainder: Remainder::Drop,
+    }
+}
+
+fn quick_retries(options: FetchOptions) -> Fetcher {
+    Fetcher::new(FetchOptions {
+        timeout: Duration::from_secs(20),
+        total_timeout: Duration::from_secs(20),
+        retry: RetryPolicy {
+            max_retries: 2,
+            initial_backoff: Duration::from_millis(10),
+            max_backoff: Duration::from_millis(40),
+            ..RetryPolicy::default()
+        },
+        ..options
+    })
+    .unwrap()
+}
+
+/// The samples of `paths` read from local disk, in order.
+fn local_digests(paths: &[PathBuf]) -> Vec<(String, String, Vec<u8>)> {
+    let src = ShardSource::new(
+        paths.iter().cloned().map(Uri::Local).collect(),
+        DistInfo::single(),
+        in_order(),
+    )
+    .unwrap();
+    src.epoch(0).map(|s| digest(&s.unwrap())).collect()
+}
+
+/// A loopback HTTP server for files of a folder: `Range: bytes=N-` answered with 206, requests
+/// counted per path (and ranged ones apart), and a kill switch: after `die_after` bytes of
+/// body in total it stops in the middle of the response and drops every later connection.
+struct ShardServer {
+    port: u16,
+    hits: Arc<Mutex<HashMap<String, (u32, u32)>>>,
+    dead: Arc<AtomicBool>,
+}
+
+impl ShardServer {
+    fn start(dir: PathBuf, die_after: Option<u64>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let hits: Arc<Mutex<HashMap<String, (u32, u32)>>> = Arc::default();
+        let dead = Arc::new(AtomicBool::new(false));
+        let sent = Arc::new(AtomicU64::new(0));
+        let (h, d) = (hits.clone(), dead.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { continue };
+                if d.load(Ordering::SeqCst) {
+                    continue; // killed: the connection is closed unanswered
+                }
+                let (h, d, s, dir) = (h.clone(), d.clone(), sent.clone(), dir.clone());
+                std::thread::spawn(move || {
+                    let _ = serve(conn, &dir, &h, &d, &s, die_after);
+                });
+            }
+        });
+        ShardServer { port, hits, dead }
+    }
+
+    fn url(&self, name: &str) -> String {
+        format!("http://127.0.0.1:{}/{name}", self.port)
+    }
+
+    /// `(requests, ranged requests)` for `/name`.
+    fn hits(&self, name: &str) -> (u32, u32) {
+        let hits = self.hits.lock().unwrap();
+        hits.get(&format!("/{name}")).copied().unwrap_or_default()
+    }
+}
+
+impl Drop for ShardServer {
+    fn drop(&mut self) {
+        self.dead.store(true, Ordering::SeqCst);
+    }
+}
+
+fn serve(
+    mut conn: TcpStream,
+    dir: &Path,
+    hits: &Mutex<HashMap<String, (u32, u32)>>,
+    dead: &AtomicBool,
+    sent: &AtomicU64,
+    die_after: Option<u64>,
+) -> std::io::Result<()> {
+    let mut reader = BufReader::new(conn.try_clone()?);
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line)? == 0 || dead.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let path = line.split_whitespace().nth(1).unwrap_or("/").to_owned();
+        let mut start = 0u64;
+        loop {
+            let mut h = String::new();
+            if reader.read_line(&mut h)? == 0 || h == "\r\n" {
+                break;
+            }
+            let lower = h.to_ascii_lowercase();
+            if let Some(v) = lower.strip_prefix("range: bytes=") {
+                start = v.trim().trim_end_matches('-').parse().unwrap_or(0);
+            }
+        }
+        {
+            let mut hits = hits.lock().unwrap();
+            let e = hits.entry(path.clone()).or_default();
+            e.0 += 1;
+            e.1 += u32::from(start > 0);
+        }
+        let Ok(data) = std::fs::read(dir.join(path.trim_start_matches('/'))) else {
+            conn.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")?;
+            continue;
+        };
+        let body = &data[(start as usize).min(data.len())..];
+        let status = if start > 0 {
+            "206 Partial Content"
+        } else {
+            "200 OK"
+        };
+        conn.write_all(
+            format!(
+                "HTTP/1.1 {status}\r\nContent-Type: application/x-tar\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            )
+            .as_bytes(),
+        )?;
+        let before = sent.fetch_add(body.len() as u64, Ordering::SeqCst);
+        match die_after {
+            Some(limit) if before + body.len() as u64 > limit => {
+                let keep = limit.saturating_sub(before) as usize;
+                conn.write_all(&body[..keep])?;
+                conn.flush()?;
+                dead.store(true, Ordering::SeqCst);
+                return Ok(()); // the connection closes mid-body
+            }
+            _ => conn.write_all(body)?,
+        }
+        conn.flush()?;
+    }
+}
+
+#[test]
+fn http_shards_from_a_manifest_and_braces_byte_exact_with_resume_by_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = write_shards(dir.path(), 4, 6, 3000);
+    std::fs::write(
+        dir.path().join("shards.txt"),
+        "train-0000.tar\ntrain-0001.tar\ntrain-0002.tar\ntrain-0003.tar\n",
+    )
+    .unwrap();
+    let server = ShardServer::start(dir.path().to_path_buf(), None);
+    let fetcher = quick_retries(FetchOptions::default());
+    let listed = list_shards_with(&server.url("shards.txt"), &fetcher).unwrap();
+    let braces = list_shards_with(&server.url("train-{0000..0003}.tar"), &fetcher).unwrap();
+    assert_eq!(listed, braces);
+    assert_eq!(
+        listed[3],
+        Uri::parse(&server.url("train-0003.tar")).unwrap()
+    );
+
+    let src = ShardSource::new(listed, DistInfo::single(), in_order())
+        .unwrap()
+        .with_fetcher(fetcher);
+    let all: Vec<ShardSample> = src.epoch(0).map(Result::unwrap).collect();
+    let got: Vec<_> = all.iter().map(digest).collect();
+    assert_eq!(got, local_digests(&paths));
+    // One sequential request per shard, no range.
+    for s in 0..4 {
+        assert_eq!(server.hits(&format!("train-{s:04}.tar")), (1, 0));
+    }
+
+    // Resume after sample 8 (inside shard 1): one ranged request for shard 1, none from 0.
+    let mut it = src.epoch(0);
+    for _ in 0..9 {
+        it.next().unwrap().unwrap();
+    }
+    let state = it.state();
+    assert_eq!(state, all[8].state(0));
+    let rest: Vec<_> = src
+        .resume(&state)
+        .unwrap()
+        .map(|s| digest(&s.unwrap()))
+        .collect();
+    assert_eq!(rest, got[9..]);
+    assert_eq!(server.hits("train-0001.tar").1, 1);
+    assert_eq!(server.hits("train-0000.tar"), (2, 0));
+}
+
+#[test]
+fn http_server_killed_mid_shard_fails_its_samples_named_and_the_epoch_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = write_shards(&dir.path().join("a"), 2, 6, 3000);
+    let b = write_shards(&dir.path().join("b"), 2, 6, 3000);
+    // Server A dies inside sample 8 (the third of its second shard).
+    let shard1 = std::fs::read(&a[1]).unwrap();
+    let first = std::fs::metadata(&a[0]).unwrap().len();
+    let at = shard1
+        .windows(11)
+        .position(|w| w == b"k/00008.jpg")
+        .unwrap() as u64;
+    let server_a = ShardServer::start(dir.path().join("a"), Some(first + at + 1500));
+    let server_b = ShardServer::start(dir.path().join("b"), None);
+    let shards = vec![
+        Uri::parse(&server_a.url("train-0000.tar")).unwrap(),
+        Uri::parse(&server_a.url("train-0001.tar")).unwrap(),
+        Uri::parse(&server_b.url("train-0000.tar")).unwrap(),
+        Uri::parse(&server_b.url("train-0001.tar")).unwrap(),
+    ];
+    let src = ShardSource::new(shards, DistInfo::single(), in_order())
+        .unwrap()
+        .with_fetcher(quick_retries(FetchOptions::default()));
+    let mut it = src.epoch(0);
+    let items: Vec<_> = it.by_ref().collect();
+    let ok: Vec<String> = items
+        .iter()
+        .filter_map(|r| r.as_ref().ok().map(|s| s.key.clone()))
+        .collect();
+    let mut want: Vec<String> = (0..8).map(|i| format!("k/{i:05}")).collect();
+    want.extend((0..12).map(|i| format!("k/{i:05}"))); // server B's shards, same keys
+    assert_eq!(ok, want);
+    let errors: Vec<_> = items.iter().filter_map(|r| r.as_ref().err()).collect();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(it.failures(), 1);
+    let e = errors[0];
+    assert_eq!(e.kind, ShardErrorKind::Read, "{e}");
+    assert_eq!(e.key.as_deref(), Some("k/00008"));
+    assert!(e.shard.ends_with("/train-0001.tar"), "{e}");
+    assert!(e.to_string().contains("sample k/00008"), "{e}");
+    // The rest of the epoch is byte-exact.
+    let b_digests = local_digests(&b);
+    let got_b: Vec<_> = items[items.len() - 12..]
+        .iter()
+        .map(|r| digest(r.as_ref().unwrap()))
+        .collect();
+    assert_eq!(got_b, b_digests);
+}
+
+#[test]
+fn s3_shards_from_a_prefix_and_braces_byte_exact_with_a_shuffle_buffer_and_resume() {
+    let data = tempfile::tempdir().unwrap();
+    let paths = write_shards(&data.path().join("bucket/shards"), 4, 5, 2000);
+    std::fs::write(data.path().join("bucket/shards/README.md"), "not a shard").unwrap();
+    let server = S3Server::start(data.path());
+    let fetcher = quick_retries(FetchOptions {
+        s3: server.options(),
+        ..FetchOptions::default()
+    });
+    let listed = list_shards_with("s3://bucket/shards/", &fetcher).unwrap();
+    let braces = list_shards_with("s3://bucket/shards/train-{0000..0003}.tar", &fetcher).unwrap();
+    assert_eq!(listed, braces);
+    assert_eq!(listed.len(), 4);
+
+    let src = ShardSource::new(listed.clone(), DistInfo::single(), in_order())
+        .unwrap()
+        .with_fetcher(fetcher.clone());
+    let got: Vec<_> = src.epoch(0).map(|s| digest(&s.unwrap())).collect();
+    assert_eq!(got, local_digests(&paths));
+
+    // Shuffled shards and a buffer of 7: the same samples, in another order; a resume from
+    // the state after 9 samples (JSON round trip) gives exactly the rest.
+    let shuffled = ShardSource::new(
+        listed,
+        DistInfo::single(),
+        SamplerOptions {
+            shuffle: true,
+            seed: 5,
+            remainder: Remainder::Drop,
+        },
+    )
+    .unwrap()
+    .with_fetcher(fetcher)
+    .with_shuffle_buffer(7);
+    let full: Vec<_> = shuffled.epoch(1).map(|s| digest(&s.unwrap())).collect();
+    let (mut a, mut b) = (full.clone(), got.clone());
+    a.sort();
+    b.sort();
+    assert_eq!(a, b);
+    assert_ne!(full, got);
+    let mut it = shuffled.epoch(1);
+    for _ in 0..9 {
+        it.next().unwrap().unwrap();
+    }
+    let state: ShardState =
+        serde_json::from_str(&serde_json::to_string(&it.state()).unwrap()).unwrap();
+    assert_eq!(state.draws, 9);
+    assert_eq!(state.buffered.len(), 6); // filled to 7, one drawn
+    let rest: Vec<_> = shuffled
+        .resume(&state)
+        .unwrap()
+        .map(|s| digest(&s.unwrap()))
+        .collect();
+    assert_eq!(rest, full[9..]);
+}
+
+#[test]
+fn s3_server_killed_mid_shard_fails_its_samples_named_and_the_epoch_goes_on() {
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path().join("bucket/big");
+    // Shard 0: 40 samples of 1 MiB, more than the loopback socket buffers hold, so killing
+    // the server cuts the stream; shard 1: small.
+    let big = write_shards(&dir, 1, 40, 1 << 20);
+    let small_dir = data.path().join("bucket/small");
+    write_shards(&small_dir, 1, 3, 100);
+    std::fs::rename(small_dir.join("train-0000.tar"), dir.join("train-0001.tar")).unwrap();
+    let mut server = S3Server::start(data.path());
+    let fetcher = quick_retries(FetchOptions {
+        s3: server.options(),
+        ..FetchOptions::default()
+    });
+    let shards = list_shards_with("s3://bucket/big/", &fetcher).unwrap();
+    let src = ShardSource::new(shards, DistInfo::single(), in_order())
+        .unwrap()
+        .with_fetcher(fetcher);
+    let expected = local_digests(&big);
+    let mut it = src.epoch(0);
+    let mut ok = Vec::new();
+    let mut errors = Vec::new();
+    for item in it.by_ref() {
+        match item {
+            Ok(s) => {
+                if s.shard == 0 {
+                    // Every sample handed on is whole.
+                    assert_eq!(digest(&s), expected[ok.len()]);
+                }
+                ok.push(s.key.clone());
+                if ok.len() == 2 {
+                    server.kill();
+                }
+            }
+            Err(e) => {
+                errors.push(e);
+                server.restart(); // the next shard is read from a live server
+            }
+        }
+    }
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(it.failures(), 1);
+    let e = &errors[0];
+    assert_eq!(e.kind, ShardErrorKind::Read, "{e}");
+    assert!(e.shard.ends_with("big/train-0000.tar"), "{e}");
+    let lost = e.key.clone().expect("the failure names the sample");
+    let first_lost: usize = lost[2..].parse().unwrap();
+    assert!((2..40).contains(&first_lost), "{e}");
+    assert_eq!(ok.len(), first_lost + 3, "{ok:?}");
+    assert_eq!(&ok[first_lost..], ["k/00000", "k/00001", "k/00002"]);
+}
