@@ -111,6 +111,27 @@ def run(args: argparse.Namespace, batches, to_numpy, meta: dict, layout: str, dt
     print(json.dumps(report), flush=True)
 
 
+def spdl_rs_batches(args: argparse.Namespace, source, read, decode, collate):
+    """The pipeline of the spdl_rs systems, native or Python stages alike: `source` ->
+    `read` -> `decode` -> aggregate(batch size) -> `collate` on `args.threads` threads (input
+    order with --dump); yields the batches and stops the pipeline when dropped."""
+    from spdl_rs.pipeline import PipelineBuilder
+
+    order = "input" if args.dump else "completion"
+    pipeline = (
+        PipelineBuilder()
+        .add_source(source)
+        .pipe(read, concurrency=max(4, args.threads), output_order=order)
+        .pipe(decode, concurrency=args.threads, output_order=order)
+        .aggregate(args.batch_size)
+        .pipe(collate)
+        .add_sink(4)
+        .build(num_threads=args.threads)
+    )
+    with pipeline.auto_stop():
+        yield from pipeline
+
+
 def _dump(path: str, arr, layout: str) -> None:
     import numpy as np
 

@@ -7,7 +7,7 @@
 use anyhow::Result;
 use clap::Subcommand;
 
-use crate::cmd::cargo;
+use crate::cmd::{cargo, cargo_release};
 
 mod decode;
 mod images;
@@ -47,15 +47,8 @@ pub(crate) fn run(args: &Args) -> Result<()> {
                     .args(["bench", "-p", "spdl-benches", "--bench", "overhead"])
                     .run()?;
             }
-            cargo()
-                .args([
-                    "run",
-                    "--release",
-                    "-p",
-                    "spdl-benches",
-                    "--example",
-                    "overhead_table",
-                ])
+            cargo_release("run", "spdl-benches")
+                .args(["--example", "overhead_table"])
                 .run()
         }
         What::Decode(a) => decode::run(a),

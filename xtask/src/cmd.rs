@@ -25,6 +25,24 @@ pub(crate) fn cargo() -> Cmd {
     Cmd::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
 }
 
+/// `cargo VERB --quiet --release -p PACKAGE` (`VERB`: `run`, `build`); add `--example NAME`,
+/// `--bin NAME`, features, then `--` and the program's arguments.
+pub(crate) fn cargo_release(verb: &str, package: &str) -> Cmd {
+    cargo().args([verb, "--quiet", "--release", "-p", package])
+}
+
+/// `$HOME` (`.` when unset).
+pub(crate) fn home() -> PathBuf {
+    std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from)
+}
+
+/// Builds the default corpus (2,000 ImageNet-like JPEGs, once: `cargo xtask corpus`) and
+/// returns its folder, `~/.cache/spdl-corpus/imagenet-like-2000`.
+pub(crate) fn default_corpus() -> Result<PathBuf> {
+    cargo_release("run", "xtask-corpus").run()?;
+    Ok(home().join(".cache/spdl-corpus/imagenet-like-2000"))
+}
+
 /// A process to run from the repository root, echoed as `$ program args`.
 pub(crate) struct Cmd {
     inner: Command,

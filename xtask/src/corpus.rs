@@ -5,7 +5,7 @@
 
 use anyhow::Result;
 
-use crate::cmd::cargo;
+use crate::cmd::cargo_release;
 use crate::setup;
 
 /// Arguments of `cargo xtask corpus`, all for the generator.
@@ -18,8 +18,8 @@ pub(crate) struct Args {
 
 pub(crate) fn run(args: &Args) -> Result<()> {
     setup::system()?;
-    cargo()
-        .args(["run", "--quiet", "--release", "-p", "xtask-corpus", "--"])
+    cargo_release("run", "xtask-corpus")
+        .arg("--")
         .args(&args.args)
         .run()
 }

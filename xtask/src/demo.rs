@@ -4,7 +4,7 @@
 
 use anyhow::Result;
 
-use crate::cmd::cargo;
+use crate::cmd::cargo_release;
 use crate::setup;
 
 /// Arguments of `cargo xtask demo`.
@@ -17,17 +17,8 @@ pub(crate) struct Args {
 
 pub(crate) fn run(args: &Args) -> Result<()> {
     setup::system()?;
-    cargo()
-        .args([
-            "run",
-            "--release",
-            "-p",
-            "spdl-cli",
-            "--bin",
-            "spdl",
-            "--",
-            "load",
-        ])
+    cargo_release("run", "spdl-cli")
+        .args(["--bin", "spdl", "--", "load"])
         .args(&args.args)
         .run()
 }

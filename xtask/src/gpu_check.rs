@@ -22,7 +22,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 
-use crate::cmd::{cargo, repo_root, Cmd};
+use crate::cmd::{cargo, cargo_release, repo_root, Cmd};
 use crate::{setup, wheel};
 
 /// Arguments of `cargo xtask gpu-check`.
@@ -120,15 +120,8 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     }
     report.step(
         "measurements (H2D GB/s, nvJPEG images/s and MAD vs CPU)",
-        cargo()
-            .args([
-                "run",
-                "--release",
-                "-p",
-                "spdl-cuda",
-                "--example",
-                "gpu_check",
-            ])
+        cargo_release("run", "spdl-cuda")
+            .args(["--example", "gpu_check"])
             .args(features)
             .arg("--")
             .arg(&photos)

@@ -12,6 +12,14 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// `Result` with [`Error`] as the error type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// The temporary/permanent status every crate's error reports (OpenDAL's model): retry logic
+/// reads it. spdl-core's, spdl-io's, spdl-sources' and spdl-cuda's errors implement it.
+pub trait ErrorStatus: std::error::Error {
+    /// Whether retrying the same call may succeed (a timeout, a 5xx answer, a pool that was
+    /// full); `false` for a permanent failure (a missing file, a corrupt image).
+    fn is_temporary(&self) -> bool;
+}
+
 /// What went wrong, coarsely: callers branch on this, people read the message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -72,12 +80,34 @@ impl Error {
         }
     }
 
-    /// Wraps an error from user code, keeping it as the source.
+    /// Wraps an error from user code, keeping it as the source. The status is kept when the
+    /// error, or one in its source chain, is spdl-core's (see [`Error::from_status`] for the
+    /// other crates' errors).
     pub fn from_op(kind: ErrorKind, source: BoxError) -> Self {
         let message = source.to_string();
+        let mut chain: Option<&(dyn std::error::Error + 'static)> = Some(source.as_ref());
+        let mut temporary = false;
+        while let Some(e) = chain {
+            if let Some(e) = e.downcast_ref::<Error>() {
+                temporary = e.temporary;
+                break;
+            }
+            chain = e.source();
+        }
         Error {
+            temporary,
             source: Some(source),
             ..Error::new(kind, message)
+        }
+    }
+
+    /// Wraps another crate's error (spdl-io's, spdl-sources', ...) as an op's, keeping its
+    /// status, so that [`Error::from_op`] keeps it too when an op returns this error.
+    pub fn from_status<E: ErrorStatus + Send + Sync + 'static>(kind: ErrorKind, e: E) -> Self {
+        let temporary = e.is_temporary();
+        Error {
+            temporary,
+            ..Error::from_op(kind, Box::new(e))
         }
     }
 
@@ -155,10 +185,55 @@ impl fmt::Debug for Error {
     }
 }
 
+impl ErrorStatus for Error {
+    fn is_temporary(&self) -> bool {
+        self.temporary
+    }
+}
+
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         self.source
             .as_deref()
             .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_op_error_keeps_its_status_when_wrapped() {
+        let inner = Error::new(ErrorKind::Source, "pool full").set_temporary();
+        let wrapped = Error::from_op(ErrorKind::OpFailed, Box::new(inner));
+        assert!(wrapped.is_temporary());
+        assert_eq!(wrapped.to_string(), "op failed: source failed: pool full");
+        let twice = Error::from_op(ErrorKind::OpFailed, Box::new(wrapped.with_stage("decode")));
+        assert!(twice.is_temporary());
+        let permanent = Error::new(ErrorKind::Source, "gone");
+        assert!(!Error::from_op(ErrorKind::OpFailed, Box::new(permanent)).is_temporary());
+        let plain: BoxError = "no status".into();
+        assert!(!Error::from_op(ErrorKind::OpFailed, plain).is_temporary());
+    }
+
+    #[test]
+    fn another_crates_status_is_kept() {
+        #[derive(Debug)]
+        struct Flaky;
+        impl fmt::Display for Flaky {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("flaky")
+            }
+        }
+        impl std::error::Error for Flaky {}
+        impl ErrorStatus for Flaky {
+            fn is_temporary(&self) -> bool {
+                true
+            }
+        }
+        let e = Error::from_status(ErrorKind::OpFailed, Flaky);
+        assert!(e.is_temporary());
+        assert!(Error::from_op(ErrorKind::OpFailed, Box::new(e)).is_temporary());
     }
 }

@@ -46,7 +46,7 @@ mod progress;
 mod stage;
 mod stats;
 
-pub use error::{BoxError, Error, ErrorKind, Result};
+pub use error::{BoxError, Error, ErrorKind, ErrorStatus, Result};
 pub use pipeline::{EpochIter, EpochStream, Pipeline, PipelineBuilder, PipelineState, StopHandle};
 pub use progress::Progress;
 pub use stage::source::BoxIter;

@@ -79,6 +79,18 @@ impl Error {
     }
 }
 
+impl spdl_core::ErrorStatus for Error {
+    /// A pool that timed out or a read the decoder reports as temporary; the driver and
+    /// argument errors are permanent.
+    fn is_temporary(&self) -> bool {
+        match self {
+            Error::Pool(e) => e.is_temporary(),
+            Error::Decode(e) => e.is_temporary(),
+            _ => false,
+        }
+    }
+}
+
 #[cfg(feature = "cuda")]
 impl Error {
     /// Wraps a cudarc driver error from `call`.

@@ -32,6 +32,26 @@ pub struct LoadedBatch {
     pub failed: Vec<(usize, Error)>,
 }
 
+impl LoadedBatch {
+    /// The batch of `samples` (their keys and labels, in row order) over `data`.
+    fn new(
+        samples: &[BatchSample],
+        data: BatchData,
+        shape: [usize; 4],
+        failed: Vec<(usize, Error)>,
+    ) -> Self {
+        LoadedBatch {
+            batch: ImageBatch {
+                data,
+                shape,
+                keys: samples.iter().map(|s| s.key.clone()).collect(),
+                labels: samples.iter().map(|s| s.label).collect(),
+            },
+            failed,
+        }
+    }
+}
+
 /// Threads for a batch of `n` samples: `requested`, else the CPUs (at most 8), within `1..=n`.
 pub fn batch_threads(requested: Option<usize>, n: usize) -> usize {
     requested
@@ -94,15 +114,7 @@ pub fn load_batch<B: AsRef<[u8]>>(
         }
         (None, _) => return load_unfixed(loader, samples, normalize, threads, &bytes),
     };
-    Ok(LoadedBatch {
-        batch: ImageBatch {
-            data,
-            shape,
-            keys: samples.iter().map(|s| s.key.clone()).collect(),
-            labels: samples.iter().map(|s| s.label).collect(),
-        },
-        failed,
-    })
+    Ok(LoadedBatch::new(samples, data, shape, failed))
 }
 
 /// Runs `f(i, row_i)` for the rows of `data` (`per` values each) on `threads` threads; a row
@@ -228,13 +240,5 @@ fn load_unfixed<B: AsRef<[u8]>>(
             (BatchData::U8(out), [n, h, w, c])
         }
     };
-    Ok(LoadedBatch {
-        batch: ImageBatch {
-            data,
-            shape,
-            keys: samples.iter().map(|s| s.key.clone()).collect(),
-            labels: samples.iter().map(|s| s.label).collect(),
-        },
-        failed,
-    })
+    Ok(LoadedBatch::new(samples, data, shape, failed))
 }

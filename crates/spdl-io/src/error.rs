@@ -1,4 +1,5 @@
-//! The crate's single error type: a kind, the sample key and the reason.
+//! The crate's single error type: a kind, the sample key, the reason, a temporary/permanent
+//! status ([`spdl_core::ErrorStatus`]) and the source.
 
 use std::fmt;
 
@@ -56,6 +57,7 @@ pub struct Error {
     kind: ErrorKind,
     key: String,
     message: String,
+    temporary: bool,
     #[source]
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
 }
@@ -79,6 +81,7 @@ impl Error {
             kind,
             key: String::new(),
             message: message.into(),
+            temporary: false,
             source: None,
         }
     }
@@ -97,6 +100,18 @@ impl Error {
         self
     }
 
+    /// Marks the error temporary (retrying may succeed: a [`ErrorKind::Read`] that timed out)
+    /// or permanent, the default: decoding the same bytes again fails the same way.
+    pub fn with_temporary(mut self, temporary: bool) -> Self {
+        self.temporary = temporary;
+        self
+    }
+
+    /// Whether retrying may succeed; see [`Error::with_temporary`].
+    pub fn is_temporary(&self) -> bool {
+        self.temporary
+    }
+
     /// The error's kind.
     pub fn kind(&self) -> ErrorKind {
         self.kind
@@ -110,6 +125,12 @@ impl Error {
     /// The reason, without key and kind.
     pub fn message(&self) -> &str {
         &self.message
+    }
+}
+
+impl spdl_core::ErrorStatus for Error {
+    fn is_temporary(&self) -> bool {
+        self.temporary
     }
 }
 
@@ -128,6 +149,18 @@ mod tests {
         // The first key wins: inner layers know best.
         assert_eq!(e.with_key("other").key(), "photos/a.jpg");
         assert_eq!(Error::new(ErrorKind::Empty, "x").to_string(), "empty: x");
+    }
+
+    #[test]
+    fn the_status_survives_wrapping_in_an_op_error() {
+        use spdl_core::ErrorKind as Core;
+        let read = Error::new(ErrorKind::Read, "timed out").with_key("s3://b/a.jpg");
+        assert!(!read.is_temporary());
+        let read = read.with_temporary(true);
+        let op = spdl_core::Error::from_status(Core::OpFailed, read);
+        assert!(op.is_temporary());
+        assert_eq!(op.message(), "s3://b/a.jpg: read failed: timed out");
+        assert!(spdl_core::Error::from_op(Core::OpFailed, Box::new(op)).is_temporary());
     }
 
     #[test]

@@ -177,56 +177,43 @@ fn parse<T: Copy>(what: &str, value: &str, names: &[(&str, T)], shown: &str) -> 
         .ok_or_else(|| invalid(format!("{what} must be one of {shown}, got {value:?}")))
 }
 
-impl FromStr for TransformKind {
-    type Err = Error;
+/// `FromStr` for an option enum from its accepted names (case-sensitive); the error names the
+/// option and lists `shown`, the names to document.
+macro_rules! from_names {
+    ($(#[$attr:meta])* $ty:ty, $what:literal, $shown:literal, {$($name:literal => $value:ident),+ $(,)?}) => {
+        $(#[$attr])*
+        impl FromStr for $ty {
+            type Err = Error;
 
-    /// `"resize"`, `"eval"`, `"train"`.
-    fn from_str(s: &str) -> Result<Self> {
-        use TransformKind::*;
-        let names = [("resize", Resize), ("eval", Eval), ("train", Train)];
-        parse("transform", s, &names, "'resize', 'eval', 'train'")
-    }
+            fn from_str(s: &str) -> Result<Self> {
+                parse($what, s, &[$(($name, <$ty>::$value)),+], $shown)
+            }
+        }
+    };
 }
 
-impl FromStr for Filter {
-    type Err = Error;
+from_names!(TransformKind, "transform", "'resize', 'eval', 'train'", {
+    "resize" => Resize, "eval" => Eval, "train" => Train,
+});
 
-    /// `"nearest"`, `"bilinear"`, `"bicubic"`, `"lanczos"` (or `"lanczos3"`).
-    fn from_str(s: &str) -> Result<Self> {
-        use Filter::*;
-        let names = [
-            ("nearest", Nearest),
-            ("bilinear", Bilinear),
-            ("bicubic", Bicubic),
-            ("lanczos", Lanczos3),
-            ("lanczos3", Lanczos3),
-        ];
-        parse(
-            "filter",
-            s,
-            &names,
-            "'nearest', 'bilinear', 'bicubic', 'lanczos'",
-        )
-    }
-}
+from_names!(Filter, "filter", "'nearest', 'bilinear', 'bicubic', 'lanczos'", {
+    "nearest" => Nearest, "bilinear" => Bilinear, "bicubic" => Bicubic,
+    "lanczos" => Lanczos3, "lanczos3" => Lanczos3,
+});
 
-impl FromStr for ColorMode {
-    type Err = Error;
+from_names!(ColorMode, "color", "'rgb', 'gray', 'rgba', 'unchanged'", {
+    "rgb" => Rgb, "gray" => Gray, "grey" => Gray, "l" => Gray, "rgba" => Rgba,
+    "unchanged" => Unchanged,
+});
 
-    /// `"rgb"`, `"gray"` (or `"grey"`, `"l"`), `"rgba"`, `"unchanged"`.
-    fn from_str(s: &str) -> Result<Self> {
-        use ColorMode::*;
-        let names = [
-            ("rgb", Rgb),
-            ("gray", Gray),
-            ("grey", Gray),
-            ("l", Gray),
-            ("rgba", Rgba),
-            ("unchanged", Unchanged),
-        ];
-        parse("color", s, &names, "'rgb', 'gray', 'rgba', 'unchanged'")
-    }
-}
+from_names!(#[cfg(feature = "decode-ffmpeg")] crate::video::PixelFormat, "pixel_format", "'rgb', 'bgr', 'gray'", {
+    "rgb" => Rgb24, "rgb24" => Rgb24, "bgr" => Bgr24, "bgr24" => Bgr24,
+    "gray" => Gray8, "grey" => Gray8, "gray8" => Gray8,
+});
+
+from_names!(#[cfg(feature = "decode-ffmpeg")] crate::video::ScaleFilter, "filter", "'nearest', 'bilinear', 'bicubic', 'area'", {
+    "nearest" => Nearest, "bilinear" => Bilinear, "bicubic" => Bicubic, "area" => Area,
+});
 
 #[cfg(test)]
 mod tests {
@@ -240,6 +227,20 @@ mod tests {
         assert_eq!(err.kind(), ErrorKind::InvalidArgument);
         assert!(err.message().contains("'nearest', 'bilinear'"), "{err}");
         assert!("Eval".parse::<TransformKind>().is_err());
+    }
+
+    #[cfg(feature = "decode-ffmpeg")]
+    #[test]
+    fn video_names_parse_and_errors_list_the_choices() {
+        use crate::video::{PixelFormat, ScaleFilter};
+        assert_eq!("bgr24".parse::<PixelFormat>().unwrap(), PixelFormat::Bgr24);
+        assert_eq!("grey".parse::<PixelFormat>().unwrap(), PixelFormat::Gray8);
+        assert_eq!("area".parse::<ScaleFilter>().unwrap(), ScaleFilter::Area);
+        let err = "lanczos".parse::<ScaleFilter>().unwrap_err();
+        assert_eq!(
+            err.message(),
+            "filter must be one of 'nearest', 'bilinear', 'bicubic', 'area', got \"lanczos\""
+        );
     }
 
     #[test]

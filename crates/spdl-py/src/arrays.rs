@@ -14,9 +14,7 @@ use pyo3::types::PyBytes;
 use spdl_io::array::{npy, npz, tar, wav};
 
 use crate::buffer::CpuBuffer;
-use crate::error::io_err;
-use crate::item::Item;
-use crate::ops::{type_name, OpError};
+use crate::error::{io_err, type_name};
 
 /// A C-contiguous Python buffer (`bytes`, `bytearray`, `memoryview`, a NumPy array, ...),
 /// read as bytes without the GIL.
@@ -53,6 +51,15 @@ impl Bytes {
         unsafe { std::slice::from_raw_parts(self.0.buf_ptr().cast::<u8>(), len) }
     }
 
+    /// `parse` run on the bytes with the GIL released; its error as `ValueError`.
+    fn parse<T: Send>(
+        &self,
+        py: Python<'_>,
+        parse: impl FnOnce(&[u8]) -> Result<T, spdl_io::Error> + Send,
+    ) -> PyResult<T> {
+        py.detach(|| parse(self.as_slice())).map_err(io_err)
+    }
+
     /// Address of the first byte (for `__array_interface__`).
     fn address(&self) -> usize {
         self.0.buf_ptr() as usize
@@ -79,9 +86,7 @@ fn npy_info(owner: Option<CpuBuffer>, h: &npy::NpyHeader, base: usize) -> ArrayI
 #[pyfunction]
 pub(crate) fn _parse_npy(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<ArrayInfo> {
     let bytes = Bytes::new(data)?;
-    let header = py
-        .detach(|| npy::parse_header(bytes.as_slice()))
-        .map_err(io_err)?;
+    let header = bytes.parse(py, npy::parse_header)?;
     Ok(npy_info(None, &header, bytes.address()))
 }
 
@@ -101,9 +106,7 @@ impl NpzIndex {
     #[new]
     fn new(py: Python<'_>, data: &Bound<'_, PyAny>, max_uncompressed_bytes: u64) -> PyResult<Self> {
         let data = Bytes::new(data)?;
-        let archive = py
-            .detach(|| npz::NpzArchive::parse(data.as_slice(), max_uncompressed_bytes))
-            .map_err(io_err)?;
+        let archive = data.parse(py, |d| npz::NpzArchive::parse(d, max_uncompressed_bytes))?;
         Ok(NpzIndex { data, archive })
     }
 
@@ -357,52 +360,44 @@ impl TarStream {
 /// WAV file header information (what `spdl_rs.io.parse_wav` returns).
 ///
 /// Mirrors SPDL's `spdl.io.WAVHeader`.
-#[pyclass(frozen, module = "spdl_rs.io", name = "WAVHeader")]
-pub(crate) struct WavHeader(wav::WavHeader);
+#[pyclass(frozen, get_all, module = "spdl_rs.io", name = "WAVHeader")]
+pub(crate) struct WavHeader {
+    /// Audio format code as stored (1 = PCM, 3 = IEEE float, 0xFFFE = extensible).
+    audio_format: u16,
+    /// Number of audio channels.
+    num_channels: u16,
+    /// Sample rate in Hz.
+    sample_rate: u32,
+    /// Byte rate (sample_rate * num_channels * bits_per_sample / 8), as stored.
+    byte_rate: u32,
+    /// Block alignment (num_channels * bits_per_sample / 8).
+    block_align: u16,
+    /// Bits per sample.
+    bits_per_sample: u16,
+    /// Size of the audio data in bytes, as declared by the `data` chunk.
+    data_size: u32,
+}
+
+impl From<wav::WavHeader> for WavHeader {
+    fn from(h: wav::WavHeader) -> Self {
+        WavHeader {
+            audio_format: h.audio_format,
+            num_channels: h.num_channels,
+            sample_rate: h.sample_rate,
+            byte_rate: h.byte_rate,
+            block_align: h.block_align,
+            bits_per_sample: h.bits_per_sample,
+            data_size: h.data_size,
+        }
+    }
+}
 
 #[pymethods]
 impl WavHeader {
-    /// Audio format code as stored (1 = PCM, 3 = IEEE float, 0xFFFE = extensible).
-    #[getter]
-    fn audio_format(&self) -> u16 {
-        self.0.audio_format
-    }
-    /// Number of audio channels.
-    #[getter]
-    fn num_channels(&self) -> u16 {
-        self.0.num_channels
-    }
-    /// Sample rate in Hz.
-    #[getter]
-    fn sample_rate(&self) -> u32 {
-        self.0.sample_rate
-    }
-    /// Byte rate (sample_rate * num_channels * bits_per_sample / 8), as stored.
-    #[getter]
-    fn byte_rate(&self) -> u32 {
-        self.0.byte_rate
-    }
-    /// Block alignment (num_channels * bits_per_sample / 8).
-    #[getter]
-    fn block_align(&self) -> u16 {
-        self.0.block_align
-    }
-    /// Bits per sample.
-    #[getter]
-    fn bits_per_sample(&self) -> u16 {
-        self.0.bits_per_sample
-    }
-    /// Size of the audio data in bytes, as declared by the `data` chunk.
-    #[getter]
-    fn data_size(&self) -> u32 {
-        self.0.data_size
-    }
-
     fn __repr__(&self) -> String {
-        let h = &self.0;
         format!(
             "WAVHeader(audio_format={}, num_channels={}, sample_rate={}, byte_rate={}, block_align={}, bits_per_sample={}, data_size={})",
-            h.audio_format, h.num_channels, h.sample_rate, h.byte_rate, h.block_align, h.bits_per_sample, h.data_size
+            self.audio_format, self.num_channels, self.sample_rate, self.byte_rate, self.block_align, self.bits_per_sample, self.data_size
         )
     }
 }
@@ -413,10 +408,33 @@ impl WavHeader {
 #[pyfunction]
 pub(crate) fn parse_wav(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<WavHeader> {
     let bytes = Bytes::new(data)?;
-    let header = py
-        .detach(|| wav::parse_wav(bytes.as_slice()))
-        .map_err(io_err)?;
-    Ok(WavHeader(header))
+    Ok(bytes.parse(py, wav::parse_wav)?.into())
+}
+
+/// The samples of WAV `data` in a time window: `(typestr, [frames, channels], offset of the
+/// samples in data, converted)`; 24-bit samples are converted to left-justified `int32`
+/// (`converted`, offset 0).
+type WavSamples = (&'static str, Vec<usize>, usize, Option<Vec<u8>>);
+
+fn wav_samples(
+    data: &[u8],
+    time_offset_seconds: Option<f64>,
+    duration_seconds: Option<f64>,
+) -> Result<WavSamples, spdl_io::Error> {
+    let s = wav::load_wav(data, time_offset_seconds, duration_seconds)?;
+    let shape = vec![s.frames, s.header.num_channels as usize];
+    Ok(match s.header.sample_format.typestr() {
+        Some(t) => (t, shape, s.offset, None),
+        None => {
+            let v: Vec<u8> = s
+                .to_i32()
+                .unwrap_or_default()
+                .into_iter()
+                .flat_map(i32::to_le_bytes)
+                .collect();
+            ("<i4", shape, 0, Some(v))
+        }
+    })
 }
 
 /// The samples of WAV `data` in a time window; see `spdl_rs.io.load_wav`.
@@ -429,25 +447,9 @@ pub(crate) fn _load_wav(
     duration_seconds: Option<f64>,
 ) -> PyResult<ArrayInfo> {
     let bytes = Bytes::new(data)?;
-    let (typestr, shape, offset, converted) = py
-        .detach(|| {
-            let s = wav::load_wav(bytes.as_slice(), time_offset_seconds, duration_seconds)?;
-            let shape = vec![s.frames, s.header.num_channels as usize];
-            Ok::<_, spdl_io::Error>(match s.header.sample_format.typestr() {
-                Some(t) => (t, shape, s.offset, None),
-                // 24-bit: converted to left-justified int32.
-                None => {
-                    let v: Vec<u8> = s
-                        .to_i32()
-                        .unwrap_or_default()
-                        .into_iter()
-                        .flat_map(i32::to_le_bytes)
-                        .collect();
-                    ("<i4", shape, 0, Some(v))
-                }
-            })
-        })
-        .map_err(io_err)?;
+    let (typestr, shape, offset, converted) = bytes.parse(py, |d| {
+        wav_samples(d, time_offset_seconds, duration_seconds)
+    })?;
     let owner = converted.map(|v| {
         let n = v.len();
         CpuBuffer::from_u8(v, vec![n], "<wav>".to_owned())
@@ -489,68 +491,39 @@ impl ArrayOut {
     }
 }
 
-/// The key and bytes of a native stage's input: file bytes (native, or Python `bytes`).
-fn input_bytes(item: Item, op: &str, what: &str) -> Result<(String, Vec<u8>), OpError> {
-    match item {
-        Item::Bytes { key, data, .. } => Ok((key, data)),
-        Item::Py(obj) => crate::with_gil(|py| -> Result<_, OpError> {
-            let data: Vec<u8> = obj
-                .bind(py)
-                .extract()
-                .map_err(|_| format!("{op} expects bytes, got {}", type_name(obj.bind(py))))?;
-            Ok(("<bytes>".to_owned(), data))
-        }),
-        other => Err(format!(
-            "{op} expects {what} bytes (e.g. from ops.read_file()), got {}",
-            other.describe()
-        )
-        .into()),
+impl ArrayOut {
+    /// `ops.load_npy`: the `.npy` file `data` (named `key` in errors) as an array over its
+    /// own bytes.
+    pub(crate) fn npy(key: String, data: Vec<u8>) -> Result<Self, spdl_io::Error> {
+        let h = npy::parse_header(&data).map_err(|e| e.with_key(&key))?;
+        Ok(ArrayOut {
+            typestr: h.dtype.descr,
+            shape: h.shape,
+            fortran: h.fortran_order,
+            offset: h.data_offset,
+            key,
+            data,
+        })
     }
-}
 
-/// `ops.load_npy`: `.npy` bytes to an [`Item::Array`].
-pub(crate) fn load_npy_item(item: Item) -> Result<Item, OpError> {
-    let (key, data) = input_bytes(item, "load_npy", ".npy")?;
-    let h = npy::parse_header(&data).map_err(|e| e.with_key(&key))?;
-    Ok(Item::Array(ArrayOut {
-        typestr: h.dtype.descr,
-        shape: h.shape,
-        fortran: h.fortran_order,
-        offset: h.data_offset,
-        key,
-        data,
-    }))
-}
-
-/// `ops.load_wav`: WAV bytes to an [`Item::Array`] `[frames, channels]` (24-bit converted to
-/// left-justified `int32`).
-pub(crate) fn load_wav_item(
-    item: Item,
-    time_offset_seconds: Option<f64>,
-    duration_seconds: Option<f64>,
-) -> Result<Item, OpError> {
-    let (key, data) = input_bytes(item, "load_wav", "WAV")?;
-    let s = wav::load_wav(&data, time_offset_seconds, duration_seconds)
-        .map_err(|e| e.with_key(&key))?;
-    let shape = vec![s.frames, s.header.num_channels as usize];
-    let (typestr, converted, offset) = match s.header.sample_format.typestr() {
-        Some(t) => (t, None, s.offset),
-        None => {
-            let v: Vec<u8> = s
-                .to_i32()
-                .unwrap_or_default()
-                .into_iter()
-                .flat_map(i32::to_le_bytes)
-                .collect();
-            ("<i4", Some(v), 0)
-        }
-    };
-    Ok(Item::Array(ArrayOut {
-        key,
-        data: converted.unwrap_or(data),
-        typestr: typestr.to_owned(),
-        shape,
-        fortran: false,
-        offset,
-    }))
+    /// `ops.load_wav`: the WAV file `data` as `[frames, channels]` (24-bit converted to
+    /// left-justified `int32`), the window in seconds.
+    pub(crate) fn wav(
+        key: String,
+        data: Vec<u8>,
+        time_offset_seconds: Option<f64>,
+        duration_seconds: Option<f64>,
+    ) -> Result<Self, spdl_io::Error> {
+        let (typestr, shape, offset, converted) =
+            wav_samples(&data, time_offset_seconds, duration_seconds)
+                .map_err(|e| e.with_key(&key))?;
+        Ok(ArrayOut {
+            key,
+            data: converted.unwrap_or(data),
+            typestr: typestr.to_owned(),
+            shape,
+            fortran: false,
+            offset,
+        })
+    }
 }

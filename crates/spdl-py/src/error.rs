@@ -4,7 +4,19 @@ use pyo3::exceptions::{
     PyFileNotFoundError, PyIsADirectoryError, PyNotADirectoryError, PyOSError, PyPermissionError,
     PyValueError,
 };
+use pyo3::prelude::*;
 use pyo3::PyErr;
+
+/// The error of a native op (a Rust error, or a message naming the sample).
+pub(crate) type OpError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The name of `obj`'s type, for error messages.
+pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".into())
+}
 
 /// A decode / collate error: `ValueError("path.jpg: truncated: ...")`.
 pub(crate) fn io_err(e: spdl_io::Error) -> PyErr {

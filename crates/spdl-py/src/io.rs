@@ -3,42 +3,11 @@
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
 use crate::buffer::CpuBuffer;
 use crate::error::{io_err, sources_err};
-use crate::item::Pos;
-
-/// How images are decoded and transformed: the keyword arguments shared by the `io` functions
-/// and the `ops` stages, converted into spdl-io's `ImageOptions`, which validates them.
-#[allow(clippy::too_many_arguments)] // the keyword arguments of SPDL's loaders, one each
-pub(crate) fn make_loader(
-    width: Option<usize>,
-    height: Option<usize>,
-    color: &str,
-    filter: &str,
-    lenient: bool,
-    transform: &str,
-    size: Option<usize>,
-    seed: u64,
-) -> PyResult<spdl_io::ImageLoader> {
-    let options = spdl_io::ImageOptions {
-        width,
-        height,
-        size,
-        transform: transform.parse().map_err(value_err)?,
-        filter: filter.parse().map_err(value_err)?,
-        color: color.parse().map_err(value_err)?,
-        lenient,
-        seed,
-        ..Default::default()
-    };
-    options.loader().map_err(value_err)
-}
-
-/// An option error as `ValueError` with spdl-io's message (which lists the accepted values).
-fn value_err(e: spdl_io::Error) -> PyErr {
-    PyValueError::new_err(e.message().to_string())
-}
+use crate::options::Kwargs;
 
 pub(crate) fn decode(
     loader: &spdl_io::ImageLoader,
@@ -52,6 +21,22 @@ pub(crate) fn decode(
         epoch: pos.epoch,
     };
     loader.load(data, &ctx)
+}
+
+/// Where a sample sits in the pipeline: its position in the epoch's source order and the
+/// epoch. Feeds the random draws of `transform="train"` so they do not depend on scheduling.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pos {
+    pub(crate) index: u64,
+    pub(crate) epoch: u64,
+}
+
+/// The sample's position for `transform="train"`: the keywords `index` and `epoch`.
+fn sample_pos(kw: &Kwargs<'_>) -> PyResult<Pos> {
+    Ok(Pos {
+        index: kw.or("index", 0)?,
+        epoch: kw.or("epoch", 0)?,
+    })
 }
 
 /// Reads and decodes the image file at `path`.
@@ -74,25 +59,18 @@ pub(crate) fn decode(
 ///
 /// Mirrors SPDL's `spdl.io.load_image` (synchronous, returns pixels).
 #[pyfunction]
-#[pyo3(signature = (path, width=None, height=None, *, color="rgb", filter="bilinear", lenient=false, transform="resize", size=None, seed=0, index=0, epoch=0))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (path, width=None, height=None, **options))]
 pub(crate) fn load_image(
     py: Python<'_>,
     path: std::path::PathBuf,
     width: Option<usize>,
     height: Option<usize>,
-    color: &str,
-    filter: &str,
-    lenient: bool,
-    transform: &str,
-    size: Option<usize>,
-    seed: u64,
-    index: u64,
-    epoch: u64,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<CpuBuffer> {
-    let loader = make_loader(width, height, color, filter, lenient, transform, size, seed)?;
+    let (loader, pos) = Kwargs::parse("load_image", options, |kw| {
+        Ok((kw.image_loader(width, height)?, sample_pos(kw)?))
+    })?;
     let key = spdl_io::key_from_path(&path);
-    let pos = Pos { index, epoch };
     let img = py.detach(|| {
         let data = spdl_sources::read_file(&path).map_err(sources_err)?;
         decode(&loader, &key, pos, &data).map_err(io_err)
@@ -111,27 +89,20 @@ pub(crate) fn load_image(
 ///
 /// Mirrors SPDL's `spdl.io.decode_image` on bytes.
 #[pyfunction]
-#[pyo3(signature = (data, width=None, height=None, *, color="rgb", filter="bilinear", lenient=false, key="<bytes>", transform="resize", size=None, seed=0, index=0, epoch=0))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (data, width=None, height=None, **options))]
 pub(crate) fn decode_image(
     py: Python<'_>,
     data: &[u8],
     width: Option<usize>,
     height: Option<usize>,
-    color: &str,
-    filter: &str,
-    lenient: bool,
-    key: &str,
-    transform: &str,
-    size: Option<usize>,
-    seed: u64,
-    index: u64,
-    epoch: u64,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<CpuBuffer> {
-    let loader = make_loader(width, height, color, filter, lenient, transform, size, seed)?;
-    let pos = Pos { index, epoch };
-    let img = py.detach(|| decode(&loader, key, pos, data).map_err(io_err))?;
-    Ok(CpuBuffer::from_image(img, key.to_owned(), None))
+    let (loader, pos, key) = Kwargs::parse("decode_image", options, |kw| {
+        let key = kw.or("key", "<bytes>".to_owned())?;
+        Ok((kw.image_loader(width, height)?, sample_pos(kw)?, key))
+    })?;
+    let img = py.detach(|| decode(&loader, &key, pos, data).map_err(io_err))?;
+    Ok(CpuBuffer::from_image(img, key, None))
 }
 
 /// Reads, decodes, resizes and stacks many images into one batch, in parallel on
@@ -147,41 +118,23 @@ pub(crate) fn decode_image(
 ///
 /// Mirrors SPDL's `spdl.io.load_image_batch`.
 #[pyfunction]
-#[pyo3(signature = (paths, width=None, height=None, *, color="rgb", filter="bilinear", lenient=false, normalize=false, num_threads=None, transform="resize", size=None, seed=0, epoch=0))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (paths, width=None, height=None, **options))]
 pub(crate) fn load_image_batch(
     py: Python<'_>,
     paths: Vec<std::path::PathBuf>,
     width: Option<usize>,
     height: Option<usize>,
-    color: &str,
-    filter: &str,
-    lenient: bool,
-    normalize: bool,
-    num_threads: Option<usize>,
-    transform: &str,
-    size: Option<usize>,
-    seed: u64,
-    epoch: u64,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<CpuBuffer> {
     if paths.is_empty() {
         return Err(PyValueError::new_err("load_image_batch: paths is empty"));
     }
-    if transform == "resize" && size.is_none() && (width.is_none() || height.is_none()) {
-        return Err(PyValueError::new_err(
-            "load_image_batch: give width and height (or size, or transform='eval'/'train' with size): a batch needs one image size",
-        ));
-    }
-    let loader = make_loader(width, height, color, filter, lenient, transform, size, seed)?;
-    let samples = batch_samples(
-        paths.iter().map(|p| spdl_io::key_from_path(p)).collect(),
-        None,
-        epoch,
-    );
-    let threads = spdl_io::batch_threads(num_threads, paths.len());
-    let norm = normalize.then(spdl_io::Normalize::imagenet);
+    let o = BatchOptions::parse("load_image_batch", width, height, options)?;
+    let keys = paths.iter().map(|p| spdl_io::key_from_path(p)).collect();
+    let samples = batch_samples(keys, None, o.epoch);
+    let threads = spdl_io::batch_threads(o.num_threads, paths.len());
     let loaded = py.detach(|| {
-        spdl_io::load_batch(&loader, &samples, norm.as_ref(), threads, |i| {
+        spdl_io::load_batch(&o.loader, &samples, o.norm.as_ref(), threads, |i| {
             read(&paths[i])
         })
     });
@@ -194,6 +147,51 @@ pub(crate) fn load_image_batch(
         return Err(read_error.unwrap_or_else(|| io_err(e)));
     }
     Ok(CpuBuffer::from_batch(loaded.batch))
+}
+
+/// The keywords of the batch functions: the image keywords, `normalize`, `num_threads` and
+/// `epoch`.
+struct BatchOptions {
+    loader: spdl_io::ImageLoader,
+    norm: Option<spdl_io::Normalize>,
+    num_threads: Option<usize>,
+    epoch: u64,
+}
+
+impl BatchOptions {
+    /// The keywords `options` of `func`; `ValueError` naming `func` when they do not give every
+    /// image one size.
+    fn parse(
+        func: &'static str,
+        width: Option<usize>,
+        height: Option<usize>,
+        options: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        Kwargs::parse(func, options, |kw| Self::take(kw, width, height, func))
+    }
+
+    fn take(
+        kw: &Kwargs<'_>,
+        width: Option<usize>,
+        height: Option<usize>,
+        func: &str,
+    ) -> PyResult<Self> {
+        let options = kw.image(width, height)?;
+        let loader = options.loader().map_err(crate::options::value_err)?;
+        if loader.transform == spdl_io::Transform::Identity {
+            return Err(PyValueError::new_err(format!(
+                "{func}: give width and height (or size, or transform='eval'/'train' with size): a batch needs one image size"
+            )));
+        }
+        Ok(BatchOptions {
+            loader,
+            norm: kw
+                .or("normalize", false)?
+                .then(spdl_io::Normalize::imagenet),
+            num_threads: kw.opt("num_threads")?,
+            epoch: kw.or("epoch", 0)?,
+        })
+    }
 }
 
 /// The samples of a batch: keys, and the dataset index of each (default: the row).
@@ -213,10 +211,14 @@ fn batch_samples(
         .collect()
 }
 
-/// A file's bytes; a read error becomes spdl-io's, keeping spdl-sources' as its source.
+/// A file's bytes; a read error becomes spdl-io's, keeping spdl-sources' as its source and its
+/// temporary/permanent status.
 fn read(path: &std::path::Path) -> Result<Vec<u8>, spdl_io::Error> {
-    spdl_sources::read_file(path)
-        .map_err(|e| spdl_io::Error::new(spdl_io::ErrorKind::Read, e.to_string()).with_source(e))
+    spdl_sources::read_file(path).map_err(|e| {
+        spdl_io::Error::new(spdl_io::ErrorKind::Read, e.to_string())
+            .with_temporary(e.is_temporary())
+            .with_source(e)
+    })
 }
 
 /// Stacks images into one batch: `[N, H, W, C]` (or normalized `[N, C, H, W]` `float32`).
@@ -298,8 +300,8 @@ enum BatchInput<'a> {
 ///
 /// The batch decoder of `spdl_rs.ray.ImageDecoder` (Ray Data `map_batches`).
 #[pyfunction]
-#[pyo3(signature = (data=None, width=None, height=None, *, paths=None, keys=None, color="rgb", filter="bilinear", lenient=false, normalize=false, num_threads=None, transform="resize", size=None, seed=0, epoch=0, indices=None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (data=None, width=None, height=None, *, paths=None, keys=None, indices=None, **options))]
+#[allow(clippy::too_many_arguments)] // the batch, its names and dataset indices, one each
 pub(crate) fn decode_image_batch(
     py: Python<'_>,
     data: Option<Vec<Bound<'_, PyAny>>>,
@@ -307,16 +309,8 @@ pub(crate) fn decode_image_batch(
     height: Option<usize>,
     paths: Option<Vec<std::path::PathBuf>>,
     keys: Option<Vec<String>>,
-    color: &str,
-    filter: &str,
-    lenient: bool,
-    normalize: bool,
-    num_threads: Option<usize>,
-    transform: &str,
-    size: Option<usize>,
-    seed: u64,
-    epoch: u64,
     indices: Option<Vec<u64>>,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<(CpuBuffer, Vec<(usize, String)>)> {
     let input = match (&data, paths) {
         (Some(data), None) => BatchInput::Bytes(
@@ -365,22 +359,14 @@ pub(crate) fn decode_image_batch(
             )));
         }
     }
-    let fixed = size.is_some() || (width.is_some() && height.is_some());
-    if !fixed {
-        return Err(PyValueError::new_err(
-            "decode_image_batch: give width and height (or size): a batch needs one image size",
-        ));
-    }
-    let loader = make_loader(width, height, color, filter, lenient, transform, size, seed)?;
-    let samples = batch_samples(keys, indices, epoch);
-    let threads = spdl_io::batch_threads(num_threads, n);
-    let norm = normalize.then(spdl_io::Normalize::imagenet);
+    let o = BatchOptions::parse("decode_image_batch", width, height, options)?;
+    let samples = batch_samples(keys, indices, o.epoch);
+    let threads = spdl_io::batch_threads(o.num_threads, n);
+    let (loader, norm) = (&o.loader, o.norm.as_ref());
     let loaded = py.detach(|| match &input {
-        BatchInput::Bytes(d) => {
-            spdl_io::load_batch(&loader, &samples, norm.as_ref(), threads, |i| Ok(d[i]))
-        }
+        BatchInput::Bytes(d) => spdl_io::load_batch(loader, &samples, norm, threads, |i| Ok(d[i])),
         BatchInput::Paths(p) => {
-            spdl_io::load_batch(&loader, &samples, norm.as_ref(), threads, |i| read(&p[i]))
+            spdl_io::load_batch(loader, &samples, norm, threads, |i| read(&p[i]))
         }
     });
     let loaded = loaded

@@ -2,18 +2,33 @@
 //! bytes, decoded images, batches) that native stages process without the GIL. A native value
 //! becomes a Python object only when a Python op takes it or the consumer receives it.
 
+use std::path::PathBuf;
+
+use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
+use pyo3::types::{PyByteArray, PyBytes, PyList, PyString, PyTuple};
 
 use crate::buffer::CpuBuffer;
 use crate::cuda::CudaBuffer;
+use crate::error::{type_name, OpError};
+use crate::io::Pos;
+use crate::with_gil;
 
-/// Where a sample sits in the pipeline: its position in the epoch's source order and the
-/// epoch. Feeds the random draws of `transform="train"` so they do not depend on scheduling.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Pos {
-    pub(crate) index: u64,
-    pub(crate) epoch: u64,
+/// The input of a native stage that reads files: the path, the sample's key and label, and its
+/// position in the epoch (for a listed sample).
+pub(crate) struct PathInput {
+    pub(crate) path: PathBuf,
+    pub(crate) key: String,
+    pub(crate) label: Option<i64>,
+    pub(crate) pos: Option<Pos>,
+}
+
+/// The input of a native stage that decodes bytes: the sample's key, label, bytes and position.
+pub(crate) struct BytesInput {
+    pub(crate) key: String,
+    pub(crate) label: Option<i64>,
+    pub(crate) data: Vec<u8>,
+    pub(crate) pos: Option<Pos>,
 }
 
 /// One item in the pipeline.
@@ -112,6 +127,89 @@ impl Item {
             }
             Item::Device(b) => Py::new(py, b)?.into_any(),
         })
+    }
+
+    /// The path this item designates (a `str`, `os.PathLike` or a listed sample), for the
+    /// stage `op`; an error naming `op` and what the item is otherwise.
+    pub(crate) fn into_path(self, op: &str) -> Result<PathInput, OpError> {
+        let (path, label, pos) = match self {
+            Item::Str(key) => {
+                return Ok(PathInput {
+                    path: PathBuf::from(&key),
+                    key,
+                    label: None,
+                    pos: None,
+                })
+            }
+            Item::Sample { path, label, pos } => (path, label, pos),
+            Item::Py(obj) => with_gil(|py| {
+                obj.bind(py)
+                    .extract()
+                    .map(|p| (p, None, None))
+                    .map_err(|_| {
+                        format!(
+                            "{op} expects a path (str or os.PathLike), got {}",
+                            type_name(obj.bind(py))
+                        )
+                    })
+            })?,
+            other => {
+                return Err(format!(
+                    "{op} expects a path (str or os.PathLike), got {}",
+                    other.describe()
+                )
+                .into())
+            }
+        };
+        let key = spdl_io::key_from_path(&path);
+        Ok(PathInput {
+            path,
+            key,
+            label,
+            pos,
+        })
+    }
+
+    /// The file bytes this item holds (from `ops.read_file()`, or a Python bytes-like object:
+    /// `bytes`, `bytearray`, a `uint8` buffer, named `"<bytes>"`), for the stage `op` that
+    /// reads `what` (e.g. `".npy "`, or `""`); an error naming `op` otherwise.
+    pub(crate) fn into_bytes(self, op: &str, what: &str) -> Result<BytesInput, OpError> {
+        let wrong = |got: String| {
+            format!("{op} expects {what}bytes (e.g. from ops.read_file()), got {got}")
+        };
+        match self {
+            Item::Bytes {
+                key,
+                label,
+                data,
+                pos,
+            } => Ok(BytesInput {
+                key,
+                label,
+                data,
+                pos,
+            }),
+            Item::Py(obj) => with_gil(|py| {
+                let obj = obj.bind(py);
+                let data = if let Ok(b) = obj.cast::<PyBytes>() {
+                    Some(b.as_bytes().to_vec())
+                } else if let Ok(b) = obj.cast::<PyByteArray>() {
+                    Some(b.to_vec())
+                } else {
+                    PyBuffer::<u8>::get(obj).and_then(|b| b.to_vec(py)).ok()
+                };
+                match data {
+                    Some(data) => Ok(BytesInput {
+                        key: "<bytes>".to_owned(),
+                        label: None,
+                        data,
+                        pos: None,
+                    }),
+                    None => Err(wrong(type_name(obj)).into()),
+                }
+            }),
+            other => Err(wrong(other.describe().to_owned()).into()),
+        }
     }
 
     /// A short description for error messages.

@@ -38,6 +38,7 @@ mod media_frames;
 #[cfg(feature = "decode-ffmpeg")]
 mod media_graph;
 mod ops;
+mod options;
 mod pipeline;
 mod plugin;
 mod shards;
@@ -186,8 +187,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(io::decode_image_batch, m)?)?;
     m.add_function(wrap_pyfunction!(plugin::load_decoder_plugin, m)?)?;
     m.add_function(wrap_pyfunction!(ops::read_file, m)?)?;
-    m.add_function(wrap_pyfunction!(ops::load_image, m)?)?;
-    m.add_function(wrap_pyfunction!(ops::decode_image, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::image, m)?)?;
     m.add_function(wrap_pyfunction!(ops::collate, m)?)?;
     m.add_function(wrap_pyfunction!(ops::load_npy, m)?)?;
     m.add_function(wrap_pyfunction!(ops::load_wav, m)?)?;
@@ -197,16 +197,13 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pipeline::build_pipeline, m)?)?;
     m.add_class::<media::VideoFrames>()?;
     m.add_class::<media::AudioFrames>()?;
-    m.add_function(wrap_pyfunction!(media::load_video, m)?)?;
-    m.add_function(wrap_pyfunction!(media::load_video_clips, m)?)?;
-    m.add_function(wrap_pyfunction!(media::load_audio, m)?)?;
+    m.add_function(wrap_pyfunction!(media::load_media, m)?)?;
     m.add_function(wrap_pyfunction!(media::ffmpeg_versions, m)?)?;
     m.add_function(wrap_pyfunction!(media::get_ffmpeg_versions, m)?)?;
     m.add_function(wrap_pyfunction!(media::get_ffmpeg_filters, m)?)?;
     m.add_function(wrap_pyfunction!(media::get_ffmpeg_log_level, m)?)?;
     m.add_function(wrap_pyfunction!(media::set_ffmpeg_log_level, m)?)?;
-    m.add_function(wrap_pyfunction!(media::op_video, m)?)?;
-    m.add_function(wrap_pyfunction!(media::op_audio, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::media, m)?)?;
     #[cfg(feature = "decode-ffmpeg")]
     add_media_api(m)?;
     m.add_function(wrap_pyfunction!(arrays::_parse_npy, m)?)?;

@@ -17,14 +17,15 @@ use pyo3::exceptions::{
 };
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
-use pyo3::types::{PyByteArray, PyBytes, PyString};
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PyString};
 
 use crate::buffer::CpuBuffer;
-use crate::ops::NativeOp;
+#[cfg(feature = "decode-ffmpeg")]
+use crate::options::Kwargs;
 
 /// The error every video/audio entry point raises in a build without FFmpeg.
 #[cfg_attr(feature = "decode-ffmpeg", allow(dead_code))]
-fn no_ffmpeg(what: &str) -> PyErr {
+pub(crate) fn no_ffmpeg(what: &str) -> PyErr {
     PyRuntimeError::new_err(format!(
         "{what}: this spdl_rs was built without FFmpeg (video/audio decoding). Rebuild with the \
          Cargo feature `decode-ffmpeg` (needs FFmpeg's development packages, pkg-config and \
@@ -122,12 +123,28 @@ pub(crate) enum Src {
     Owned(Vec<u8>),
 }
 
-/// Reads `src`: a path (`str`, `os.PathLike`) or bytes-like (`bytes`, `bytearray`,
-/// `memoryview`, any C-contiguous `uint8` buffer). Raises `TypeError` for anything else.
+#[cfg(feature = "decode-ffmpeg")]
+impl Src {
+    /// The source to demux, named `key` when it is bytes.
+    fn source<'a>(&'a self, key: &'a str) -> spdl_io::MediaSource<'a> {
+        use spdl_io::MediaSource;
+        match self {
+            Src::Path(p) => MediaSource::file(p),
+            Src::Backed(b) => MediaSource::bytes(key, b),
+            Src::Owned(v) => MediaSource::bytes(key, v),
+        }
+    }
+}
+
+/// Reads `src`: a path (`str`, `os.PathLike`) that can be opened as a file (else the matching
+/// `OSError` subclass naming it) or bytes-like (`bytes`, `bytearray`, `memoryview`, any
+/// C-contiguous `uint8` buffer). Raises `TypeError` for anything else.
 #[cfg_attr(not(feature = "decode-ffmpeg"), allow(dead_code))]
 pub(crate) fn extract_src(obj: &Bound<'_, PyAny>) -> PyResult<Src> {
     if obj.is_instance_of::<PyString>() || obj.hasattr("__fspath__")? {
-        return Ok(Src::Path(obj.extract()?));
+        let path: PathBuf = obj.extract()?;
+        check_file(&path)?;
+        return Ok(Src::Path(path));
     }
     if let Ok(b) = obj.cast::<PyBytes>() {
         return Ok(Src::Backed(PyBackedBytes::from(b.clone())));
@@ -139,10 +156,7 @@ pub(crate) fn extract_src(obj: &Bound<'_, PyAny>) -> PyResult<Src> {
         Ok(buf) => Ok(Src::Owned(buf.to_vec(obj.py())?)),
         Err(_) => Err(PyTypeError::new_err(format!(
             "src must be a path (str or os.PathLike) or bytes-like (bytes, bytearray, memoryview, a uint8 buffer), got {}",
-            obj.get_type()
-                .name()
-                .map(|n| n.to_string())
-                .unwrap_or_else(|_| "?".into())
+            crate::error::type_name(obj)
         ))),
     }
 }
@@ -180,14 +194,36 @@ pub(crate) fn check_file(path: &Path) -> PyResult<()> {
 #[pyclass(frozen, module = "spdl_rs.io", name = "DecodedVideo")]
 pub(crate) struct VideoFrames {
     frames: CpuBuffer,
+    /// The shape of `frames`.
+    #[pyo3(get)]
     shape: Vec<usize>,
+    /// Presentation timestamp of each frame, seconds (stream time, as ffprobe's `pts_time`).
+    #[pyo3(get)]
     pts: Vec<f64>,
+    /// Decoded-frame index of each frame (presentation order from 0); `None` for a
+    /// `timestamp=(start, end)` window (decoding started at a seek point).
+    #[pyo3(get)]
     indices: Option<Vec<usize>>,
+    /// Degrees counterclockwise (0, 90, 180, 270) the frames were turned; 0 when
+    /// `apply_rotation=False`.
+    #[pyo3(get)]
     rotation: i32,
+    /// The stream's display rotation, degrees counterclockwise (0, 90, 180, 270), applied or
+    /// not.
+    #[pyo3(get)]
     stream_rotation: i32,
+    /// Frames in the stream, counted by decoding, when this call decoded the whole stream from
+    /// its start; otherwise `None` (never the container's estimate).
+    #[pyo3(get)]
     num_decoded: Option<usize>,
+    /// Decoder name, e.g. `"h264"`.
+    #[pyo3(get)]
     codec: String,
+    /// The source's name: its path, or the `name` given with bytes.
+    #[pyo3(get)]
     key: String,
+    /// The class label of the sample (from a labelled listing in a pipeline), else `None`.
+    #[pyo3(get)]
     label: Option<i64>,
 }
 
@@ -198,63 +234,6 @@ impl VideoFrames {
     #[getter]
     fn frames(&self) -> CpuBuffer {
         self.frames.share()
-    }
-
-    /// The shape of `frames`.
-    #[getter]
-    fn shape(&self) -> Vec<usize> {
-        self.shape.clone()
-    }
-
-    /// Presentation timestamp of each frame, seconds (stream time, as ffprobe's `pts_time`).
-    #[getter]
-    fn pts(&self) -> Vec<f64> {
-        self.pts.clone()
-    }
-
-    /// Decoded-frame index of each frame (presentation order from 0); `None` for a
-    /// `timestamp=(start, end)` window (decoding started at a seek point).
-    #[getter]
-    fn indices(&self) -> Option<Vec<usize>> {
-        self.indices.clone()
-    }
-
-    /// Degrees counterclockwise (0, 90, 180, 270) the frames were turned; 0 when
-    /// `apply_rotation=False`.
-    #[getter]
-    fn rotation(&self) -> i32 {
-        self.rotation
-    }
-
-    /// The stream's display rotation, degrees counterclockwise (0, 90, 180, 270), applied or not.
-    #[getter]
-    fn stream_rotation(&self) -> i32 {
-        self.stream_rotation
-    }
-
-    /// Frames in the stream, counted by decoding, when this call decoded the whole stream from
-    /// its start; otherwise `None` (never the container's estimate).
-    #[getter]
-    fn num_decoded(&self) -> Option<usize> {
-        self.num_decoded
-    }
-
-    /// Decoder name, e.g. `"h264"`.
-    #[getter]
-    fn codec(&self) -> &str {
-        &self.codec
-    }
-
-    /// The source's name: its path, or the `name` given with bytes.
-    #[getter]
-    fn key(&self) -> &str {
-        &self.key
-    }
-
-    /// The class label of the sample (from a labelled listing in a pipeline), else `None`.
-    #[getter]
-    fn label(&self) -> Option<i64> {
-        self.label
     }
 
     /// The number of frames `T` (or clips `N` for clips).
@@ -277,12 +256,26 @@ impl VideoFrames {
 #[pyclass(frozen, module = "spdl_rs.io", name = "DecodedAudio")]
 pub(crate) struct AudioFrames {
     waveform: CpuBuffer,
+    /// Channels `C`.
+    #[pyo3(get, name = "num_channels")]
     channels: usize,
+    /// Samples per channel `S`.
+    #[pyo3(get, name = "num_samples")]
     samples: usize,
+    /// Sample rate of `waveform`, Hz.
+    #[pyo3(get)]
     sample_rate: u32,
+    /// Presentation time of the first sample, seconds.
+    #[pyo3(get)]
     start: f64,
+    /// Decoder name, e.g. `"pcm_s16le"`, `"mp3float"`, `"flac"`.
+    #[pyo3(get)]
     codec: String,
+    /// The source's name: its path, or the `name` given with bytes.
+    #[pyo3(get)]
     key: String,
+    /// The class label of the sample (from a labelled listing in a pipeline), else `None`.
+    #[pyo3(get)]
     label: Option<i64>,
 }
 
@@ -300,52 +293,10 @@ impl AudioFrames {
         (self.channels, self.samples)
     }
 
-    /// Sample rate of `waveform`, Hz.
-    #[getter]
-    fn sample_rate(&self) -> u32 {
-        self.sample_rate
-    }
-
-    /// Channels `C`.
-    #[getter]
-    fn num_channels(&self) -> usize {
-        self.channels
-    }
-
-    /// Samples per channel `S`.
-    #[getter]
-    fn num_samples(&self) -> usize {
-        self.samples
-    }
-
-    /// Presentation time of the first sample, seconds.
-    #[getter]
-    fn start(&self) -> f64 {
-        self.start
-    }
-
     /// Duration of `waveform`, seconds (`S / sample_rate`).
     #[getter]
     fn duration(&self) -> f64 {
         self.samples as f64 / f64::from(self.sample_rate.max(1))
-    }
-
-    /// Decoder name, e.g. `"pcm_s16le"`, `"mp3float"`, `"flac"`.
-    #[getter]
-    fn codec(&self) -> &str {
-        &self.codec
-    }
-
-    /// The source's name: its path, or the `name` given with bytes.
-    #[getter]
-    fn key(&self) -> &str {
-        &self.key
-    }
-
-    /// The class label of the sample (from a labelled listing in a pipeline), else `None`.
-    #[getter]
-    fn label(&self) -> Option<i64> {
-        self.label
     }
 
     fn __repr__(&self) -> String {
@@ -397,12 +348,8 @@ impl MediaOut {
 mod imp {
     //! The decoding itself (feature `decode-ffmpeg`).
 
-    use pyo3::exceptions::PyValueError;
     use spdl_io::audio::{load_audio, AudioOptions};
-    use spdl_io::video::{
-        load_video, load_video_clips, ClipSampling, FrameSelection, PixelFormat, ScaleFilter,
-        VideoOptions,
-    };
+    use spdl_io::video::{load_video, load_video_clips, ClipSampling, VideoOptions};
     use spdl_io::MediaSource;
 
     use super::*;
@@ -415,150 +362,41 @@ mod imp {
         Audio(AudioOptions),
     }
 
-    /// Builds [`VideoOptions`] from the keyword arguments; `ValueError` for bad ones.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn video_options(
-        timestamps: Option<(f64, f64)>,
-        indices: Option<Vec<i64>>,
-        step: Option<usize>,
-        played_at: Option<Vec<f64>>,
-        width: Option<u32>,
-        height: Option<u32>,
-        pixel_format: &str,
-        filter: &str,
-        num_threads: usize,
-        apply_rotation: bool,
-    ) -> PyResult<VideoOptions> {
-        let given = [
-            timestamps.is_some(),
-            indices.is_some(),
-            step.is_some(),
-            played_at.is_some(),
-        ];
-        if given.iter().filter(|g| **g).count() > 1 {
+    /// What a video call or stage decodes, from its keywords: frames (`timestamp` or a
+    /// selection keyword), or clips with `num_clips` and `frames_per_clip` (and `stride`);
+    /// `ValueError` for keywords that do not go together, checked before any decoding.
+    pub(crate) fn video_spec(kw: &Kwargs<'_>, timestamp: Option<(f64, f64)>) -> PyResult<Spec> {
+        use pyo3::exceptions::PyValueError;
+        let opts = kw.video(timestamp)?;
+        let num_clips: Option<usize> = kw.opt("num_clips")?;
+        let frames_per_clip: Option<usize> = kw.opt("frames_per_clip")?;
+        // A filter cannot follow picked frames or clips.
+        let picked = matches!(
+            opts.selection,
+            spdl_io::FrameSelection::Indices(_) | spdl_io::FrameSelection::PlayedAt(_)
+        );
+        if opts.filter_desc.is_some() && (picked || num_clips.is_some()) {
             return Err(PyValueError::new_err(
-                "give at most one of timestamp, indices, step, played_at",
+                "filter_desc works with all frames, a timestamp window or a step, not with indices, played_at or clips",
             ));
         }
-        let selection = if let Some((start, end)) = timestamps {
-            if start.is_nan() || end.is_nan() || start < 0.0 || end <= start {
-                return Err(PyValueError::new_err(format!(
-                    "timestamp must be (start, end) seconds with 0 <= start < end, got ({start}, {end})"
-                )));
+        match (num_clips, frames_per_clip) {
+            (None, None) => match kw.take::<usize>("stride")? {
+                Some(s) if s != 1 => Err(PyValueError::new_err(format!(
+                    "stride={s} goes with num_clips and frames_per_clip"
+                ))),
+                _ => Ok(Spec::Video(opts)),
+            },
+            (Some(n), Some(t)) if opts.selection == spdl_io::FrameSelection::All => {
+                Ok(Spec::Clips(kw.clips(n, t)?, opts))
             }
-            FrameSelection::Window { start, end }
-        } else if let Some(i) = indices {
-            let picked: Option<Vec<usize>> = i.iter().map(|&x| usize::try_from(x).ok()).collect();
-            match picked {
-                Some(p) => FrameSelection::Indices(p),
-                None => {
-                    return Err(PyValueError::new_err(format!(
-                        "indices count decoded frames from 0 and must be >= 0, got {i:?}"
-                    )))
-                }
-            }
-        } else if let Some(k) = step {
-            if k == 0 {
-                return Err(PyValueError::new_err("step must be at least 1"));
-            }
-            FrameSelection::Step(k)
-        } else if let Some(t) = played_at {
-            FrameSelection::PlayedAt(t)
-        } else {
-            FrameSelection::All
-        };
-        if width == Some(0) || height == Some(0) {
-            return Err(PyValueError::new_err(format!(
-                "width and height must be at least 1, got width={width:?}, height={height:?}"
-            )));
+            (Some(_), Some(_)) => Err(PyValueError::new_err(
+                "clips (num_clips, frames_per_clip) choose their own frames: do not also give timestamp, indices, step or played_at",
+            )),
+            _ => Err(PyValueError::new_err(
+                "give both num_clips and frames_per_clip, or neither",
+            )),
         }
-        let pixel_format = match pixel_format {
-            "rgb" | "rgb24" => PixelFormat::Rgb24,
-            "bgr" | "bgr24" => PixelFormat::Bgr24,
-            "gray" | "grey" | "gray8" => PixelFormat::Gray8,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "pixel_format must be one of 'rgb', 'bgr', 'gray', got {other:?}"
-                )))
-            }
-        };
-        let filter = match filter {
-            "nearest" => ScaleFilter::Nearest,
-            "bilinear" => ScaleFilter::Bilinear,
-            "bicubic" => ScaleFilter::Bicubic,
-            "area" => ScaleFilter::Area,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "filter must be one of 'nearest', 'bilinear', 'bicubic', 'area', got {other:?}"
-                )))
-            }
-        };
-        Ok(VideoOptions {
-            selection,
-            width,
-            height,
-            pixel_format,
-            filter,
-            threads: num_threads,
-            apply_rotation,
-            ..Default::default()
-        })
-    }
-
-    /// The `demux_config=` / `decode_config=` objects (`None`: the defaults); `TypeError` for
-    /// another type.
-    pub(crate) fn configs(
-        demux: Option<&Bound<'_, PyAny>>,
-        decode: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<(spdl_io::ffmpeg::DemuxConfig, spdl_io::ffmpeg::DecodeConfig)> {
-        Ok((
-            crate::media_config::demux_config_of(demux)?,
-            crate::media_config::decode_config_of(decode)?,
-        ))
-    }
-
-    /// Builds [`ClipSampling`]; `ValueError` for zero clips, frames or stride.
-    pub(crate) fn clip_sampling(
-        num_clips: usize,
-        frames_per_clip: usize,
-        stride: usize,
-    ) -> PyResult<ClipSampling> {
-        if num_clips == 0 || frames_per_clip == 0 || stride == 0 {
-            return Err(PyValueError::new_err(format!(
-                "num_clips, frames_per_clip and stride must be at least 1, got {num_clips}, {frames_per_clip}, {stride}"
-            )));
-        }
-        Ok(ClipSampling {
-            num_clips,
-            frames_per_clip,
-            stride,
-        })
-    }
-
-    /// Builds [`AudioOptions`]; `ValueError` for bad ones.
-    pub(crate) fn audio_options(
-        sample_rate: Option<u32>,
-        num_channels: Option<u16>,
-        timestamps: Option<(f64, f64)>,
-    ) -> PyResult<AudioOptions> {
-        if sample_rate == Some(0) || num_channels == Some(0) {
-            return Err(PyValueError::new_err(format!(
-                "sample_rate and num_channels must be at least 1, got {sample_rate:?}, {num_channels:?}"
-            )));
-        }
-        if let Some((start, end)) = timestamps {
-            if start.is_nan() || end.is_nan() || start < 0.0 || end <= start {
-                return Err(PyValueError::new_err(format!(
-                    "timestamp must be (start, end) seconds with 0 <= start < end, got ({start}, {end})"
-                )));
-            }
-        }
-        Ok(AudioOptions {
-            sample_rate,
-            channels: num_channels,
-            window: timestamps,
-            ..Default::default()
-        })
     }
 
     pub(crate) fn video_out(
@@ -625,364 +463,68 @@ mod imp {
     ) -> PyResult<MediaOut> {
         let src = extract_src(src)?;
         let key = key.unwrap_or("<bytes>");
-        if let Src::Path(p) = &src {
-            check_file(p)?;
-        }
-        py.detach(|| {
-            let source = match &src {
-                Src::Path(p) => MediaSource::file(p),
-                Src::Backed(b) => MediaSource::bytes(key, b),
-                Src::Owned(v) => MediaSource::bytes(key, v),
-            };
-            run(spec, source, None)
-        })
-        .map_err(crate::error::io_err)
-    }
-
-    /// What a video/audio native stage does.
-    #[derive(Debug)]
-    pub(crate) struct Stage {
-        /// The decoding.
-        pub(crate) spec: Spec,
-        /// Takes file bytes (`ops.read_file()`) when true, else paths.
-        pub(crate) from_bytes: bool,
-    }
-
-    /// The native stage for `spec`: `from_bytes` takes file bytes (`ops.read_file()`), else
-    /// paths.
-    pub(crate) fn op(spec: Spec, from_bytes: bool, name: &'static str) -> NativeOp {
-        let stage = Stage { spec, from_bytes };
-        NativeOp::new(
-            crate::ops::NativeKind::Media(std::sync::Arc::new(stage)),
-            name,
-        )
-    }
-
-    /// One item through a media stage (runs on a worker thread, without the GIL unless the
-    /// item is a Python object).
-    pub(crate) fn apply(
-        stage: &Stage,
-        name: &str,
-        item: crate::item::Item,
-    ) -> Result<MediaOut, crate::ops::OpError> {
-        use crate::item::Item;
-        let spec = &stage.spec;
-        if stage.from_bytes {
-            let (key, label, data) = match item {
-                Item::Bytes {
-                    key, label, data, ..
-                } => (key, label, data),
-                Item::Py(obj) => crate::with_gil(|py| match extract_src(obj.bind(py)) {
-                    Ok(Src::Backed(b)) => Ok(("<bytes>".to_owned(), None, b.to_vec())),
-                    Ok(Src::Owned(v)) => Ok(("<bytes>".to_owned(), None, v)),
-                    _ => Err(format!(
-                        "{name} expects bytes (e.g. from ops.read_file()), got {}",
-                        crate::ops::type_name(obj.bind(py))
-                    )),
-                })?,
-                other => {
-                    return Err(format!(
-                        "{name} expects bytes (e.g. from ops.read_file()), got {}",
-                        other.describe()
-                    )
-                    .into())
-                }
-            };
-            Ok(run(spec, MediaSource::bytes(&key, &data), label)?)
-        } else {
-            let (path, _key, label, _pos) = crate::ops::path_of(item, name)?;
-            if let Err(e) = std::fs::metadata(&path) {
-                return Err(format!("{}: {e}", path.display()).into());
-            }
-            Ok(run(spec, MediaSource::file(&path), label)?)
-        }
+        py.detach(|| run(spec, src.source(key), None))
+            .map_err(crate::error::io_err)
     }
 }
 
 #[cfg(feature = "decode-ffmpeg")]
-pub(crate) use imp::{apply, Spec, Stage};
+pub(crate) use imp::{run, Spec};
 
-/// Decodes the frames of a video (a path or its bytes) into `[T, H, W, C]` `uint8` with their
-/// timestamp, with the GIL released. See `spdl_rs.io.load_video` (`python/spdl_rs/io.py`)
-/// for the arguments.
-#[pyfunction]
-#[pyo3(signature = (src, timestamp=None, *, indices=None, step=None, played_at=None, width=None, height=None, pixel_format="rgb", filter="bicubic", num_threads=1, apply_rotation=true, name=None, filter_desc=None, demux_config=None, decode_config=None))]
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn load_video(
-    py: Python<'_>,
-    src: &Bound<'_, PyAny>,
-    timestamp: Option<(f64, f64)>,
-    indices: Option<Vec<i64>>,
-    step: Option<usize>,
-    played_at: Option<Vec<f64>>,
-    width: Option<u32>,
-    height: Option<u32>,
-    pixel_format: &str,
-    filter: &str,
-    num_threads: usize,
-    apply_rotation: bool,
-    name: Option<&str>,
-    filter_desc: Option<String>,
-    demux_config: Option<&Bound<'_, PyAny>>,
-    decode_config: Option<&Bound<'_, PyAny>>,
-) -> PyResult<VideoFrames> {
-    #[cfg(feature = "decode-ffmpeg")]
-    {
-        let mut opts = imp::video_options(
-            timestamp,
-            indices,
-            step,
-            played_at,
-            width,
-            height,
-            pixel_format,
-            filter,
-            num_threads,
-            apply_rotation,
-        )?;
-        opts.filter_desc = filter_desc;
-        (opts.demux, opts.decode) = imp::configs(demux_config, decode_config)?;
-        match imp::run_py(py, &Spec::Video(opts), src, name)? {
-            MediaOut::Video(v) => Ok(v),
-            MediaOut::Audio(_) => unreachable!("a video spec gives a video"),
-        }
-    }
-    #[cfg(not(feature = "decode-ffmpeg"))]
-    {
-        let _ = (py, src, timestamp, indices, step, played_at, width, height);
-        let _ = (
-            pixel_format,
-            filter,
-            num_threads,
-            apply_rotation,
-            name,
-            filter_desc,
-            demux_config,
-            decode_config,
-        );
-        Err(no_ffmpeg("load_video"))
-    }
+/// The video/audio functions and stages, by name.
+const MEDIA_FUNCS: [&str; 5] = [
+    "load_video",
+    "load_video_clips",
+    "load_audio",
+    "decode_video",
+    "decode_audio",
+];
+
+/// `name` as one of [`MEDIA_FUNCS`]; `ValueError` for another.
+pub(crate) fn media_func(name: &str) -> PyResult<&'static str> {
+    MEDIA_FUNCS.into_iter().find(|f| *f == name).ok_or_else(|| {
+        pyo3::exceptions::PyValueError::new_err(format!("no media function {name:?}"))
+    })
 }
 
-/// Samples `num_clips` clips of `frames_per_clip` frames (`stride` frames apart) spread
-/// evenly over a video, in one decode pass: `[N, T, H, W, C]` `uint8`. See
-/// `spdl_rs.io.load_video_clips`.
-#[pyfunction]
-#[pyo3(signature = (src, num_clips, frames_per_clip, *, stride=1, width=None, height=None, pixel_format="rgb", filter="bicubic", num_threads=1, apply_rotation=true, name=None, demux_config=None, decode_config=None))]
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn load_video_clips(
-    py: Python<'_>,
-    src: &Bound<'_, PyAny>,
-    num_clips: usize,
-    frames_per_clip: usize,
-    stride: usize,
-    width: Option<u32>,
-    height: Option<u32>,
-    pixel_format: &str,
-    filter: &str,
-    num_threads: usize,
-    apply_rotation: bool,
-    name: Option<&str>,
-    demux_config: Option<&Bound<'_, PyAny>>,
-    decode_config: Option<&Bound<'_, PyAny>>,
-) -> PyResult<VideoFrames> {
-    #[cfg(feature = "decode-ffmpeg")]
-    {
-        let sampling = imp::clip_sampling(num_clips, frames_per_clip, stride)?;
-        let mut opts = imp::video_options(
-            None,
-            None,
-            None,
-            None,
-            width,
-            height,
-            pixel_format,
-            filter,
-            num_threads,
-            apply_rotation,
-        )?;
-        (opts.demux, opts.decode) = imp::configs(demux_config, decode_config)?;
-        match imp::run_py(py, &Spec::Clips(sampling, opts), src, name)? {
-            MediaOut::Video(v) => Ok(v),
-            MediaOut::Audio(_) => unreachable!("a clip spec gives a video"),
-        }
-    }
-    #[cfg(not(feature = "decode-ffmpeg"))]
-    {
-        let _ = (py, src, num_clips, frames_per_clip, stride, width, height);
-        let _ = (pixel_format, filter, num_threads, apply_rotation, name);
-        let _ = (demux_config, decode_config);
-        Err(no_ffmpeg("load_video_clips"))
-    }
-}
-
-/// Decodes the best audio stream of a file (a path or its bytes) into `[C, S]` `float32`,
-/// with the GIL released. See `spdl_rs.io.load_audio`.
-#[pyfunction]
-#[pyo3(signature = (src, timestamp=None, *, sample_rate=None, num_channels=None, name=None, filter_desc=None, demux_config=None, decode_config=None))]
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn load_audio(
-    py: Python<'_>,
-    src: &Bound<'_, PyAny>,
+/// What the video/audio function or stage `func` decodes, from its keywords.
+#[cfg(feature = "decode-ffmpeg")]
+pub(crate) fn media_spec(
+    func: &str,
+    kw: &Kwargs<'_>,
     timestamp: Option<(f64, f64)>,
-    sample_rate: Option<u32>,
-    num_channels: Option<u16>,
-    name: Option<&str>,
-    filter_desc: Option<String>,
-    demux_config: Option<&Bound<'_, PyAny>>,
-    decode_config: Option<&Bound<'_, PyAny>>,
-) -> PyResult<AudioFrames> {
-    #[cfg(feature = "decode-ffmpeg")]
-    {
-        let mut opts = imp::audio_options(sample_rate, num_channels, timestamp)?;
-        opts.filter_desc = filter_desc;
-        (opts.demux, opts.decode) = imp::configs(demux_config, decode_config)?;
-        match imp::run_py(py, &Spec::Audio(opts), src, name)? {
-            MediaOut::Audio(a) => Ok(a),
-            MediaOut::Video(_) => unreachable!("an audio spec gives audio"),
-        }
-    }
-    #[cfg(not(feature = "decode-ffmpeg"))]
-    {
-        let _ = (
-            py,
-            src,
-            timestamp,
-            sample_rate,
-            num_channels,
-            name,
-            filter_desc,
-        );
-        let _ = (demux_config, decode_config);
-        Err(no_ffmpeg("load_audio"))
-    }
-}
-
-/// The stage behind `spdl_rs.ops.load_video` (paths) and `decode_video` (`from_bytes`).
-#[pyfunction]
-#[pyo3(name = "op_video", signature = (from_bytes, timestamp=None, *, indices=None, step=None, played_at=None, width=None, height=None, pixel_format="rgb", filter="bicubic", num_threads=1, apply_rotation=true, num_clips=None, frames_per_clip=None, stride=1, filter_desc=None, demux_config=None, decode_config=None))]
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn op_video(
-    from_bytes: bool,
-    timestamp: Option<(f64, f64)>,
-    indices: Option<Vec<i64>>,
-    step: Option<usize>,
-    played_at: Option<Vec<f64>>,
-    width: Option<u32>,
-    height: Option<u32>,
-    pixel_format: &str,
-    filter: &str,
-    num_threads: usize,
-    apply_rotation: bool,
-    num_clips: Option<usize>,
-    frames_per_clip: Option<usize>,
-    stride: usize,
-    filter_desc: Option<String>,
-    demux_config: Option<&Bound<'_, PyAny>>,
-    decode_config: Option<&Bound<'_, PyAny>>,
-) -> PyResult<NativeOp> {
-    let name = if from_bytes {
-        "decode_video"
+) -> PyResult<Spec> {
+    if func.ends_with("audio") {
+        Ok(Spec::Audio(kw.audio(timestamp)?))
     } else {
-        "load_video"
-    };
-    #[cfg(feature = "decode-ffmpeg")]
-    {
-        let mut opts = imp::video_options(
-            timestamp,
-            indices,
-            step,
-            played_at,
-            width,
-            height,
-            pixel_format,
-            filter,
-            num_threads,
-            apply_rotation,
-        )?;
-        opts.filter_desc = filter_desc;
-        (opts.demux, opts.decode) = imp::configs(demux_config, decode_config)?;
-        // Checked now, not per item: a filter cannot follow picked frames or clips.
-        let picked = matches!(
-            opts.selection,
-            spdl_io::FrameSelection::Indices(_) | spdl_io::FrameSelection::PlayedAt(_)
-        );
-        if opts.filter_desc.is_some() && (picked || num_clips.is_some()) {
-            return Err(pyo3::exceptions::PyValueError::new_err(
-                "filter_desc works with all frames, a timestamp window or a step, not with indices, played_at or clips",
-            ));
-        }
-        let spec = match (num_clips, frames_per_clip) {
-            (None, None) => Spec::Video(opts),
-            (Some(n), Some(t)) => {
-                if !matches!(opts.selection, spdl_io::FrameSelection::All) {
-                    return Err(pyo3::exceptions::PyValueError::new_err(
-                        "clips (num_clips, frames_per_clip) choose their own frames: do not also give timestamp, indices, step or played_at",
-                    ));
-                }
-                Spec::Clips(imp::clip_sampling(n, t, stride)?, opts)
-            }
-            _ => {
-                return Err(pyo3::exceptions::PyValueError::new_err(
-                    "give both num_clips and frames_per_clip, or neither",
-                ))
-            }
-        };
-        Ok(imp::op(spec, from_bytes, name))
-    }
-    #[cfg(not(feature = "decode-ffmpeg"))]
-    {
-        let _ = (
-            timestamp,
-            indices,
-            step,
-            played_at,
-            width,
-            height,
-            pixel_format,
-        );
-        let _ = (
-            filter,
-            num_threads,
-            apply_rotation,
-            num_clips,
-            frames_per_clip,
-            stride,
-            filter_desc,
-        );
-        let _ = (demux_config, decode_config);
-        Err(no_ffmpeg(name))
+        imp::video_spec(kw, timestamp)
     }
 }
 
-/// The stage behind `spdl_rs.ops.load_audio` (paths) and `decode_audio` (`from_bytes`).
+/// Decodes a video or the best audio stream of `src` (a path or its bytes) with the GIL
+/// released: the native half of `spdl_rs.io.load_video` (`func`; frames `[T, H, W, C]`
+/// `uint8`), `load_video_clips` (clips `[N, T, H, W, C]`, with the keywords `num_clips` and
+/// `frames_per_clip`) and `load_audio` (`[C, S]` `float32`); see them (`python/spdl_rs/io.py`)
+/// for the arguments. `options`: the video or audio keywords (`spdl_rs/_options.py`).
 #[pyfunction]
-#[pyo3(name = "op_audio", signature = (from_bytes, timestamp=None, *, sample_rate=None, num_channels=None, filter_desc=None, demux_config=None, decode_config=None))]
-pub(crate) fn op_audio(
-    from_bytes: bool,
+#[pyo3(signature = (func, src, timestamp=None, *, name=None, **options))]
+pub(crate) fn load_media(
+    py: Python<'_>,
+    func: &str,
+    src: &Bound<'_, PyAny>,
     timestamp: Option<(f64, f64)>,
-    sample_rate: Option<u32>,
-    num_channels: Option<u16>,
-    filter_desc: Option<String>,
-    demux_config: Option<&Bound<'_, PyAny>>,
-    decode_config: Option<&Bound<'_, PyAny>>,
-) -> PyResult<NativeOp> {
-    let name = if from_bytes {
-        "decode_audio"
-    } else {
-        "load_audio"
-    };
+    name: Option<&str>,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Py<PyAny>> {
+    let func = media_func(func)?;
     #[cfg(feature = "decode-ffmpeg")]
     {
-        let mut opts = imp::audio_options(sample_rate, num_channels, timestamp)?;
-        opts.filter_desc = filter_desc;
-        (opts.demux, opts.decode) = imp::configs(demux_config, decode_config)?;
-        Ok(imp::op(Spec::Audio(opts), from_bytes, name))
+        let spec = Kwargs::parse(func, options, |kw| media_spec(func, kw, timestamp))?;
+        imp::run_py(py, &spec, src, name)?.into_py(py)
     }
     #[cfg(not(feature = "decode-ffmpeg"))]
     {
-        let _ = (timestamp, sample_rate, num_channels, filter_desc);
-        let _ = (demux_config, decode_config);
-        Err(no_ffmpeg(name))
+        let _ = (py, src, timestamp, name, options);
+        Err(no_ffmpeg(func))
     }
 }

@@ -2,17 +2,21 @@
 //! the worker threads: items that are already native (`str` paths, listed samples, file bytes,
 //! images, aggregated lists) are processed without taking the GIL.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
+use crate::arrays::ArrayOut;
 use crate::buffer::{CpuBuffer, HostView};
 use crate::cuda::{CudaBuffer, CudaTarget, GpuError};
-use crate::io::{collate_items, decode, make_loader};
-use crate::item::{Item, Pos};
+use crate::error::{type_name, OpError};
+use crate::io::{collate_items, decode, Pos};
+use crate::item::{BytesInput, Item, PathInput};
+use crate::options::Kwargs;
 use crate::with_gil;
 
 /// What a native stage does.
@@ -28,7 +32,7 @@ pub(crate) enum NativeKind {
     /// Video or audio decoding (`ops.load_video`, `decode_video`, `load_audio`,
     /// `decode_audio`).
     #[cfg(feature = "decode-ffmpeg")]
-    Media(Arc<crate::media::Stage>),
+    Media(Arc<MediaStage>),
     /// `.npy` bytes to a NumPy array (`ops.load_npy`).
     LoadNpy,
     /// WAV bytes to a NumPy array (`ops.load_wav`): time offset and duration in seconds.
@@ -66,36 +70,6 @@ impl NativeOp {
             index: self.counter.fetch_add(1, Ordering::Relaxed),
             epoch: 0,
         })
-    }
-}
-
-pub(crate) type OpError = Box<dyn std::error::Error + Send + Sync>;
-
-type PathOf = (PathBuf, String, Option<i64>, Option<Pos>);
-
-/// The path an item designates, its label and its position (for a listed sample).
-pub(crate) fn path_of(item: Item, op: &str) -> Result<PathOf, OpError> {
-    match item {
-        Item::Str(s) => Ok((PathBuf::from(&s), s, None, None)),
-        Item::Sample { path, label, pos } => {
-            let key = spdl_io::key_from_path(&path);
-            Ok((path, key, label, pos))
-        }
-        Item::Py(obj) => with_gil(|py| {
-            let p: PathBuf = obj.bind(py).extract().map_err(|_| {
-                format!(
-                    "{op} expects a path (str or os.PathLike), got {}",
-                    type_name(obj.bind(py))
-                )
-            })?;
-            let key = spdl_io::key_from_path(&p);
-            Ok((p, key, None, None))
-        }),
-        other => Err(format!(
-            "{op} expects a path (str or os.PathLike), got {}",
-            other.describe()
-        )
-        .into()),
     }
 }
 
@@ -140,14 +114,16 @@ fn image_from_py(obj: &Bound<'_, PyAny>, i: usize) -> Result<spdl_io::BatchItem,
     Ok(spdl_io::BatchItem { key, label, image })
 }
 
-pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
-    obj.get_type()
-        .name()
-        .map(|n| n.to_string())
-        .unwrap_or_else(|_| "?".into())
+/// The stage's name: `bytes` when it decodes file bytes, else `path`.
+fn stage_name(from_bytes: bool, bytes: &'static str, path: &'static str) -> &'static str {
+    if from_bytes {
+        bytes
+    } else {
+        path
+    }
 }
 
-fn read(path: &PathBuf) -> Result<Vec<u8>, OpError> {
+fn read(path: &Path) -> Result<Vec<u8>, OpError> {
     spdl_sources::read_file(path).map_err(|e| e.to_string().into())
 }
 
@@ -174,7 +150,12 @@ impl NativeOp {
     ) -> Result<Option<Item>, OpError> {
         match &self.kind {
             NativeKind::ReadFile => {
-                let (path, key, label, pos) = path_of(item, "read_file")?;
+                let PathInput {
+                    path,
+                    key,
+                    label,
+                    pos,
+                } = item.into_path("read_file")?;
                 let data = read(&path)?;
                 Ok(Some(Item::Bytes {
                     key,
@@ -184,36 +165,19 @@ impl NativeOp {
                 }))
             }
             NativeKind::Load(loader) => {
-                let (path, key, label, pos) = path_of(item, "load_image")?;
-                let data = read(&path)?;
-                let image = decode(loader, &key, self.pos(pos), &data)?;
+                let input = item.into_path("load_image")?;
+                let data = read(&input.path)?;
+                let image = decode(loader, &input.key, self.pos(input.pos), &data)?;
+                let (key, label) = (input.key, input.label);
                 Ok(Some(Item::Image { key, label, image }))
             }
             NativeKind::Decode(loader) => {
-                let (key, label, data, pos) = match item {
-                    Item::Bytes {
-                        key,
-                        label,
-                        data,
-                        pos,
-                    } => (key, label, data, pos),
-                    Item::Py(obj) => with_gil(|py| -> Result<_, OpError> {
-                        let data: Vec<u8> = obj.bind(py).extract().map_err(|_| {
-                            format!(
-                                "decode_image expects bytes, got {}",
-                                type_name(obj.bind(py))
-                            )
-                        })?;
-                        Ok(("<bytes>".to_owned(), None, data, None))
-                    })?,
-                    other => {
-                        return Err(format!(
-                            "decode_image expects bytes (e.g. from ops.read_file()), got {}",
-                            other.describe()
-                        )
-                        .into())
-                    }
-                };
+                let BytesInput {
+                    key,
+                    label,
+                    data,
+                    pos,
+                } = item.into_bytes("decode_image", "")?;
                 let image = decode(loader, &key, self.pos(pos), &data)?;
                 Ok(Some(Item::Image { key, label, image }))
             }
@@ -251,14 +215,17 @@ impl NativeOp {
                 }
             }
             NativeKind::ToDevice(target) => Ok(Some(Item::Device(transfer_item(target, item)?))),
-            NativeKind::LoadNpy => Ok(Some(crate::arrays::load_npy_item(item)?)),
-            NativeKind::LoadWav(offset, duration) => Ok(Some(crate::arrays::load_wav_item(
-                item, *offset, *duration,
-            )?)),
+            NativeKind::LoadNpy => {
+                let b = item.into_bytes("load_npy", ".npy ")?;
+                Ok(Some(Item::Array(ArrayOut::npy(b.key, b.data)?)))
+            }
+            NativeKind::LoadWav(offset, duration) => {
+                let b = item.into_bytes("load_wav", "WAV ")?;
+                let array = ArrayOut::wav(b.key, b.data, *offset, *duration)?;
+                Ok(Some(Item::Array(array)))
+            }
             #[cfg(feature = "decode-ffmpeg")]
-            NativeKind::Media(stage) => Ok(Some(Item::Media(crate::media::apply(
-                stage, self.name, item,
-            )?))),
+            NativeKind::Media(stage) => Ok(Some(Item::Media(stage.apply(self.name, item)?))),
         }
     }
 }
@@ -319,52 +286,32 @@ pub(crate) fn read_file() -> NativeOp {
     NativeOp::new(NativeKind::ReadFile, "read_file")
 }
 
-/// A stage that decodes encoded image bytes (from `read_file()`) into an image `[H, W, C]`
-/// `uint8`. Arguments as `spdl_rs.io.decode_image` (`transform="resize"`, `"eval"` or
-/// `"train"`, `size`, `seed`). For `"train"`, the random crop/flip of a sample is drawn from
-/// `(seed, epoch, index)`: `index` is the sample's position in the epoch and `epoch` the
-/// pipeline epoch when the source is a `spdl_rs.sources` listing (deterministic, unchanged by
-/// concurrency or resume); for other sources, a running count of the items this op has seen,
-/// with epoch 0. Fails with a message naming the file and the reason.
+/// The stage behind `spdl_rs.ops.decode_image` (`from_bytes`: encoded image bytes from
+/// `read_file()`) and `load_image` (paths: read and decode in one step): images `[H, W, C]`
+/// `uint8`; `options`: the image keywords (`spdl_rs.io.ImageOptions`). For `"train"`, the
+/// random crop/flip of a sample is drawn from `(seed, epoch, index)`: `index` is the sample's
+/// position in the epoch and `epoch` the pipeline epoch when the source is a
+/// `spdl_rs.sources` listing (deterministic, unchanged by concurrency or resume); for other
+/// sources, a running count of the items this op has seen, with epoch 0. Fails with a message
+/// naming the file and the reason.
 #[pyfunction]
-#[pyo3(name = "op_decode_image", signature = (width=None, height=None, *, color="rgb", filter="bilinear", lenient=false, transform="resize", size=None, seed=0))]
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn decode_image(
+#[pyo3(name = "op_image", signature = (from_bytes, width=None, height=None, **options))]
+pub(crate) fn image(
+    from_bytes: bool,
     width: Option<usize>,
     height: Option<usize>,
-    color: &str,
-    filter: &str,
-    lenient: bool,
-    transform: &str,
-    size: Option<usize>,
-    seed: u64,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<NativeOp> {
-    let loader = make_loader(width, height, color, filter, lenient, transform, size, seed)?;
-    Ok(NativeOp::new(
-        NativeKind::Decode(Arc::new(loader)),
-        "decode_image",
-    ))
-}
-
-/// A stage that reads and decodes each path in one step (`read_file()` + `decode_image()`).
-#[pyfunction]
-#[pyo3(name = "op_load_image", signature = (width=None, height=None, *, color="rgb", filter="bilinear", lenient=false, transform="resize", size=None, seed=0))]
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn load_image(
-    width: Option<usize>,
-    height: Option<usize>,
-    color: &str,
-    filter: &str,
-    lenient: bool,
-    transform: &str,
-    size: Option<usize>,
-    seed: u64,
-) -> PyResult<NativeOp> {
-    let loader = make_loader(width, height, color, filter, lenient, transform, size, seed)?;
-    Ok(NativeOp::new(
-        NativeKind::Load(Arc::new(loader)),
-        "load_image",
-    ))
+    let name = stage_name(from_bytes, "decode_image", "load_image");
+    let loader = Arc::new(Kwargs::parse(name, options, |kw| {
+        kw.image_loader(width, height)
+    })?);
+    let kind = if from_bytes {
+        NativeKind::Decode(loader)
+    } else {
+        NativeKind::Load(loader)
+    };
+    Ok(NativeOp::new(kind, name))
 }
 
 /// A stage that stacks a list of decoded images (the output of `aggregate(n)` after
@@ -415,6 +362,70 @@ pub(crate) fn load_wav(
         NativeKind::LoadWav(time_offset_seconds, duration_seconds),
         "load_wav",
     )
+}
+
+/// The stages behind `spdl_rs.ops.load_video`, `load_audio` (paths), `decode_video` and
+/// `decode_audio` (file bytes), named by `name`: the video keywords (or clips with
+/// `num_clips` and `frames_per_clip`), or the audio keywords.
+#[pyfunction]
+#[pyo3(name = "op_media", signature = (name, timestamp=None, **options))]
+pub(crate) fn media(
+    name: &str,
+    timestamp: Option<(f64, f64)>,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<NativeOp> {
+    let name = crate::media::media_func(name)?;
+    let from_bytes = name.starts_with("decode");
+    #[cfg(feature = "decode-ffmpeg")]
+    {
+        let spec = Kwargs::parse(name, options, |kw| {
+            crate::media::media_spec(name, kw, timestamp)
+        })?;
+        Ok(MediaStage::op(spec, from_bytes, name))
+    }
+    #[cfg(not(feature = "decode-ffmpeg"))]
+    {
+        let _ = (from_bytes, timestamp, options);
+        Err(crate::media::no_ffmpeg(name))
+    }
+}
+
+/// What a video/audio native stage does.
+#[cfg(feature = "decode-ffmpeg")]
+#[derive(Debug)]
+pub(crate) struct MediaStage {
+    /// The decoding.
+    spec: crate::media::Spec,
+    /// Takes file bytes (`ops.read_file()`) when true, else paths.
+    from_bytes: bool,
+}
+
+#[cfg(feature = "decode-ffmpeg")]
+impl MediaStage {
+    /// The native stage `name` decoding with `spec`: file bytes (`ops.read_file()`) when
+    /// `from_bytes`, else paths.
+    fn op(spec: crate::media::Spec, from_bytes: bool, name: &'static str) -> NativeOp {
+        let stage = MediaStage { spec, from_bytes };
+        NativeOp::new(NativeKind::Media(Arc::new(stage)), name)
+    }
+
+    /// One item through the stage `name` (on a worker thread, without the GIL unless the item
+    /// is a Python object).
+    fn apply(&self, name: &str, item: Item) -> Result<crate::media::MediaOut, OpError> {
+        use spdl_io::MediaSource;
+        if self.from_bytes {
+            let b = item.into_bytes(name, "")?;
+            let source = MediaSource::bytes(&b.key, &b.data);
+            Ok(crate::media::run(&self.spec, source, b.label)?)
+        } else {
+            let input = item.into_path(name)?;
+            if let Err(e) = std::fs::metadata(&input.path) {
+                return Err(format!("{}: {e}", input.path.display()).into());
+            }
+            let source = MediaSource::file(&input.path);
+            Ok(crate::media::run(&self.spec, source, input.label)?)
+        }
+    }
 }
 
 /// Collates decoded images into pinned memory of `target`'s device (for the `to_device` stage

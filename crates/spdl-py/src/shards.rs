@@ -13,6 +13,7 @@ use spdl_sources::shards::{list_shards_with, EpochSamples, SampleSpan, ShardSour
 use spdl_sources::{FetchOptions, Fetcher};
 
 use crate::error::sources_err;
+use crate::options::Kwargs;
 
 /// Tar shards in the WebDataset layout (`0001.jpg` + `0001.cls` in one shard = one sample),
 /// from a local brace pattern (`"data/train-{0000..0127}.tar"`) or a folder of `.tar` files.
@@ -88,19 +89,14 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[pymethods]
 impl TarShards {
     #[new]
-    #[pyo3(signature = (pattern, *, rank=None, world_size=None, shuffle=true, seed=0, drop_last=false, shuffle_buffer=0))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (pattern, *, shuffle_buffer=0, **options))]
     fn new(
         py: Python<'_>,
         pattern: &str,
-        rank: Option<u64>,
-        world_size: Option<u64>,
-        shuffle: bool,
-        seed: u64,
-        drop_last: bool,
         shuffle_buffer: usize,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let (dist, options) = crate::sources::sampling(rank, world_size, shuffle, seed, drop_last)?;
+        let (dist, options) = Kwargs::parse("TarShards", options, |kw| kw.sampling())?;
         let fetcher = Fetcher::new(FetchOptions::default()).map_err(sources_err)?;
         let shards = py
             .detach(|| {

@@ -10,7 +10,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use crate::error::sources_err;
-use crate::item::{Item, Pos};
+use crate::io::Pos;
+use crate::item::Item;
+use crate::options::Kwargs;
 
 /// An ordered list of samples: a path and, for `image_folder`, an integer class label.
 ///
@@ -302,45 +304,12 @@ fn invalid_state(msg: impl std::fmt::Display) -> PyErr {
     PyValueError::new_err(format!("Sampler.from_state: {msg}"))
 }
 
-/// The rank and sampling options shared by `Sampler` and `TarShards`: `rank`/`world_size`
-/// (both `None`: torchrun's `RANK`/`WORLD_SIZE`), shuffling, and the remainder policy.
-pub(crate) fn sampling(
-    rank: Option<u64>,
-    world_size: Option<u64>,
-    shuffle: bool,
-    seed: u64,
-    drop_last: bool,
-) -> PyResult<(spdl_sources::DistInfo, spdl_sources::SamplerOptions)> {
-    let dist = match (rank, world_size) {
-        (None, None) => spdl_sources::DistInfo::from_env(),
-        (r, w) => spdl_sources::DistInfo::new(r.unwrap_or(0), w.unwrap_or(1)),
-    }
-    .map_err(sources_err)?;
-    let options = spdl_sources::SamplerOptions {
-        shuffle,
-        seed,
-        remainder: if drop_last {
-            spdl_sources::Remainder::Drop
-        } else {
-            spdl_sources::Remainder::Pad
-        },
-    };
-    Ok((dist, options))
-}
-
 #[pymethods]
 impl Sampler {
     #[new]
-    #[pyo3(signature = (len, *, rank=None, world_size=None, shuffle=true, seed=0, drop_last=false))]
-    fn new(
-        len: u64,
-        rank: Option<u64>,
-        world_size: Option<u64>,
-        shuffle: bool,
-        seed: u64,
-        drop_last: bool,
-    ) -> PyResult<Self> {
-        let (dist, options) = sampling(rank, world_size, shuffle, seed, drop_last)?;
+    #[pyo3(signature = (len, **options))]
+    fn new(len: u64, options: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        let (dist, options) = Kwargs::parse("Sampler", options, |kw| kw.sampling())?;
         let inner = spdl_sources::Sampler::new(len, dist, options).map_err(sources_err)?;
         Ok(Sampler {
             inner: Mutex::new(inner),

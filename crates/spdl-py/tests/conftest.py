@@ -25,6 +25,29 @@ def wait_threads(target: int, timeout: float = 5.0) -> int:
     return n
 
 
+def spin_while(call) -> int:
+    """How many times another Python thread loops while `call` runs (it only runs if the GIL is
+    released)."""
+    counter = [0]
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            counter[0] += 1
+
+    t = threading.Thread(target=spin)
+    t.start()
+    try:
+        time.sleep(0.05)
+        before = counter[0]
+        call()
+        during = counter[0] - before
+    finally:
+        stop.set()
+        t.join()
+    return during
+
+
 @pytest.fixture
 def samples() -> pathlib.Path:
     if not SAMPLES.is_dir():

@@ -4,13 +4,12 @@ tarfile and wave (the reference implementations), on data they write in the test
 import hashlib
 import io as pyio
 import tarfile
-import threading
-import time
 import wave
 
 import numpy as np
 import pytest
 
+from conftest import spin_while
 from spdl_rs import io
 
 
@@ -336,29 +335,6 @@ def test_load_wav_errors():
         io.load_wav(data[:30])
     # Cut inside the data chunk: the whole frames present.
     np.testing.assert_array_equal(io.load_wav(data[:-3]), np.arange(98, dtype="<i2").reshape(-1, 1))
-
-
-def spin_while(call) -> int:
-    """How many times another Python thread loops while `call` runs (it only runs if the GIL is
-    released)."""
-    counter = [0]
-    stop = threading.Event()
-
-    def spin():
-        while not stop.is_set():
-            counter[0] += 1
-
-    t = threading.Thread(target=spin)
-    t.start()
-    try:
-        time.sleep(0.05)
-        before = counter[0]
-        call()
-        during = counter[0] - before
-    finally:
-        stop.set()
-        t.join()
-    return during
 
 
 def test_fast_paths_release_the_gil():

@@ -1,12 +1,11 @@
 """Pixel values of decoded images, against reference arrays and Pillow."""
 
 import importlib.util
-import threading
-import time
 
 import numpy as np
 import pytest
 
+from conftest import spin_while
 from spdl_rs import io
 
 HAS_PIL = importlib.util.find_spec("PIL") is not None
@@ -90,24 +89,6 @@ def test_errors_name_the_sample(tmp_path):
 
 def test_io_functions_release_the_gil(samples):
     paths = sorted(samples.glob("*.jpg")) * 2
-    counter = [0]
-    stop = threading.Event()
-
-    def spin():
-        while not stop.is_set():
-            counter[0] += 1
-
-    t = threading.Thread(target=spin)
-    t.start()
-    try:
-        time.sleep(0.05)
-        before = counter[0]
-        t0 = time.monotonic()
-        io.load_image_batch(paths, 64, 64, num_threads=1)
-        elapsed = time.monotonic() - t0
-        during = counter[0] - before
-    finally:
-        stop.set()
-        t.join()
     # With the GIL released the spinning thread runs for the whole call.
-    assert elapsed > 0 and during > 1000, during
+    during = spin_while(lambda: io.load_image_batch(paths, 64, 64, num_threads=1))
+    assert during > 1000, during

@@ -7,12 +7,11 @@ without it only the "built without FFmpeg" error is checked.
 """
 
 import pathlib
-import threading
-import time
 
 import numpy as np
 import pytest
 
+from conftest import spin_while
 from spdl_rs import io, ops, sources
 from spdl_rs.pipeline import PipelineBuilder
 
@@ -196,29 +195,14 @@ def test_frames_are_zero_copy():
 
 @needs_ffmpeg
 def test_load_video_and_load_audio_release_the_gil():
-    counter = [0]
-    stop = threading.Event()
-
-    def spin():
-        while not stop.is_set():
-            counter[0] += 1
-
-    t = threading.Thread(target=spin)
-    t.start()
-    try:
-        time.sleep(0.05)
-        before = counter[0]
-        t0 = time.monotonic()
+    def decode():
         for _ in range(3):
             io.load_video(BBB)
             io.load_audio(BBB, sample_rate=16000)
-        elapsed = time.monotonic() - t0
-        during = counter[0] - before
-    finally:
-        stop.set()
-        t.join()
+
     # With the GIL released the spinning thread runs for the whole call.
-    assert elapsed > 0 and during > 1000, during
+    during = spin_while(decode)
+    assert during > 1000, during
 
 
 @needs_ffmpeg

@@ -118,6 +118,12 @@ impl std::fmt::Display for Error {
     }
 }
 
+impl spdl_core::ErrorStatus for Error {
+    fn is_temporary(&self) -> bool {
+        Error::is_temporary(self)
+    }
+}
+
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         self.0
@@ -402,6 +408,23 @@ mod tests {
             assert!(!e.is_temporary());
         }
         assert!(Error::io(io::Error::from(io::ErrorKind::Interrupted), p).is_temporary());
+    }
+
+    #[test]
+    fn the_status_survives_wrapping_in_an_op_error() {
+        use spdl_core::ErrorKind as Core;
+        let p = Path::new("a.jpg");
+        for (io_kind, temporary) in [
+            (io::ErrorKind::Interrupted, true),
+            (io::ErrorKind::NotFound, false),
+        ] {
+            let e = Error::io(io::Error::from(io_kind), p);
+            let op = spdl_core::Error::from_status(Core::OpFailed, e);
+            assert_eq!(op.is_temporary(), temporary);
+            let again = spdl_core::Error::from_op(Core::OpFailed, Box::new(op));
+            assert_eq!(again.is_temporary(), temporary);
+            assert!(again.message().contains("a.jpg"), "{again}");
+        }
     }
 
     #[test]

@@ -62,15 +62,9 @@ impl Sample {
 /// # Errors
 /// [`ErrorKind::InvalidListLine`] naming `at` and the 1-based line.
 pub fn parse_manifest(contents: &[u8], at: &Uri) -> Result<SampleList> {
-    let contents = contents.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(contents);
     let name = at.to_string();
     let mut samples = Vec::new();
-    for (i, line) in contents.split(|&b| b == b'\n').enumerate() {
-        let line_no = i as u64 + 1;
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        if line.iter().all(|&b| b == b' ' || b == b'\t') || line[0] == b'#' {
-            continue;
-        }
+    for (line_no, line) in list_lines(contents) {
         let bad = |reason: String| {
             let e = Error::new(ErrorKind::InvalidListLine, reason).with_line(line_no);
             match at {
@@ -83,6 +77,17 @@ pub fn parse_manifest(contents: &[u8], at: &Uri) -> Result<SampleList> {
         samples.push(Sample::from_uri(uri, label));
     }
     Ok(SampleList::new(name, samples))
+}
+
+/// The lines of a list file that name a sample, with their 1-based numbers: a UTF-8 byte order
+/// mark, `\r` line ends, blank lines and `#` comments are skipped.
+pub(crate) fn list_lines(contents: &[u8]) -> impl Iterator<Item = (u64, &[u8])> {
+    let contents = contents.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(contents);
+    contents
+        .split(|&b| b == b'\n')
+        .enumerate()
+        .map(|(i, line)| (i as u64 + 1, line.strip_suffix(b"\r").unwrap_or(line)))
+        .filter(|(_, line)| !(line.iter().all(|&b| b == b' ' || b == b'\t') || line[0] == b'#'))
 }
 
 /// Splits `path[\tlabel]`, checking both parts.

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use crate::cmd::{cargo, repo_root, Cmd};
+use crate::cmd::{cargo_release, default_corpus, repo_root, Cmd};
 
 /// Arguments of `cargo xtask bench decode`.
 #[derive(clap::Args)]
@@ -49,13 +49,6 @@ const CONFIGS: &[Config] = &[
         flags: &["--transform", "train", "--no-region-decode"],
     },
 ];
-
-fn default_corpus() -> PathBuf {
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("."));
-    home.join(".cache/spdl-corpus/imagenet-like-2000")
-}
 
 /// Reads every file once so the first measured run does not pay for the disk.
 fn warm_page_cache(dir: &Path) -> Result<u64> {
@@ -100,17 +93,13 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     let (corpus, rounds) = if args.smoke {
         (root.join("data/samples"), 1)
     } else {
-        let corpus = args.corpus.clone().unwrap_or_else(default_corpus);
-        if args.corpus.is_none() {
-            cargo()
-                .args(["run", "--quiet", "--release", "-p", "xtask-corpus"])
-                .run()?;
-        }
+        let corpus = match &args.corpus {
+            Some(c) => c.clone(),
+            None => default_corpus()?,
+        };
         (corpus, args.rounds.max(1))
     };
-    cargo()
-        .args(["build", "--quiet", "--release", "-p", "spdl-cli"])
-        .run()?;
+    cargo_release("build", "spdl-cli").run()?;
     let spdl = root.join("target/release/spdl");
     let bytes = warm_page_cache(&corpus)?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());

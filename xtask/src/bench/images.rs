@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 
-use crate::cmd::{cargo, repo_root, Cmd};
+use crate::cmd::{cargo_release, default_corpus, home, repo_root, Cmd};
 use crate::{setup, wheel};
 
 /// Arguments of `cargo xtask bench images`.
@@ -67,10 +67,6 @@ const PEERS: &[(&str, &[&str], &[&str])] = &[
         &["torch_dataloader"],
     ),
 ];
-
-pub(super) fn home() -> PathBuf {
-    std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from)
-}
 
 /// `~/.cache/spdl-bench/venv` (outside the repository).
 pub(super) fn bench_venv() -> PathBuf {
@@ -192,17 +188,12 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     } else if let Some(c) = &args.corpus {
         c.clone()
     } else {
-        cargo()
-            .args(["run", "--quiet", "--release", "-p", "xtask-corpus"])
-            .run()?;
-        home().join(".cache/spdl-corpus/imagenet-like-2000")
+        default_corpus()?
     };
     if !corpus.is_dir() {
         bail!("corpus {} does not exist", corpus.display());
     }
-    cargo()
-        .args(["build", "--quiet", "--release", "-p", "spdl-cli"])
-        .run()?;
+    cargo_release("build", "spdl-cli").run()?;
 
     let mut skips = Vec::new();
     let mut python313 = None;

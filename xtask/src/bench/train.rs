@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 
 use super::images;
-use crate::cmd::{cargo, repo_root, Cmd};
+use crate::cmd::{default_corpus, repo_root, Cmd};
 
 /// Arguments of `cargo xtask bench train`.
 #[derive(clap::Args)]
@@ -50,12 +50,7 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     let root = repo_root();
     let corpus = match &args.corpus {
         Some(c) => c.clone(),
-        None => {
-            cargo()
-                .args(["run", "--quiet", "--release", "-p", "xtask-corpus"])
-                .run()?;
-            images::home().join(".cache/spdl-corpus/imagenet-like-2000")
-        }
+        None => default_corpus()?,
     };
     if !corpus.is_dir() {
         bail!("corpus {} does not exist", corpus.display());

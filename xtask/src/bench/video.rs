@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use crate::cmd::{cargo, have_program, repo_root, Cmd};
+use crate::cmd::{cargo_release, have_program, home, repo_root, Cmd};
 
 /// Arguments of `cargo xtask bench video`.
 #[derive(clap::Args)]
@@ -31,10 +31,6 @@ pub(crate) struct Args {
 
 /// (name tag, width, height) of the two clip sets.
 const SIZES: &[(&str, u32, u32)] = &[("360", 640, 360), ("720", 1280, 720)];
-
-fn home() -> PathBuf {
-    std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from)
-}
 
 /// The source video: the shared Big Buck Bunny excerpt, else the bundled test clip.
 fn source() -> PathBuf {
@@ -94,16 +90,8 @@ pub(crate) fn run(a: &Args) -> Result<()> {
             python.display()
         );
     }
-    let mut cmd = cargo()
-        .args([
-            "run",
-            "--release",
-            "-q",
-            "-p",
-            "spdl-io",
-            "--features",
-            "decode-ffmpeg",
-        ])
+    let mut cmd = cargo_release("run", "spdl-io")
+        .args(["--features", "decode-ffmpeg"])
         .args(["--example", "video_bench", "--"])
         .arg(&dir)
         .args([

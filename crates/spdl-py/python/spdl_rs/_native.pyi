@@ -2,7 +2,9 @@
 
 from collections.abc import Iterator, Sequence
 from os import PathLike
-from typing import Any, final
+from typing import Any, Unpack, final
+
+from . import _options as _o
 
 @final
 class CPUBuffer:
@@ -154,16 +156,7 @@ class Sampler:
     (see :meth:`iter_with_info`); ``drop_last=True`` leaves the tail out.
     """
 
-    def __init__(
-        self,
-        len: int,
-        *,
-        rank: int | None = None,
-        world_size: int | None = None,
-        shuffle: bool = True,
-        seed: int = 0,
-        drop_last: bool = False,
-    ) -> None: ...
+    def __init__(self, len: int, **options: Unpack[_o.SamplingOptions]) -> None: ...
     def set_epoch(self, epoch: int) -> None:
         """Selects the epoch (its shuffle), starting it afresh."""
     @property
@@ -274,54 +267,19 @@ class _Pipeline:
 _Path = str | PathLike[str]
 
 def load_image(
-    path: _Path,
-    width: int | None = None,
-    height: int | None = None,
-    *,
-    color: str = "rgb",
-    filter: str = "bilinear",
-    lenient: bool = False,
-    transform: str = "resize",
-    size: int | None = None,
-    seed: int = 0,
-    index: int = 0,
-    epoch: int = 0,
+    path: _Path, width: int | None = None, height: int | None = None, **options: Unpack[_o.SampleOptions]
 ) -> CPUBuffer:
     """Reads and decodes one image to ``[H, W, C]`` (GIL released). Raises ``OSError`` /
-    ``ValueError`` naming the path."""
+    ``ValueError`` naming the path, ``TypeError`` for an unknown keyword."""
 
 def decode_image(
-    data: bytes,
-    width: int | None = None,
-    height: int | None = None,
-    *,
-    color: str = "rgb",
-    filter: str = "bilinear",
-    lenient: bool = False,
-    key: str = "<bytes>",
-    transform: str = "resize",
-    size: int | None = None,
-    seed: int = 0,
-    index: int = 0,
-    epoch: int = 0,
+    data: bytes, width: int | None = None, height: int | None = None, **options: Unpack[_o.BytesSampleOptions]
 ) -> CPUBuffer:
     """Decodes encoded image bytes to ``[H, W, C]`` (GIL released). Raises ``ValueError``
     naming ``key``."""
 
 def load_image_batch(
-    paths: Sequence[_Path],
-    width: int | None = None,
-    height: int | None = None,
-    *,
-    color: str = "rgb",
-    filter: str = "bilinear",
-    lenient: bool = False,
-    normalize: bool = False,
-    num_threads: int | None = None,
-    transform: str = "resize",
-    size: int | None = None,
-    seed: int = 0,
-    epoch: int = 0,
+    paths: Sequence[_Path], width: int | None = None, height: int | None = None, **options: Unpack[_o.BatchOptions]
 ) -> CPUBuffer:
     """Loads ``[N, height, width, C]`` ``uint8`` (or normalized ``[N, C, height, width]``
     ``float32``) on native threads, GIL released. Raises naming the first failed sample."""
@@ -340,42 +298,15 @@ def decode_image_batch(
     *,
     paths: Sequence[_Path] | None = None,
     keys: Sequence[str] | None = None,
-    color: str = "rgb",
-    filter: str = "bilinear",
-    lenient: bool = False,
-    normalize: bool = False,
-    num_threads: int | None = None,
-    transform: str = "resize",
-    size: int | None = None,
-    seed: int = 0,
-    epoch: int = 0,
     indices: Sequence[int] | None = None,
+    **options: Unpack[_o.BatchOptions],
 ) -> tuple[CPUBuffer, list[tuple[int, str]]]:
     """Decodes ``data`` (or reads and decodes ``paths``) to one row per input, in one GIL-free
     call on native threads; failed rows are zeros and listed as ``(row, message)``."""
 
 def op_read_file() -> NativeOp: ...
-def op_decode_image(
-    width: int | None = None,
-    height: int | None = None,
-    *,
-    color: str = "rgb",
-    filter: str = "bilinear",
-    lenient: bool = False,
-    transform: str = "resize",
-    size: int | None = None,
-    seed: int = 0,
-) -> NativeOp: ...
-def op_load_image(
-    width: int | None = None,
-    height: int | None = None,
-    *,
-    color: str = "rgb",
-    filter: str = "bilinear",
-    lenient: bool = False,
-    transform: str = "resize",
-    size: int | None = None,
-    seed: int = 0,
+def op_image(
+    from_bytes: bool, width: int | None = None, height: int | None = None, **options: Unpack[_o.ImageOptions]
 ) -> NativeOp: ...
 def op_collate(*, normalize: bool = False) -> NativeOp: ...
 def op_load_npy() -> NativeOp: ...
@@ -504,51 +435,12 @@ class DecodedAudio:
     @property
     def label(self) -> int | None: ...
 
-def load_video(
-    src: _Src,
-    timestamp: tuple[float, float] | None = None,
-    *,
-    indices: Sequence[int] | None = None,
-    step: int | None = None,
-    played_at: Sequence[float] | None = None,
-    width: int | None = None,
-    height: int | None = None,
-    pixel_format: str = "rgb",
-    filter: str = "bicubic",
-    num_threads: int = 1,
-    apply_rotation: bool = True,
-    name: str | None = None,
-    filter_desc: str | None = None,
-    demux_config: DemuxConfig | None = None,
-    decode_config: DecodeConfig | None = None,
-) -> DecodedVideo: ...
-def load_video_clips(
-    src: _Src,
-    num_clips: int,
-    frames_per_clip: int,
-    *,
-    stride: int = 1,
-    width: int | None = None,
-    height: int | None = None,
-    pixel_format: str = "rgb",
-    filter: str = "bicubic",
-    num_threads: int = 1,
-    apply_rotation: bool = True,
-    name: str | None = None,
-    demux_config: DemuxConfig | None = None,
-    decode_config: DecodeConfig | None = None,
-) -> DecodedVideo: ...
-def load_audio(
-    src: _Src,
-    timestamp: tuple[float, float] | None = None,
-    *,
-    sample_rate: int | None = None,
-    num_channels: int | None = None,
-    name: str | None = None,
-    filter_desc: str | None = None,
-    demux_config: DemuxConfig | None = None,
-    decode_config: DecodeConfig | None = None,
-) -> DecodedAudio: ...
+def load_media(
+    func: str, src: _Src, timestamp: tuple[float, float] | None = None, *, name: str | None = None, **options: Any
+) -> Any:
+    """The native half of ``io.load_video`` / ``load_video_clips`` / ``load_audio`` (``func``):
+    ``DecodedVideo`` or ``DecodedAudio``."""
+
 # SPDL's packet/frame-level media API (FFmpeg builds only).
 
 _Window = tuple[float, float]
@@ -989,36 +881,9 @@ def get_ffmpeg_log_level() -> int:
 def set_ffmpeg_log_level(val: int, /) -> None:
     """Sets FFmpeg's log level; ``RuntimeError`` without FFmpeg."""
 
-def op_video(
-    from_bytes: bool,
-    timestamp: tuple[float, float] | None = None,
-    *,
-    indices: Sequence[int] | None = None,
-    step: int | None = None,
-    played_at: Sequence[float] | None = None,
-    width: int | None = None,
-    height: int | None = None,
-    pixel_format: str = "rgb",
-    filter: str = "bicubic",
-    num_threads: int = 1,
-    apply_rotation: bool = True,
-    num_clips: int | None = None,
-    frames_per_clip: int | None = None,
-    stride: int = 1,
-    filter_desc: str | None = None,
-    demux_config: DemuxConfig | None = None,
-    decode_config: DecodeConfig | None = None,
-) -> NativeOp: ...
-def op_audio(
-    from_bytes: bool,
-    timestamp: tuple[float, float] | None = None,
-    *,
-    sample_rate: int | None = None,
-    num_channels: int | None = None,
-    filter_desc: str | None = None,
-    demux_config: DemuxConfig | None = None,
-    decode_config: DecodeConfig | None = None,
-) -> NativeOp: ...
+def op_media(name: str, timestamp: tuple[float, float] | None = None, **options: Any) -> NativeOp:
+    """The stages ``ops.load_video`` / ``decode_video`` / ``load_audio`` / ``decode_audio``
+    (``name``)."""
 
 def load_decoder_plugin(path: _Path) -> str:
     """Loads a decoder plugin (a shared library built with ``spdl_io::export_decoder_plugin!``)
@@ -1115,15 +980,7 @@ class TarShards:
     """Tar shards in the WebDataset layout (local; HTTP/S3 with those features), as a pipeline source."""
 
     def __init__(
-        self,
-        pattern: str,
-        *,
-        rank: int | None = None,
-        world_size: int | None = None,
-        shuffle: bool = True,
-        seed: int = 0,
-        drop_last: bool = False,
-        shuffle_buffer: int = 0,
+        self, pattern: str, *, shuffle_buffer: int = 0, **options: Unpack[_o.SamplingOptions]
     ) -> None: ...
     @property
     def shards(self) -> list[str]: ...

@@ -37,7 +37,7 @@ import math
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from . import _native
 from ._native import (
@@ -60,6 +60,17 @@ from ._native import (
     random_resized_crop,
 )
 from ._native import set_ffmpeg_log_level as _set_ffmpeg_log_level
+from ._options import (
+    AudioOptions,
+    BatchOptions,
+    BytesSampleOptions,
+    ClipOptions,
+    ImageOptions,
+    SampleOptions,
+    VideoOptions,
+    VideoOutputOptions,
+    VideoStageOptions,
+)
 from ._array import NpzFile, load_npy, load_npz
 from . import _gpu
 from ._gpu import (
@@ -277,6 +288,15 @@ __all__ = [
     "load_wav",
     "parse_wav",
     "WAVHeader",
+    "ImageOptions",
+    "SampleOptions",
+    "BytesSampleOptions",
+    "BatchOptions",
+    "VideoOutputOptions",
+    "VideoOptions",
+    "ClipOptions",
+    "VideoStageOptions",
+    "AudioOptions",
     "CUDAConfig",
     "cuda_config",
     "CPUStorage",
@@ -307,19 +327,8 @@ def load_video(
     src: Src,
     timestamp: tuple[float, float] | None = None,
     *,
-    indices: Sequence[int] | None = None,
-    step: int | None = None,
-    played_at: Sequence[float] | None = None,
-    width: int | None = None,
-    height: int | None = None,
-    pixel_format: str = "rgb",
-    filter: str = "bicubic",
-    num_threads: int = 1,
-    apply_rotation: bool = True,
     name: str | None = None,
-    filter_desc: str | None = None,
-    demux_config: DemuxConfig | None = None,
-    decode_config: DecodeConfig | None = None,
+    **options: Unpack[VideoOptions],
 ) -> DecodedVideo:
     """Decodes frames of a video into one ``uint8`` array, with the GIL released.
 
@@ -327,27 +336,21 @@ def load_video(
     a whole file (``bytes`` without a copy; ``bytearray``, ``memoryview`` or a ``uint8``
     buffer are copied once). ``name`` names in-memory bytes in errors (default ``"<bytes>"``; SPDL's ``name``).
 
-    Which frames (at most one of these; default: every frame, in presentation order):
+    Which frames: ``timestamp=(start, end)``, the frames with ``start <= pts < end``, seconds
+    (``end`` may be ``float("inf")``; seeks first, so ``indices`` of the result is ``None``; as
+    SPDL's ``load_video(src, timestamp=...)``), or one of the selections of ``options``
+    (:class:`VideoOptions`: ``indices``, ``step``, ``played_at``), or every frame. The other
+    ``options`` set the output (``width``, ``height``, ``pixel_format``, ``filter``,
+    ``num_threads``, ``apply_rotation``) and ``filter_desc``.
 
-    - ``timestamp=(start, end)``: frames with ``start <= pts < end``, seconds (``end`` may be
-      ``float("inf")``); seeks first, so ``indices`` of the result is ``None``. As SPDL's
-      ``load_video(src, timestamp=...)``;
-    - ``indices=[...]``: these decoded-frame indices (from 0, presentation order), in this
-      order, repeats allowed (decord's ``get_batch``);
-    - ``step=k``: frames 0, k, 2k, ...;
-    - ``played_at=[t, ...]``: for each time ``t`` (seconds), the frame on screen at ``t``
-      (``pts <= t < next pts``).
-
-    Output: ``width`` / ``height`` in pixels after rotation (one alone keeps the aspect ratio;
-    default: the displayed size), ``pixel_format`` ``"rgb"`` / ``"bgr"`` (C = 3) or
-    ``"gray"`` (C = 1), scaled with ``filter`` (``"nearest"``, ``"bilinear"``, ``"bicubic"``,
-    ``"area"``). ``num_threads``: decoder threads (0: FFmpeg picks; 1 is best when a pipeline
-    decodes many videos at once). ``apply_rotation``: turn frames as the stream's display
-    matrix says, as players do (the result's ``rotation`` says by how much). SPDL 0.8 does not
-    rotate (its ``load_video`` and ``decode_packets`` return the coded frames, e.g. ``32x64``
-    for the 90-degree clips of ``../shared/data/hard/13-video-rotation-metadata``):
-    ``apply_rotation=False`` gives SPDL's frames. The packet API (``decode_packets``,
-    ``Decoder``) never rotates, as SPDL's; ``VideoCodec.rotation`` tells the angle.
+    ``apply_rotation`` turns frames as the stream's display matrix says, as players do (the
+    result's ``rotation`` says by how much). SPDL 0.8 does not rotate (its ``load_video`` and
+    ``decode_packets`` return the coded frames, e.g. ``32x64`` for the 90-degree clips of
+    ``../shared/data/hard/13-video-rotation-metadata``): ``apply_rotation=False`` gives SPDL's
+    frames. The packet API (``decode_packets``, ``Decoder``) never rotates, as SPDL's;
+    ``VideoCodec.rotation`` tells the angle. ``demux_config`` / ``decode_config`` (from
+    :func:`demux_config` / :func:`decode_config`) force a container format, demuxer options, a
+    decoder and its options.
 
     ``filter_desc``: an FFmpeg filter graph (libavfilter) run on the selected frames, as SPDL's
     ``filter_desc`` and ``ffmpeg -vf``, e.g. from :func:`get_video_filter_desc`. It sees the
@@ -373,29 +376,14 @@ def load_video(
     (``"empty"``, ``"unknown format"``, ``"truncated"``, ``"corrupt"``, ``"unsupported"``: no
     video stream) or an index / time out of range, ``ValueError`` naming the description for a
     ``filter_desc`` FFmpeg rejects (``"invalid argument: invalid filter description ..."``),
-    ``TypeError`` for another ``src`` type, ``RuntimeError`` in a build without FFmpeg.
+    ``TypeError`` for another ``src`` type or an unknown keyword, ``RuntimeError`` in a build
+    without FFmpeg.
 
     ``indices`` and ``step`` seek to the key frame before the wanted frames (found from the
     demuxed packets), so a frame near the end of a long file costs about what one near the
     start costs; the frames equal those of a decode from the start.
     """
-    return _native.load_video(
-        src,
-        timestamp,
-        indices=None if indices is None else list(indices),
-        step=step,
-        played_at=None if played_at is None else list(played_at),
-        width=width,
-        height=height,
-        pixel_format=pixel_format,
-        filter=filter,
-        num_threads=num_threads,
-        apply_rotation=apply_rotation,
-        name=name,
-        filter_desc=filter_desc,
-        demux_config=demux_config,
-        decode_config=decode_config,
-    )
+    return _native.load_media("load_video", src, timestamp, name=name, **options)
 
 
 def load_video_clips(
@@ -403,16 +391,8 @@ def load_video_clips(
     num_clips: int,
     frames_per_clip: int,
     *,
-    stride: int = 1,
-    width: int | None = None,
-    height: int | None = None,
-    pixel_format: str = "rgb",
-    filter: str = "bicubic",
-    num_threads: int = 1,
-    apply_rotation: bool = True,
     name: str | None = None,
-    demux_config: DemuxConfig | None = None,
-    decode_config: DecodeConfig | None = None,
+    **options: Unpack[ClipOptions],
 ) -> DecodedVideo:
     """Samples ``num_clips`` clips of ``frames_per_clip`` frames, ``stride`` frames apart,
     spread evenly over the video (first clip at frame 0, last one ending at the last frame;
@@ -421,23 +401,12 @@ def load_video_clips(
     The frame count comes from the demuxed packets, never from duration x frame rate; a video
     shorter than one clip repeats its last frame. Returns :class:`DecodedVideo` with ``frames``
     ``uint8`` ``[N, T, H, W, C]`` and ``pts`` / ``indices`` of the ``N * T`` frames, clip after
-    clip. Other arguments (``demux_config``, ``decode_config`` too) and errors as
-    :func:`load_video`; ``ValueError`` for a zero count.
+    clip. ``options``: :class:`ClipOptions` (``stride`` and the output keywords of
+    :func:`load_video`). Other arguments and errors as :func:`load_video`; ``ValueError`` for a
+    zero count.
     """
-    return _native.load_video_clips(
-        src,
-        num_clips,
-        frames_per_clip,
-        stride=stride,
-        width=width,
-        height=height,
-        pixel_format=pixel_format,
-        filter=filter,
-        num_threads=num_threads,
-        apply_rotation=apply_rotation,
-        name=name,
-        demux_config=demux_config,
-        decode_config=decode_config,
+    return _native.load_media(
+        "load_video_clips", src, name=name, num_clips=num_clips, frames_per_clip=frames_per_clip, **options
     )
 
 
@@ -445,43 +414,30 @@ def load_audio(
     src: Src,
     timestamp: tuple[float, float] | None = None,
     *,
-    sample_rate: int | None = None,
-    num_channels: int | None = None,
     name: str | None = None,
-    filter_desc: str | None = None,
-    demux_config: DemuxConfig | None = None,
-    decode_config: DecodeConfig | None = None,
+    **options: Unpack[AudioOptions],
 ) -> DecodedAudio:
     """Decodes the best audio stream of a file into a ``float32`` waveform, GIL released.
 
     ``src`` and ``name`` as :func:`load_video`. ``timestamp=(start, end)`` keeps the samples
-    with ``start <= t < end`` (seconds). ``sample_rate`` (Hz) and ``num_channels`` resample and
-    remix through FFmpeg's swresample, like ``ffmpeg -ar R -ac C`` (a fresh resampler per call).
+    with ``start <= t < end`` (seconds). ``options`` (:class:`AudioOptions`): ``sample_rate``
+    (Hz) and ``num_channels`` resample and remix through FFmpeg's swresample, like
+    ``ffmpeg -ar R -ac C`` (a fresh resampler per call); ``filter_desc``, an FFmpeg filter
+    graph (as ``ffmpeg -af`` and SPDL's ``filter_desc``, e.g. from
+    :func:`get_audio_filter_desc`) run on the decoded samples (after ``timestamp``) as planar
+    ``float32`` at the stream's rate; its output, in any sample format, is read as
+    ``float32`` ``[C, S]``, then resampled to ``sample_rate`` / ``num_channels`` when given.
 
     Returns :class:`DecodedAudio`: ``waveform`` a zero-copy :class:`CPUBuffer` ``float32``
     ``[C, S]`` (channels first, in [-1, 1]; 16-bit PCM scaled by 1/32768), ``sample_rate`` in
     Hz, ``start`` in seconds. Encoder delay/padding is trimmed as ffmpeg does (MP3 LAME tag).
-
-    ``filter_desc``: an FFmpeg filter graph (as ``ffmpeg -af`` and SPDL's ``filter_desc``,
-    e.g. from :func:`get_audio_filter_desc`) run on the decoded samples (after ``timestamp``)
-    as planar ``float32`` at the stream's rate; its output, in any sample format, is read as
-    ``float32`` ``[C, S]``, then resampled to ``sample_rate`` / ``num_channels`` when given.
 
     ``demux_config`` / ``decode_config``: as :func:`load_video`.
 
     Raises as :func:`load_video` (``"unsupported"``: no audio stream; ``ValueError`` for a
     ``filter_desc`` FFmpeg rejects).
     """
-    return _native.load_audio(
-        src,
-        timestamp,
-        sample_rate=sample_rate,
-        num_channels=num_channels,
-        name=name,
-        filter_desc=filter_desc,
-        demux_config=demux_config,
-        decode_config=decode_config,
-    )
+    return _native.load_media("load_audio", src, timestamp, name=name, **options)
 
 
 def save_image(

@@ -26,21 +26,18 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import Unpack
 
 from ._native import NativeOp
-from ._native import op_audio as _audio
 from ._native import op_collate as _collate
-from ._native import op_decode_image as _decode_image
-from ._native import op_load_image as _load_image
+from ._native import op_image as _image
 from ._native import op_load_npy as _load_npy
 from ._native import op_load_wav as _load_wav
+from ._native import op_media as _media
 from ._native import op_read_file as _read_file
 from ._native import op_to_device as _to_device
-from ._native import op_video as _video
+from ._options import AudioOptions, ImageOptions, VideoStageOptions
 
-if TYPE_CHECKING:
-    from .io import DecodeConfig, DemuxConfig
 
 __all__ = [
     "NativeOp",
@@ -85,79 +82,36 @@ def read_file() -> NativeOp:
 
 @_picklable
 def decode_image(
-    width: int | None = None,
-    height: int | None = None,
-    *,
-    color: str = "rgb",
-    filter: str = "bilinear",
-    lenient: bool = False,
-    transform: str = "resize",
-    size: int | None = None,
-    seed: int = 0,
+    width: int | None = None, height: int | None = None, **options: Unpack[ImageOptions]
 ) -> NativeOp:
     """A stage decoding encoded image bytes (from :func:`read_file`) into an image.
 
     Output: ``[H, W, C]`` ``uint8`` (``[height, width, C]`` when both are given; ``C`` = 3 for
-    ``color="rgb"``, 1 for ``"gray"``, 4 for ``"rgba"``). ``filter``: ``"nearest"``,
-    ``"bilinear"``, ``"bicubic"``, ``"lanczos"``. ``lenient=True`` accepts truncated JPEGs.
-    Failure: the message names the file and the reason (``truncated``, ``unknown format``...).
-    Raises ``ValueError`` now for bad arguments. Mirrors SPDL's ``spdl.io.decode_image`` as a stage.
+    ``color="rgb"``, 1 for ``"gray"``, 4 for ``"rgba"``). ``options``: the keywords of
+    :class:`spdl_rs.io.ImageOptions` (``color``, ``filter``, ``lenient``, ``transform``,
+    ``size``, ``seed``). Failure: the message names the file and the reason (``truncated``,
+    ``unknown format``...). Raises ``ValueError`` now for bad arguments, ``TypeError`` for an
+    unknown keyword. Mirrors SPDL's ``spdl.io.decode_image`` as a stage.
 
-    ``transform``:
-
-    - ``"resize"`` (default): to ``width x height`` when given (or ``size x size``), else the
-      decoded size;
-    - ``"eval"``: resize the shorter side to ``size * 256 / 224`` (rounded up), then center-crop
-      ``size x size`` (the ImageNet evaluation transform; ``spdl-cli load --transform eval``);
-    - ``"train"``: torchvision's ``RandomResizedCrop(size)`` (scale 0.08-1, ratio 3/4-4/3) and a
-      random horizontal flip.
-
-    For eval/train, ``size`` may be given as ``width == height`` instead. The ``"train"`` draws
-    of a sample depend only on ``(seed, epoch, index)``: when the pipeline's source is a
-    :mod:`spdl_rs.sources` listing, ``index`` is the sample's position in the epoch and
-    ``epoch`` the pipeline epoch, so the pixels do not depend on concurrency, completion order
-    or a resume (:meth:`Pipeline.load_state_dict`). With any other source (a Python iterable),
-    ``index`` is a running count of the items this op has processed (in arrival order, so not
-    reproducible with ``concurrency > 1`` upstream) and ``epoch`` is 0.
+    The ``"train"`` draws of a sample depend only on ``(seed, epoch, index)``: when the
+    pipeline's source is a :mod:`spdl_rs.sources` listing, ``index`` is the sample's position in
+    the epoch and ``epoch`` the pipeline epoch, so the pixels do not depend on concurrency,
+    completion order or a resume (:meth:`Pipeline.load_state_dict`). With any other source (a
+    Python iterable), ``index`` is a running count of the items this op has processed (in
+    arrival order, so not reproducible with ``concurrency > 1`` upstream) and ``epoch`` is 0.
     """
-    return _decode_image(
-        width,
-        height,
-        color=color,
-        filter=filter,
-        lenient=lenient,
-        transform=transform,
-        size=size,
-        seed=seed,
-    )
+    return _image(True, width, height, **options)
 
 
 @_picklable
 def load_image(
-    width: int | None = None,
-    height: int | None = None,
-    *,
-    color: str = "rgb",
-    filter: str = "bilinear",
-    lenient: bool = False,
-    transform: str = "resize",
-    size: int | None = None,
-    seed: int = 0,
+    width: int | None = None, height: int | None = None, **options: Unpack[ImageOptions]
 ) -> NativeOp:
     """A stage reading and decoding each path in one step (``read_file`` + ``decode_image``).
 
     Output and arguments as :func:`decode_image`. Mirrors SPDL's ``spdl.io.load_image``.
     """
-    return _load_image(
-        width,
-        height,
-        color=color,
-        filter=filter,
-        lenient=lenient,
-        transform=transform,
-        size=size,
-        seed=seed,
-    )
+    return _image(False, width, height, **options)
 
 
 @_picklable
@@ -211,155 +165,52 @@ def to_device(device: str | int | None = None) -> NativeOp:
 
 @_picklable
 def load_video(
-    timestamp: tuple[float, float] | None = None,
-    *,
-    indices: Sequence[int] | None = None,
-    step: int | None = None,
-    played_at: Sequence[float] | None = None,
-    width: int | None = None,
-    height: int | None = None,
-    pixel_format: str = "rgb",
-    filter: str = "bicubic",
-    num_threads: int = 1,
-    apply_rotation: bool = True,
-    num_clips: int | None = None,
-    frames_per_clip: int | None = None,
-    stride: int = 1,
-    filter_desc: str | None = None,
-    demux_config: DemuxConfig | None = None,
-    decode_config: DecodeConfig | None = None,
+    timestamp: tuple[float, float] | None = None, **options: Unpack[VideoStageOptions]
 ) -> NativeOp:
     """A stage decoding each video path (``str``, ``os.PathLike`` or a listed sample), GIL-free.
 
     Output: a :class:`spdl_rs.io.DecodedVideo` (``frames`` ``uint8`` ``[T, H, W, C]``, ``pts``
-    in seconds, ``label`` of a labelled listing). Frame selection and output arguments as
+    in seconds, ``label`` of a labelled listing). ``timestamp`` and ``options``
+    (:class:`spdl_rs.io.VideoStageOptions`: frame selection, output and ``filter_desc``) as
     :func:`spdl_rs.io.load_video`; with ``num_clips`` and ``frames_per_clip`` (and
-    ``stride``), clips as :func:`spdl_rs.io.load_video_clips` (``[N, T, H, W, C]``);
-    ``filter_desc`` (an FFmpeg filter graph), ``demux_config`` and ``decode_config`` (from
-    :func:`spdl_rs.io.demux_config` / :func:`spdl_rs.io.decode_config`) as in
-    :func:`spdl_rs.io.load_video`: held by the stage as native settings, so each item is
-    demuxed and decoded without the GIL (a bad config type is a ``TypeError`` now; an unknown
-    format, decoder or option fails the item, naming it).
+    ``stride``), clips as :func:`spdl_rs.io.load_video_clips` (``[N, T, H, W, C]``).
     Failure (counted against ``max_failures``): the message names the file and the reason.
-    Raises ``ValueError`` now for bad arguments, ``RuntimeError`` in a build without FFmpeg.
+    Raises ``ValueError`` now for bad arguments, ``TypeError`` for an unknown keyword,
+    ``RuntimeError`` in a build without FFmpeg.
     """
-    return _video(
-        False,
-        timestamp,
-        indices=None if indices is None else list(indices),
-        step=step,
-        played_at=None if played_at is None else list(played_at),
-        width=width,
-        height=height,
-        pixel_format=pixel_format,
-        filter=filter,
-        num_threads=num_threads,
-        apply_rotation=apply_rotation,
-        num_clips=num_clips,
-        frames_per_clip=frames_per_clip,
-        stride=stride,
-        filter_desc=filter_desc,
-        demux_config=demux_config,
-        decode_config=decode_config,
-    )
+    return _media("load_video", timestamp, **options)
 
 
 @_picklable
 def decode_video(
-    timestamp: tuple[float, float] | None = None,
-    *,
-    indices: Sequence[int] | None = None,
-    step: int | None = None,
-    played_at: Sequence[float] | None = None,
-    width: int | None = None,
-    height: int | None = None,
-    pixel_format: str = "rgb",
-    filter: str = "bicubic",
-    num_threads: int = 1,
-    apply_rotation: bool = True,
-    num_clips: int | None = None,
-    frames_per_clip: int | None = None,
-    stride: int = 1,
-    filter_desc: str | None = None,
-    demux_config: DemuxConfig | None = None,
-    decode_config: DecodeConfig | None = None,
+    timestamp: tuple[float, float] | None = None, **options: Unpack[VideoStageOptions]
 ) -> NativeOp:
     """A stage decoding the bytes of each video file (from :func:`read_file`, or ``bytes``
     from a Python op), demuxed from memory without a temporary file. Arguments and output as
     :func:`load_video`.
     """
-    return _video(
-        True,
-        timestamp,
-        indices=None if indices is None else list(indices),
-        step=step,
-        played_at=None if played_at is None else list(played_at),
-        width=width,
-        height=height,
-        pixel_format=pixel_format,
-        filter=filter,
-        num_threads=num_threads,
-        apply_rotation=apply_rotation,
-        num_clips=num_clips,
-        frames_per_clip=frames_per_clip,
-        stride=stride,
-        filter_desc=filter_desc,
-        demux_config=demux_config,
-        decode_config=decode_config,
-    )
+    return _media("decode_video", timestamp, **options)
 
 
 @_picklable
-def load_audio(
-    timestamp: tuple[float, float] | None = None,
-    *,
-    sample_rate: int | None = None,
-    num_channels: int | None = None,
-    filter_desc: str | None = None,
-    demux_config: DemuxConfig | None = None,
-    decode_config: DecodeConfig | None = None,
-) -> NativeOp:
+def load_audio(timestamp: tuple[float, float] | None = None, **options: Unpack[AudioOptions]) -> NativeOp:
     """A stage decoding each audio path, GIL-free.
 
     Output: a :class:`spdl_rs.io.DecodedAudio` (``waveform`` ``float32`` ``[C, S]``,
-    ``sample_rate`` in Hz). Arguments (``filter_desc``, ``demux_config``, ``decode_config``
-    too) as :func:`spdl_rs.io.load_audio`; each file gets its own
-    resampler, so no state carries from one file to the next. Failure: the message names the
-    file and the reason. Raises ``RuntimeError`` in a build without FFmpeg.
+    ``sample_rate`` in Hz). ``timestamp`` and ``options`` (:class:`spdl_rs.io.AudioOptions`:
+    ``sample_rate``, ``num_channels``, ``filter_desc``) as :func:`spdl_rs.io.load_audio`; each
+    file gets its own resampler, so no state carries from one file to the next. Failure: the
+    message names the file and the reason. Raises ``RuntimeError`` in a build without FFmpeg.
     """
-    return _audio(
-        False,
-        timestamp,
-        sample_rate=sample_rate,
-        num_channels=num_channels,
-        filter_desc=filter_desc,
-        demux_config=demux_config,
-        decode_config=decode_config,
-    )
+    return _media("load_audio", timestamp, **options)
 
 
 @_picklable
-def decode_audio(
-    timestamp: tuple[float, float] | None = None,
-    *,
-    sample_rate: int | None = None,
-    num_channels: int | None = None,
-    filter_desc: str | None = None,
-    demux_config: DemuxConfig | None = None,
-    decode_config: DecodeConfig | None = None,
-) -> NativeOp:
+def decode_audio(timestamp: tuple[float, float] | None = None, **options: Unpack[AudioOptions]) -> NativeOp:
     """A stage decoding the bytes of each audio file (from :func:`read_file`). Arguments and
     output as :func:`load_audio`.
     """
-    return _audio(
-        True,
-        timestamp,
-        sample_rate=sample_rate,
-        num_channels=num_channels,
-        filter_desc=filter_desc,
-        demux_config=demux_config,
-        decode_config=decode_config,
-    )
+    return _media("decode_audio", timestamp, **options)
 
 
 @_picklable

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::list::{split_label, Sample, SampleList};
+use crate::list::{list_lines, split_label, Sample, SampleList};
 use crate::uri::Uri;
 
 /// Reads the list file at `path` (format below); the resulting list
@@ -50,14 +50,8 @@ pub fn read_list_file(path: impl AsRef<Path>) -> Result<SampleList> {
 /// an empty path, a NUL byte, a label that is not an `i64`, more than one TAB, or (on non-Unix
 /// platforms) a path that is not UTF-8.
 pub fn parse_list(contents: &[u8], base_dir: &Path, list_path: &Path) -> Result<SampleList> {
-    let contents = contents.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(contents);
     let mut samples = Vec::new();
-    for (i, line) in contents.split(|&b| b == b'\n').enumerate() {
-        let line_no = i as u64 + 1;
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        if line.iter().all(|&b| b == b' ' || b == b'\t') || line[0] == b'#' {
-            continue;
-        }
+    for (line_no, line) in list_lines(contents) {
         let bad = |reason: String| {
             Error::new(ErrorKind::InvalidListLine, reason)
                 .with_path(list_path)
