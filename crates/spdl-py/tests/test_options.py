@@ -22,7 +22,7 @@ IMAGE = dict(
 MEDIA = dict(
     width=None, height=None, pixel_format="rgb", filter="bicubic", num_threads=1, apply_rotation=True,
     indices=None, step=None, played_at=None, filter_desc=None, stride=1, num_clips=None,
-    frames_per_clip=None, sample_rate=None, num_channels=None,
+    frames_per_clip=None, sample_rate=None, num_channels=None, demux_config=None, decode_config=None,
 )  # fmt: skip
 SAMPLING = dict(rank=None, world_size=None, shuffle=True, seed=0, drop_last=False)
 
@@ -52,7 +52,7 @@ def media_calls():
     return [
         (io.VideoOptions, lambda **kw: io.load_video(CLIP, **kw)),
         (io.ClipOptions, lambda **kw: io.load_video_clips(CLIP, 2, 3, **kw)),
-        (io.VideoOutputOptions, lambda **kw: io.decode_packets(io.demux_video(CLIP), num_frames=4, **kw)),
+        (io.VideoOutputOptions, lambda **kw: io.load_video(CLIP, timestamp=(0.0, 0.5), **kw)),
         (io.VideoStageOptions, lambda **kw: ops.load_video(**kw)(str(CLIP))),
         (io.VideoStageOptions, lambda **kw: ops.decode_video(**kw)(CLIP.read_bytes())),
         (io.AudioOptions, lambda **kw: io.load_audio(CLIP, **kw)),
