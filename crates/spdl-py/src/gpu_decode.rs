@@ -22,12 +22,12 @@ pub(crate) fn built_with_nvjpeg() -> bool {
     cfg!(feature = "decode-nvjpeg")
 }
 
-/// SPDL's `built_with_nvcodec`: whether this build decodes video with NVDEC. `False`: the
-/// NVDEC loader and its checks exist (feature `decode-nvdec`) but the decode session does not
-/// yet, so every NVDEC call raises.
+/// SPDL's `built_with_nvcodec`: whether this build decodes video with NVDEC (the features
+/// `decode-nvdec`, and `decode-ffmpeg` for the demuxer that feeds it; libnvcuvid itself is
+/// loaded when first used).
 #[pyfunction]
 pub(crate) fn built_with_nvcodec() -> bool {
-    false
+    cfg!(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))
 }
 
 /// A C-contiguous buffer-protocol object's bytes, held while in use.
@@ -136,11 +136,13 @@ pub(crate) fn nvjpeg_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 
 /// The native half of `decode_image_nvjpeg` / `load_image_batch_nvjpeg`: decodes `data`
 /// (bytes-like JPEGs; `keys` name them in errors) on device `device_index` into one
-/// `CUDABuffer` `[N, H, W, 3]` `uint8` RGB (`[H, W, 3]` with `single`), resized to
-/// `scale_width x scale_height` when both are positive (else every image must have the first
-/// one's size). Files the GPU does not take are decoded on the CPU and counted.
+/// `CUDABuffer` `[N, 3, H, W]` `uint8`, planes in RGB order or BGR with `bgr` (`[3, H, W]`
+/// with `single`), SPDL's layout; resized to `scale_width x scale_height` when both are
+/// positive (else every image must have the first one's size). Files the GPU does not take
+/// are decoded on the CPU and counted.
 #[pyfunction]
-#[pyo3(signature = (data, keys, device_index, scale_width, scale_height, single))]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (data, keys, device_index, scale_width, scale_height, single, bgr=false))]
 pub(crate) fn _decode_image_nvjpeg(
     py: Python<'_>,
     data: Vec<Bound<'_, PyAny>>,
@@ -149,6 +151,7 @@ pub(crate) fn _decode_image_nvjpeg(
     scale_width: i64,
     scale_height: i64,
     single: bool,
+    bgr: bool,
 ) -> PyResult<CudaBuffer> {
     let size = match (scale_width, scale_height) {
         (w, h) if w > 0 && h > 0 => Some((w as usize, h as usize)),
@@ -178,23 +181,28 @@ pub(crate) fn _decode_image_nvjpeg(
                 .map(|(k, b)| (k.as_str(), b.as_slice()))
                 .collect();
             let dec = nvjpeg::decoder(device_index)?;
-            let (batch, report) = dec.decode_batch(&jpegs, size)?;
+            let pix_fmt = if bgr {
+                spdl_cuda::nvjpeg::PixFmt::Bgr
+            } else {
+                spdl_cuda::nvjpeg::PixFmt::Rgb
+            };
+            let (batch, report) = dec.decode_batch_planar(&jpegs, size, pix_fmt)?;
             for f in &report.fallbacks {
                 tracing::debug!(key = %f.key, reason = %f.reason, "nvJPEG: decoded on the CPU");
             }
             Ok(batch)
         })?;
-        let [n, h, w, c] = batch.shape;
+        let [n, c, h, w] = batch.shape;
         let shape = if single {
-            vec![h as i64, w as i64, c as i64]
+            vec![c as i64, h as i64, w as i64]
         } else {
-            vec![n as i64, h as i64, w as i64, c as i64]
+            vec![n as i64, c as i64, h as i64, w as i64]
         };
         Ok(CudaBuffer::from_batch(batch, shape))
     }
     #[cfg(not(feature = "decode-nvjpeg"))]
     {
-        let _ = (py, held, device_index, size, single);
+        let _ = (py, held, device_index, size, single, bgr);
         Err(PyRuntimeError::new_err(
             "nvJPEG unavailable: spdl_rs was built without nvJPEG (the `decode-nvjpeg` feature \
              of crates/spdl-py; built_with_nvjpeg() is False)",
@@ -202,11 +210,41 @@ pub(crate) fn _decode_image_nvjpeg(
     }
 }
 
+fn nvdec_config(
+    codec: String,
+    width: usize,
+    height: usize,
+    crop: [usize; 4],
+    scale_width: i64,
+    scale_height: i64,
+) -> PyResult<spdl_cuda::nvdec::NvdecConfig> {
+    let scale = match (scale_width, scale_height) {
+        (w, h) if w > 0 && h > 0 => Some((w as usize, h as usize)),
+        (w, h) if w < 0 && h < 0 => None,
+        (w, h) => {
+            return Err(PyValueError::new_err(format!(
+                "scale_width ({w}) and scale_height ({h}) must both be positive, or both -1"
+            )))
+        }
+    };
+    let config = spdl_cuda::nvdec::NvdecConfig {
+        codec,
+        width,
+        height,
+        crop,
+        scale,
+    };
+    config
+        .check(&spdl_io::Limits::default())
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok(config)
+}
+
 /// The native half of `nvdec_decoder`: checks the request (codec, crop, and the coded and
 /// output sizes against the default limits, before any device allocation), then the NVDEC
-/// library, then the driver. Always raises today (see `built_with_nvcodec`): `ValueError` for
-/// the request, `RuntimeError` `"NVDEC unavailable: libnvcuvid.so.1 not found ..."`, `"no CUDA
-/// driver: ..."`, or that the decode session is not implemented.
+/// library, then the driver, and returns when a decoder could be opened. `ValueError` for the
+/// request; `RuntimeError` `"NVDEC unavailable: libnvcuvid.so.1 not found ..."`, `"no CUDA
+/// driver: ..."`, or `"unsupported: ..."` in a build without `decode-nvdec`.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 #[pyo3(signature = (device_index, codec, width, height, crop_left, crop_top, crop_right, crop_bottom, scale_width, scale_height))]
@@ -223,29 +261,99 @@ pub(crate) fn _nvdec_open(
     scale_width: i64,
     scale_height: i64,
 ) -> PyResult<()> {
-    let scale = match (scale_width, scale_height) {
-        (w, h) if w > 0 && h > 0 => Some((w as usize, h as usize)),
-        (w, h) if w < 0 && h < 0 => None,
-        (w, h) => {
-            return Err(PyValueError::new_err(format!(
-                "scale_width ({w}) and scale_height ({h}) must both be positive, or both -1"
-            )))
-        }
-    };
-    let config = spdl_cuda::nvdec::NvdecConfig {
-        codec,
-        width,
-        height,
-        crop: [crop_left, crop_top, crop_right, crop_bottom],
-        scale,
-    };
+    let crop = [crop_left, crop_top, crop_right, crop_bottom];
+    let config = nvdec_config(codec, width, height, crop, scale_width, scale_height)?;
     let limits = spdl_io::Limits::default();
-    config
-        .check(&limits)
-        .map_err(|e| PyValueError::new_err(e.to_string()))?;
     py.detach(|| spdl_cuda::nvdec::NvdecDecoder::new(device_index, config, &limits))
         .map(|_| ())
         .map_err(|e| GpuError::from(e).into())
+}
+
+/// The native half of `NvDecDecoder.decode_packets`, `decode_packets_nvdec` and
+/// `streaming_load_video_nvdec`: the `VideoPackets` decoded by NVDEC on device
+/// `device_index` (H.264/HEVC converted to Annex-B first), cropped then scaled, as a list of
+/// `(CUDABuffer [n, H + H/2, W] uint8 NV12, [pts seconds])`, `frames_per_batch` frames each
+/// (the last shorter). Errors: those of `_nvdec_open`, then `RuntimeError` naming the reason:
+/// sizes over the limits in the bitstream itself, a malformed packet, what this GPU's NVDEC
+/// does not decode, or the failed `cuvid*` / CUDA call.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (packets, device_index, crop_left, crop_top, crop_right, crop_bottom, scale_width, scale_height, frames_per_batch))]
+pub(crate) fn _nvdec_decode(
+    py: Python<'_>,
+    packets: &Bound<'_, PyAny>,
+    device_index: usize,
+    crop_left: usize,
+    crop_top: usize,
+    crop_right: usize,
+    crop_bottom: usize,
+    scale_width: i64,
+    scale_height: i64,
+    frames_per_batch: usize,
+) -> PyResult<Vec<(CudaBuffer, Vec<f64>)>> {
+    let p = packets
+        .cast::<crate::media::VideoPackets>()
+        .map_err(|_| PyTypeError::new_err("packets must be VideoPackets (from demux_video)"))?;
+    let crop = [crop_left, crop_top, crop_right, crop_bottom];
+    #[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
+    {
+        let pk = p.get().inner();
+        let info = pk.info();
+        let config = nvdec_config(
+            info.codec.clone(),
+            info.coded_width as usize,
+            info.coded_height as usize,
+            crop,
+            scale_width,
+            scale_height,
+        )?;
+        let (tb_num, tb_den) = info.time_base;
+        let out = py.detach(|| -> Result<_, GpuError> {
+            let limits = spdl_io::Limits::default();
+            let dec = spdl_cuda::nvdec::NvdecDecoder::new(device_index, config, &limits)?;
+            let mut annexb = spdl_cuda::nvdec::AnnexB::new(&info.codec, pk.extradata())?;
+            let mut owned: Vec<(Vec<u8>, i64)> = Vec::with_capacity(pk.len());
+            for (data, pts) in pk.packet_data() {
+                let bytes = match annexb.as_mut() {
+                    Some(c) => c.convert(data)?,
+                    None => data.to_vec(),
+                };
+                owned.push((bytes, pts.unwrap_or(0)));
+            }
+            let refs: Vec<(&[u8], i64)> = owned.iter().map(|(b, t)| (b.as_slice(), *t)).collect();
+            Ok(dec.decode(&refs, frames_per_batch.max(1))?)
+        })?;
+        Ok(out
+            .into_iter()
+            .map(|f| {
+                let (w, h) = f.size;
+                let n = f.timestamps.len();
+                let secs = f
+                    .timestamps
+                    .iter()
+                    .map(|&t| t as f64 * f64::from(tb_num) / f64::from(tb_den.max(1)))
+                    .collect();
+                let shape = vec![n as i64, (h * 3 / 2) as i64, w as i64];
+                (CudaBuffer::from_batch(f.batch, shape), secs)
+            })
+            .collect())
+    }
+    #[cfg(not(all(feature = "decode-nvdec", feature = "decode-ffmpeg")))]
+    {
+        let _ = (
+            py,
+            p,
+            device_index,
+            crop,
+            scale_width,
+            scale_height,
+            frames_per_batch,
+        );
+        Err(PyRuntimeError::new_err(
+            "NVDEC unavailable: spdl_rs was built without NVDEC decoding (the `decode-nvdec` and \
+             `decode-ffmpeg` features of crates/spdl-py; built_with_nvcodec() is False)",
+        ))
+    }
 }
 
 /// NV12 frames to planar RGB (or BGR) on the host: `data` is a C-contiguous `uint8` buffer of

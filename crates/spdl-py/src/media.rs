@@ -1115,6 +1115,12 @@ pub(crate) fn decode_packets(
 }
 
 impl VideoPackets {
+    /// The demuxed packets (what NVDEC decodes).
+    #[cfg(feature = "decode-ffmpeg")]
+    pub(crate) fn inner(&self) -> &spdl_io::video::VideoPackets {
+        &self.inner
+    }
+
     /// `(width, height)` of the coded frames (what a hardware decoder allocates for); `None`
     /// in a build without `decode-ffmpeg`, where no `VideoPackets` exist.
     pub(crate) fn coded_size(&self) -> Option<(usize, usize)> {
