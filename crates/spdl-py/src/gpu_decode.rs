@@ -356,6 +356,42 @@ pub(crate) fn _nvdec_decode(
     }
 }
 
+/// The packets of `VideoPackets` as NVDEC's parser is fed them, concatenated: H.264/HEVC from
+/// MP4/MKV converted to an Annex-B byte stream (parameter sets first), other codecs' packets
+/// as they are. For tests (decoding the result with FFmpeg checks the conversion without a
+/// GPU). `ValueError` for a malformed packet or extradata.
+#[pyfunction]
+pub(crate) fn _packets_annexb<'py>(
+    py: Python<'py>,
+    packets: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
+    let p = packets
+        .cast::<crate::media::VideoPackets>()
+        .map_err(|_| PyTypeError::new_err("packets must be VideoPackets (from demux_video)"))?;
+    #[cfg(feature = "decode-ffmpeg")]
+    {
+        let pk = p.get().inner();
+        let value = |e: spdl_cuda::Error| PyValueError::new_err(e.to_string());
+        let mut annexb =
+            spdl_cuda::nvdec::AnnexB::new(&pk.info().codec, pk.extradata()).map_err(value)?;
+        let mut out = Vec::new();
+        for (data, _) in pk.packet_data() {
+            match annexb.as_mut() {
+                Some(c) => out.extend(c.convert(data).map_err(value)?),
+                None => out.extend_from_slice(data),
+            }
+        }
+        Ok(pyo3::types::PyBytes::new(py, &out))
+    }
+    #[cfg(not(feature = "decode-ffmpeg"))]
+    {
+        let _ = (py, p);
+        Err(PyRuntimeError::new_err(
+            "VideoPackets need a decode-ffmpeg build",
+        ))
+    }
+}
+
 /// NV12 frames to planar RGB (or BGR) on the host: `data` is a C-contiguous `uint8` buffer of
 /// shape `[N, H + H/2, W]` (as NVDEC's output, SPDL's layout) or `[H + H/2, W]`; the result is
 /// a `CPUBuffer` `[N, 3, H, W]` (`[3, H, W]` for one frame). `coeff`: the matrix, SPDL's values

@@ -21,6 +21,7 @@ import pytest
 
 from spdl_rs import io
 from spdl_rs._gpu import _map_leaves
+from spdl_rs import _native
 from spdl_rs._native import _export_probe
 
 from conftest import FIXTURES, SAMPLES
@@ -401,13 +402,33 @@ def test_nvdec_on_real_packets_without_a_driver():
         next(io.streaming_load_video_nvdec(str(clip), CFG, num_frames=0))
 
 
+@pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="the ffmpeg command is not installed")
+def test_annexb_stream_given_to_nvdec_decodes_to_the_same_frames():
+    # What NVDEC's parser is fed (the MP4's length-prefixed H.264 turned into an Annex-B
+    # byte stream, parameter sets first), decoded by the ffmpeg command as raw H.264: the
+    # same frames, bit for bit, as FFmpeg decoding the MP4's packets.
+    if not io.ffmpeg_versions():
+        pytest.skip("built without decode-ffmpeg")
+    if not CLIP.is_file():
+        pytest.skip(f"clip not found at {CLIP}")
+    packets = io.demux_video(str(CLIP))
+    stream = _native._packets_annexb(packets)
+    assert stream[:4] == b"\0\0\0\1" and stream[4] & 0x1F == 7  # an SPS first
+    raw = subprocess.run(
+        ["ffmpeg", "-v", "error", "-f", "h264", "-i", "-", "-f", "rawvideo", "-pix_fmt", "rgb24", "-"],
+        input=stream, check=True, capture_output=True,
+    ).stdout
+    cpu = np.asarray(io.decode_packets(packets).frames)
+    np.testing.assert_array_equal(np.frombuffer(raw, np.uint8).reshape(cpu.shape), cpu)
+
+
 @requires_gpu
 @pytest.mark.skipif(not io.built_with_nvcodec(), reason="built without decode-nvdec/decode-ffmpeg")
 def test_nvdec_matches_the_cpu_decoder():
     if not CLIP.is_file():
         pytest.skip(f"clip not found at {CLIP}")
     packets = io.demux_video(str(CLIP))
-    cpu = np.asarray(io.decode_packets(packets))  # [T, H, W, 3] RGB, FFmpeg's decoder
+    cpu = np.asarray(io.decode_packets(packets).frames)  # [T, H, W, 3] RGB, FFmpeg's decoder
     t, h, w, _ = cpu.shape
     decoder = io.nvdec_decoder(CFG, packets)
     nv12 = decoder.decode_packets(packets)
