@@ -11,7 +11,7 @@
 //! output sizes against [`spdl_io::Limits`], before any device allocation), the library
 //! ([`Error::NvdecUnavailable`]), the driver and device ([`Error::NoDriver`]).
 //!
-//! [`NvdecDecoder::decode`] runs one session (with `decode-nvdec`): NVDEC's parser
+//! `NvdecDecoder::decode` runs one session (with `decode-nvdec`): NVDEC's parser
 //! (`cuvidCreateVideoParser`, `cuvidParseVideoData`), a decoder made in the sequence callback
 //! once the real sizes are known and checked against the limits (`cuvidCreateDecoder` with the
 //! crop as `display_area` and the scale as `ulTargetWidth`/`ulTargetHeight`),
@@ -201,7 +201,7 @@ impl NvdecConfig {
     }
 }
 
-/// An NVDEC decoder on one device: SPDL's `NvDecDecoder`. Each [`NvdecDecoder::decode`] call
+/// An NVDEC decoder on one device: SPDL's `NvDecDecoder`. Each `NvdecDecoder::decode` call
 /// is one parser/decoder session over the packets given, flushed at the end.
 #[derive(Debug)]
 pub struct NvdecDecoder {
@@ -218,7 +218,7 @@ pub struct NvdecDecoder {
 
 impl NvdecDecoder {
     /// Checks `config` against `limits`, loads `libnvcuvid`, opens device `device_index`.
-    /// Nothing is allocated on the device until [`NvdecDecoder::decode`] has read the
+    /// Nothing is allocated on the device until `NvdecDecoder::decode` has read the
     /// stream's sequence header, whose sizes are checked against `limits` again.
     ///
     /// # Errors
