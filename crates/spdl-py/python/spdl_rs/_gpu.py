@@ -522,7 +522,10 @@ class NvDecDecoder:
         """Every frame of ``packets`` (``VideoPackets`` from ``demux_video``; H.264/HEVC are
         converted to Annex-B, as SPDL's bitstream filter does) decoded by NVDEC, in display
         order, as one ``CUDABuffer`` ``[N, H + H/2, W]`` ``uint8`` NV12 (``H``, ``W``: after
-        crop and scale). ``RuntimeError`` naming the reason when NVDEC cannot decode it."""
+        crop and scale). Packets demuxed with a time window give every decoded frame, from
+        the key frame before the window on (no trimming to the window yet). AV1 from MP4
+        relies on the sequence header being in the key frame packets (``av1C`` is not read).
+        ``RuntimeError`` naming the reason when NVDEC cannot decode it."""
         ((buf, _),) = self._decode(packets, 2**62)
         return buf
 
