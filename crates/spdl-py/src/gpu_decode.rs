@@ -323,20 +323,10 @@ pub(crate) fn _nvdec_decode(
             let refs: Vec<(&[u8], i64)> = owned.iter().map(|(b, t)| (b.as_slice(), *t)).collect();
             Ok(dec.decode(&refs, frames_per_batch.max(1))?)
         })?;
-        Ok(out
-            .into_iter()
-            .map(|f| {
-                let (w, h) = f.size;
-                let n = f.timestamps.len();
-                let secs = f
-                    .timestamps
-                    .iter()
-                    .map(|&t| t as f64 * f64::from(tb_num) / f64::from(tb_den.max(1)))
-                    .collect();
-                let shape = vec![n as i64, (h * 3 / 2) as i64, w as i64];
-                (CudaBuffer::from_batch(f.batch, shape), secs)
-            })
-            .collect())
+        Ok(nvdec_batches(
+            out,
+            f64::from(tb_num) / f64::from(tb_den.max(1)),
+        ))
     }
     #[cfg(not(all(feature = "decode-nvdec", feature = "decode-ffmpeg")))]
     {
@@ -349,10 +339,204 @@ pub(crate) fn _nvdec_decode(
             scale_height,
             frames_per_batch,
         );
-        Err(PyRuntimeError::new_err(
-            "NVDEC unavailable: spdl_rs was built without NVDEC decoding (the `decode-nvdec` and \
-             `decode-ffmpeg` features of crates/spdl-py; built_with_nvcodec() is False)",
-        ))
+        Err(no_nvdec())
+    }
+}
+
+/// NVDEC output as Python gets it: `(CUDABuffer [n, H + H/2, W] uint8 NV12, [pts seconds])`
+/// per batch; `seconds_per_tick` is the stream's time base.
+#[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
+fn nvdec_batches(
+    out: Vec<spdl_cuda::nvdec::NvdecFrames>,
+    seconds_per_tick: f64,
+) -> Vec<(CudaBuffer, Vec<f64>)> {
+    out.into_iter()
+        .map(|f| {
+            let (w, h) = f.size;
+            let n = f.timestamps.len();
+            let secs = f
+                .timestamps
+                .iter()
+                .map(|&t| t as f64 * seconds_per_tick)
+                .collect();
+            let shape = vec![n as i64, (h * 3 / 2) as i64, w as i64];
+            (CudaBuffer::from_batch(f.batch, shape), secs)
+        })
+        .collect()
+}
+
+/// What a live `_NvdecSession` holds: the NVDEC session, the Annex-B converter made from the
+/// first packets' extradata, and what later packets must match.
+#[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
+struct LiveSession {
+    session: spdl_cuda::nvdec::NvdecSession,
+    annexb: Option<spdl_cuda::nvdec::AnnexB>,
+    codec: String,
+    seconds_per_tick: f64,
+    frames_per_batch: usize,
+}
+
+/// The native half of SPDL's streaming `NvDecDecoder` (`init_buffer`,
+/// `streaming_decode_packets`, `flush`): one NVDEC parser/decoder session kept alive across
+/// calls. Made by `_nvdec_session`; `feed` and `flush` release the GIL.
+#[pyclass(frozen, module = "spdl_rs.io", name = "_NvdecSession")]
+pub(crate) struct NvdecSession {
+    #[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
+    live: std::sync::Mutex<LiveSession>,
+}
+
+#[pymethods]
+impl NvdecSession {
+    /// Feeds `packets[start:stop]` (a `VideoPackets` of the same codec as the first one;
+    /// H.264/HEVC converted to Annex-B) and returns the full batches of `frames_per_batch`
+    /// frames decoded so far, as `[(CUDABuffer [n, H + H/2, W] uint8 NV12, [pts seconds])]`.
+    /// `ValueError` for another codec or a bad range; `RuntimeError` naming the reason when
+    /// NVDEC fails (the session is then done).
+    #[pyo3(signature = (packets, start=0, stop=None))]
+    fn feed(
+        &self,
+        py: Python<'_>,
+        packets: &Bound<'_, PyAny>,
+        start: usize,
+        stop: Option<usize>,
+    ) -> PyResult<Vec<(CudaBuffer, Vec<f64>)>> {
+        let p = packets
+            .cast::<crate::media::VideoPackets>()
+            .map_err(|_| PyTypeError::new_err("packets must be VideoPackets (from demux_video)"))?;
+        #[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
+        {
+            let pk = p.get().inner();
+            let data = pk.packet_data();
+            let stop = stop.unwrap_or(data.len());
+            if start > stop || stop > data.len() {
+                return Err(PyValueError::new_err(format!(
+                    "packet range {start}..{stop} is outside the {} packets",
+                    data.len()
+                )));
+            }
+            let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+            if pk.info().codec != live.codec {
+                return Err(PyValueError::new_err(format!(
+                    "packets of codec {:?} given to an NVDEC decoder streaming {:?}",
+                    pk.info().codec,
+                    live.codec
+                )));
+            }
+            let live = &mut *live;
+            let out = py.detach(|| -> Result<_, GpuError> {
+                let mut owned: Vec<(Vec<u8>, i64)> = Vec::with_capacity(stop - start);
+                for (bytes, pts) in &data[start..stop] {
+                    let bytes = match live.annexb.as_mut() {
+                        Some(c) => c.convert(bytes)?,
+                        None => bytes.to_vec(),
+                    };
+                    owned.push((bytes, pts.unwrap_or(0)));
+                }
+                let refs: Vec<(&[u8], i64)> =
+                    owned.iter().map(|(b, t)| (b.as_slice(), *t)).collect();
+                live.session.feed(&refs)?;
+                Ok(live.session.take(live.frames_per_batch, false)?)
+            })?;
+            Ok(nvdec_batches(out, live.seconds_per_tick))
+        }
+        #[cfg(not(all(feature = "decode-nvdec", feature = "decode-ffmpeg")))]
+        {
+            let _ = (py, p, start, stop);
+            Err(no_nvdec())
+        }
+    }
+
+    /// Sends the end of the stream and returns every frame left, in batches of
+    /// `frames_per_batch` (the last one shorter), as `feed` does. Calling it again returns
+    /// `[]`. `RuntimeError` naming the reason when NVDEC fails.
+    fn flush(&self, py: Python<'_>) -> PyResult<Vec<(CudaBuffer, Vec<f64>)>> {
+        #[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
+        {
+            let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+            let live = &mut *live;
+            let out = py.detach(|| -> Result<_, GpuError> {
+                live.session.flush()?;
+                Ok(live.session.take(live.frames_per_batch, true)?)
+            })?;
+            Ok(nvdec_batches(out, live.seconds_per_tick))
+        }
+        #[cfg(not(all(feature = "decode-nvdec", feature = "decode-ffmpeg")))]
+        {
+            let _ = py;
+            Err(no_nvdec())
+        }
+    }
+}
+
+/// The error of every NVDEC entry point in a build without NVDEC decoding.
+#[cfg(not(all(feature = "decode-nvdec", feature = "decode-ffmpeg")))]
+fn no_nvdec() -> PyErr {
+    PyRuntimeError::new_err(
+        "NVDEC unavailable: spdl_rs was built without NVDEC decoding (the `decode-nvdec` and \
+         `decode-ffmpeg` features of crates/spdl-py; built_with_nvcodec() is False)",
+    )
+}
+
+/// Opens a streaming NVDEC session for `packets`' codec and coded size (the first chunk of a
+/// video; its extradata sets up the Annex-B conversion) on device `device_index`, cropped
+/// then scaled, handing out batches of `frames_per_batch` frames. Checks and errors in
+/// `_nvdec_open`'s order (`ValueError` for the request, then `RuntimeError` `"NVDEC
+/// unavailable: ..."` / `"no CUDA driver: ..."`), then `RuntimeError` when the parser
+/// cannot be made. Nothing is fed yet.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (packets, device_index, crop_left, crop_top, crop_right, crop_bottom, scale_width, scale_height, frames_per_batch))]
+pub(crate) fn _nvdec_session(
+    py: Python<'_>,
+    packets: &Bound<'_, PyAny>,
+    device_index: usize,
+    crop_left: usize,
+    crop_top: usize,
+    crop_right: usize,
+    crop_bottom: usize,
+    scale_width: i64,
+    scale_height: i64,
+    frames_per_batch: usize,
+) -> PyResult<NvdecSession> {
+    let p = packets
+        .cast::<crate::media::VideoPackets>()
+        .map_err(|_| PyTypeError::new_err("packets must be VideoPackets (from demux_video)"))?;
+    if frames_per_batch == 0 {
+        return Err(PyValueError::new_err("num_frames must be >= 1, got 0"));
+    }
+    let crop = [crop_left, crop_top, crop_right, crop_bottom];
+    #[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
+    {
+        let pk = p.get().inner();
+        let info = pk.info();
+        let config = nvdec_config(
+            info.codec.clone(),
+            info.coded_width as usize,
+            info.coded_height as usize,
+            crop,
+            scale_width,
+            scale_height,
+        )?;
+        let (tb_num, tb_den) = info.time_base;
+        let live = py.detach(|| -> Result<_, GpuError> {
+            let limits = spdl_io::Limits::default();
+            let dec = spdl_cuda::nvdec::NvdecDecoder::new(device_index, config, &limits)?;
+            Ok(LiveSession {
+                annexb: spdl_cuda::nvdec::AnnexB::new(&info.codec, pk.extradata())?,
+                session: dec.session()?,
+                codec: info.codec.clone(),
+                seconds_per_tick: f64::from(tb_num) / f64::from(tb_den.max(1)),
+                frames_per_batch,
+            })
+        })?;
+        Ok(NvdecSession {
+            live: std::sync::Mutex::new(live),
+        })
+    }
+    #[cfg(not(all(feature = "decode-nvdec", feature = "decode-ffmpeg")))]
+    {
+        let _ = (py, p, device_index, crop, scale_width, scale_height);
+        Err(no_nvdec())
     }
 }
 

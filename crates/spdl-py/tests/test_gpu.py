@@ -402,6 +402,34 @@ def test_nvdec_on_real_packets_without_a_driver():
         next(io.streaming_load_video_nvdec(str(clip), CFG, num_frames=0))
 
 
+@requires_no_gpu
+def test_nvdec_streaming_methods_without_a_driver():
+    # The streaming methods' own checks, then the named error where the NVDEC session is
+    # opened (the first streaming_decode_packets), on a decoder object made without the
+    # driver check that nvdec_decoder() does first.
+    if not io.ffmpeg_versions():
+        pytest.skip("built without decode-ffmpeg")
+    if not CLIP.is_file():
+        pytest.skip(f"clip not found at {CLIP}")
+    packets = io.demux_video(str(CLIP))
+    decoder = io.NvDecDecoder._make(0, (0, 0, 0, 0), (-1, -1))
+    assert list(decoder.flush()) == []  # no stream in progress
+    with pytest.raises(RuntimeError, match="init_buffer"):
+        decoder.streaming_decode_packets(packets)
+    with pytest.raises(ValueError, match="num_frames must be >= 1, got 0"):
+        decoder.init_buffer(0)
+    with pytest.raises(TypeError, match="num_frames"):
+        decoder.init_buffer(2.5)
+    decoder.init_buffer(8)
+    with pytest.raises(RuntimeError, match="NVDEC unavailable: libnvcuvid.so.1 not found|decode-nvdec"):
+        decoder.streaming_decode_packets(packets)
+    assert list(decoder.flush()) == []
+    with pytest.raises(RuntimeError, match="NVDEC unavailable: libnvcuvid.so.1 not found|decode-nvdec"):
+        _native._nvdec_session(packets, 0, 0, 0, 0, 0, -1, -1, 8)
+    with pytest.raises(ValueError, match="num_frames"):
+        _native._nvdec_session(packets, 0, 0, 0, 0, 0, -1, -1, 0)
+
+
 @pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="the ffmpeg command is not installed")
 def test_annexb_stream_given_to_nvdec_decodes_to_the_same_frames():
     # What NVDEC's parser is fed (the MP4's length-prefixed H.264 turned into an Annex-B
@@ -443,6 +471,30 @@ def test_nvdec_matches_the_cpu_decoder():
     assert rgb.shape == (t, 3, 36, 64)
     batches = list(io.streaming_load_video_nvdec(str(CLIP), CFG, num_frames=8))
     assert [b.shape[0] for b in batches] == [8] * (t // 8) + ([t % 8] if t % 8 else [])
+
+
+@requires_gpu
+@pytest.mark.skipif(not io.built_with_nvcodec(), reason="built without decode-nvdec/decode-ffmpeg")
+def test_nvdec_streaming_equals_the_one_shot_decode():
+    if not CLIP.is_file():
+        pytest.skip(f"clip not found at {CLIP}")
+    packets = io.demux_video(str(CLIP))
+    decoder = io.nvdec_decoder(CFG, packets)
+    whole = np.asarray(decoder.decode_packets(packets).to_host())  # [T, H + H/2, W] NV12
+    t = whole.shape[0]
+    # streaming_load_video_nvdec: chunks of 8 packets through one live session.
+    streamed = [np.asarray(b.to_host()) for b in io.streaming_load_video_nvdec(str(CLIP), CFG, num_frames=8)]
+    assert [b.shape[0] for b in streamed] == [8] * (t // 8) + ([t % 8] if t % 8 else [])
+    np.testing.assert_array_equal(np.concatenate(streamed), whole)
+    # The methods themselves: only full batches before flush, the rest after it; then a
+    # second stream on the same decoder object.
+    for _ in range(2):
+        decoder.init_buffer(5)
+        before = [np.asarray(b.to_host()) for b in decoder.streaming_decode_packets(packets)]
+        assert all(b.shape[0] == 5 for b in before)
+        after = [np.asarray(b.to_host()) for b in decoder.flush()]
+        assert all(b.shape[0] == 5 for b in after[:-1]) and 1 <= after[-1].shape[0] <= 5
+        np.testing.assert_array_equal(np.concatenate(before + after), whole)
 
 
 # ---------------------------------------------------------------------------------------------

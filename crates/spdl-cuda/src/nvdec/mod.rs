@@ -11,7 +11,8 @@
 //! output sizes against [`spdl_io::Limits`], before any device allocation), the library
 //! ([`Error::NvdecUnavailable`]), the driver and device ([`Error::NoDriver`]).
 //!
-//! `NvdecDecoder::decode` runs one session (with `decode-nvdec`): NVDEC's parser
+//! `NvdecDecoder::decode` runs one session (with `decode-nvdec`; `NvdecDecoder::session`
+//! keeps one alive across calls for streaming): NVDEC's parser
 //! (`cuvidCreateVideoParser`, `cuvidParseVideoData`), a decoder made in the sequence callback
 //! once the real sizes are known and checked against the limits (`cuvidCreateDecoder` with the
 //! crop as `display_area` and the scale as `ulTargetWidth`/`ulTargetHeight`),
@@ -34,7 +35,7 @@ mod session;
 
 pub use annexb::AnnexB;
 #[cfg(feature = "decode-nvdec")]
-pub use session::NvdecFrames;
+pub use session::{NvdecFrames, NvdecSession};
 
 /// Environment variable naming `libnvcuvid`, or a directory holding it.
 pub const PATH_ENV: &str = "SPDL_NVCUVID_PATH";
@@ -202,7 +203,8 @@ impl NvdecConfig {
 }
 
 /// An NVDEC decoder on one device: SPDL's `NvDecDecoder`. Each `NvdecDecoder::decode` call
-/// is one parser/decoder session over the packets given, flushed at the end.
+/// is one parser/decoder session over the packets given, flushed at the end;
+/// `NvdecDecoder::session` gives a session that lives across calls, for streaming.
 #[derive(Debug)]
 pub struct NvdecDecoder {
     #[cfg_attr(not(feature = "decode-nvdec"), allow(dead_code))]
@@ -264,13 +266,23 @@ impl NvdecDecoder {
         packets: &[(&[u8], i64)],
         frames_per_batch: usize,
     ) -> Result<Vec<NvdecFrames>> {
-        session::decode(
-            &self.lib,
-            &self.stream,
-            &self.config,
-            &self.limits,
-            packets,
-            frames_per_batch,
+        session::decode(self.session()?, packets, frames_per_batch)
+    }
+
+    /// A new streaming session on this decoder's device (SPDL's `init_buffer` /
+    /// `streaming_decode_packets` / `flush`): feed it packets chunk by chunk and take the
+    /// frames as they come, so that only the frames not yet taken are held on the device.
+    ///
+    /// # Errors
+    /// [`Error::NoDriver`] when the context cannot be bound; [`Error::Driver`] when
+    /// `cuvidCreateVideoParser` fails.
+    #[cfg(feature = "decode-nvdec")]
+    pub fn session(&self) -> Result<NvdecSession> {
+        NvdecSession::new(
+            Arc::clone(&self.lib),
+            Arc::clone(&self.stream),
+            self.config.clone(),
+            self.limits,
         )
     }
 }

@@ -1,7 +1,9 @@
 //! One NVDEC decode session: parser, decoder and the three parser callbacks
 //! (`cuvidCreateVideoParser` / `cuvidParseVideoData`, `cuvidCreateDecoder` in the sequence
 //! callback, `cuvidDecodePicture`, `cuvidMapVideoFrame64` + a copy of the NV12 surface into
-//! our own device memory in the display callback).
+//! our own device memory in the display callback). A session lives across calls
+//! ([`NvdecSession::feed`] any number of times, then [`NvdecSession::flush`]), so that a long
+//! video is decoded in chunks with only the frames not yet taken held on the device.
 
 use std::ffi::{c_int, c_uint, c_ulong, c_void};
 use std::sync::Arc;
@@ -34,11 +36,11 @@ fn check(call: &'static str, r: ffi::CuResult) -> Result<()> {
 }
 
 /// The state the parser callbacks work on (`pUserData`).
-struct Session<'a> {
-    lib: &'a NvcuvidLibrary,
-    config: &'a NvdecConfig,
-    limits: &'a spdl_io::Limits,
-    stream: &'a Arc<CopyStream>,
+struct Session {
+    lib: Arc<NvcuvidLibrary>,
+    config: NvdecConfig,
+    limits: spdl_io::Limits,
+    stream: Arc<CopyStream>,
     decoder: ffi::Handle,
     /// Coded size the decoder was made for.
     coded: (u32, u32),
@@ -48,7 +50,7 @@ struct Session<'a> {
     error: Option<Error>,
 }
 
-impl Session<'_> {
+impl Session {
     fn on_sequence(&mut self, fmt: &ffi::VideoFormat) -> Result<c_int> {
         let surfaces = c_int::from(fmt.min_num_decode_surfaces.max(1)) + 3;
         if !self.decoder.is_null() {
@@ -80,7 +82,7 @@ impl Session<'_> {
             height: disp_h,
             ..self.config.clone()
         };
-        real.check(self.limits)?;
+        real.check(&self.limits)?;
         self.limits
             .check(fmt.coded_width as usize, fmt.coded_height as usize, 3, 1)
             .map_err(|e| Error::InvalidArgument(e.message().to_string()))?;
@@ -225,7 +227,7 @@ impl Session<'_> {
     /// Copies the mapped NV12 surface (luma `h` rows, then chroma `h / 2` rows at `pitch * h`)
     /// into a new contiguous `[h * 3 / 2, w]` buffer, and waits for it.
     fn copy_nv12(&self, src: u64, pitch: usize, w: usize, h: usize) -> Result<DeviceBuffer> {
-        let buf = DeviceBuffer::alloc(self.stream, w * h * 3 / 2)?;
+        let buf = DeviceBuffer::alloc(&self.stream, w * h * 3 / 2)?;
         for (src_off, dst_off, rows) in [(0, 0, h), (pitch * h, w * h, h / 2)] {
             let copy = sys::CUDA_MEMCPY2D {
                 srcXInBytes: 0,
@@ -264,7 +266,7 @@ impl Session<'_> {
     }
 }
 
-impl Drop for Session<'_> {
+impl Drop for Session {
     fn drop(&mut self) {
         if !self.decoder.is_null() {
             // SAFETY: created in on_sequence, destroyed once; no frame is mapped any more.
@@ -276,7 +278,7 @@ impl Drop for Session<'_> {
 unsafe extern "C" fn sequence_cb(user: *mut c_void, fmt: *mut ffi::VideoFormat) -> c_int {
     // SAFETY: `user` is the `Session` given to the parser, alive during the parse call that
     // invokes this callback on the same thread; `fmt` is valid for the call.
-    let s = unsafe { &mut *user.cast::<Session<'_>>() };
+    let s = unsafe { &mut *user.cast::<Session>() };
     match unsafe { fmt.as_ref() } {
         Some(fmt) => match s.on_sequence(fmt) {
             Ok(n) => n,
@@ -290,7 +292,7 @@ unsafe extern "C" fn sequence_cb(user: *mut c_void, fmt: *mut ffi::VideoFormat) 
 
 unsafe extern "C" fn decode_cb(user: *mut c_void, pic: *mut c_void) -> c_int {
     // SAFETY: as in `sequence_cb`.
-    let s = unsafe { &mut *user.cast::<Session<'_>>() };
+    let s = unsafe { &mut *user.cast::<Session>() };
     match s.on_decode(pic) {
         Ok(()) => 1,
         Err(e) => s.fail(e),
@@ -299,26 +301,13 @@ unsafe extern "C" fn decode_cb(user: *mut c_void, pic: *mut c_void) -> c_int {
 
 unsafe extern "C" fn display_cb(user: *mut c_void, disp: *mut ffi::ParserDispInfo) -> c_int {
     // SAFETY: as in `sequence_cb`; a null `disp` is the end of the stream.
-    let s = unsafe { &mut *user.cast::<Session<'_>>() };
+    let s = unsafe { &mut *user.cast::<Session>() };
     let Some(disp) = (unsafe { disp.as_ref() }) else {
         return 1;
     };
     match s.on_display(disp) {
         Ok(()) => 1,
         Err(e) => s.fail(e),
-    }
-}
-
-/// A parser handle, destroyed on drop.
-struct Parser<'a> {
-    lib: &'a NvcuvidLibrary,
-    raw: ffi::Handle,
-}
-
-impl Drop for Parser<'_> {
-    fn drop(&mut self) {
-        // SAFETY: created by cuvidCreateVideoParser, destroyed once.
-        unsafe { (self.lib.api.destroy_video_parser)(self.raw) };
     }
 }
 
@@ -334,120 +323,243 @@ pub struct NvdecFrames {
     pub timestamps: Vec<i64>,
 }
 
-/// Decodes `packets` (`(Annex-B bytes or the codec's native packets, timestamp)`, in decode
-/// order) through one parser/decoder session, flushes it, and returns the frames in batches
-/// of `frames_per_batch` (the last one shorter).
+/// A live NVDEC session (SPDL's streaming `NvDecDecoder`): a parser whose decoder is made at
+/// the first sequence header, kept across [`NvdecSession::feed`] calls until
+/// [`NvdecSession::flush`] sends the end of the stream. Decoded frames wait on the device
+/// (bounded by `limits.max_bytes`) until [`NvdecSession::take`] batches them.
+pub struct NvdecSession {
+    /// The parser; destroyed before `state` (which destroys the decoder).
+    parser: ffi::Handle,
+    /// Boxed so that its address, given to the parser as `pUserData`, never moves.
+    state: Box<Session>,
+    /// Frames handed out by `take` so far.
+    taken: usize,
+    flushed: bool,
+    /// Set when a call failed: the parser's state is then unknown, so the session is done.
+    failed: bool,
+}
+
+impl std::fmt::Debug for NvdecSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NvdecSession")
+            .field("config", &self.state.config)
+            .field("pending", &self.state.frames.len())
+            .field("taken", &self.taken)
+            .field("flushed", &self.flushed)
+            .finish()
+    }
+}
+
+// SAFETY: the parser and decoder handles are owned by this value alone and only used through
+// `&mut self` (never from two threads at once); every call first binds the device's context
+// on the calling thread, which is all NVDEC requires of the thread.
+unsafe impl Send for NvdecSession {}
+
+impl Drop for NvdecSession {
+    fn drop(&mut self) {
+        // The decoder (destroyed with `state`) needs the context current on this thread,
+        // which may not be the one that decoded.
+        let _ = self.state.stream.device().bind();
+        // SAFETY: created by cuvidCreateVideoParser, destroyed once, before the state its
+        // callbacks point to.
+        unsafe { (self.state.lib.api.destroy_video_parser)(self.parser) };
+    }
+}
+
+impl NvdecSession {
+    /// Makes the parser (the decoder comes with the first sequence header).
+    pub(super) fn new(
+        lib: Arc<NvcuvidLibrary>,
+        stream: Arc<CopyStream>,
+        config: NvdecConfig,
+        limits: spdl_io::Limits,
+    ) -> Result<Self> {
+        stream.device().bind()?;
+        let codec = super::cuda_video_codec(&config.codec).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "codec {:?} is not decodable by NVDEC",
+                config.codec
+            ))
+        })?;
+        let mut state = Box::new(Session {
+            lib,
+            config,
+            limits,
+            stream,
+            decoder: std::ptr::null_mut(),
+            coded: (0, 0),
+            out: (0, 0),
+            frames: Vec::new(),
+            error: None,
+        });
+        let mut params: ffi::ParserParams = zeroed();
+        params.codec_type = codec;
+        params.max_num_decode_surfaces = 1; // raised by the sequence callback's return value
+        params.max_display_delay = 0;
+        let sp: *mut Session = &mut *state;
+        params.user_data = sp.cast();
+        params.sequence_callback = Some(sequence_cb);
+        params.decode_picture = Some(decode_cb);
+        params.display_picture = Some(display_cb);
+        let mut raw: ffi::Handle = std::ptr::null_mut();
+        // SAFETY: valid out-pointer and parameters; `state` is boxed (fixed address) and
+        // outlives the parser (see Drop).
+        check("cuvidCreateVideoParser", unsafe {
+            (state.lib.api.create_video_parser)(&mut raw, &mut params)
+        })?;
+        Ok(NvdecSession {
+            parser: raw,
+            state,
+            taken: 0,
+            flushed: false,
+            failed: false,
+        })
+    }
+
+    /// Gives one packet (or the end of stream) to the parser; the callbacks decode and copy
+    /// out what becomes displayable.
+    fn parse(&mut self, pkt: &mut ffi::SourceDataPacket) -> Result<()> {
+        if self.failed {
+            return Err(Error::InvalidArgument(
+                "this NVDEC session failed earlier; make a new decoder".into(),
+            ));
+        }
+        let sp: *mut Session = &mut *self.state;
+        // SAFETY: the parser is live; the payload outlives the call (the parser copies what
+        // it keeps); the callbacks run on this thread during the call through `sp`, and
+        // `self.state` is not otherwise touched until the call returns.
+        let r = unsafe { (self.state.lib.api.parse_video_data)(self.parser, pkt) };
+        let res = match unsafe { (*sp).error.take() } {
+            Some(e) => Err(e),
+            None => check("cuvidParseVideoData", r),
+        };
+        self.failed = res.is_err();
+        res
+    }
+
+    /// Feeds `packets` (`(bytes, timestamp)` in decode order: Annex-B for H.264/HEVC, see
+    /// [`super::AnnexB`]); the frames they complete wait for [`NvdecSession::take`].
+    ///
+    /// # Errors
+    /// As `NvdecDecoder::decode`; [`Error::InvalidArgument`] after [`NvdecSession::flush`] or
+    /// after an earlier failure (the session is then done).
+    pub fn feed(&mut self, packets: &[(&[u8], i64)]) -> Result<()> {
+        if self.flushed {
+            return Err(Error::InvalidArgument(
+                "packets fed to an NVDEC session after its flush".into(),
+            ));
+        }
+        self.state.stream.device().bind()?;
+        for (data, ts) in packets {
+            let mut pkt = ffi::SourceDataPacket {
+                flags: ffi::PKT_TIMESTAMP,
+                payload_size: data.len() as c_ulong,
+                payload: data.as_ptr(),
+                timestamp: *ts,
+            };
+            self.parse(&mut pkt)?;
+        }
+        Ok(())
+    }
+
+    /// Sends the end of the stream: the frames NVDEC still held (reordering delay) come out.
+    /// Idempotent.
+    ///
+    /// # Errors
+    /// As [`NvdecSession::feed`].
+    pub fn flush(&mut self) -> Result<()> {
+        if self.flushed {
+            return Ok(());
+        }
+        self.state.stream.device().bind()?;
+        let mut eos = ffi::SourceDataPacket {
+            flags: ffi::PKT_ENDOFSTREAM,
+            payload_size: 0,
+            payload: std::ptr::null(),
+            timestamp: 0,
+        };
+        self.parse(&mut eos)?;
+        self.flushed = true;
+        Ok(())
+    }
+
+    /// Decoded frames waiting to be taken.
+    pub fn pending(&self) -> usize {
+        self.state.frames.len()
+    }
+
+    /// Frames handed out by [`NvdecSession::take`] so far.
+    pub fn taken(&self) -> usize {
+        self.taken
+    }
+
+    /// The waiting frames in batches of `frames_per_batch`, display order: only full batches,
+    /// or with `all` the shorter rest too. The frames taken leave the session.
+    ///
+    /// # Errors
+    /// [`Error::Driver`] when the batch buffer cannot be allocated or filled.
+    pub fn take(&mut self, frames_per_batch: usize, all: bool) -> Result<Vec<NvdecFrames>> {
+        let per = frames_per_batch.max(1);
+        let n = self.state.frames.len();
+        let ready = if all { n } else { n - n % per };
+        if ready == 0 {
+            return Ok(Vec::new());
+        }
+        let frames: Vec<_> = self.state.frames.drain(..ready).collect();
+        self.taken += ready;
+        let stream = &self.state.stream;
+        let (w, h) = self.state.out;
+        let frame_bytes = w * h * 3 / 2;
+        let mut out = Vec::new();
+        for chunk in frames.chunks(per) {
+            let buf = DeviceBuffer::alloc(stream, frame_bytes * chunk.len())?;
+            for (i, (f, _)) in chunk.iter().enumerate() {
+                // SAFETY: both are device buffers of at least `frame_bytes` at these offsets,
+                // alive until the event below completes (synchronized before returning).
+                unsafe {
+                    cudarc::driver::result::memcpy_dtod_async(
+                        buf.device_ptr() + (i * frame_bytes) as u64,
+                        f.device_ptr(),
+                        frame_bytes,
+                        stream.stream.cu_stream(),
+                    )
+                }
+                .map_err(|e| Error::driver("cuMemcpyDtoDAsync", e))?;
+            }
+            let ready = stream.record(false)?;
+            ready.synchronize()?;
+            let n = chunk.len();
+            out.push(NvdecFrames {
+                batch: DeviceBatch::new(
+                    buf,
+                    [n, h * 3 / 2, w, 1],
+                    DType::U8,
+                    (0..n).map(|i| format!("frame {i}")).collect(),
+                    vec![None; n],
+                    ready,
+                ),
+                size: (w, h),
+                timestamps: chunk.iter().map(|(_, t)| *t).collect(),
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// Decodes `packets` through one session, flushes it, and returns every frame in batches of
+/// `frames_per_batch` (the last one shorter).
 pub(super) fn decode(
-    lib: &NvcuvidLibrary,
-    stream: &Arc<CopyStream>,
-    config: &NvdecConfig,
-    limits: &spdl_io::Limits,
+    mut session: NvdecSession,
     packets: &[(&[u8], i64)],
     frames_per_batch: usize,
 ) -> Result<Vec<NvdecFrames>> {
-    stream.device().bind()?;
-    let codec = super::cuda_video_codec(&config.codec).ok_or_else(|| {
-        Error::InvalidArgument(format!(
-            "codec {:?} is not decodable by NVDEC",
-            config.codec
-        ))
-    })?;
-    let mut session = Box::new(Session {
-        lib,
-        config,
-        limits,
-        stream,
-        decoder: std::ptr::null_mut(),
-        coded: (0, 0),
-        out: (0, 0),
-        frames: Vec::new(),
-        error: None,
-    });
-    let mut params: ffi::ParserParams = zeroed();
-    params.codec_type = codec;
-    params.max_num_decode_surfaces = 1; // raised by the sequence callback's return value
-    params.max_display_delay = 0;
-    // From here until the parser is dropped the session is reached only through `sp` (the
-    // callbacks get the same pointer).
-    let sp: *mut Session<'_> = &mut *session;
-    params.user_data = sp.cast();
-    params.sequence_callback = Some(sequence_cb);
-    params.decode_picture = Some(decode_cb);
-    params.display_picture = Some(display_cb);
-    let mut raw: ffi::Handle = std::ptr::null_mut();
-    // SAFETY: valid out-pointer and parameters; `session` outlives the parser (dropped after).
-    check("cuvidCreateVideoParser", unsafe {
-        (lib.api.create_video_parser)(&mut raw, &mut params)
-    })?;
-    let parser = Parser { lib, raw };
-    let feed = |pkt: &mut ffi::SourceDataPacket| -> Result<()> {
-        // SAFETY: the parser is live; the payload slice outlives the call (the parser copies
-        // what it keeps); callbacks run on this thread during the call, through `sp`, which
-        // points into `session`, alive and otherwise unused until the parser is dropped.
-        let r = unsafe { (lib.api.parse_video_data)(parser.raw, pkt) };
-        if let Some(e) = unsafe { (*sp).error.take() } {
-            return Err(e);
-        }
-        check("cuvidParseVideoData", r)
-    };
-    for (data, ts) in packets {
-        let mut pkt = ffi::SourceDataPacket {
-            flags: ffi::PKT_TIMESTAMP,
-            payload_size: data.len() as c_ulong,
-            payload: data.as_ptr(),
-            timestamp: *ts,
-        };
-        feed(&mut pkt)?;
-    }
-    let mut eos = ffi::SourceDataPacket {
-        flags: ffi::PKT_ENDOFSTREAM,
-        payload_size: 0,
-        payload: std::ptr::null(),
-        timestamp: 0,
-    };
-    feed(&mut eos)?;
-    drop(parser);
-    let (w, h) = session.out;
-    let frames = std::mem::take(&mut session.frames);
-    drop(session);
-    if frames.is_empty() {
+    session.feed(packets)?;
+    session.flush()?;
+    if session.pending() == 0 {
         return Err(Error::InvalidArgument(format!(
             "NVDEC produced no frame from {} packets",
             packets.len()
         )));
     }
-    let frame_bytes = w * h * 3 / 2;
-    let mut out = Vec::new();
-    for chunk in frames.chunks(frames_per_batch.max(1)) {
-        let buf = DeviceBuffer::alloc(stream, frame_bytes * chunk.len())?;
-        for (i, (f, _)) in chunk.iter().enumerate() {
-            // SAFETY: both are device buffers of at least `frame_bytes` at these offsets,
-            // alive until the event below completes (synchronized before returning).
-            unsafe {
-                cudarc::driver::result::memcpy_dtod_async(
-                    buf.device_ptr() + (i * frame_bytes) as u64,
-                    f.device_ptr(),
-                    frame_bytes,
-                    stream.stream.cu_stream(),
-                )
-            }
-            .map_err(|e| Error::driver("cuMemcpyDtoDAsync", e))?;
-        }
-        let ready = stream.record(false)?;
-        ready.synchronize()?;
-        let n = chunk.len();
-        out.push(NvdecFrames {
-            batch: DeviceBatch::new(
-                buf,
-                [n, h * 3 / 2, w, 1],
-                DType::U8,
-                (0..n).map(|i| format!("frame {i}")).collect(),
-                vec![None; n],
-                ready,
-            ),
-            size: (w, h),
-            timestamps: chunk.iter().map(|(_, t)| *t).collect(),
-        });
-    }
-    Ok(out)
+    session.take(frames_per_batch, true)
 }

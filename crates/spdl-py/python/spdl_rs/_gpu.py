@@ -497,10 +497,14 @@ def load_image_batch_nvjpeg(
 
 class NvDecDecoder:
     """SPDL's ``NvDecDecoder``, made by :func:`nvdec_decoder` (not directly): an NVDEC decoder
-    for one codec on one device, with the crop and scale it was made with.
-    ``decode_packets(packets)`` decodes SPDL-style batch; SPDL's streaming methods
-    (``init_buffer``, ``streaming_decode_packets``, ``flush``) are not implemented: they
-    raise ``NotImplementedError``; :func:`streaming_load_video_nvdec` streams instead."""
+    for one codec on one device, with the crop and scale it was made with. Two workflows, as
+    SPDL: ``decode_packets(packets)`` decodes and flushes in one call; streaming is
+    ``init_buffer(num_frames)``, then ``streaming_decode_packets(packets)`` for each chunk
+    (the NVDEC parser and decoder stay alive between calls, owned by this object), then
+    ``flush()``. Both streaming methods return iterators of ``CUDABuffer`` batches of
+    ``num_frames`` NV12 frames ``[num_frames, H + H/2, W]`` ``uint8``; only ``flush`` yields a
+    shorter last batch. After ``flush`` the next ``streaming_decode_packets`` starts a new
+    stream (same ``num_frames``)."""
 
     def __init__(self) -> None:
         raise RuntimeError("use spdl_rs.io.nvdec_decoder(cuda_config, codec) to make an NvDecDecoder")
@@ -511,6 +515,8 @@ class NvDecDecoder:
         self._device_index = device_index
         self._crop = crop
         self._scale = scale
+        self._num_frames: int | None = None
+        self._session: Any = None
         return self
 
     def _decode(self, packets: Any, frames_per_batch: int) -> list[tuple[CUDABuffer, list[float]]]:
@@ -529,14 +535,51 @@ class NvDecDecoder:
         ((buf, _),) = self._decode(packets, 2**62)
         return buf
 
-    def init_buffer(self, *args: Any, **kwargs: Any) -> None:
-        raise NotImplementedError("NvDecDecoder.init_buffer: use streaming_load_video_nvdec")
+    def init_buffer(self, num_frames: int) -> None:
+        """SPDL's ``init_buffer``: sets the batch size (frames per ``CUDABuffer``) of the
+        streaming methods and drops any stream in progress (its undelivered frames are
+        discarded). ``ValueError`` for ``num_frames < 1``."""
+        if isinstance(num_frames, bool) or not isinstance(num_frames, int):
+            raise TypeError(f"num_frames must be an int, got {type(num_frames).__name__}")
+        if num_frames < 1:
+            raise ValueError(f"num_frames must be >= 1, got {num_frames}")
+        self._num_frames = num_frames
+        self._session = None
 
-    def streaming_decode_packets(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError("NvDecDecoder.streaming_decode_packets: use streaming_load_video_nvdec")
+    def _feed(self, packets: Any, start: int = 0, stop: int | None = None) -> list[CUDABuffer]:
+        if self._num_frames is None:
+            raise RuntimeError(
+                "NvDecDecoder.streaming_decode_packets: call init_buffer(num_frames) first"
+            )
+        if self._session is None:
+            self._session = _native._nvdec_session(
+                packets, self._device_index, *self._crop, *self._scale, self._num_frames
+            )
+        return [buf for buf, _ in self._session.feed(packets, start, stop)]
 
-    def flush(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError("NvDecDecoder.flush: decode_packets flushes at the end")
+    def streaming_decode_packets(self, packets: Any) -> Iterator[CUDABuffer]:
+        """SPDL's ``streaming_decode_packets``: feeds ``packets`` (``VideoPackets``, the next
+        chunk of the stream, in decode order) to the live NVDEC session (made at the first
+        call after ``init_buffer`` / ``flush``, from this chunk's codec, size and extradata)
+        and returns an iterator of the full batches decoded so far: ``CUDABuffer``
+        ``[num_frames, H + H/2, W]`` ``uint8`` NV12, display order. The frames that do not fill
+        a batch wait on the device for the next call. ``RuntimeError`` without
+        ``init_buffer``; ``ValueError`` for packets of another codec; the errors of
+        ``decode_packets`` otherwise (the stream is then dropped)."""
+        try:
+            return iter(self._feed(packets))
+        except Exception:
+            self._session = None
+            raise
+
+    def flush(self) -> Iterator[CUDABuffer]:
+        """SPDL's ``flush``: sends the end of stream to NVDEC and returns an iterator of the
+        remaining frames in batches of ``num_frames``, the last one shorter; the stream is
+        then closed. Empty when no stream is in progress."""
+        session, self._session = self._session, None
+        if session is None:
+            return iter(())
+        return iter([buf for buf, _ in session.flush()])
 
 
 def _codec_size(codec: Any) -> tuple[str, int, int]:
@@ -631,13 +674,16 @@ def streaming_load_video_nvdec(
     use_cache: bool = True,
 ) -> Iterator[CUDABuffer]:
     """SPDL's ``streaming_load_video_nvdec``: batches of ``num_frames`` NV12 frames
-    (``[num_frames, H + H/2, W]``, the last batch shorter) decoded by NVDEC from ``src`` (path
-    or bytes). ``post_processing_params``: :func:`nvdec_decoder`'s ``crop_*`` / ``scale_*``.
-    The checks run on the first ``next()``: ``ValueError`` for ``num_frames < 1`` or an
-    unknown parameter, then those of :func:`nvdec_decoder` (the video is demuxed first to read
-    the codec and size, which needs a ``decode-ffmpeg`` build). Unlike SPDL, the whole video
-    is decoded on the first ``next()`` (its frames bounded by the 1 GiB limit), then
-    yielded batch by batch."""
+    (``CUDABuffer`` ``[num_frames, H + H/2, W]`` ``uint8``, the last batch shorter) decoded by
+    NVDEC from ``src`` (path or bytes). ``post_processing_params``: :func:`nvdec_decoder`'s
+    ``crop_*`` / ``scale_*``. The checks run on the first ``next()``: ``ValueError`` for
+    ``num_frames < 1`` or an unknown parameter, then those of :func:`nvdec_decoder` (the video
+    is demuxed first to read the codec and size, which needs a ``decode-ffmpeg`` build).
+
+    As SPDL, the packets are fed to one NVDEC session ``num_frames`` at a time
+    (``streaming_decode_packets``, then ``flush``) and each batch is yielded as soon as it is
+    decoded, so only about one batch of decoded frames is on the device at a time. Unlike
+    SPDL, the compressed packets are demuxed in one pass first (they stay in host memory)."""
     if num_frames < 1:
         raise ValueError(f"num_frames must be >= 1, got {num_frames}")
     params = dict(post_processing_params or {})
@@ -650,8 +696,10 @@ def streaming_load_video_nvdec(
         os.fspath(src)
     )
     decoder = nvdec_decoder(device_config, packets, use_cache=use_cache, **params)
-    for buf, _ in decoder._decode(packets, num_frames):
-        yield buf
+    decoder.init_buffer(num_frames)
+    for start in range(0, len(packets), num_frames):
+        yield from decoder._feed(packets, start, min(start + num_frames, len(packets)))
+    yield from decoder.flush()
 
 
 # ---------------------------------------------------------------------------------------------
