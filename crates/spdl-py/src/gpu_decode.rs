@@ -269,8 +269,8 @@ pub(crate) fn _nvdec_open(
         .map_err(|e| GpuError::from(e).into())
 }
 
-/// The native half of `NvDecDecoder.decode_packets`, `decode_packets_nvdec` and
-/// `streaming_load_video_nvdec`: the `VideoPackets` decoded by NVDEC on device
+/// The native half of `NvDecDecoder.decode_packets` and `decode_packets_nvdec` (streaming is
+/// `_nvdec_session`): the `VideoPackets` decoded by NVDEC on device
 /// `device_index` (H.264/HEVC converted to Annex-B first), cropped then scaled, as a list of
 /// `(CUDABuffer [n, H + H/2, W] uint8 NV12, [pts seconds])`, `frames_per_batch` frames each
 /// (the last shorter). Errors: those of `_nvdec_open`, then `RuntimeError` naming the reason:
