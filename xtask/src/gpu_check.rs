@@ -138,8 +138,10 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     report.note(
         "NVDEC frames/s",
         "not measured yet; NVDEC's pixel MAD against FFmpeg's CPU decode is asserted (< 4) by \
-         tests/test_gpu.py::test_nvdec_matches_the_cpu_decoder in the Python GPU tests step \
-         (first run on a GPU: the NVDEC session has not run on hardware before)",
+         tests/test_gpu.py::test_nvdec_matches_the_cpu_decoder, and the streaming session \
+         (init_buffer / streaming_decode_packets / flush) against the one-shot decode by \
+         test_nvdec_streaming_equals_the_one_shot_decode, in the Python GPU tests step (first \
+         run on a GPU: the NVDEC session has not run on hardware before)",
     );
     if !args.no_tests && !args.no_python {
         report.step("Python GPU tests", python_tests());
