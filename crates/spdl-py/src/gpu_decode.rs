@@ -22,12 +22,12 @@ pub(crate) fn built_with_nvjpeg() -> bool {
     cfg!(feature = "decode-nvjpeg")
 }
 
-/// SPDL's `built_with_nvcodec`: whether this build decodes video with NVDEC. `False`: the
-/// NVDEC loader and its checks exist (feature `decode-nvdec`) but the decode session does not
-/// yet, so every NVDEC call raises.
+/// SPDL's `built_with_nvcodec`: whether this build decodes video with NVDEC (the features
+/// `decode-nvdec`, and `decode-ffmpeg` for the demuxer that feeds it; libnvcuvid itself is
+/// loaded when first used).
 #[pyfunction]
 pub(crate) fn built_with_nvcodec() -> bool {
-    false
+    cfg!(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))
 }
 
 /// A C-contiguous buffer-protocol object's bytes, held while in use.
@@ -136,11 +136,13 @@ pub(crate) fn nvjpeg_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 
 /// The native half of `decode_image_nvjpeg` / `load_image_batch_nvjpeg`: decodes `data`
 /// (bytes-like JPEGs; `keys` name them in errors) on device `device_index` into one
-/// `CUDABuffer` `[N, H, W, 3]` `uint8` RGB (`[H, W, 3]` with `single`), resized to
-/// `scale_width x scale_height` when both are positive (else every image must have the first
-/// one's size). Files the GPU does not take are decoded on the CPU and counted.
+/// `CUDABuffer` `[N, 3, H, W]` `uint8`, planes in RGB order or BGR with `bgr` (`[3, H, W]`
+/// with `single`), SPDL's layout; resized to `scale_width x scale_height` when both are
+/// positive (else every image must have the first one's size). Files the GPU does not take
+/// are decoded on the CPU and counted.
 #[pyfunction]
-#[pyo3(signature = (data, keys, device_index, scale_width, scale_height, single))]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (data, keys, device_index, scale_width, scale_height, single, bgr=false))]
 pub(crate) fn _decode_image_nvjpeg(
     py: Python<'_>,
     data: Vec<Bound<'_, PyAny>>,
@@ -149,6 +151,7 @@ pub(crate) fn _decode_image_nvjpeg(
     scale_width: i64,
     scale_height: i64,
     single: bool,
+    bgr: bool,
 ) -> PyResult<CudaBuffer> {
     let size = match (scale_width, scale_height) {
         (w, h) if w > 0 && h > 0 => Some((w as usize, h as usize)),
@@ -178,35 +181,70 @@ pub(crate) fn _decode_image_nvjpeg(
                 .map(|(k, b)| (k.as_str(), b.as_slice()))
                 .collect();
             let dec = nvjpeg::decoder(device_index)?;
-            let (batch, report) = dec.decode_batch(&jpegs, size)?;
+            let pix_fmt = if bgr {
+                spdl_cuda::nvjpeg::PixFmt::Bgr
+            } else {
+                spdl_cuda::nvjpeg::PixFmt::Rgb
+            };
+            let (batch, report) = dec.decode_batch_planar(&jpegs, size, pix_fmt)?;
             for f in &report.fallbacks {
                 tracing::debug!(key = %f.key, reason = %f.reason, "nvJPEG: decoded on the CPU");
             }
             Ok(batch)
         })?;
-        let [n, h, w, c] = batch.shape;
+        let [n, c, h, w] = batch.shape;
         let shape = if single {
-            vec![h as i64, w as i64, c as i64]
+            vec![c as i64, h as i64, w as i64]
         } else {
-            vec![n as i64, h as i64, w as i64, c as i64]
+            vec![n as i64, c as i64, h as i64, w as i64]
         };
         Ok(CudaBuffer::from_batch(batch, shape))
     }
     #[cfg(not(feature = "decode-nvjpeg"))]
     {
-        let _ = (py, held, device_index, size, single);
-        Err(pyo3::exceptions::PyRuntimeError::new_err(
+        let _ = (py, held, device_index, size, single, bgr);
+        Err(PyRuntimeError::new_err(
             "nvJPEG unavailable: spdl_rs was built without nvJPEG (the `decode-nvjpeg` feature \
              of crates/spdl-py; built_with_nvjpeg() is False)",
         ))
     }
 }
 
+fn nvdec_config(
+    codec: String,
+    width: usize,
+    height: usize,
+    crop: [usize; 4],
+    scale_width: i64,
+    scale_height: i64,
+) -> PyResult<spdl_cuda::nvdec::NvdecConfig> {
+    let scale = match (scale_width, scale_height) {
+        (w, h) if w > 0 && h > 0 => Some((w as usize, h as usize)),
+        (w, h) if w < 0 && h < 0 => None,
+        (w, h) => {
+            return Err(PyValueError::new_err(format!(
+                "scale_width ({w}) and scale_height ({h}) must both be positive, or both -1"
+            )))
+        }
+    };
+    let config = spdl_cuda::nvdec::NvdecConfig {
+        codec,
+        width,
+        height,
+        crop,
+        scale,
+    };
+    config
+        .check(&spdl_io::Limits::default())
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok(config)
+}
+
 /// The native half of `nvdec_decoder`: checks the request (codec, crop, and the coded and
 /// output sizes against the default limits, before any device allocation), then the NVDEC
-/// library, then the driver. Always raises today (see `built_with_nvcodec`): `ValueError` for
-/// the request, `RuntimeError` `"NVDEC unavailable: libnvcuvid.so.1 not found ..."`, `"no CUDA
-/// driver: ..."`, or that the decode session is not implemented.
+/// library, then the driver, and returns when a decoder could be opened. `ValueError` for the
+/// request; `RuntimeError` `"NVDEC unavailable: libnvcuvid.so.1 not found ..."`, `"no CUDA
+/// driver: ..."`, or `"unsupported: ..."` in a build without `decode-nvdec`.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 #[pyo3(signature = (device_index, codec, width, height, crop_left, crop_top, crop_right, crop_bottom, scale_width, scale_height))]
@@ -223,29 +261,319 @@ pub(crate) fn _nvdec_open(
     scale_width: i64,
     scale_height: i64,
 ) -> PyResult<()> {
-    let scale = match (scale_width, scale_height) {
-        (w, h) if w > 0 && h > 0 => Some((w as usize, h as usize)),
-        (w, h) if w < 0 && h < 0 => None,
-        (w, h) => {
-            return Err(PyValueError::new_err(format!(
-                "scale_width ({w}) and scale_height ({h}) must both be positive, or both -1"
-            )))
-        }
-    };
-    let config = spdl_cuda::nvdec::NvdecConfig {
-        codec,
-        width,
-        height,
-        crop: [crop_left, crop_top, crop_right, crop_bottom],
-        scale,
-    };
+    let crop = [crop_left, crop_top, crop_right, crop_bottom];
+    let config = nvdec_config(codec, width, height, crop, scale_width, scale_height)?;
     let limits = spdl_io::Limits::default();
-    config
-        .check(&limits)
-        .map_err(|e| PyValueError::new_err(e.to_string()))?;
     py.detach(|| spdl_cuda::nvdec::NvdecDecoder::new(device_index, config, &limits))
         .map(|_| ())
         .map_err(|e| GpuError::from(e).into())
+}
+
+/// The native half of `NvDecDecoder.decode_packets` and `decode_packets_nvdec` (streaming is
+/// `_nvdec_session`): the `VideoPackets` decoded by NVDEC on device
+/// `device_index` (H.264/HEVC converted to Annex-B first), cropped then scaled, as a list of
+/// `(CUDABuffer [n, H + H/2, W] uint8 NV12, [pts seconds])`, `frames_per_batch` frames each
+/// (the last shorter). Errors: those of `_nvdec_open`, then `RuntimeError` naming the reason:
+/// sizes over the limits in the bitstream itself, a malformed packet, what this GPU's NVDEC
+/// does not decode, or the failed `cuvid*` / CUDA call.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (packets, device_index, crop_left, crop_top, crop_right, crop_bottom, scale_width, scale_height, frames_per_batch))]
+pub(crate) fn _nvdec_decode(
+    py: Python<'_>,
+    packets: &Bound<'_, PyAny>,
+    device_index: usize,
+    crop_left: usize,
+    crop_top: usize,
+    crop_right: usize,
+    crop_bottom: usize,
+    scale_width: i64,
+    scale_height: i64,
+    frames_per_batch: usize,
+) -> PyResult<Vec<(CudaBuffer, Vec<f64>)>> {
+    let p = packets
+        .cast::<crate::media::VideoPackets>()
+        .map_err(|_| PyTypeError::new_err("packets must be VideoPackets (from demux_video)"))?;
+    let crop = [crop_left, crop_top, crop_right, crop_bottom];
+    #[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
+    {
+        let pk = p.get().inner();
+        let info = pk.info();
+        let config = nvdec_config(
+            info.codec.clone(),
+            info.coded_width as usize,
+            info.coded_height as usize,
+            crop,
+            scale_width,
+            scale_height,
+        )?;
+        let (tb_num, tb_den) = info.time_base;
+        let out = py.detach(|| -> Result<_, GpuError> {
+            let limits = spdl_io::Limits::default();
+            let dec = spdl_cuda::nvdec::NvdecDecoder::new(device_index, config, &limits)?;
+            let mut annexb = spdl_cuda::nvdec::AnnexB::new(&info.codec, pk.extradata())?;
+            let mut owned: Vec<(Vec<u8>, i64)> = Vec::with_capacity(pk.len());
+            for (data, pts) in pk.packet_data() {
+                let bytes = match annexb.as_mut() {
+                    Some(c) => c.convert(data)?,
+                    None => data.to_vec(),
+                };
+                owned.push((bytes, pts.unwrap_or(0)));
+            }
+            let refs: Vec<(&[u8], i64)> = owned.iter().map(|(b, t)| (b.as_slice(), *t)).collect();
+            Ok(dec.decode(&refs, frames_per_batch.max(1))?)
+        })?;
+        Ok(nvdec_batches(
+            out,
+            f64::from(tb_num) / f64::from(tb_den.max(1)),
+        ))
+    }
+    #[cfg(not(all(feature = "decode-nvdec", feature = "decode-ffmpeg")))]
+    {
+        let _ = (
+            py,
+            p,
+            device_index,
+            crop,
+            scale_width,
+            scale_height,
+            frames_per_batch,
+        );
+        Err(no_nvdec())
+    }
+}
+
+/// NVDEC output as Python gets it: `(CUDABuffer [n, H + H/2, W] uint8 NV12, [pts seconds])`
+/// per batch; `seconds_per_tick` is the stream's time base.
+#[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
+fn nvdec_batches(
+    out: Vec<spdl_cuda::nvdec::NvdecFrames>,
+    seconds_per_tick: f64,
+) -> Vec<(CudaBuffer, Vec<f64>)> {
+    out.into_iter()
+        .map(|f| {
+            let (w, h) = f.size;
+            let n = f.timestamps.len();
+            let secs = f
+                .timestamps
+                .iter()
+                .map(|&t| t as f64 * seconds_per_tick)
+                .collect();
+            let shape = vec![n as i64, (h * 3 / 2) as i64, w as i64];
+            (CudaBuffer::from_batch(f.batch, shape), secs)
+        })
+        .collect()
+}
+
+/// What a live `_NvdecSession` holds: the NVDEC session, the Annex-B converter made from the
+/// first packets' extradata, and what later packets must match.
+#[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
+struct LiveSession {
+    session: spdl_cuda::nvdec::NvdecSession,
+    annexb: Option<spdl_cuda::nvdec::AnnexB>,
+    codec: String,
+    seconds_per_tick: f64,
+    frames_per_batch: usize,
+}
+
+/// The native half of SPDL's streaming `NvDecDecoder` (`init_buffer`,
+/// `streaming_decode_packets`, `flush`): one NVDEC parser/decoder session kept alive across
+/// calls. Made by `_nvdec_session`; `feed` and `flush` release the GIL.
+#[pyclass(frozen, module = "spdl_rs.io", name = "_NvdecSession")]
+pub(crate) struct NvdecSession {
+    #[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
+    live: std::sync::Mutex<LiveSession>,
+}
+
+#[pymethods]
+impl NvdecSession {
+    /// Feeds `packets[start:stop]` (a `VideoPackets` of the same codec as the first one;
+    /// H.264/HEVC converted to Annex-B) and returns the full batches of `frames_per_batch`
+    /// frames decoded so far, as `[(CUDABuffer [n, H + H/2, W] uint8 NV12, [pts seconds])]`.
+    /// `ValueError` for another codec or a bad range; `RuntimeError` naming the reason when
+    /// NVDEC fails (the session is then done).
+    #[pyo3(signature = (packets, start=0, stop=None))]
+    fn feed(
+        &self,
+        py: Python<'_>,
+        packets: &Bound<'_, PyAny>,
+        start: usize,
+        stop: Option<usize>,
+    ) -> PyResult<Vec<(CudaBuffer, Vec<f64>)>> {
+        let p = packets
+            .cast::<crate::media::VideoPackets>()
+            .map_err(|_| PyTypeError::new_err("packets must be VideoPackets (from demux_video)"))?;
+        #[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
+        {
+            let pk = p.get().inner();
+            let data = pk.packet_data();
+            let stop = stop.unwrap_or(data.len());
+            if start > stop || stop > data.len() {
+                return Err(PyValueError::new_err(format!(
+                    "packet range {start}..{stop} is outside the {} packets",
+                    data.len()
+                )));
+            }
+            let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+            if pk.info().codec != live.codec {
+                return Err(PyValueError::new_err(format!(
+                    "packets of codec {:?} given to an NVDEC decoder streaming {:?}",
+                    pk.info().codec,
+                    live.codec
+                )));
+            }
+            let live = &mut *live;
+            let out = py.detach(|| -> Result<_, GpuError> {
+                let mut owned: Vec<(Vec<u8>, i64)> = Vec::with_capacity(stop - start);
+                for (bytes, pts) in &data[start..stop] {
+                    let bytes = match live.annexb.as_mut() {
+                        Some(c) => c.convert(bytes)?,
+                        None => bytes.to_vec(),
+                    };
+                    owned.push((bytes, pts.unwrap_or(0)));
+                }
+                let refs: Vec<(&[u8], i64)> =
+                    owned.iter().map(|(b, t)| (b.as_slice(), *t)).collect();
+                live.session.feed(&refs)?;
+                Ok(live.session.take(live.frames_per_batch, false)?)
+            })?;
+            Ok(nvdec_batches(out, live.seconds_per_tick))
+        }
+        #[cfg(not(all(feature = "decode-nvdec", feature = "decode-ffmpeg")))]
+        {
+            let _ = (py, p, start, stop);
+            Err(no_nvdec())
+        }
+    }
+
+    /// Sends the end of the stream and returns every frame left, in batches of
+    /// `frames_per_batch` (the last one shorter), as `feed` does. Calling it again returns
+    /// `[]`. `RuntimeError` naming the reason when NVDEC fails.
+    fn flush(&self, py: Python<'_>) -> PyResult<Vec<(CudaBuffer, Vec<f64>)>> {
+        #[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
+        {
+            let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+            let live = &mut *live;
+            let out = py.detach(|| -> Result<_, GpuError> {
+                live.session.flush()?;
+                Ok(live.session.take(live.frames_per_batch, true)?)
+            })?;
+            Ok(nvdec_batches(out, live.seconds_per_tick))
+        }
+        #[cfg(not(all(feature = "decode-nvdec", feature = "decode-ffmpeg")))]
+        {
+            let _ = py;
+            Err(no_nvdec())
+        }
+    }
+}
+
+/// The error of every NVDEC entry point in a build without NVDEC decoding.
+#[cfg(not(all(feature = "decode-nvdec", feature = "decode-ffmpeg")))]
+fn no_nvdec() -> PyErr {
+    PyRuntimeError::new_err(
+        "NVDEC unavailable: spdl_rs was built without NVDEC decoding (the `decode-nvdec` and \
+         `decode-ffmpeg` features of crates/spdl-py; built_with_nvcodec() is False)",
+    )
+}
+
+/// Opens a streaming NVDEC session for `packets`' codec and coded size (the first chunk of a
+/// video; its extradata sets up the Annex-B conversion) on device `device_index`, cropped
+/// then scaled, handing out batches of `frames_per_batch` frames. Checks and errors in
+/// `_nvdec_open`'s order (`ValueError` for the request, then `RuntimeError` `"NVDEC
+/// unavailable: ..."` / `"no CUDA driver: ..."`), then `RuntimeError` when the parser
+/// cannot be made. Nothing is fed yet.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (packets, device_index, crop_left, crop_top, crop_right, crop_bottom, scale_width, scale_height, frames_per_batch))]
+pub(crate) fn _nvdec_session(
+    py: Python<'_>,
+    packets: &Bound<'_, PyAny>,
+    device_index: usize,
+    crop_left: usize,
+    crop_top: usize,
+    crop_right: usize,
+    crop_bottom: usize,
+    scale_width: i64,
+    scale_height: i64,
+    frames_per_batch: usize,
+) -> PyResult<NvdecSession> {
+    let p = packets
+        .cast::<crate::media::VideoPackets>()
+        .map_err(|_| PyTypeError::new_err("packets must be VideoPackets (from demux_video)"))?;
+    if frames_per_batch == 0 {
+        return Err(PyValueError::new_err("num_frames must be >= 1, got 0"));
+    }
+    let crop = [crop_left, crop_top, crop_right, crop_bottom];
+    #[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
+    {
+        let pk = p.get().inner();
+        let info = pk.info();
+        let config = nvdec_config(
+            info.codec.clone(),
+            info.coded_width as usize,
+            info.coded_height as usize,
+            crop,
+            scale_width,
+            scale_height,
+        )?;
+        let (tb_num, tb_den) = info.time_base;
+        let live = py.detach(|| -> Result<_, GpuError> {
+            let limits = spdl_io::Limits::default();
+            let dec = spdl_cuda::nvdec::NvdecDecoder::new(device_index, config, &limits)?;
+            Ok(LiveSession {
+                annexb: spdl_cuda::nvdec::AnnexB::new(&info.codec, pk.extradata())?,
+                session: dec.session()?,
+                codec: info.codec.clone(),
+                seconds_per_tick: f64::from(tb_num) / f64::from(tb_den.max(1)),
+                frames_per_batch,
+            })
+        })?;
+        Ok(NvdecSession {
+            live: std::sync::Mutex::new(live),
+        })
+    }
+    #[cfg(not(all(feature = "decode-nvdec", feature = "decode-ffmpeg")))]
+    {
+        let _ = (py, p, device_index, crop, scale_width, scale_height);
+        Err(no_nvdec())
+    }
+}
+
+/// The packets of `VideoPackets` as NVDEC's parser is fed them, concatenated: H.264/HEVC from
+/// MP4/MKV converted to an Annex-B byte stream (parameter sets first), other codecs' packets
+/// as they are. For tests (decoding the result with FFmpeg checks the conversion without a
+/// GPU). `ValueError` for a malformed packet or extradata.
+#[pyfunction]
+pub(crate) fn _packets_annexb<'py>(
+    py: Python<'py>,
+    packets: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
+    let p = packets
+        .cast::<crate::media::VideoPackets>()
+        .map_err(|_| PyTypeError::new_err("packets must be VideoPackets (from demux_video)"))?;
+    #[cfg(feature = "decode-ffmpeg")]
+    {
+        let pk = p.get().inner();
+        let value = |e: spdl_cuda::Error| PyValueError::new_err(e.to_string());
+        let mut annexb =
+            spdl_cuda::nvdec::AnnexB::new(&pk.info().codec, pk.extradata()).map_err(value)?;
+        let mut out = Vec::new();
+        for (data, _) in pk.packet_data() {
+            match annexb.as_mut() {
+                Some(c) => out.extend(c.convert(data).map_err(value)?),
+                None => out.extend_from_slice(data),
+            }
+        }
+        Ok(pyo3::types::PyBytes::new(py, &out))
+    }
+    #[cfg(not(feature = "decode-ffmpeg"))]
+    {
+        let _ = (py, p);
+        Err(PyRuntimeError::new_err(
+            "VideoPackets need a decode-ffmpeg build",
+        ))
+    }
 }
 
 /// NV12 frames to planar RGB (or BGR) on the host: `data` is a C-contiguous `uint8` buffer of
