@@ -14,6 +14,8 @@ use pyo3::types::PyDict;
 
 use crate::buffer::CpuBuffer;
 use crate::cuda::{CudaBuffer, GpuError};
+#[cfg(feature = "decode-ffmpeg")]
+use spdl_io::ffmpeg::packets::Packets;
 
 /// SPDL's `built_with_nvjpeg`: whether this build has nvJPEG decoding (the Cargo feature
 /// `decode-nvjpeg`; libnvjpeg itself is loaded when first used).
@@ -203,7 +205,7 @@ pub(crate) fn _decode_image_nvjpeg(
     #[cfg(not(feature = "decode-nvjpeg"))]
     {
         let _ = (py, held, device_index, size, single, bgr);
-        Err(PyRuntimeError::new_err(
+        Err(pyo3::exceptions::PyRuntimeError::new_err(
             "nvJPEG unavailable: spdl_rs was built without nvJPEG (the `decode-nvjpeg` feature \
              of crates/spdl-py; built_with_nvjpeg() is False)",
         ))
@@ -269,13 +271,76 @@ pub(crate) fn _nvdec_open(
         .map_err(|e| GpuError::from(e).into())
 }
 
+/// The packets of a `VideoPackets` (from `demux_video` or `Demuxer.streaming_demux`);
+/// `TypeError` naming the type for anything else.
+#[cfg(feature = "decode-ffmpeg")]
+fn video_packets(obj: &Bound<'_, PyAny>) -> PyResult<std::sync::Arc<Packets>> {
+    obj.cast::<crate::media_demux::VideoPackets>()
+        .map(|p| std::sync::Arc::clone(&p.get().inner))
+        .map_err(|_| {
+            PyTypeError::new_err(format!(
+                "packets must be VideoPackets (from demux_video), got {}",
+                crate::media_frames::type_name(obj)
+            ))
+        })
+}
+
+/// Packets `range` of `pk` as NVDEC's parser is fed them: the bytes (H.264/HEVC converted to
+/// Annex-B by `annexb`, other codecs as they are) and the pts in stream time base units (0
+/// for a packet without one). Every packet in the range is kept, with or without a pts.
+#[cfg(feature = "decode-ffmpeg")]
+fn nvdec_input(
+    pk: &Packets,
+    range: std::ops::Range<usize>,
+    mut annexb: Option<&mut spdl_cuda::nvdec::AnnexB>,
+) -> Result<Vec<(Vec<u8>, i64)>, spdl_cuda::Error> {
+    range
+        .map(|i| {
+            let data = pk.packet_data(i);
+            let bytes = match annexb.as_deref_mut() {
+                Some(c) => c.convert(data)?,
+                None => data.to_vec(),
+            };
+            Ok((bytes, pk.packet_pts(i).unwrap_or(0)))
+        })
+        .collect()
+}
+
+/// The NVDEC configuration for `pk`'s codec and size (the codec's `width` x `height`, what
+/// the decoder allocates for), cropped then scaled; `ValueError` as `nvdec_config`.
+#[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
+fn packets_config(
+    pk: &Packets,
+    crop: [usize; 4],
+    scale_width: i64,
+    scale_height: i64,
+) -> PyResult<spdl_cuda::nvdec::NvdecConfig> {
+    let c = pk.codec();
+    nvdec_config(
+        c.name(),
+        c.width() as usize,
+        c.height() as usize,
+        crop,
+        scale_width,
+        scale_height,
+    )
+}
+
+/// Seconds per tick of `pk`'s stream time base.
+#[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
+fn seconds_per_tick(pk: &Packets) -> f64 {
+    let (num, den) = pk.codec().time_base();
+    f64::from(num) / f64::from(den.max(1))
+}
+
 /// The native half of `NvDecDecoder.decode_packets` and `decode_packets_nvdec` (streaming is
 /// `_nvdec_session`): the `VideoPackets` decoded by NVDEC on device
 /// `device_index` (H.264/HEVC converted to Annex-B first), cropped then scaled, as a list of
 /// `(CUDABuffer [n, H + H/2, W] uint8 NV12, [pts seconds])`, `frames_per_batch` frames each
-/// (the last shorter). Errors: those of `_nvdec_open`, then `RuntimeError` naming the reason:
-/// sizes over the limits in the bitstream itself, a malformed packet, what this GPU's NVDEC
-/// does not decode, or the failed `cuvid*` / CUDA call.
+/// (the last shorter). Errors: `TypeError` for other objects, those of `_nvdec_open`, then
+/// `RuntimeError` naming the reason: sizes over the limits in the bitstream itself, a
+/// malformed packet, what this GPU's NVDEC does not decode, or the failed `cuvid*` / CUDA
+/// call.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 #[pyo3(signature = (packets, device_index, crop_left, crop_top, crop_right, crop_bottom, scale_width, scale_height, frames_per_batch))]
@@ -291,48 +356,27 @@ pub(crate) fn _nvdec_decode(
     scale_height: i64,
     frames_per_batch: usize,
 ) -> PyResult<Vec<(CudaBuffer, Vec<f64>)>> {
-    let p = packets
-        .cast::<crate::media::VideoPackets>()
-        .map_err(|_| PyTypeError::new_err("packets must be VideoPackets (from demux_video)"))?;
     let crop = [crop_left, crop_top, crop_right, crop_bottom];
     #[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
     {
-        let pk = p.get().inner();
-        let info = pk.info();
-        let config = nvdec_config(
-            info.codec.clone(),
-            info.coded_width as usize,
-            info.coded_height as usize,
-            crop,
-            scale_width,
-            scale_height,
-        )?;
-        let (tb_num, tb_den) = info.time_base;
+        let pk = video_packets(packets)?;
+        let config = packets_config(&pk, crop, scale_width, scale_height)?;
         let out = py.detach(|| -> Result<_, GpuError> {
             let limits = spdl_io::Limits::default();
             let dec = spdl_cuda::nvdec::NvdecDecoder::new(device_index, config, &limits)?;
-            let mut annexb = spdl_cuda::nvdec::AnnexB::new(&info.codec, pk.extradata())?;
-            let mut owned: Vec<(Vec<u8>, i64)> = Vec::with_capacity(pk.len());
-            for (data, pts) in pk.packet_data() {
-                let bytes = match annexb.as_mut() {
-                    Some(c) => c.convert(data)?,
-                    None => data.to_vec(),
-                };
-                owned.push((bytes, pts.unwrap_or(0)));
-            }
+            let mut annexb =
+                spdl_cuda::nvdec::AnnexB::new(&pk.codec().name(), pk.codec().extradata())?;
+            let owned = nvdec_input(&pk, 0..pk.len(), annexb.as_mut())?;
             let refs: Vec<(&[u8], i64)> = owned.iter().map(|(b, t)| (b.as_slice(), *t)).collect();
             Ok(dec.decode(&refs, frames_per_batch.max(1))?)
         })?;
-        Ok(nvdec_batches(
-            out,
-            f64::from(tb_num) / f64::from(tb_den.max(1)),
-        ))
+        Ok(nvdec_batches(out, seconds_per_tick(&pk)))
     }
     #[cfg(not(all(feature = "decode-nvdec", feature = "decode-ffmpeg")))]
     {
         let _ = (
             py,
-            p,
+            packets,
             device_index,
             crop,
             scale_width,
@@ -400,38 +444,27 @@ impl NvdecSession {
         start: usize,
         stop: Option<usize>,
     ) -> PyResult<Vec<(CudaBuffer, Vec<f64>)>> {
-        let p = packets
-            .cast::<crate::media::VideoPackets>()
-            .map_err(|_| PyTypeError::new_err("packets must be VideoPackets (from demux_video)"))?;
         #[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
         {
-            let pk = p.get().inner();
-            let data = pk.packet_data();
-            let stop = stop.unwrap_or(data.len());
-            if start > stop || stop > data.len() {
+            let pk = video_packets(packets)?;
+            let stop = stop.unwrap_or(pk.len());
+            if start > stop || stop > pk.len() {
                 return Err(PyValueError::new_err(format!(
                     "packet range {start}..{stop} is outside the {} packets",
-                    data.len()
+                    pk.len()
                 )));
             }
             let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
-            if pk.info().codec != live.codec {
+            let codec = pk.codec().name();
+            if codec != live.codec {
                 return Err(PyValueError::new_err(format!(
-                    "packets of codec {:?} given to an NVDEC decoder streaming {:?}",
-                    pk.info().codec,
+                    "packets of codec {codec:?} given to an NVDEC decoder streaming {:?}",
                     live.codec
                 )));
             }
             let live = &mut *live;
             let out = py.detach(|| -> Result<_, GpuError> {
-                let mut owned: Vec<(Vec<u8>, i64)> = Vec::with_capacity(stop - start);
-                for (bytes, pts) in &data[start..stop] {
-                    let bytes = match live.annexb.as_mut() {
-                        Some(c) => c.convert(bytes)?,
-                        None => bytes.to_vec(),
-                    };
-                    owned.push((bytes, pts.unwrap_or(0)));
-                }
+                let owned = nvdec_input(&pk, start..stop, live.annexb.as_mut())?;
                 let refs: Vec<(&[u8], i64)> =
                     owned.iter().map(|(b, t)| (b.as_slice(), *t)).collect();
                 live.session.feed(&refs)?;
@@ -441,7 +474,7 @@ impl NvdecSession {
         }
         #[cfg(not(all(feature = "decode-nvdec", feature = "decode-ffmpeg")))]
         {
-            let _ = (py, p, start, stop);
+            let _ = (py, packets, start, stop);
             Err(no_nvdec())
         }
     }
@@ -471,7 +504,7 @@ impl NvdecSession {
 /// The error of every NVDEC entry point in a build without NVDEC decoding.
 #[cfg(not(all(feature = "decode-nvdec", feature = "decode-ffmpeg")))]
 fn no_nvdec() -> PyErr {
-    PyRuntimeError::new_err(
+    pyo3::exceptions::PyRuntimeError::new_err(
         "NVDEC unavailable: spdl_rs was built without NVDEC decoding (the `decode-nvdec` and \
          `decode-ffmpeg` features of crates/spdl-py; built_with_nvcodec() is False)",
     )
@@ -498,34 +531,23 @@ pub(crate) fn _nvdec_session(
     scale_height: i64,
     frames_per_batch: usize,
 ) -> PyResult<NvdecSession> {
-    let p = packets
-        .cast::<crate::media::VideoPackets>()
-        .map_err(|_| PyTypeError::new_err("packets must be VideoPackets (from demux_video)"))?;
     if frames_per_batch == 0 {
         return Err(PyValueError::new_err("num_frames must be >= 1, got 0"));
     }
     let crop = [crop_left, crop_top, crop_right, crop_bottom];
     #[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
     {
-        let pk = p.get().inner();
-        let info = pk.info();
-        let config = nvdec_config(
-            info.codec.clone(),
-            info.coded_width as usize,
-            info.coded_height as usize,
-            crop,
-            scale_width,
-            scale_height,
-        )?;
-        let (tb_num, tb_den) = info.time_base;
+        let pk = video_packets(packets)?;
+        let config = packets_config(&pk, crop, scale_width, scale_height)?;
         let live = py.detach(|| -> Result<_, GpuError> {
             let limits = spdl_io::Limits::default();
             let dec = spdl_cuda::nvdec::NvdecDecoder::new(device_index, config, &limits)?;
+            let codec = pk.codec().name();
             Ok(LiveSession {
-                annexb: spdl_cuda::nvdec::AnnexB::new(&info.codec, pk.extradata())?,
+                annexb: spdl_cuda::nvdec::AnnexB::new(&codec, pk.codec().extradata())?,
                 session: dec.session()?,
-                codec: info.codec.clone(),
-                seconds_per_tick: f64::from(tb_num) / f64::from(tb_den.max(1)),
+                codec,
+                seconds_per_tick: seconds_per_tick(&pk),
                 frames_per_batch,
             })
         })?;
@@ -535,7 +557,7 @@ pub(crate) fn _nvdec_session(
     }
     #[cfg(not(all(feature = "decode-nvdec", feature = "decode-ffmpeg")))]
     {
-        let _ = (py, p, device_index, crop, scale_width, scale_height);
+        let _ = (py, packets, device_index, crop, scale_width, scale_height);
         Err(no_nvdec())
     }
 }
@@ -549,28 +571,20 @@ pub(crate) fn _packets_annexb<'py>(
     py: Python<'py>,
     packets: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
-    let p = packets
-        .cast::<crate::media::VideoPackets>()
-        .map_err(|_| PyTypeError::new_err("packets must be VideoPackets (from demux_video)"))?;
     #[cfg(feature = "decode-ffmpeg")]
     {
-        let pk = p.get().inner();
+        let pk = video_packets(packets)?;
         let value = |e: spdl_cuda::Error| PyValueError::new_err(e.to_string());
-        let mut annexb =
-            spdl_cuda::nvdec::AnnexB::new(&pk.info().codec, pk.extradata()).map_err(value)?;
-        let mut out = Vec::new();
-        for (data, _) in pk.packet_data() {
-            match annexb.as_mut() {
-                Some(c) => out.extend(c.convert(data).map_err(value)?),
-                None => out.extend_from_slice(data),
-            }
-        }
-        Ok(pyo3::types::PyBytes::new(py, &out))
+        let mut annexb = spdl_cuda::nvdec::AnnexB::new(&pk.codec().name(), pk.codec().extradata())
+            .map_err(value)?;
+        let out = nvdec_input(&pk, 0..pk.len(), annexb.as_mut()).map_err(value)?;
+        let bytes: Vec<u8> = out.into_iter().flat_map(|(b, _)| b).collect();
+        Ok(pyo3::types::PyBytes::new(py, &bytes))
     }
     #[cfg(not(feature = "decode-ffmpeg"))]
     {
-        let _ = (py, p);
-        Err(PyRuntimeError::new_err(
+        let _ = (py, packets);
+        Err(pyo3::exceptions::PyRuntimeError::new_err(
             "VideoPackets need a decode-ffmpeg build",
         ))
     }

@@ -400,6 +400,14 @@ def test_nvdec_on_real_packets_without_a_driver():
         io.decode_packets_nvdec(packets, device_config=CFG, crop_left=200, crop_right=200)
     with pytest.raises(ValueError, match="num_frames"):
         next(io.streaming_load_video_nvdec(str(clip), CFG, num_frames=0))
+    # The streaming loader reads the codec from the opened container (main's Demuxer): its
+    # size reaches the crop check, from a path or from bytes; a non-video is the demuxer's error.
+    big_crop = {"crop_left": 200, "crop_right": 200}
+    for src in (clip, clip.read_bytes()):
+        with pytest.raises(ValueError, match="leaves nothing"):
+            next(io.streaming_load_video_nvdec(src, CFG, num_frames=8, post_processing_params=big_crop))
+    with pytest.raises(ValueError):
+        next(io.streaming_load_video_nvdec(b"not a video", CFG, num_frames=8))
 
 
 @requires_no_gpu
@@ -446,7 +454,7 @@ def test_annexb_stream_given_to_nvdec_decodes_to_the_same_frames():
         ["ffmpeg", "-v", "error", "-f", "h264", "-i", "-", "-f", "rawvideo", "-pix_fmt", "rgb24", "-"],
         input=stream, check=True, capture_output=True,
     ).stdout
-    cpu = np.asarray(io.decode_packets(packets).frames)
+    cpu = np.asarray(io.convert_frames(io.decode_packets(packets)))
     np.testing.assert_array_equal(np.frombuffer(raw, np.uint8).reshape(cpu.shape), cpu)
 
 
@@ -456,7 +464,7 @@ def test_nvdec_matches_the_cpu_decoder():
     if not CLIP.is_file():
         pytest.skip(f"clip not found at {CLIP}")
     packets = io.demux_video(str(CLIP))
-    cpu = np.asarray(io.decode_packets(packets).frames)  # [T, H, W, 3] RGB, FFmpeg's decoder
+    cpu = np.asarray(io.convert_frames(io.decode_packets(packets)))  # [T, H, W, 3] RGB, FFmpeg's decoder
     t, h, w, _ = cpu.shape
     decoder = io.nvdec_decoder(CFG, packets)
     nv12 = decoder.decode_packets(packets)

@@ -85,31 +85,6 @@ impl VideoPackets {
         &self.info
     }
 
-    /// The codec's extradata (`AVCodecParameters.extradata`): for H.264/HEVC from MP4/MKV
-    /// the `avcC` / `hvcC` record with the parameter sets; empty when there is none.
-    pub fn extradata(&self) -> &[u8] {
-        // SAFETY: `as_ptr` points to the parameters owned by `self`; FFmpeg keeps
-        // `extradata_size` bytes at `extradata` (or a null pointer) for their lifetime.
-        unsafe {
-            let p = &*self.params.0.as_ptr();
-            match usize::try_from(p.extradata_size) {
-                Ok(n) if n > 0 && !p.extradata.is_null() => {
-                    std::slice::from_raw_parts(p.extradata, n)
-                }
-                _ => &[],
-            }
-        }
-    }
-
-    /// Each packet's bytes and presentation timestamp (in [`VideoInfo::time_base`] units,
-    /// `None` when the packet has none), in decode order: the input of a hardware decoder.
-    pub fn packet_data(&self) -> Vec<(&[u8], Option<i64>)> {
-        self.packets
-            .iter()
-            .map(|p| (p.data().unwrap_or_default(), p.pts()))
-            .collect()
-    }
-
     /// The packets' presentation timestamps in seconds, in decode order
     /// (packets without one are left out).
     pub fn timestamps(&self) -> Vec<f64> {

@@ -546,7 +546,7 @@ class NvDecDecoder:
         self._num_frames = num_frames
         self._session = None
 
-    def _feed(self, packets: Any, start: int = 0, stop: int | None = None) -> list[CUDABuffer]:
+    def _feed(self, packets: Any) -> list[CUDABuffer]:
         if self._num_frames is None:
             raise RuntimeError(
                 "NvDecDecoder.streaming_decode_packets: call init_buffer(num_frames) first"
@@ -555,7 +555,7 @@ class NvDecDecoder:
             self._session = _native._nvdec_session(
                 packets, self._device_index, *self._crop, *self._scale, self._num_frames
             )
-        return [buf for buf, _ in self._session.feed(packets, start, stop)]
+        return [buf for buf, _ in self._session.feed(packets)]
 
     def streaming_decode_packets(self, packets: Any) -> Iterator[CUDABuffer]:
         """SPDL's ``streaming_decode_packets``: feeds ``packets`` (``VideoPackets``, the next
@@ -676,28 +676,34 @@ def streaming_load_video_nvdec(
     (``CUDABuffer`` ``[num_frames, H + H/2, W]`` ``uint8``, the last batch shorter) decoded by
     NVDEC from ``src`` (path or bytes). ``post_processing_params``: :func:`nvdec_decoder`'s
     ``crop_*`` / ``scale_*``. The checks run on the first ``next()``: ``ValueError`` for
-    ``num_frames < 1`` or an unknown parameter, then those of :func:`nvdec_decoder` (the video
-    is demuxed first to read the codec and size, which needs a ``decode-ffmpeg`` build).
+    ``num_frames < 1`` or an unknown parameter, then those of :func:`nvdec_decoder` (the
+    container is opened first to read the codec and size: a ``decode-ffmpeg`` build, else
+    ``RuntimeError``).
 
-    As SPDL, the packets are fed to one NVDEC session ``num_frames`` at a time
-    (``streaming_decode_packets``, then ``flush``) and each batch is yielded as soon as it is
-    decoded, so only about one batch of decoded frames is on the device at a time. Unlike
-    SPDL, the compressed packets are demuxed in one pass first (they stay in host memory)."""
+    As SPDL, the video stream is demuxed ``num_frames`` packets at a time
+    (``Demuxer(src).streaming_demux(video_stream_index, num_packets=num_frames)``), each chunk
+    is fed to one NVDEC session (``streaming_decode_packets``, then ``flush``) and each batch
+    is yielded as soon as it is decoded: about one chunk of compressed packets is in host
+    memory and about one batch of decoded frames on the device at a time."""
     if num_frames < 1:
         raise ValueError(f"num_frames must be >= 1, got {num_frames}")
     params = dict(post_processing_params or {})
     allowed = {"crop_left", "crop_top", "crop_right", "crop_bottom", "scale_width", "scale_height"}
     if unknown := set(params) - allowed:
         raise ValueError(f"post_processing_params: unknown keys {sorted(unknown)}")
-    from ._native import demux_video
-
-    packets = demux_video(src) if isinstance(src, (bytes, bytearray, memoryview)) else demux_video(
-        os.fspath(src)
-    )
-    decoder = nvdec_decoder(device_config, packets, use_cache=use_cache, **params)
-    decoder.init_buffer(num_frames)
-    for start in range(0, len(packets), num_frames):
-        yield from decoder._feed(packets, start, min(start + num_frames, len(packets)))
+    demuxer_class = getattr(_native, "Demuxer", None)
+    if demuxer_class is None:
+        raise RuntimeError(
+            "streaming_load_video_nvdec: this spdl_rs was built without FFmpeg, which demuxes "
+            "the video (the `decode-ffmpeg` feature; built_with_nvcodec() is False)"
+        )
+    binary = isinstance(src, (bytes, bytearray, memoryview))
+    with demuxer_class(src if binary else os.fspath(src)) as demuxer:
+        decoder = nvdec_decoder(device_config, demuxer.video_codec, use_cache=use_cache, **params)
+        decoder.init_buffer(num_frames)
+        chunks = demuxer.streaming_demux(demuxer.video_stream_index, num_packets=num_frames)
+        for packets in chunks:
+            yield from decoder.streaming_decode_packets(packets)
     yield from decoder.flush()
 
 
