@@ -285,16 +285,15 @@ fn video_packets(obj: &Bound<'_, PyAny>) -> PyResult<std::sync::Arc<Packets>> {
         })
 }
 
-/// Packets `range` of `pk` as NVDEC's parser is fed them: the bytes (H.264/HEVC converted to
+/// The packets of `pk` as NVDEC's parser is fed them: the bytes (H.264/HEVC converted to
 /// Annex-B by `annexb`, other codecs as they are) and the pts in stream time base units (0
-/// for a packet without one). Every packet in the range is kept, with or without a pts.
+/// for a packet without one). Every packet is kept, with or without a pts.
 #[cfg(feature = "decode-ffmpeg")]
 fn nvdec_input(
     pk: &Packets,
-    range: std::ops::Range<usize>,
     mut annexb: Option<&mut spdl_cuda::nvdec::AnnexB>,
 ) -> Result<Vec<(Vec<u8>, i64)>, spdl_cuda::Error> {
-    range
+    (0..pk.len())
         .map(|i| {
             let data = pk.packet_data(i);
             let bytes = match annexb.as_deref_mut() {
@@ -366,7 +365,7 @@ pub(crate) fn _nvdec_decode(
             let dec = spdl_cuda::nvdec::NvdecDecoder::new(device_index, config, &limits)?;
             let mut annexb =
                 spdl_cuda::nvdec::AnnexB::new(&pk.codec().name(), pk.codec().extradata())?;
-            let owned = nvdec_input(&pk, 0..pk.len(), annexb.as_mut())?;
+            let owned = nvdec_input(&pk, annexb.as_mut())?;
             let refs: Vec<(&[u8], i64)> = owned.iter().map(|(b, t)| (b.as_slice(), *t)).collect();
             Ok(dec.decode(&refs, frames_per_batch.max(1))?)
         })?;
@@ -431,29 +430,19 @@ pub(crate) struct NvdecSession {
 
 #[pymethods]
 impl NvdecSession {
-    /// Feeds `packets[start:stop]` (a `VideoPackets` of the same codec as the first one;
+    /// Feeds `packets` (the next chunk: a `VideoPackets` of the same codec as the first one;
     /// H.264/HEVC converted to Annex-B) and returns the full batches of `frames_per_batch`
     /// frames decoded so far, as `[(CUDABuffer [n, H + H/2, W] uint8 NV12, [pts seconds])]`.
-    /// `ValueError` for another codec or a bad range; `RuntimeError` naming the reason when
+    /// `TypeError` for other objects, `ValueError` for another codec; `RuntimeError` naming the reason when
     /// NVDEC fails (the session is then done).
-    #[pyo3(signature = (packets, start=0, stop=None))]
     fn feed(
         &self,
         py: Python<'_>,
         packets: &Bound<'_, PyAny>,
-        start: usize,
-        stop: Option<usize>,
     ) -> PyResult<Vec<(CudaBuffer, Vec<f64>)>> {
         #[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
         {
             let pk = video_packets(packets)?;
-            let stop = stop.unwrap_or(pk.len());
-            if start > stop || stop > pk.len() {
-                return Err(PyValueError::new_err(format!(
-                    "packet range {start}..{stop} is outside the {} packets",
-                    pk.len()
-                )));
-            }
             let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
             let codec = pk.codec().name();
             if codec != live.codec {
@@ -464,7 +453,7 @@ impl NvdecSession {
             }
             let live = &mut *live;
             let out = py.detach(|| -> Result<_, GpuError> {
-                let owned = nvdec_input(&pk, start..stop, live.annexb.as_mut())?;
+                let owned = nvdec_input(&pk, live.annexb.as_mut())?;
                 let refs: Vec<(&[u8], i64)> =
                     owned.iter().map(|(b, t)| (b.as_slice(), *t)).collect();
                 live.session.feed(&refs)?;
@@ -474,7 +463,7 @@ impl NvdecSession {
         }
         #[cfg(not(all(feature = "decode-nvdec", feature = "decode-ffmpeg")))]
         {
-            let _ = (py, packets, start, stop);
+            let _ = (py, packets);
             Err(no_nvdec())
         }
     }
@@ -577,7 +566,7 @@ pub(crate) fn _packets_annexb<'py>(
         let value = |e: spdl_cuda::Error| PyValueError::new_err(e.to_string());
         let mut annexb = spdl_cuda::nvdec::AnnexB::new(&pk.codec().name(), pk.codec().extradata())
             .map_err(value)?;
-        let out = nvdec_input(&pk, 0..pk.len(), annexb.as_mut()).map_err(value)?;
+        let out = nvdec_input(&pk, annexb.as_mut()).map_err(value)?;
         let bytes: Vec<u8> = out.into_iter().flat_map(|(b, _)| b).collect();
         Ok(pyo3::types::PyBytes::new(py, &bytes))
     }
