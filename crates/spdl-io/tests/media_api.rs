@@ -452,6 +452,16 @@ fn configs_bsf_and_serialized_packets() {
     assert_eq!((back.len(), back.key()), (75, p.key()));
     assert_eq!(back.timestamps(true), p.timestamps(true));
     assert!(decode_all(&back, RGB).to_array().unwrap().data == want.data);
+    // What a hardware decoder reads: the avcC record (configuration version 1), kept by
+    // serialization, and every packet's pts by index.
+    let extra = p.codec().extradata();
+    assert_eq!(extra[0], 1);
+    assert_eq!(back.codec().extradata(), extra);
+    let pts: Vec<f64> = (0..p.len())
+        .map(|i| p.packet_pts(i).expect("every MP4 packet has a pts") as f64)
+        .collect();
+    assert_eq!(pts, p.timestamps(true));
+    assert_eq!(p.packet_pts(p.len()), None);
     let mut bad = bytes.clone();
     bad[bytes.len() / 2] ^= 1;
     assert_eq!(

@@ -14,6 +14,8 @@ use pyo3::types::PyDict;
 
 use crate::buffer::CpuBuffer;
 use crate::cuda::{CudaBuffer, GpuError};
+#[cfg(feature = "decode-ffmpeg")]
+use spdl_io::ffmpeg::packets::Packets;
 
 /// SPDL's `built_with_nvjpeg`: whether this build has nvJPEG decoding (the Cargo feature
 /// `decode-nvjpeg`; libnvjpeg itself is loaded when first used).
@@ -22,12 +24,12 @@ pub(crate) fn built_with_nvjpeg() -> bool {
     cfg!(feature = "decode-nvjpeg")
 }
 
-/// SPDL's `built_with_nvcodec`: whether this build decodes video with NVDEC. `False`: the
-/// NVDEC loader and its checks exist (feature `decode-nvdec`) but the decode session does not
-/// yet, so every NVDEC call raises.
+/// SPDL's `built_with_nvcodec`: whether this build decodes video with NVDEC (the features
+/// `decode-nvdec`, and `decode-ffmpeg` for the demuxer that feeds it; libnvcuvid itself is
+/// loaded when first used).
 #[pyfunction]
 pub(crate) fn built_with_nvcodec() -> bool {
-    false
+    cfg!(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))
 }
 
 /// A C-contiguous buffer-protocol object's bytes, held while in use.
@@ -136,11 +138,13 @@ pub(crate) fn nvjpeg_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 
 /// The native half of `decode_image_nvjpeg` / `load_image_batch_nvjpeg`: decodes `data`
 /// (bytes-like JPEGs; `keys` name them in errors) on device `device_index` into one
-/// `CUDABuffer` `[N, H, W, 3]` `uint8` RGB (`[H, W, 3]` with `single`), resized to
-/// `scale_width x scale_height` when both are positive (else every image must have the first
-/// one's size). Files the GPU does not take are decoded on the CPU and counted.
+/// `CUDABuffer` `[N, 3, H, W]` `uint8`, planes in RGB order or BGR with `bgr` (`[3, H, W]`
+/// with `single`), SPDL's layout; resized to `scale_width x scale_height` when both are
+/// positive (else every image must have the first one's size). Files the GPU does not take
+/// are decoded on the CPU and counted.
 #[pyfunction]
-#[pyo3(signature = (data, keys, device_index, scale_width, scale_height, single))]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (data, keys, device_index, scale_width, scale_height, single, bgr=false))]
 pub(crate) fn _decode_image_nvjpeg(
     py: Python<'_>,
     data: Vec<Bound<'_, PyAny>>,
@@ -149,6 +153,7 @@ pub(crate) fn _decode_image_nvjpeg(
     scale_width: i64,
     scale_height: i64,
     single: bool,
+    bgr: bool,
 ) -> PyResult<CudaBuffer> {
     let size = match (scale_width, scale_height) {
         (w, h) if w > 0 && h > 0 => Some((w as usize, h as usize)),
@@ -178,23 +183,28 @@ pub(crate) fn _decode_image_nvjpeg(
                 .map(|(k, b)| (k.as_str(), b.as_slice()))
                 .collect();
             let dec = nvjpeg::decoder(device_index)?;
-            let (batch, report) = dec.decode_batch(&jpegs, size)?;
+            let pix_fmt = if bgr {
+                spdl_cuda::nvjpeg::PixFmt::Bgr
+            } else {
+                spdl_cuda::nvjpeg::PixFmt::Rgb
+            };
+            let (batch, report) = dec.decode_batch_planar(&jpegs, size, pix_fmt)?;
             for f in &report.fallbacks {
                 tracing::debug!(key = %f.key, reason = %f.reason, "nvJPEG: decoded on the CPU");
             }
             Ok(batch)
         })?;
-        let [n, h, w, c] = batch.shape;
+        let [n, c, h, w] = batch.shape;
         let shape = if single {
-            vec![h as i64, w as i64, c as i64]
+            vec![c as i64, h as i64, w as i64]
         } else {
-            vec![n as i64, h as i64, w as i64, c as i64]
+            vec![n as i64, c as i64, h as i64, w as i64]
         };
         Ok(CudaBuffer::from_batch(batch, shape))
     }
     #[cfg(not(feature = "decode-nvjpeg"))]
     {
-        let _ = (py, held, device_index, size, single);
+        let _ = (py, held, device_index, size, single, bgr);
         Err(pyo3::exceptions::PyRuntimeError::new_err(
             "nvJPEG unavailable: spdl_rs was built without nvJPEG (the `decode-nvjpeg` feature \
              of crates/spdl-py; built_with_nvjpeg() is False)",
@@ -202,11 +212,41 @@ pub(crate) fn _decode_image_nvjpeg(
     }
 }
 
+fn nvdec_config(
+    codec: String,
+    width: usize,
+    height: usize,
+    crop: [usize; 4],
+    scale_width: i64,
+    scale_height: i64,
+) -> PyResult<spdl_cuda::nvdec::NvdecConfig> {
+    let scale = match (scale_width, scale_height) {
+        (w, h) if w > 0 && h > 0 => Some((w as usize, h as usize)),
+        (w, h) if w < 0 && h < 0 => None,
+        (w, h) => {
+            return Err(PyValueError::new_err(format!(
+                "scale_width ({w}) and scale_height ({h}) must both be positive, or both -1"
+            )))
+        }
+    };
+    let config = spdl_cuda::nvdec::NvdecConfig {
+        codec,
+        width,
+        height,
+        crop,
+        scale,
+    };
+    config
+        .check(&spdl_io::Limits::default())
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok(config)
+}
+
 /// The native half of `nvdec_decoder`: checks the request (codec, crop, and the coded and
 /// output sizes against the default limits, before any device allocation), then the NVDEC
-/// library, then the driver. Always raises today (see `built_with_nvcodec`): `ValueError` for
-/// the request, `RuntimeError` `"NVDEC unavailable: libnvcuvid.so.1 not found ..."`, `"no CUDA
-/// driver: ..."`, or that the decode session is not implemented.
+/// library, then the driver, and returns when a decoder could be opened. `ValueError` for the
+/// request; `RuntimeError` `"NVDEC unavailable: libnvcuvid.so.1 not found ..."`, `"no CUDA
+/// driver: ..."`, or `"unsupported: ..."` in a build without `decode-nvdec`.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 #[pyo3(signature = (device_index, codec, width, height, crop_left, crop_top, crop_right, crop_bottom, scale_width, scale_height))]
@@ -223,29 +263,320 @@ pub(crate) fn _nvdec_open(
     scale_width: i64,
     scale_height: i64,
 ) -> PyResult<()> {
-    let scale = match (scale_width, scale_height) {
-        (w, h) if w > 0 && h > 0 => Some((w as usize, h as usize)),
-        (w, h) if w < 0 && h < 0 => None,
-        (w, h) => {
-            return Err(PyValueError::new_err(format!(
-                "scale_width ({w}) and scale_height ({h}) must both be positive, or both -1"
-            )))
-        }
-    };
-    let config = spdl_cuda::nvdec::NvdecConfig {
-        codec,
-        width,
-        height,
-        crop: [crop_left, crop_top, crop_right, crop_bottom],
-        scale,
-    };
+    let crop = [crop_left, crop_top, crop_right, crop_bottom];
+    let config = nvdec_config(codec, width, height, crop, scale_width, scale_height)?;
     let limits = spdl_io::Limits::default();
-    config
-        .check(&limits)
-        .map_err(|e| PyValueError::new_err(e.to_string()))?;
     py.detach(|| spdl_cuda::nvdec::NvdecDecoder::new(device_index, config, &limits))
         .map(|_| ())
         .map_err(|e| GpuError::from(e).into())
+}
+
+/// The packets of a `VideoPackets` (from `demux_video` or `Demuxer.streaming_demux`);
+/// `TypeError` naming the type for anything else.
+#[cfg(feature = "decode-ffmpeg")]
+fn video_packets(obj: &Bound<'_, PyAny>) -> PyResult<std::sync::Arc<Packets>> {
+    obj.cast::<crate::media_demux::VideoPackets>()
+        .map(|p| std::sync::Arc::clone(&p.get().inner))
+        .map_err(|_| {
+            PyTypeError::new_err(format!(
+                "packets must be VideoPackets (from demux_video), got {}",
+                crate::media_frames::type_name(obj)
+            ))
+        })
+}
+
+/// The packets of `pk` as NVDEC's parser is fed them: the bytes (H.264/HEVC converted to
+/// Annex-B by `annexb`, other codecs as they are) and the pts in stream time base units (0
+/// for a packet without one). Every packet is kept, with or without a pts.
+#[cfg(feature = "decode-ffmpeg")]
+fn nvdec_input(
+    pk: &Packets,
+    mut annexb: Option<&mut spdl_cuda::nvdec::AnnexB>,
+) -> Result<Vec<(Vec<u8>, i64)>, spdl_cuda::Error> {
+    (0..pk.len())
+        .map(|i| {
+            let data = pk.packet_data(i);
+            let bytes = match annexb.as_deref_mut() {
+                Some(c) => c.convert(data)?,
+                None => data.to_vec(),
+            };
+            Ok((bytes, pk.packet_pts(i).unwrap_or(0)))
+        })
+        .collect()
+}
+
+/// The NVDEC configuration for `pk`'s codec and size (the codec's `width` x `height`, what
+/// the decoder allocates for), cropped then scaled; `ValueError` as `nvdec_config`.
+#[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
+fn packets_config(
+    pk: &Packets,
+    crop: [usize; 4],
+    scale_width: i64,
+    scale_height: i64,
+) -> PyResult<spdl_cuda::nvdec::NvdecConfig> {
+    let c = pk.codec();
+    nvdec_config(
+        c.name(),
+        c.width() as usize,
+        c.height() as usize,
+        crop,
+        scale_width,
+        scale_height,
+    )
+}
+
+/// Seconds per tick of `pk`'s stream time base.
+#[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
+fn seconds_per_tick(pk: &Packets) -> f64 {
+    let (num, den) = pk.codec().time_base();
+    f64::from(num) / f64::from(den.max(1))
+}
+
+/// The native half of `NvDecDecoder.decode_packets` and `decode_packets_nvdec` (streaming is
+/// `_nvdec_session`): the `VideoPackets` decoded by NVDEC on device
+/// `device_index` (H.264/HEVC converted to Annex-B first), cropped then scaled, as a list of
+/// `(CUDABuffer [n, H + H/2, W] uint8 NV12, [pts seconds])`, `frames_per_batch` frames each
+/// (the last shorter). Errors: `TypeError` for other objects, those of `_nvdec_open`, then
+/// `RuntimeError` naming the reason: sizes over the limits in the bitstream itself, a
+/// malformed packet, what this GPU's NVDEC does not decode, or the failed `cuvid*` / CUDA
+/// call.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (packets, device_index, crop_left, crop_top, crop_right, crop_bottom, scale_width, scale_height, frames_per_batch))]
+pub(crate) fn _nvdec_decode(
+    py: Python<'_>,
+    packets: &Bound<'_, PyAny>,
+    device_index: usize,
+    crop_left: usize,
+    crop_top: usize,
+    crop_right: usize,
+    crop_bottom: usize,
+    scale_width: i64,
+    scale_height: i64,
+    frames_per_batch: usize,
+) -> PyResult<Vec<(CudaBuffer, Vec<f64>)>> {
+    let crop = [crop_left, crop_top, crop_right, crop_bottom];
+    #[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
+    {
+        let pk = video_packets(packets)?;
+        let config = packets_config(&pk, crop, scale_width, scale_height)?;
+        let out = py.detach(|| -> Result<_, GpuError> {
+            let limits = spdl_io::Limits::default();
+            let dec = spdl_cuda::nvdec::NvdecDecoder::new(device_index, config, &limits)?;
+            let mut annexb =
+                spdl_cuda::nvdec::AnnexB::new(&pk.codec().name(), pk.codec().extradata())?;
+            let owned = nvdec_input(&pk, annexb.as_mut())?;
+            let refs: Vec<(&[u8], i64)> = owned.iter().map(|(b, t)| (b.as_slice(), *t)).collect();
+            Ok(dec.decode(&refs, frames_per_batch.max(1))?)
+        })?;
+        Ok(nvdec_batches(out, seconds_per_tick(&pk)))
+    }
+    #[cfg(not(all(feature = "decode-nvdec", feature = "decode-ffmpeg")))]
+    {
+        let _ = (
+            py,
+            packets,
+            device_index,
+            crop,
+            scale_width,
+            scale_height,
+            frames_per_batch,
+        );
+        Err(no_nvdec())
+    }
+}
+
+/// NVDEC output as Python gets it: `(CUDABuffer [n, H + H/2, W] uint8 NV12, [pts seconds])`
+/// per batch; `seconds_per_tick` is the stream's time base.
+#[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
+fn nvdec_batches(
+    out: Vec<spdl_cuda::nvdec::NvdecFrames>,
+    seconds_per_tick: f64,
+) -> Vec<(CudaBuffer, Vec<f64>)> {
+    out.into_iter()
+        .map(|f| {
+            let (w, h) = f.size;
+            let n = f.timestamps.len();
+            let secs = f
+                .timestamps
+                .iter()
+                .map(|&t| t as f64 * seconds_per_tick)
+                .collect();
+            let shape = vec![n as i64, (h * 3 / 2) as i64, w as i64];
+            (CudaBuffer::from_batch(f.batch, shape), secs)
+        })
+        .collect()
+}
+
+/// What a live `_NvdecSession` holds: the NVDEC session, the Annex-B converter made from the
+/// first packets' extradata, and what later packets must match.
+#[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
+struct LiveSession {
+    session: spdl_cuda::nvdec::NvdecSession,
+    annexb: Option<spdl_cuda::nvdec::AnnexB>,
+    codec: String,
+    seconds_per_tick: f64,
+    frames_per_batch: usize,
+}
+
+/// The native half of SPDL's streaming `NvDecDecoder` (`init_buffer`,
+/// `streaming_decode_packets`, `flush`): one NVDEC parser/decoder session kept alive across
+/// calls. Made by `_nvdec_session`; `feed` and `flush` release the GIL.
+#[pyclass(frozen, module = "spdl_rs.io", name = "_NvdecSession")]
+pub(crate) struct NvdecSession {
+    #[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
+    live: std::sync::Mutex<LiveSession>,
+}
+
+#[pymethods]
+impl NvdecSession {
+    /// Feeds `packets` (the next chunk: a `VideoPackets` of the same codec as the first one;
+    /// H.264/HEVC converted to Annex-B) and returns the full batches of `frames_per_batch`
+    /// frames decoded so far, as `[(CUDABuffer [n, H + H/2, W] uint8 NV12, [pts seconds])]`.
+    /// `TypeError` for other objects, `ValueError` for another codec; `RuntimeError` naming the reason when
+    /// NVDEC fails (the session is then done).
+    fn feed(
+        &self,
+        py: Python<'_>,
+        packets: &Bound<'_, PyAny>,
+    ) -> PyResult<Vec<(CudaBuffer, Vec<f64>)>> {
+        #[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
+        {
+            let pk = video_packets(packets)?;
+            let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+            let codec = pk.codec().name();
+            if codec != live.codec {
+                return Err(PyValueError::new_err(format!(
+                    "packets of codec {codec:?} given to an NVDEC decoder streaming {:?}",
+                    live.codec
+                )));
+            }
+            let live = &mut *live;
+            let out = py.detach(|| -> Result<_, GpuError> {
+                let owned = nvdec_input(&pk, live.annexb.as_mut())?;
+                let refs: Vec<(&[u8], i64)> =
+                    owned.iter().map(|(b, t)| (b.as_slice(), *t)).collect();
+                live.session.feed(&refs)?;
+                Ok(live.session.take(live.frames_per_batch, false)?)
+            })?;
+            Ok(nvdec_batches(out, live.seconds_per_tick))
+        }
+        #[cfg(not(all(feature = "decode-nvdec", feature = "decode-ffmpeg")))]
+        {
+            let _ = (py, packets);
+            Err(no_nvdec())
+        }
+    }
+
+    /// Sends the end of the stream and returns every frame left, in batches of
+    /// `frames_per_batch` (the last one shorter), as `feed` does. Calling it again returns
+    /// `[]`. `RuntimeError` naming the reason when NVDEC fails.
+    fn flush(&self, py: Python<'_>) -> PyResult<Vec<(CudaBuffer, Vec<f64>)>> {
+        #[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
+        {
+            let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+            let live = &mut *live;
+            let out = py.detach(|| -> Result<_, GpuError> {
+                live.session.flush()?;
+                Ok(live.session.take(live.frames_per_batch, true)?)
+            })?;
+            Ok(nvdec_batches(out, live.seconds_per_tick))
+        }
+        #[cfg(not(all(feature = "decode-nvdec", feature = "decode-ffmpeg")))]
+        {
+            let _ = py;
+            Err(no_nvdec())
+        }
+    }
+}
+
+/// The error of every NVDEC entry point in a build without NVDEC decoding.
+#[cfg(not(all(feature = "decode-nvdec", feature = "decode-ffmpeg")))]
+fn no_nvdec() -> PyErr {
+    pyo3::exceptions::PyRuntimeError::new_err(
+        "NVDEC unavailable: spdl_rs was built without NVDEC decoding (the `decode-nvdec` and \
+         `decode-ffmpeg` features of crates/spdl-py; built_with_nvcodec() is False)",
+    )
+}
+
+/// Opens a streaming NVDEC session for `packets`' codec and coded size (the first chunk of a
+/// video; its extradata sets up the Annex-B conversion) on device `device_index`, cropped
+/// then scaled, handing out batches of `frames_per_batch` frames. Checks and errors in
+/// `_nvdec_open`'s order (`ValueError` for the request, then `RuntimeError` `"NVDEC
+/// unavailable: ..."` / `"no CUDA driver: ..."`), then `RuntimeError` when the parser
+/// cannot be made. Nothing is fed yet.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (packets, device_index, crop_left, crop_top, crop_right, crop_bottom, scale_width, scale_height, frames_per_batch))]
+pub(crate) fn _nvdec_session(
+    py: Python<'_>,
+    packets: &Bound<'_, PyAny>,
+    device_index: usize,
+    crop_left: usize,
+    crop_top: usize,
+    crop_right: usize,
+    crop_bottom: usize,
+    scale_width: i64,
+    scale_height: i64,
+    frames_per_batch: usize,
+) -> PyResult<NvdecSession> {
+    if frames_per_batch == 0 {
+        return Err(PyValueError::new_err("num_frames must be >= 1, got 0"));
+    }
+    let crop = [crop_left, crop_top, crop_right, crop_bottom];
+    #[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
+    {
+        let pk = video_packets(packets)?;
+        let config = packets_config(&pk, crop, scale_width, scale_height)?;
+        let live = py.detach(|| -> Result<_, GpuError> {
+            let limits = spdl_io::Limits::default();
+            let dec = spdl_cuda::nvdec::NvdecDecoder::new(device_index, config, &limits)?;
+            let codec = pk.codec().name();
+            Ok(LiveSession {
+                annexb: spdl_cuda::nvdec::AnnexB::new(&codec, pk.codec().extradata())?,
+                session: dec.session()?,
+                codec,
+                seconds_per_tick: seconds_per_tick(&pk),
+                frames_per_batch,
+            })
+        })?;
+        Ok(NvdecSession {
+            live: std::sync::Mutex::new(live),
+        })
+    }
+    #[cfg(not(all(feature = "decode-nvdec", feature = "decode-ffmpeg")))]
+    {
+        let _ = (py, packets, device_index, crop, scale_width, scale_height);
+        Err(no_nvdec())
+    }
+}
+
+/// The packets of `VideoPackets` as NVDEC's parser is fed them, concatenated: H.264/HEVC from
+/// MP4/MKV converted to an Annex-B byte stream (parameter sets first), other codecs' packets
+/// as they are. For tests (decoding the result with FFmpeg checks the conversion without a
+/// GPU). `ValueError` for a malformed packet or extradata.
+#[pyfunction]
+pub(crate) fn _packets_annexb<'py>(
+    py: Python<'py>,
+    packets: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
+    #[cfg(feature = "decode-ffmpeg")]
+    {
+        let pk = video_packets(packets)?;
+        let value = |e: spdl_cuda::Error| PyValueError::new_err(e.to_string());
+        let mut annexb = spdl_cuda::nvdec::AnnexB::new(&pk.codec().name(), pk.codec().extradata())
+            .map_err(value)?;
+        let out = nvdec_input(&pk, annexb.as_mut()).map_err(value)?;
+        let bytes: Vec<u8> = out.into_iter().flat_map(|(b, _)| b).collect();
+        Ok(pyo3::types::PyBytes::new(py, &bytes))
+    }
+    #[cfg(not(feature = "decode-ffmpeg"))]
+    {
+        let _ = (py, packets);
+        Err(pyo3::exceptions::PyRuntimeError::new_err(
+            "VideoPackets need a decode-ffmpeg build",
+        ))
+    }
 }
 
 /// NV12 frames to planar RGB (or BGR) on the host: `data` is a C-contiguous `uint8` buffer of

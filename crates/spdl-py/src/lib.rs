@@ -165,6 +165,10 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gpu_decode::nvjpeg_stats, m)?)?;
     m.add_function(wrap_pyfunction!(gpu_decode::_decode_image_nvjpeg, m)?)?;
     m.add_function(wrap_pyfunction!(gpu_decode::_nvdec_open, m)?)?;
+    m.add_function(wrap_pyfunction!(gpu_decode::_nvdec_decode, m)?)?;
+    m.add_function(wrap_pyfunction!(gpu_decode::_nvdec_session, m)?)?;
+    m.add_class::<gpu_decode::NvdecSession>()?;
+    m.add_function(wrap_pyfunction!(gpu_decode::_packets_annexb, m)?)?;
     m.add_function(wrap_pyfunction!(gpu_decode::_nv12_to_planar, m)?)?;
     m.add_function(wrap_pyfunction!(cuda::cuda_built, m)?)?;
     m.add_function(wrap_pyfunction!(cuda::cuda_available, m)?)?;

@@ -21,6 +21,7 @@ import pytest
 
 from spdl_rs import io
 from spdl_rs._gpu import _map_leaves
+from spdl_rs import _native
 from spdl_rs._native import _export_probe
 
 from conftest import FIXTURES, SAMPLES
@@ -65,7 +66,9 @@ def test_cuda_config_fields_and_refusals():
 
 def test_build_flags():
     assert isinstance(io.built_with_nvjpeg(), bool)
-    assert io.built_with_nvcodec() is False  # the NVDEC decode session does not exist yet
+    assert isinstance(io.built_with_nvcodec(), bool)
+    if io.built_with_nvcodec():  # NVDEC decoding needs the demuxer of a decode-ffmpeg build
+        assert io.ffmpeg_versions()
 
 
 def test_cpu_storage_unpinned_is_writable_host_memory():
@@ -299,8 +302,13 @@ def test_nvjpeg_stats_start_at_zero():
 def test_nvjpeg_argument_checks():
     with pytest.raises(ValueError, match="device_config"):
         io.decode_image_nvjpeg(str(photo()))
-    with pytest.raises(ValueError, match="RGB only"):
-        io.decode_image_nvjpeg(str(photo()), device_config=CFG, pix_fmt="bgr")
+    for bad in ("yuv420p", "rgba", "", None):
+        with pytest.raises(ValueError, match="pix_fmt must be 'rgb' or 'bgr'"):
+            io.decode_image_nvjpeg(str(photo()), device_config=CFG, pix_fmt=bad)
+        with pytest.raises(ValueError, match="pix_fmt"):
+            io.load_image_batch_nvjpeg([photo()], device_config=CFG, width=8, height=8, pix_fmt=bad)
+    with pytest.raises(ValueError, match="scale_width"):
+        io.decode_image_nvjpeg(str(photo()), device_config=CFG, scale_width=8)
     with pytest.raises(TypeError, match="sequence"):
         io.load_image_batch_nvjpeg(str(photo()), device_config=CFG, width=8, height=8)
 
@@ -311,6 +319,9 @@ def test_nvjpeg_without_a_driver_raises_a_named_error():
         lambda: io.decode_image_nvjpeg(str(photo()), device_config=CFG),
         lambda: io.decode_image_nvjpeg([photo().read_bytes()] * 2, device_config=CFG),
         lambda: io.load_image_batch_nvjpeg([photo()], device_config=CFG, width=16, height=16),
+        # "bgr" and SPDL's documented upper case are accepted: the call reaches the GPU check
+        lambda: io.decode_image_nvjpeg(str(photo()), device_config=CFG, pix_fmt="bgr"),
+        lambda: io.load_image_batch_nvjpeg([photo()], device_config=CFG, width=8, height=8, pix_fmt="BGR"),
     ):
         with pytest.raises(RuntimeError, match="nvJPEG unavailable|no CUDA driver"):
             call()
@@ -322,12 +333,16 @@ def test_nvjpeg_matches_the_cpu_decoder(fixtures):
     srcs = [*PHOTOS[:4], fixtures / "12-progressive-jpeg/progressive.jpg"]
     before = io.nvjpeg_stats()
     gpu = io.load_image_batch_nvjpeg(srcs, device_config=CFG, width=224, height=224)
-    assert gpu.shape == (len(srcs), 224, 224, 3)
-    cpu = np.asarray(io.load_image_batch(srcs, 224, 224, num_threads=1))
+    assert gpu.shape == (len(srcs), 3, 224, 224)  # SPDL's planar layout
+    cpu = np.asarray(io.load_image_batch(srcs, 224, 224, num_threads=1)).transpose(0, 3, 1, 2)
     mad = np.abs(np.asarray(gpu.to_host()).astype(np.int16) - cpu.astype(np.int16)).mean()
     assert mad < 3.0, mad  # different IDCT and resize kernels; same images
     after = io.nvjpeg_stats()
     assert after["cpu_fallbacks"] - before["cpu_fallbacks"] == 1  # the progressive file
+    bgr = io.load_image_batch_nvjpeg(srcs, device_config=CFG, width=224, height=224, pix_fmt="bgr")
+    np.testing.assert_array_equal(np.asarray(bgr.to_host()), np.asarray(gpu.to_host())[:, ::-1])
+    one = io.decode_image_nvjpeg(str(srcs[0]), device_config=CFG)
+    assert one.shape[0] == 3 and len(one.shape) == 3
 
 
 # ---------------------------------------------------------------------------------------------
@@ -380,6 +395,114 @@ def test_nvdec_on_real_packets_without_a_driver():
     stream = io.streaming_load_video_nvdec(str(clip), CFG, num_frames=8)
     with pytest.raises(RuntimeError, match="NVDEC unavailable|decode-nvdec"):
         next(stream)
+    # The argument checks still come first on real packets.
+    with pytest.raises(ValueError, match="leaves nothing"):
+        io.decode_packets_nvdec(packets, device_config=CFG, crop_left=200, crop_right=200)
+    with pytest.raises(ValueError, match="num_frames"):
+        next(io.streaming_load_video_nvdec(str(clip), CFG, num_frames=0))
+    # The streaming loader reads the codec from the opened container (main's Demuxer): its
+    # size reaches the crop check, from a path or from bytes; a non-video is the demuxer's error.
+    big_crop = {"crop_left": 200, "crop_right": 200}
+    for src in (clip, clip.read_bytes()):
+        with pytest.raises(ValueError, match="leaves nothing"):
+            next(io.streaming_load_video_nvdec(src, CFG, num_frames=8, post_processing_params=big_crop))
+    with pytest.raises(ValueError):
+        next(io.streaming_load_video_nvdec(b"not a video", CFG, num_frames=8))
+
+
+@requires_no_gpu
+def test_nvdec_streaming_methods_without_a_driver():
+    # The streaming methods' own checks, then the named error where the NVDEC session is
+    # opened (the first streaming_decode_packets), on a decoder object made without the
+    # driver check that nvdec_decoder() does first.
+    if not io.ffmpeg_versions():
+        pytest.skip("built without decode-ffmpeg")
+    if not CLIP.is_file():
+        pytest.skip(f"clip not found at {CLIP}")
+    packets = io.demux_video(str(CLIP))
+    decoder = io.NvDecDecoder._make(0, (0, 0, 0, 0), (-1, -1))
+    assert list(decoder.flush()) == []  # no stream in progress
+    with pytest.raises(RuntimeError, match="init_buffer"):
+        decoder.streaming_decode_packets(packets)
+    with pytest.raises(ValueError, match="num_frames must be >= 1, got 0"):
+        decoder.init_buffer(0)
+    with pytest.raises(TypeError, match="num_frames"):
+        decoder.init_buffer(2.5)
+    decoder.init_buffer(8)
+    with pytest.raises(RuntimeError, match="NVDEC unavailable: libnvcuvid.so.1 not found|decode-nvdec"):
+        decoder.streaming_decode_packets(packets)
+    assert list(decoder.flush()) == []
+    with pytest.raises(RuntimeError, match="NVDEC unavailable: libnvcuvid.so.1 not found|decode-nvdec"):
+        _native._nvdec_session(packets, 0, 0, 0, 0, 0, -1, -1, 8)
+    with pytest.raises(ValueError, match="num_frames"):
+        _native._nvdec_session(packets, 0, 0, 0, 0, 0, -1, -1, 0)
+
+
+@pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="the ffmpeg command is not installed")
+def test_annexb_stream_given_to_nvdec_decodes_to_the_same_frames():
+    # What NVDEC's parser is fed (the MP4's length-prefixed H.264 turned into an Annex-B
+    # byte stream, parameter sets first), decoded by the ffmpeg command as raw H.264: the
+    # same frames, bit for bit, as FFmpeg decoding the MP4's packets.
+    if not io.ffmpeg_versions():
+        pytest.skip("built without decode-ffmpeg")
+    if not CLIP.is_file():
+        pytest.skip(f"clip not found at {CLIP}")
+    packets = io.demux_video(str(CLIP))
+    stream = _native._packets_annexb(packets)
+    assert stream[:4] == b"\0\0\0\1" and stream[4] & 0x1F == 7  # an SPS first
+    raw = subprocess.run(
+        ["ffmpeg", "-v", "error", "-f", "h264", "-i", "-", "-f", "rawvideo", "-pix_fmt", "rgb24", "-"],
+        input=stream, check=True, capture_output=True,
+    ).stdout
+    cpu = np.asarray(io.convert_frames(io.decode_packets(packets)))
+    np.testing.assert_array_equal(np.frombuffer(raw, np.uint8).reshape(cpu.shape), cpu)
+
+
+@requires_gpu
+@pytest.mark.skipif(not io.built_with_nvcodec(), reason="built without decode-nvdec/decode-ffmpeg")
+def test_nvdec_matches_the_cpu_decoder():
+    if not CLIP.is_file():
+        pytest.skip(f"clip not found at {CLIP}")
+    packets = io.demux_video(str(CLIP))
+    cpu = np.asarray(io.convert_frames(io.decode_packets(packets)))  # [T, H, W, 3] RGB, FFmpeg's decoder
+    t, h, w, _ = cpu.shape
+    decoder = io.nvdec_decoder(CFG, packets)
+    nv12 = decoder.decode_packets(packets)
+    assert nv12.shape == (t, h * 3 // 2, w)  # every frame, display order
+    # FFmpeg converts this untagged clip with BT.601 (coeff 6); same frames, different
+    # decoders and converters: a small mean difference only.
+    gpu = np.asarray(io.nv12_to_rgb(nv12, device_config=CFG, coeff=6).to_host())
+    mad = np.abs(gpu.astype(np.int16) - cpu.transpose(0, 3, 1, 2).astype(np.int16)).mean()
+    assert mad < 4.0, mad
+    rgb = io.decode_packets_nvdec(packets, device_config=CFG, crop_left=8, crop_right=8,
+                                  scale_width=64, scale_height=36)
+    assert rgb.shape == (t, 3, 36, 64)
+    batches = list(io.streaming_load_video_nvdec(str(CLIP), CFG, num_frames=8))
+    assert [b.shape[0] for b in batches] == [8] * (t // 8) + ([t % 8] if t % 8 else [])
+
+
+@requires_gpu
+@pytest.mark.skipif(not io.built_with_nvcodec(), reason="built without decode-nvdec/decode-ffmpeg")
+def test_nvdec_streaming_equals_the_one_shot_decode():
+    if not CLIP.is_file():
+        pytest.skip(f"clip not found at {CLIP}")
+    packets = io.demux_video(str(CLIP))
+    decoder = io.nvdec_decoder(CFG, packets)
+    whole = np.asarray(decoder.decode_packets(packets).to_host())  # [T, H + H/2, W] NV12
+    t = whole.shape[0]
+    # streaming_load_video_nvdec: chunks of 8 packets through one live session.
+    streamed = [np.asarray(b.to_host()) for b in io.streaming_load_video_nvdec(str(CLIP), CFG, num_frames=8)]
+    assert [b.shape[0] for b in streamed] == [8] * (t // 8) + ([t % 8] if t % 8 else [])
+    np.testing.assert_array_equal(np.concatenate(streamed), whole)
+    # The methods themselves: only full batches before flush, the rest after it; then a
+    # second stream on the same decoder object.
+    for _ in range(2):
+        decoder.init_buffer(5)
+        before = [np.asarray(b.to_host()) for b in decoder.streaming_decode_packets(packets)]
+        assert all(b.shape[0] == 5 for b in before)
+        after = [np.asarray(b.to_host()) for b in decoder.flush()]
+        assert all(b.shape[0] == 5 for b in after[:-1]) and 1 <= after[-1].shape[0] <= 5
+        np.testing.assert_array_equal(np.concatenate(before + after), whole)
 
 
 # ---------------------------------------------------------------------------------------------

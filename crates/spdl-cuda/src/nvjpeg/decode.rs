@@ -166,10 +166,92 @@ YEND:
 DONE:
     ret;
 }
+
+.visible .entry spdl_hwc_to_chw_u8c3(
+    .param .u64 p_src,
+    .param .u64 p_dst,
+    .param .u32 p_hw,
+    .param .u32 p_total,
+    .param .u32 p_swap
+)
+{
+    .reg .pred %p<4>;
+    .reg .b32 %r<20>;
+    .reg .b64 %rd<12>;
+
+    ld.param.u64 %rd1, [p_src];
+    ld.param.u64 %rd2, [p_dst];
+    ld.param.u32 %r1, [p_hw];
+    ld.param.u32 %r2, [p_total];
+    ld.param.u32 %r3, [p_swap];
+    cvta.to.global.u64 %rd1, %rd1;
+    cvta.to.global.u64 %rd2, %rd2;
+
+    mov.u32 %r4, %ctaid.x;
+    mov.u32 %r5, %ntid.x;
+    mov.u32 %r6, %tid.x;
+    mad.lo.u32 %r7, %r4, %r5, %r6;
+    setp.ge.u32 %p1, %r7, %r2;
+    @%p1 bra PDONE;
+    div.u32 %r8, %r7, %r1;
+    rem.u32 %r9, %r7, %r1;
+    mul.wide.u32 %rd3, %r7, 3;
+    add.s64 %rd4, %rd1, %rd3;
+    ld.global.u8 %r10, [%rd4];
+    ld.global.u8 %r11, [%rd4+1];
+    ld.global.u8 %r12, [%rd4+2];
+    setp.eq.u32 %p2, %r3, 0;
+    @%p2 bra PSTORE;
+    mov.u32 %r13, %r10;
+    mov.u32 %r10, %r12;
+    mov.u32 %r12, %r13;
+PSTORE:
+    mul.wide.u32 %rd5, %r8, %r1;
+    mul.lo.u64 %rd5, %rd5, 3;
+    cvt.u64.u32 %rd6, %r9;
+    add.s64 %rd5, %rd5, %rd6;
+    add.s64 %rd7, %rd2, %rd5;
+    cvt.u64.u32 %rd8, %r1;
+    st.global.u8 [%rd7], %r10;
+    add.s64 %rd7, %rd7, %rd8;
+    st.global.u8 [%rd7], %r11;
+    add.s64 %rd7, %rd7, %rd8;
+    st.global.u8 [%rd7], %r12;
+PDONE:
+    ret;
+}
 "#;
 
-/// The PTX source of the resize kernel, for tests that check it with `ptxas`.
+/// The PTX source of the resize kernel (and of the interleaved-to-planar kernel that
+/// [`NvjpegDecoder::decode_batch_planar`] uses), for tests that check it with `ptxas`.
 pub const RESIZE_KERNEL_PTX: &str = RESIZE_PTX;
+
+/// Channel order of a planar nvJPEG output: SPDL's `pix_fmt` (`"rgb"` or `"bgr"`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PixFmt {
+    /// Planes R, G, B.
+    #[default]
+    Rgb,
+    /// Planes B, G, R (OpenCV's order).
+    Bgr,
+}
+
+impl PixFmt {
+    /// Parses SPDL's `pix_fmt` value, case-insensitively (SPDL documents `"RGB"`/`"BGR"` and
+    /// defaults to `"rgb"`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the value for anything else.
+    pub fn parse(s: &str) -> Result<PixFmt> {
+        match s.to_ascii_lowercase().as_str() {
+            "rgb" => Ok(PixFmt::Rgb),
+            "bgr" => Ok(PixFmt::Bgr),
+            _ => Err(Error::InvalidArgument(format!(
+                "pix_fmt must be \"rgb\" or \"bgr\", got {s:?}"
+            ))),
+        }
+    }
+}
 
 /// Why an image went to the CPU decoder.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -237,6 +319,7 @@ unsafe impl Send for Native {}
 struct Kernel {
     module: sys::CUmodule,
     func: sys::CUfunction,
+    planar: sys::CUfunction,
 }
 
 // SAFETY: module and function handles are context-wide and usable from any thread once the
@@ -559,6 +642,59 @@ impl NvjpegDecoder {
         Ok((batch, report))
     }
 
+    /// As [`NvjpegDecoder::decode_batch`], but planar: one ready device batch `[N, 3, H, W]`
+    /// u8 with the planes in `pix_fmt` order, the layout of SPDL's `decode_image_nvjpeg` /
+    /// `load_image_batch_nvjpeg` (`[C==3, H, W]` per image). The interleaved decode is
+    /// converted on the GPU, on the decoder's stream.
+    ///
+    /// # Errors
+    /// As [`NvjpegDecoder::decode_batch`]; [`Error::InvalidArgument`] when the batch has 2^32
+    /// pixels or more (the conversion kernel's index range).
+    pub fn decode_batch_planar(
+        &self,
+        jpegs: &[(&str, &[u8])],
+        size: Option<(usize, usize)>,
+        pix_fmt: PixFmt,
+    ) -> Result<(DeviceBatch, DecodeReport)> {
+        let (hwc, report) = self.decode_batch(jpegs, size)?;
+        let [n, h, w, c] = hwc.shape;
+        let hw = h * w;
+        let total = u32::try_from(n * hw).map_err(|_| {
+            Error::InvalidArgument(format!("a batch of {n} images of {w}x{h} is too large"))
+        })?;
+        let out = DeviceBuffer::alloc(&self.stream, n * hw * c)?;
+        let (mut src, mut dst) = (hwc.buffer.device_ptr(), out.device_ptr());
+        let (mut hw32, mut total32) = (hw as u32, total);
+        let mut swap = u32::from(pix_fmt == PixFmt::Bgr);
+        let mut params: [*mut c_void; 5] = [
+            (&mut src as *mut u64).cast(),
+            (&mut dst as *mut u64).cast(),
+            (&mut hw32 as *mut u32).cast(),
+            (&mut total32 as *mut u32).cast(),
+            (&mut swap as *mut u32).cast(),
+        ];
+        self.stream.device().bind()?;
+        // SAFETY: the kernel's parameters are (u64, u64, u32, u32, u32) as passed; `src` holds
+        // `total * 3` bytes (ready: `decode_batch` synchronized its stream) and `dst` as many;
+        // both stay alive until the stream is synchronized below.
+        unsafe {
+            result::launch_kernel(
+                self.kernel.planar,
+                (total.div_ceil(256), 1, 1),
+                (256, 1, 1),
+                0,
+                self.stream.stream.cu_stream(),
+                &mut params,
+            )
+        }
+        .map_err(|e| Error::driver("cuLaunchKernel", e))?;
+        let ready = self.stream.record(false)?;
+        ready.synchronize()?;
+        drop(hwc.buffer);
+        let batch = DeviceBatch::new(out, [n, c, h, w], DType::U8, hwc.keys, hwc.labels, ready);
+        Ok((batch, report))
+    }
+
     fn decode_batched(
         &self,
         native: &mut Native,
@@ -656,7 +792,15 @@ fn load_kernel() -> Result<Kernel> {
     // SAFETY: `module` was just loaded.
     let func = unsafe { result::module::get_function(module, name) }
         .map_err(|e| Error::driver("cuModuleGetFunction", e))?;
-    Ok(Kernel { module, func })
+    let name = CString::new("spdl_hwc_to_chw_u8c3").unwrap_or_default();
+    // SAFETY: as above.
+    let planar = unsafe { result::module::get_function(module, name) }
+        .map_err(|e| Error::driver("cuModuleGetFunction", e))?;
+    Ok(Kernel {
+        module,
+        func,
+        planar,
+    })
 }
 
 /// The CPU path: libjpeg-turbo decode to RGB, resize with the same triangle filter.
@@ -676,4 +820,23 @@ fn cpu_decode(key: &str, bytes: &[u8], size: Option<(usize, usize)>) -> Result<s
         epoch: 0,
     };
     Ok(loader.load(bytes, &ctx)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pix_fmt_parses_spdl_values_and_names_the_rest() {
+        assert_eq!(PixFmt::parse("rgb").unwrap(), PixFmt::Rgb);
+        assert_eq!(PixFmt::parse("BGR").unwrap(), PixFmt::Bgr);
+        let e = PixFmt::parse("yuv420p").unwrap_err().to_string();
+        assert!(e.contains("\"yuv420p\"") && e.contains("\"bgr\""), "{e}");
+    }
+
+    #[test]
+    fn the_ptx_module_has_both_kernels() {
+        assert!(RESIZE_KERNEL_PTX.contains(".entry spdl_resize_triangle_u8c3("));
+        assert!(RESIZE_KERNEL_PTX.contains(".entry spdl_hwc_to_chw_u8c3("));
+    }
 }

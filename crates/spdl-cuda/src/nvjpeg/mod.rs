@@ -7,7 +7,9 @@
 //! `VIRTUAL_ENV`, `CONDA_PREFIX`, `PYTHONPATH`, `~/.local` and `/usr/local`. Install one with
 //! `pip install nvidia-nvjpeg-cu12` (about 5 MB).
 //!
-//! [`NvjpegDecoder`] decodes a batch into one device buffer `[N, H, W, 3]` u8, resized on the
+//! [`NvjpegDecoder`] decodes a batch into one device buffer `[N, H, W, 3]` u8 RGB
+//! ([`NvjpegDecoder::decode_batch`]) or `[N, 3, H, W]` u8 RGB/BGR planes as SPDL's
+//! `decode_image_nvjpeg` ([`NvjpegDecoder::decode_batch_planar`]), resized on the
 //! GPU to the target size, and falls back to the CPU decoder (libjpeg-turbo) for what nvJPEG
 //! rejects (CMYK, arithmetic coding, some progressive files), counting each fallback. This is
 //! the role of DALI's `fn.decoders.image(device="mixed")` and torchvision's
@@ -19,7 +21,7 @@ pub(crate) mod ffi;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-pub use decode::{DecodeReport, Fallback, NvjpegDecoder, NvjpegStats, RESIZE_KERNEL_PTX};
+pub use decode::{DecodeReport, Fallback, NvjpegDecoder, NvjpegStats, PixFmt, RESIZE_KERNEL_PTX};
 
 use crate::error::{Error, Result};
 

@@ -148,6 +148,22 @@ impl Codec {
         (r.num, r.den)
     }
 
+    /// The codec's extradata (`AVCodecParameters.extradata`): for H.264/HEVC
+    /// from MP4/MKV the `avcC` / `hvcC` record with the parameter sets (what
+    /// a hardware decoder needs to turn the packets into an Annex-B stream);
+    /// empty when there is none.
+    pub fn extradata(&self) -> &[u8] {
+        let p = self.params.raw();
+        match usize::try_from(p.extradata_size) {
+            // SAFETY: FFmpeg keeps `extradata_size` bytes at `extradata` for
+            // the parameters' lifetime, which `&self` borrows.
+            Ok(n) if n > 0 && !p.extradata.is_null() => unsafe {
+                std::slice::from_raw_parts(p.extradata, n)
+            },
+            _ => &[],
+        }
+    }
+
     /// Audio sample rate in Hz (0 for pictures).
     pub fn sample_rate(&self) -> u32 {
         u32::try_from(self.params.raw().sample_rate).unwrap_or(0)
@@ -256,6 +272,13 @@ impl Packets {
     /// The bytes of packet `i` (empty past the end).
     pub fn packet_data(&self, i: usize) -> &[u8] {
         self.packets.get(i).and_then(|p| p.data()).unwrap_or(&[])
+    }
+
+    /// The presentation timestamp of packet `i` in stream time base units
+    /// ([`Codec::time_base`]); `None` when it has none or past the end.
+    /// Unlike [`Packets::timestamps`], indexes every packet.
+    pub fn packet_pts(&self, i: usize) -> Option<i64> {
+        self.packets.get(i).and_then(|p| p.pts())
     }
 
     /// The packets at `range` (sharing their data), keeping the codec and

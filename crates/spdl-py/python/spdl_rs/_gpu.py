@@ -418,11 +418,11 @@ def _check_config(device_config: Any, fn: str) -> CUDAConfig:
     return device_config
 
 
-def _check_rgb(pix_fmt: str, fn: str) -> None:
-    if pix_fmt.lower() != "rgb":
-        raise ValueError(
-            f"{fn}: pix_fmt={pix_fmt!r} is not supported: spdl_rs's nvJPEG path writes RGB only"
-        )
+def _is_bgr(pix_fmt: Any, fn: str) -> bool:
+    """SPDL's ``pix_fmt`` of the nvJPEG path: ``"rgb"`` or ``"bgr"`` (any case)."""
+    if not isinstance(pix_fmt, str) or pix_fmt.lower() not in ("rgb", "bgr"):
+        raise ValueError(f"{fn}: pix_fmt must be 'rgb' or 'bgr', got {pix_fmt!r}")
+    return pix_fmt.lower() == "bgr"
 
 
 def decode_image_nvjpeg(
@@ -438,20 +438,23 @@ def decode_image_nvjpeg(
     ``src``: a path, bytes-like (one image), or a sequence of bytes-like / paths (a batch).
     ``device_config``: the device (required, as SPDL). ``scale_width`` / ``scale_height``:
     resize on the GPU (both, or neither: then every image of a batch must have the first
-    one's size). ``pix_fmt``: ``"rgb"`` only (``"bgr"`` raises ``ValueError``).
+    one's size). ``pix_fmt``: the order of the planes, ``"rgb"`` (default) or ``"bgr"``
+    (case-insensitive, as SPDL documents ``"RGB"`` / ``"BGR"``); anything else raises
+    ``ValueError``.
 
-    Returns a ``CUDABuffer`` ``[H, W, 3]`` ``uint8`` for one image, ``[N, H, W, 3]`` for a
-    batch: channel-last, as spdl_rs's CPU loaders (SPDL returns ``[3, H, W]``). Files nvJPEG
+    Returns a ``CUDABuffer`` ``[3, H, W]`` ``uint8`` for one image, ``[N, 3, H, W]`` for a
+    batch: planar (channel-first), SPDL's layout (spdl_rs's CPU loaders are channel-last
+    ``[N, H, W, 3]``). Files nvJPEG
     does not take (progressive, arithmetic, CMYK, corrupt: :func:`nvjpeg_fallback_reason`) are
     decoded by the CPU decoder into the same buffer and counted in :func:`nvjpeg_stats`.
     EXIF orientation is not applied.
 
     Raises ``RuntimeError`` when it cannot run: ``"nvJPEG unavailable: ..."`` (built without
     ``decode-nvjpeg``, or libnvjpeg not found), ``"no CUDA driver: ..."``; ``ValueError`` for
-    a missing ``device_config``, bad sizes, a file neither decoder can read (naming it).
+    a missing ``device_config``, an unknown ``pix_fmt``, bad sizes, a file neither decoder can read (naming it).
     """
     cfg = _check_config(device_config, "decode_image_nvjpeg")
-    _check_rgb(pix_fmt, "decode_image_nvjpeg")
+    bgr = _is_bgr(pix_fmt, "decode_image_nvjpeg")
     single = isinstance(src, (str, os.PathLike, bytes, bytearray, memoryview))
     items = [_jpeg_bytes(s) for s in ([src] if single else list(src))]
     return _native._decode_image_nvjpeg(
@@ -461,6 +464,7 @@ def decode_image_nvjpeg(
         scale_width,
         scale_height,
         single,
+        bgr,
     )
 
 
@@ -473,8 +477,8 @@ def load_image_batch_nvjpeg(
     pix_fmt: str = "rgb",
 ) -> CUDABuffer:
     """SPDL's ``load_image_batch_nvjpeg``: the images ``srcs`` (paths or bytes) decoded on the
-    GPU and resized to ``width x height``, as one ``CUDABuffer`` ``[N, height, width, 3]``
-    ``uint8`` (see :func:`decode_image_nvjpeg` for the layout, the CPU fallback and errors)."""
+    GPU and resized to ``width x height``, as one ``CUDABuffer`` ``[N, 3, height, width]``
+    ``uint8``, planes in ``pix_fmt`` order (``"rgb"`` or ``"bgr"``) (see :func:`decode_image_nvjpeg` for the layout, the CPU fallback and errors)."""
     if isinstance(srcs, (str, bytes, bytearray, memoryview)):
         raise TypeError("load_image_batch_nvjpeg: srcs must be a sequence of sources")
     return decode_image_nvjpeg(
@@ -492,13 +496,90 @@ def load_image_batch_nvjpeg(
 
 
 class NvDecDecoder:
-    """SPDL's ``NvDecDecoder`` (made by :func:`nvdec_decoder`). spdl_rs has the NVDEC loader
-    and the checks before device allocation, not the decode session yet
-    (``built_with_nvcodec()`` is ``False``), so no instance is ever returned: every way of
-    making one raises the reason."""
+    """SPDL's ``NvDecDecoder``, made by :func:`nvdec_decoder` (not directly): an NVDEC decoder
+    for one codec on one device, with the crop and scale it was made with. Two workflows, as
+    SPDL: ``decode_packets(packets)`` decodes and flushes in one call; streaming is
+    ``init_buffer(num_frames)``, then ``streaming_decode_packets(packets)`` for each chunk
+    (the NVDEC parser and decoder stay alive between calls, owned by this object), then
+    ``flush()``. Both streaming methods return iterators of ``CUDABuffer`` batches of
+    ``num_frames`` NV12 frames ``[num_frames, H + H/2, W]`` ``uint8``; only ``flush`` yields a
+    shorter last batch. After ``flush`` the next ``streaming_decode_packets`` starts a new
+    stream (same ``num_frames``)."""
 
     def __init__(self) -> None:
         raise RuntimeError("use spdl_rs.io.nvdec_decoder(cuda_config, codec) to make an NvDecDecoder")
+
+    @classmethod
+    def _make(cls, device_index: int, crop: tuple[int, int, int, int], scale: tuple[int, int]) -> NvDecDecoder:
+        self = cls.__new__(cls)
+        self._device_index = device_index
+        self._crop = crop
+        self._scale = scale
+        self._num_frames: int | None = None
+        self._session: Any = None
+        return self
+
+    def _decode(self, packets: Any, frames_per_batch: int) -> list[tuple[CUDABuffer, list[float]]]:
+        return _native._nvdec_decode(
+            packets, self._device_index, *self._crop, *self._scale, frames_per_batch
+        )
+
+    def decode_packets(self, packets: Any) -> CUDABuffer:
+        """Every frame of ``packets`` (``VideoPackets`` from ``demux_video``; H.264/HEVC are
+        converted to Annex-B, as SPDL's bitstream filter does) decoded by NVDEC, in display
+        order, as one ``CUDABuffer`` ``[N, H + H/2, W]`` ``uint8`` NV12 (``H``, ``W``: after
+        crop and scale). Packets demuxed with a time window give every decoded frame, from
+        the key frame before the window on (no trimming to the window yet). AV1 from MP4
+        relies on the sequence header being in the key frame packets (``av1C`` is not read).
+        ``RuntimeError`` naming the reason when NVDEC cannot decode it."""
+        ((buf, _),) = self._decode(packets, 2**62)
+        return buf
+
+    def init_buffer(self, num_frames: int) -> None:
+        """SPDL's ``init_buffer``: sets the batch size (frames per ``CUDABuffer``) of the
+        streaming methods and drops any stream in progress (its undelivered frames are
+        discarded). ``ValueError`` for ``num_frames < 1``."""
+        if isinstance(num_frames, bool) or not isinstance(num_frames, int):
+            raise TypeError(f"num_frames must be an int, got {type(num_frames).__name__}")
+        if num_frames < 1:
+            raise ValueError(f"num_frames must be >= 1, got {num_frames}")
+        self._num_frames = num_frames
+        self._session = None
+
+    def _feed(self, packets: Any) -> list[CUDABuffer]:
+        if self._num_frames is None:
+            raise RuntimeError(
+                "NvDecDecoder.streaming_decode_packets: call init_buffer(num_frames) first"
+            )
+        if self._session is None:
+            self._session = _native._nvdec_session(
+                packets, self._device_index, *self._crop, *self._scale, self._num_frames
+            )
+        return [buf for buf, _ in self._session.feed(packets)]
+
+    def streaming_decode_packets(self, packets: Any) -> Iterator[CUDABuffer]:
+        """SPDL's ``streaming_decode_packets``: feeds ``packets`` (``VideoPackets``, the next
+        chunk of the stream, in decode order) to the live NVDEC session (made at the first
+        call after ``init_buffer`` / ``flush``, from this chunk's codec, size and extradata)
+        and returns an iterator of the full batches decoded so far: ``CUDABuffer``
+        ``[num_frames, H + H/2, W]`` ``uint8`` NV12, display order. The frames that do not fill
+        a batch wait on the device for the next call. ``RuntimeError`` without
+        ``init_buffer``; ``ValueError`` for packets of another codec; the errors of
+        ``decode_packets`` otherwise (the stream is then dropped)."""
+        try:
+            return iter(self._feed(packets))
+        except Exception:
+            self._session = None
+            raise
+
+    def flush(self) -> Iterator[CUDABuffer]:
+        """SPDL's ``flush``: sends the end of stream to NVDEC and returns an iterator of the
+        remaining frames in batches of ``num_frames``, the last one shorter; the stream is
+        then closed. Empty when no stream is in progress."""
+        session, self._session = self._session, None
+        if session is None:
+            return iter(())
+        return iter([buf for buf, _ in session.flush()])
 
 
 def _codec_size(codec: Any) -> tuple[str, int, int]:
@@ -527,35 +608,26 @@ def nvdec_decoder(
 ) -> NvDecDecoder:
     """SPDL's ``nvdec_decoder``: an NVDEC decoder for ``codec`` (an object with ``name``,
     ``width``, ``height``, or the ``VideoPackets`` to decode) on ``cuda_config``'s device,
-    cropping ``crop_*`` pixels then scaling to ``scale_width x scale_height`` (``-1``: keep).
-    ``use_cache`` is SPDL's per-thread decoder reuse (a decoder is always new here).
+    cropping ``crop_*`` pixels then scaling to ``scale_width x scale_height`` (``-1``: keep;
+    the output width and height must be even: NV12). ``use_cache`` is SPDL's per-thread
+    decoder reuse (a decoder is always new here; each ``decode_packets`` is one session).
 
     Checks first, with no GPU needed: the codec is one NVDEC decodes, the crop leaves
     something, and the coded and output sizes are within the default limits (178,956,970
     pixels, 1 GiB): ``ValueError`` naming them. Then ``RuntimeError``: ``"NVDEC unavailable:
-    libnvcuvid.so.1 not found ..."`` (no NVIDIA driver), ``"no CUDA driver: ..."``, or, where
-    both are present, that the decode session is not implemented in spdl_rs yet.
+    libnvcuvid.so.1 not found ..."`` (no NVIDIA driver), ``"no CUDA driver: ..."``, or
+    ``"unsupported: ..."`` in a build without NVDEC (``built_with_nvcodec()`` is False).
+    The sizes in the bitstream are checked again before the decoder allocates its surfaces.
     """
     del use_cache  # no decoder is cached: each call makes (and checks) a new one
     cfg = _check_config(cuda_config, "nvdec_decoder")
     name, width, height = _codec_size(codec)
-    for k, v in (("crop_left", crop_left), ("crop_top", crop_top), ("crop_right", crop_right),
-                 ("crop_bottom", crop_bottom)):
+    crop = (crop_left, crop_top, crop_right, crop_bottom)
+    for k, v in zip(("crop_left", "crop_top", "crop_right", "crop_bottom"), crop):
         if v < 0:
             raise ValueError(f"nvdec_decoder: {k} must be >= 0, got {v}")
-    _native._nvdec_open(
-        cfg.device_index,
-        name,
-        width,
-        height,
-        crop_left,
-        crop_top,
-        crop_right,
-        crop_bottom,
-        scale_width,
-        scale_height,
-    )
-    raise AssertionError("unreachable: _nvdec_open raises until NVDEC decoding exists")
+    _native._nvdec_open(cfg.device_index, name, width, height, *crop, scale_width, scale_height)
+    return NvDecDecoder._make(cfg.device_index, crop, (scale_width, scale_height))
 
 
 def decode_packets_nvdec(
@@ -571,11 +643,13 @@ def decode_packets_nvdec(
     scale_height: int = -1,
 ) -> CUDABuffer:
     """SPDL's ``decode_packets_nvdec``: ``VideoPackets`` decoded by NVDEC and converted to
-    ``pix_fmt`` (``"rgb"`` / ``"bgr"``). ``ValueError`` for another ``pix_fmt``; otherwise
-    the checks and errors of :func:`nvdec_decoder`."""
+    ``pix_fmt`` (``"rgb"`` / ``"bgr"``): a ``CUDABuffer`` ``[N, 3, H, W]`` ``uint8`` on
+    ``device_config``'s device (the NV12 to RGB step is :func:`nv12_to_rgb`'s, which runs on
+    the host for now). ``ValueError`` for another ``pix_fmt``; otherwise the checks and
+    errors of :func:`nvdec_decoder` and ``NvDecDecoder.decode_packets``."""
     if pix_fmt not in ("rgb", "bgr"):
         raise ValueError(f"pix_fmt must be 'rgb' or 'bgr', got {pix_fmt!r}")
-    nvdec_decoder(
+    decoder = nvdec_decoder(
         device_config,
         packets,
         crop_left=crop_left,
@@ -585,7 +659,9 @@ def decode_packets_nvdec(
         scale_width=scale_width,
         scale_height=scale_height,
     )
-    raise AssertionError("unreachable: nvdec_decoder raises until NVDEC decoding exists")
+    nv12 = decoder.decode_packets(packets)
+    convert = nv12_to_bgr if pix_fmt == "bgr" else nv12_to_rgb
+    return convert(nv12, device_config=device_config)
 
 
 def streaming_load_video_nvdec(
@@ -597,25 +673,38 @@ def streaming_load_video_nvdec(
     use_cache: bool = True,
 ) -> Iterator[CUDABuffer]:
     """SPDL's ``streaming_load_video_nvdec``: batches of ``num_frames`` NV12 frames
-    (``[num_frames, H + H/2, W]``) decoded by NVDEC from ``src`` (path or bytes).
-    ``post_processing_params``: :func:`nvdec_decoder`'s ``crop_*`` / ``scale_*``. The checks
-    run on the first ``next()``: ``ValueError`` for ``num_frames < 1`` or an unknown
-    parameter, then those of :func:`nvdec_decoder` (the video is demuxed first to read the
-    codec and size, which needs a ``decode-ffmpeg`` build)."""
+    (``CUDABuffer`` ``[num_frames, H + H/2, W]`` ``uint8``, the last batch shorter) decoded by
+    NVDEC from ``src`` (path or bytes). ``post_processing_params``: :func:`nvdec_decoder`'s
+    ``crop_*`` / ``scale_*``. The checks run on the first ``next()``: ``ValueError`` for
+    ``num_frames < 1`` or an unknown parameter, then those of :func:`nvdec_decoder` (the
+    container is opened first to read the codec and size: a ``decode-ffmpeg`` build, else
+    ``RuntimeError``).
+
+    As SPDL, the video stream is demuxed ``num_frames`` packets at a time
+    (``Demuxer(src).streaming_demux(video_stream_index, num_packets=num_frames)``), each chunk
+    is fed to one NVDEC session (``streaming_decode_packets``, then ``flush``) and each batch
+    is yielded as soon as it is decoded: about one chunk of compressed packets is in host
+    memory and about one batch of decoded frames on the device at a time."""
     if num_frames < 1:
         raise ValueError(f"num_frames must be >= 1, got {num_frames}")
     params = dict(post_processing_params or {})
     allowed = {"crop_left", "crop_top", "crop_right", "crop_bottom", "scale_width", "scale_height"}
     if unknown := set(params) - allowed:
         raise ValueError(f"post_processing_params: unknown keys {sorted(unknown)}")
-    from ._native import demux_video
-
-    packets = demux_video(src) if isinstance(src, (bytes, bytearray, memoryview)) else demux_video(
-        os.fspath(src)
-    )
-    nvdec_decoder(device_config, packets, use_cache=use_cache, **params)
-    raise AssertionError("unreachable: nvdec_decoder raises until NVDEC decoding exists")
-    yield  # a generator, as SPDL's
+    demuxer_class = getattr(_native, "Demuxer", None)
+    if demuxer_class is None:
+        raise RuntimeError(
+            "streaming_load_video_nvdec: this spdl_rs was built without FFmpeg, which demuxes "
+            "the video (the `decode-ffmpeg` feature; built_with_nvcodec() is False)"
+        )
+    binary = isinstance(src, (bytes, bytearray, memoryview))
+    with demuxer_class(src if binary else os.fspath(src)) as demuxer:
+        decoder = nvdec_decoder(device_config, demuxer.video_codec, use_cache=use_cache, **params)
+        decoder.init_buffer(num_frames)
+        chunks = demuxer.streaming_demux(demuxer.video_stream_index, num_packets=num_frames)
+        for packets in chunks:
+            yield from decoder.streaming_decode_packets(packets)
+    yield from decoder.flush()
 
 
 # ---------------------------------------------------------------------------------------------

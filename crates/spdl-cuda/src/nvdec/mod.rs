@@ -11,15 +11,31 @@
 //! output sizes against [`spdl_io::Limits`], before any device allocation), the library
 //! ([`Error::NvdecUnavailable`]), the driver and device ([`Error::NoDriver`]).
 //!
-//! Status: the decode session itself (cuvid parser callbacks, `cuvidDecodePicture`, NV12
-//! frame mapping) is not implemented yet; where library and driver are present
-//! [`NvdecDecoder::new`] returns [`Error::Unsupported`] saying so. The host-side NV12
-//! conversion is [`crate::nv12`].
+//! `NvdecDecoder::decode` runs one session (with `decode-nvdec`; `NvdecDecoder::session`
+//! keeps one alive across calls for streaming): NVDEC's parser
+//! (`cuvidCreateVideoParser`, `cuvidParseVideoData`), a decoder made in the sequence callback
+//! once the real sizes are known and checked against the limits (`cuvidCreateDecoder` with the
+//! crop as `display_area` and the scale as `ulTargetWidth`/`ulTargetHeight`),
+//! `cuvidDecodePicture`, and each displayed frame mapped (`cuvidMapVideoFrame64`) and copied
+//! into our own device memory as NV12. H.264/HEVC packets from MP4/MKV go through [`AnnexB`]
+//! first. The structures are in `ffi.rs`. Untested on a GPU so far (none was available when
+//! it was written): the no-driver paths and the pure-Rust parts are tested. The host-side
+//! NV12 conversion is [`crate::nv12`].
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+
+mod annexb;
+#[cfg(feature = "decode-nvdec")]
+mod ffi;
+#[cfg(feature = "decode-nvdec")]
+mod session;
+
+pub use annexb::AnnexB;
+#[cfg(feature = "decode-nvdec")]
+pub use session::{NvdecFrames, NvdecSession};
 
 /// Environment variable naming `libnvcuvid`, or a directory holding it.
 pub const PATH_ENV: &str = "SPDL_NVCUVID_PATH";
@@ -27,22 +43,12 @@ pub const PATH_ENV: &str = "SPDL_NVCUVID_PATH";
 /// Sonames tried on the dynamic loader's path.
 const SONAMES: [&str; 2] = ["libnvcuvid.so.1", "libnvcuvid.so"];
 
-/// Entry points the decoder needs; a library missing one of them is refused.
-#[cfg(feature = "decode-nvdec")]
-const SYMBOLS: [&str; 6] = [
-    "cuvidGetDecoderCaps",
-    "cuvidCreateDecoder",
-    "cuvidDestroyDecoder",
-    "cuvidCreateVideoParser",
-    "cuvidParseVideoData",
-    "cuvidMapVideoFrame64",
-];
-
-/// A loaded `libnvcuvid`.
+/// A loaded `libnvcuvid` with every entry point the decoder needs (a library missing one of
+/// them is refused).
 #[derive(Debug)]
 pub struct NvcuvidLibrary {
     #[cfg(feature = "decode-nvdec")]
-    _lib: libloading::Library,
+    pub(crate) api: ffi::Api,
     path: PathBuf,
 }
 
@@ -95,26 +101,11 @@ fn load_library_impl() -> Result<Arc<NvcuvidLibrary>> {
     }
     let mut tried = Vec::new();
     for path in candidate_paths() {
-        // SAFETY: loading runs the library's initializers; libnvcuvid is the driver's own
-        // library, whose initializers have no preconditions.
-        match unsafe { libloading::Library::new(&path) } {
-            Ok(lib) => {
-                // SAFETY: only the presence of the symbols is checked; nothing is called.
-                let missing: Vec<&str> = SYMBOLS
-                    .iter()
-                    .filter(|s| unsafe { lib.get::<*const ()>(s.as_bytes()) }.is_err())
-                    .copied()
-                    .collect();
-                if missing.is_empty() {
-                    let lib = Arc::new(NvcuvidLibrary { _lib: lib, path });
-                    *slot = Some(Arc::clone(&lib));
-                    return Ok(lib);
-                }
-                tried.push(format!(
-                    "{}: missing {}",
-                    path.display(),
-                    missing.join(", ")
-                ));
+        match ffi::Api::load(&path) {
+            Ok(api) => {
+                let lib = Arc::new(NvcuvidLibrary { api, path });
+                *slot = Some(Arc::clone(&lib));
+                return Ok(lib);
             }
             Err(e) => tried.push(format!("{}: {e}", path.display())),
         }
@@ -211,36 +202,88 @@ impl NvdecConfig {
     }
 }
 
-/// An NVDEC decoder on one device (see the module docs for what is implemented).
+/// An NVDEC decoder on one device: SPDL's `NvDecDecoder`. Each `NvdecDecoder::decode` call
+/// is one parser/decoder session over the packets given, flushed at the end;
+/// `NvdecDecoder::session` gives a session that lives across calls, for streaming.
 #[derive(Debug)]
 pub struct NvdecDecoder {
-    _lib: Arc<NvcuvidLibrary>,
+    #[cfg_attr(not(feature = "decode-nvdec"), allow(dead_code))]
+    lib: Arc<NvcuvidLibrary>,
+    #[cfg(feature = "decode-nvdec")]
+    stream: Arc<crate::CopyStream>,
+    #[cfg(not(feature = "decode-nvdec"))]
     _device: crate::CudaDevice,
     config: NvdecConfig,
+    #[cfg_attr(not(feature = "decode-nvdec"), allow(dead_code))]
+    limits: spdl_io::Limits,
 }
 
 impl NvdecDecoder {
     /// Checks `config` against `limits`, loads `libnvcuvid`, opens device `device_index`.
+    /// Nothing is allocated on the device until `NvdecDecoder::decode` has read the
+    /// stream's sequence header, whose sizes are checked against `limits` again.
     ///
     /// # Errors
     /// In this order: [`Error::InvalidArgument`] from [`NvdecConfig::check`];
-    /// [`Error::NvdecUnavailable`]; [`Error::NoDriver`] / [`Error::InvalidDevice`];
-    /// then [`Error::Unsupported`]: the decode session is not implemented yet.
+    /// [`Error::Unsupported`] without the `decode-nvdec` feature; [`Error::NvdecUnavailable`];
+    /// [`Error::NoDriver`] / [`Error::InvalidDevice`]; [`Error::Driver`] when the copy stream
+    /// cannot be made.
     pub fn new(device_index: usize, config: NvdecConfig, limits: &spdl_io::Limits) -> Result<Self> {
         config.check(limits)?;
         let lib = load_library()?;
         let device = crate::CudaDevice::new(device_index)?;
-        let _ = (lib, device, config);
-        Err(Error::Unsupported(
-            "the NVDEC decode session is not implemented in spdl-rs yet (libnvcuvid and the \
-             driver were found); decode on the CPU with load_video / decode_packets"
-                .into(),
-        ))
+        Ok(NvdecDecoder {
+            lib,
+            #[cfg(feature = "decode-nvdec")]
+            stream: crate::CopyStream::for_device(&device)?,
+            #[cfg(not(feature = "decode-nvdec"))]
+            _device: device,
+            config,
+            limits: *limits,
+        })
     }
 
     /// What the decoder was asked to produce.
     pub fn config(&self) -> &NvdecConfig {
         &self.config
+    }
+
+    /// Decodes `packets` (`(bytes, timestamp)` in decode order: Annex-B for H.264/HEVC, see
+    /// [`AnnexB`]) into NV12 frames `[N, H + H/2, W]` u8 in device memory, in display order,
+    /// cropped and scaled as configured. The timestamps are passed through to
+    /// [`NvdecFrames::timestamps`]. The frames come in batches of `frames_per_batch`
+    /// (`usize::MAX`: one batch), the last one shorter.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the stream's real sizes are over the limits, the
+    /// crop leaves nothing, the decoded frames would exceed `limits.max_bytes`, or no frame
+    /// comes out; [`Error::Unsupported`] for a stream this GPU's NVDEC does not take (codec,
+    /// size, bit depth other than 8, chroma other than 4:2:0, a size change mid-stream);
+    /// [`Error::Driver`] naming the failed `cuvid*` / CUDA call.
+    #[cfg(feature = "decode-nvdec")]
+    pub fn decode(
+        &self,
+        packets: &[(&[u8], i64)],
+        frames_per_batch: usize,
+    ) -> Result<Vec<NvdecFrames>> {
+        session::decode(self.session()?, packets, frames_per_batch)
+    }
+
+    /// A new streaming session on this decoder's device (SPDL's `init_buffer` /
+    /// `streaming_decode_packets` / `flush`): feed it packets chunk by chunk and take the
+    /// frames as they come, so that only the frames not yet taken are held on the device.
+    ///
+    /// # Errors
+    /// [`Error::NoDriver`] when the context cannot be bound; [`Error::Driver`] when
+    /// `cuvidCreateVideoParser` fails.
+    #[cfg(feature = "decode-nvdec")]
+    pub fn session(&self) -> Result<NvdecSession> {
+        NvdecSession::new(
+            Arc::clone(&self.lib),
+            Arc::clone(&self.stream),
+            self.config.clone(),
+            self.limits,
+        )
     }
 }
 
@@ -288,8 +331,11 @@ mod tests {
 
     #[test]
     fn a_valid_request_reaches_the_library_or_driver_check() {
-        let e =
-            NvdecDecoder::new(0, cfg("h264", 1920, 1080), &spdl_io::Limits::default()).unwrap_err();
+        let e = match NvdecDecoder::new(0, cfg("h264", 1920, 1080), &spdl_io::Limits::default()) {
+            // With libnvcuvid and a GPU the decoder opens (decoding is tested on a GPU).
+            Ok(_) => return assert!(crate::driver_available()),
+            Err(e) => e,
+        };
         // On a machine without the NVIDIA driver: the named library error.
         if crate::driver_available() {
             assert!(!matches!(e, Error::InvalidArgument(_)), "{e}");
