@@ -7,7 +7,7 @@
 //! their filter instance names (`buffer@in0`, `Parsed_buffersink_2`).
 //!
 //! (The loaders' `filter_desc` graphs, whose source is made from the first
-//! decoded frame, are [`super::filter`].)
+//! decoded frame, are in the crate-private `ffmpeg::filter` module.)
 
 use std::ffi::{c_int, CStr, CString};
 use std::ptr;

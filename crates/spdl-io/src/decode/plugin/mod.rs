@@ -5,7 +5,7 @@
 //! (Rust has no stable ABI), so a plugin exports a C table of functions, version
 //! [`ABI_VERSION`]: the plugin crate implements [`Decoder`](super::Decoder) as usual, builds
 //! as a `cdylib`, and calls [`export_decoder_plugin!`](crate::export_decoder_plugin) once; the
-//! host calls [`load`] (feature `decoder-plugins`) with the library's path, which registers
+//! host calls `load` (feature `decoder-plugins`) with the library's path, which registers
 //! the decoder for every [`Registry::with_defaults`](super::Registry::with_defaults) made
 //! afterwards. Panics inside the plugin are caught on its side of the boundary and become
 //! [`ErrorKind::Corrupt`](crate::ErrorKind::Corrupt) errors.
