@@ -107,7 +107,9 @@ fn the_next_epoch_loads_while_the_current_one_ends() {
         .prefetch_epochs(true)
         .build(2)
         .unwrap();
-    let first: Vec<(u64, u64)> = (0..10).map(|_| p.next_item(None).unwrap().unwrap()).collect();
+    let first: Vec<(u64, u64)> = (0..10)
+        .map(|_| p.next_item(None).unwrap().unwrap())
+        .collect();
     assert_eq!(first, (0..10).map(|i| (0, i)).collect::<Vec<_>>());
     // Epoch 0's last item is taken, its end not yet: epoch 1's items load meanwhile.
     wait_until("epoch 1 loads before epoch 0 ends", || {
@@ -173,7 +175,11 @@ fn state_dict_resumes_exactly_while_the_next_epoch_is_prefetched() {
             let rest: Vec<u64> = second.iter().map(|r| r.unwrap()).collect();
             let mut all: Vec<u64> = seen.iter().chain(rest.iter()).copied().collect();
             all.sort();
-            assert_eq!(all, expected(1), "no repeat, no skip ({order:?}, take {take})");
+            assert_eq!(
+                all,
+                expected(1),
+                "no repeat, no skip ({order:?}, take {take})"
+            );
             // The following epoch, prefetched after a resumed one, is whole.
             let mut next: Vec<u64> = second.iter().map(|r| r.unwrap()).collect();
             next.sort();

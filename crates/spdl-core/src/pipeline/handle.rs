@@ -382,7 +382,8 @@ impl<T: Send + 'static> Pipeline<T> {
             ));
         }
         if let Some(ahead) = self.prefetched {
-            let at_start = state.epoch == ahead && state.done_below == 0 && state.done_above.is_empty();
+            let at_start =
+                state.epoch == ahead && state.done_below == 0 && state.done_above.is_empty();
             if at_start {
                 return Ok(()); // exactly where the prefetched epoch starts
             }
