@@ -5,10 +5,10 @@
 //! A pipeline of `ITEMS` items per epoch through a CPU op of about `WORK_US` us per item
 //! (2 workers, concurrency 2), batched by `BATCH`; the consumer spends `STEP_MS` ms per batch
 //! (a training step that leaves the CPUs to the loader, as a GPU step does). Without epoch
-//! prefetching (`prefetch_epochs(false)`, epoch 1: what every epoch did before) the source
-//! starts an epoch only when the consumer asks for its first batch; with it, the next epoch's
-//! first batches are ready when the current one ends. Epochs 2 and 3 are prefetched in both
-//! runs (prefetching starts with the second epoch the consumer starts).
+//! prefetching (`prefetch_epochs(false)`: what every epoch did before) the source starts an
+//! epoch only when the consumer asks for its first batch; with it, the next epoch's first
+//! batches are ready when the current one ends. By default prefetching starts with the second
+//! epoch the consumer starts (epoch 1 is not prefetched, epochs 2 and 3 are).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -35,8 +35,8 @@ fn work(x: u64) -> u64 {
 
 /// Per epoch: the wait for its first batch, and the median wait for the batches of its middle
 /// half.
-fn run(prefetch: bool) -> anyhow::Result<Vec<(Duration, Duration)>> {
-    let mut p = PipelineBuilder::source(|_epoch| 0..ITEMS)
+fn run(prefetch: Option<bool>) -> anyhow::Result<Vec<(Duration, Duration)>> {
+    let b = PipelineBuilder::source(|_epoch| 0..ITEMS)
         .pipe(
             Op::blocking(|x: u64| Ok(Some(work(x)))),
             StageConfig::named("decode")
@@ -44,9 +44,12 @@ fn run(prefetch: bool) -> anyhow::Result<Vec<(Duration, Duration)>> {
                 .order(Order::Input),
         )
         .aggregate(BATCH, false)
-        .sink(3)
-        .prefetch_epochs(prefetch)
-        .build(2)?;
+        .sink(3);
+    let b = match prefetch {
+        Some(on) => b.prefetch_epochs(on),
+        None => b,
+    };
+    let mut p = b.build(2)?;
     let mut out = Vec::new();
     for _ in 0..EPOCHS {
         let mut waits = Vec::new();
@@ -76,14 +79,14 @@ fn main() -> anyhow::Result<()> {
     );
     println!("| run | epoch | prefetched | first-batch wait | mid-epoch wait (median) | ratio |");
     println!("|---|---:|---|---:|---:|---:|");
-    for prefetch in [false, true] {
-        let run_name = if prefetch {
-            "prefetch_epochs(true)"
-        } else {
-            "default"
+    for prefetch in [Some(false), None, Some(true)] {
+        let run_name = match prefetch {
+            Some(true) => "prefetch_epochs(true)",
+            Some(false) => "prefetch_epochs(false)",
+            None => "default",
         };
         for (epoch, (first, mid)) in run(prefetch)?.into_iter().enumerate().skip(1) {
-            let prefetched = prefetch || epoch >= 2;
+            let prefetched = prefetch.unwrap_or(epoch >= 2);
             let ms = |d: Duration| d.as_secs_f64() * 1e3;
             println!(
                 "| {run_name} | {epoch} | {} | {:.3} | {:.3} | {:.1}x |",

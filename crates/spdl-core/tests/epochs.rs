@@ -11,8 +11,8 @@ const PER_EPOCH: u64 = 23;
 
 /// Items of epoch `e`: `e * 100 + i`; the op drops multiples of 7 (a filter) and every stage
 /// boundary (map, batch of 4 with a partial last batch, unbatch, map) sees the marker.
-fn build(order: Order, prefetch: bool, calls: Arc<Mutex<Vec<u64>>>) -> Pipeline<u64> {
-    PipelineBuilder::source(move |epoch| {
+fn build(order: Order, prefetch: Option<bool>, calls: Arc<Mutex<Vec<u64>>>) -> Pipeline<u64> {
+    let b = PipelineBuilder::source(move |epoch| {
         calls.lock().unwrap().push(epoch);
         (0..PER_EPOCH).map(move |i| epoch * 100 + i)
     })
@@ -32,8 +32,11 @@ fn build(order: Order, prefetch: bool, calls: Arc<Mutex<Vec<u64>>>) -> Pipeline<
     )
     // Room for a whole epoch in the sink: the source can finish an epoch whatever the consumer
     // has taken, so the tests can wait for the next epoch to be sourced.
-    .sink(64)
-    .prefetch_epochs(prefetch)
+    .sink(64);
+    match prefetch {
+        Some(on) => b.prefetch_epochs(on),
+        None => b,
+    }
     .build(3)
     .unwrap()
 }
@@ -58,7 +61,7 @@ fn wait_until(what: &str, cond: impl Fn() -> bool) {
 #[test]
 fn prefetched_epochs_keep_exact_item_sets_and_boundaries() {
     for order in [Order::Input, Order::Completion] {
-        for prefetch in [false, true] {
+        for prefetch in [None, Some(false), Some(true)] {
             let calls = Arc::new(Mutex::new(Vec::new()));
             let mut p = build(order, prefetch, calls.clone());
             for epoch in 0..4 {
@@ -67,7 +70,7 @@ fn prefetched_epochs_keep_exact_item_sets_and_boundaries() {
                 if order == Order::Completion {
                     got.sort();
                 }
-                assert_eq!(got, expected(epoch), "{order:?} prefetch={prefetch}");
+                assert_eq!(got, expected(epoch), "{order:?} prefetch={prefetch:?}");
                 assert_eq!(p.epoch(), epoch + 1);
                 let state = p.state_dict();
                 assert_eq!(
@@ -130,7 +133,7 @@ fn the_next_epoch_loads_while_the_current_one_ends() {
 #[test]
 fn a_single_epoch_run_never_sources_a_second_epoch_by_default() {
     let calls = Arc::new(Mutex::new(Vec::new()));
-    let mut p = build(Order::Input, false, calls.clone());
+    let mut p = build(Order::Input, None, calls.clone());
     let got: Vec<u64> = p.iter().map(|r| r.unwrap()).collect();
     assert_eq!(got, expected(0));
     drop(p);
@@ -140,7 +143,7 @@ fn a_single_epoch_run_never_sources_a_second_epoch_by_default() {
 #[test]
 fn from_the_second_epoch_on_the_next_one_is_prefetched_by_default() {
     let calls = Arc::new(Mutex::new(Vec::new()));
-    let mut p = build(Order::Input, false, calls.clone());
+    let mut p = build(Order::Input, None, calls.clone());
     assert_eq!(p.iter().count(), expected(0).len());
     let mut it = p.iter();
     let first = it.next().unwrap().unwrap();
@@ -160,7 +163,7 @@ fn state_dict_resumes_exactly_while_the_next_epoch_is_prefetched() {
         for take in [0usize, 5, 14] {
             // Epoch 0 done, `take` items of epoch 1 taken, epoch 2 loading behind it.
             let calls = Arc::new(Mutex::new(Vec::new()));
-            let mut first = build(order, true, calls.clone());
+            let mut first = build(order, Some(true), calls.clone());
             assert_eq!(first.iter().count(), expected(0).len());
             first.start();
             let seen: Vec<u64> = first.iter().take(take).map(|r| r.unwrap()).collect();
@@ -170,7 +173,7 @@ fn state_dict_resumes_exactly_while_the_next_epoch_is_prefetched() {
             assert_eq!(state.epoch, 1);
             drop(first);
 
-            let mut second = build(order, true, Arc::new(Mutex::new(Vec::new())));
+            let mut second = build(order, Some(true), Arc::new(Mutex::new(Vec::new())));
             second.load_state_dict(&state).unwrap();
             let rest: Vec<u64> = second.iter().map(|r| r.unwrap()).collect();
             let mut all: Vec<u64> = seen.iter().chain(rest.iter()).copied().collect();
@@ -190,7 +193,7 @@ fn state_dict_resumes_exactly_while_the_next_epoch_is_prefetched() {
 
 #[test]
 fn load_state_dict_at_a_prefetched_boundary() {
-    let mut p = build(Order::Input, true, Arc::new(Mutex::new(Vec::new())));
+    let mut p = build(Order::Input, Some(true), Arc::new(Mutex::new(Vec::new())));
     assert_eq!(p.iter().count(), expected(0).len());
     // The state of the boundary itself is where the prefetched epoch starts: accepted.
     let boundary = p.state_dict();
@@ -206,4 +209,17 @@ fn load_state_dict_at_a_prefetched_boundary() {
     assert!(err.to_string().contains("prefetched"), "{err}");
     let got: Vec<u64> = p.iter().map(|r| r.unwrap()).collect();
     assert_eq!(got, expected(1));
+}
+
+#[test]
+fn prefetch_off_never_sources_an_epoch_before_it_starts() {
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let mut p = build(Order::Completion, Some(false), calls.clone());
+    for epoch in 0..3 {
+        let mut got: Vec<u64> = p.iter().map(|r| r.unwrap()).collect();
+        got.sort();
+        assert_eq!(got, expected(epoch));
+        // Every epoch so far ended at the consumer: the source has run exactly those.
+        assert_eq!(*calls.lock().unwrap(), (0..=epoch).collect::<Vec<_>>());
+    }
 }

@@ -556,6 +556,9 @@ pub(crate) fn build_pipeline(
             shared: shared.clone(),
             done: false,
         })
+        // The iterable is iterated again each epoch, and the user may change what it yields
+        // between epochs (a sampler's `set_epoch`): it is never iterated before its epoch starts.
+        .prefetch_epochs(false)
     };
     // A `collate` directly followed by a `to_device` writes into the device's pinned memory.
     let next_targets: Vec<_> = (0..stages.len())

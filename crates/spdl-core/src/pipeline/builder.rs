@@ -68,7 +68,7 @@ pub struct PipelineBuilder<T> {
     sink_size: usize,
     max_failures: Option<FailureBudget>,
     report_interval: Option<Duration>,
-    prefetch_epochs: bool,
+    prefetch_epochs: Option<bool>,
 }
 
 impl<T: Send + 'static> PipelineBuilder<T> {
@@ -139,7 +139,7 @@ impl<T: Send + 'static> PipelineBuilder<T> {
             sink_size: 3,
             max_failures: None,
             report_interval: None,
-            prefetch_epochs: false,
+            prefetch_epochs: None,
         }
     }
 
@@ -269,13 +269,15 @@ impl<T: Send + 'static> PipelineBuilder<T> {
         self
     }
 
-    /// Prefetches the next epoch from the first epoch on: once epoch `e`'s source is
-    /// exhausted, epoch `e + 1`'s items start loading while the consumer takes `e`'s tail.
-    /// Without it (the default) prefetching starts with the second epoch the consumer starts,
+    /// Epoch prefetching: once epoch `e`'s source is exhausted, epoch `e + 1`'s items start
+    /// loading while the consumer takes `e`'s tail (the source is called for `e + 1` then, before
+    /// the consumer asks for it). `true`: from the first epoch on; `false`: never (for a source
+    /// that must not be called before the consumer starts the epoch, e.g. one whose order is
+    /// set between epochs). Unset (the default): from the second epoch the consumer starts on,
     /// so a single-epoch run never calls the source for an epoch it does not iterate.
-    /// Epoch boundaries and [`crate::Pipeline::state_dict`] stay exact either way.
+    /// Epoch boundaries and [`crate::Pipeline::state_dict`] stay exact in every case.
     pub fn prefetch_epochs(mut self, on: bool) -> Self {
-        self.prefetch_epochs = on;
+        self.prefetch_epochs = Some(on);
         self
     }
 

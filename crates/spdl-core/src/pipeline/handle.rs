@@ -166,8 +166,8 @@ pub struct Pipeline<T> {
     progress: Progress,
     /// Positions to skip in the next epoch started (from `load_state_dict`).
     resume: Option<Progress>,
-    /// Prefetch the next epoch from the first one on (else from the second epoch started on).
-    prefetch_epochs: bool,
+    /// Prefetch the next epoch always, never, or (`None`) from the second epoch started on.
+    prefetch_epochs: Option<bool>,
     /// Epochs started by the consumer so far.
     epochs_started: u64,
     /// The epoch the source is producing ahead of the consumer, if any.
@@ -218,16 +218,15 @@ impl<T: Send + 'static> Pipeline<T> {
             epoch: 0,
             progress: Progress::new(),
             resume: None,
-            prefetch_epochs: false,
+            prefetch_epochs: None,
             epochs_started: 0,
             prefetched: None,
             stop_handle,
         }
     }
 
-    /// Whether the next epoch is prefetched from the first epoch on (see
-    /// [`crate::PipelineBuilder::prefetch_epochs`]).
-    pub(crate) fn set_prefetch_epochs(&mut self, on: bool) {
+    /// Whether the next epoch is prefetched (see [`crate::PipelineBuilder::prefetch_epochs`]).
+    pub(crate) fn set_prefetch_epochs(&mut self, on: Option<bool>) {
         self.prefetch_epochs = on;
     }
 
@@ -257,8 +256,8 @@ impl<T: Send + 'static> Pipeline<T> {
     /// Starts the next epoch now, if none is running (iterating does it too). Lets the source
     /// and stages fill the queues before the first item is asked for.
     ///
-    /// From the second epoch started on (from the first with
-    /// [`crate::PipelineBuilder::prefetch_epochs`]), the source goes on with the following
+    /// From the second epoch started on (as set by [`crate::PipelineBuilder::prefetch_epochs`]),
+    /// the source goes on with the following
     /// epoch as soon as this one's source is exhausted: its first items load while the consumer
     /// takes this epoch's tail (no bubble at the boundary). Items still reach the consumer
     /// epoch by epoch, with `Ok(None)` exactly between two epochs. A single-epoch run never
@@ -272,7 +271,7 @@ impl<T: Send + 'static> Pipeline<T> {
         let done = self.resume.take().unwrap_or_default();
         self.progress = done.clone();
         self.epochs_started += 1;
-        let prefetch_next = self.prefetch_epochs || self.epochs_started >= 2;
+        let prefetch_next = self.prefetch_epochs.unwrap_or(self.epochs_started >= 2);
         let started = self.commands.as_ref().is_some_and(|c| {
             c.send(StartEpoch {
                 epoch: self.epoch,
