@@ -2,10 +2,12 @@
 //! `cargo run --release -p spdl-benches --example overhead_table`.
 //! Each cell is an epoch time of `ITEMS` items divided by items x stages: the fastest of
 //! `RUNS` epochs (the overhead itself, least disturbed by other processes), and for spdl-core
-//! also the median.
+//! also the median. Then the engine ceiling: items/s through 3 no-op stages at concurrency 8,
+//! and the CPU the scheduler thread spends per item (per item through the whole chain).
 
 use spdl_benches::overhead::{
-    ns_per_item_stage, time_epochs, Config, Floor, SpdlChain, ITEMS, QUEUE,
+    ceiling_configs, ns_per_item_stage, thread_cpu, time_epochs, Config, Floor, SpdlChain, ITEMS,
+    QUEUE,
 };
 
 const WARMUP: usize = 2;
@@ -41,6 +43,37 @@ fn main() -> anyhow::Result<()> {
                 ns / floor_ns
             );
         }
+    }
+    println!(
+        "\nEngine ceiling: {ITEMS} items per epoch through 3 no-op stages at concurrency 8 \
+         (3 workers); fastest (and median) of {RUNS} epochs; scheduler CPU over all {RUNS} \
+         measured epochs (thread `spdl-scheduler`, 10 ms ticks).\n"
+    );
+    println!("| config | items/s | items/s median | scheduler CPU us/item |");
+    println!("|---|---:|---:|---:|");
+    for config in ceiling_configs() {
+        let mut chain = SpdlChain::new(config, ITEMS)?;
+        for _ in 0..WARMUP {
+            chain.run_epoch()?;
+        }
+        let cpu_before = thread_cpu("spdl-scheduler");
+        let times = time_epochs(0, RUNS, || chain.run_epoch().map(drop))?;
+        let cpu = thread_cpu("spdl-scheduler")
+            .zip(cpu_before)
+            .map(|(after, before)| after.saturating_sub(before));
+        let per_s = |d: std::time::Duration| ITEMS as f64 / d.as_secs_f64();
+        let cpu_us = cpu.map_or("n/a".to_string(), |c| {
+            format!(
+                "{:.2}",
+                c.as_secs_f64() * 1e6 / (ITEMS as f64 * RUNS as f64)
+            )
+        });
+        println!(
+            "| {} | {:.0} | {:.0} | {cpu_us} |",
+            config.label(),
+            per_s(times.fastest),
+            per_s(times.median)
+        );
     }
     Ok(())
 }

@@ -163,6 +163,43 @@ impl Drop for Floor {
     }
 }
 
+/// The engine-ceiling configuration of issue 18: 3 no-op stages at concurrency 8.
+pub fn ceiling_configs() -> Vec<Config> {
+    [Order::Input, Order::Completion]
+        .into_iter()
+        .map(|order| Config {
+            stages: 3,
+            order,
+            concurrency: 8,
+        })
+        .collect()
+}
+
+/// CPU time (user + system) used so far by this process's thread named `name` (the first
+/// one found), from `/proc/self/task/*/stat`; `None` where that is not available (not Linux)
+/// or no such thread runs. Resolution: one clock tick (10 ms at the usual `USER_HZ` of 100,
+/// assumed here), so measure over enough items.
+pub fn thread_cpu(name: &str) -> Option<Duration> {
+    const TICKS_PER_SEC: u64 = 100;
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let dir = task.ok()?.path();
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        if comm.trim_end() != name {
+            continue;
+        }
+        let stat = std::fs::read_to_string(dir.join("stat")).ok()?;
+        // Fields after the `(comm)`: state is field 3; utime and stime are fields 14 and 15.
+        let rest = &stat[stat.rfind(')')? + 2..];
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let utime: u64 = fields.get(11)?.parse().ok()?;
+        let stime: u64 = fields.get(12)?.parse().ok()?;
+        return Some(Duration::from_millis(
+            (utime + stime) * 1000 / TICKS_PER_SEC,
+        ));
+    }
+    None
+}
+
 /// Nanoseconds per item per stage for `epochs` epochs of [`ITEMS`] items taking `elapsed`.
 pub fn ns_per_item_stage(elapsed: Duration, epochs: u64, stages: usize) -> f64 {
     elapsed.as_nanos() as f64 / (epochs * ITEMS * stages as u64) as f64

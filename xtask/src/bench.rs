@@ -1,8 +1,8 @@
 //! `cargo xtask bench <what>`: the benchmarks, one variant each.
 //!
-//! `overhead` runs the `spdl-benches` crate (criterion, then a Markdown table); `decode`,
-//! `images`, `train` and `video` are the decode, image-pipeline, training-loop and video
-//! benchmarks.
+//! `overhead` runs the `spdl-benches` crate (criterion, then a Markdown table), `epochs` its
+//! `epoch_bubble` example; `decode`, `images`, `train` and `video` are the decode,
+//! image-pipeline, training-loop and video benchmarks.
 
 use anyhow::Result;
 use clap::Subcommand;
@@ -29,6 +29,9 @@ enum What {
         #[arg(long)]
         table_only: bool,
     },
+    /// The epoch bubble: first-batch wait of a new epoch against a mid-epoch wait, with and
+    /// without epoch prefetching.
+    Epochs,
     /// `spdl load` against the decoder's bare-loop limit on the corpus.
     Decode(decode::Args),
     /// The whole image pipeline: spdl-rs against SPDL 0.8, DataLoader and the limits.
@@ -51,6 +54,16 @@ pub(crate) fn run(args: &Args) -> Result<()> {
                 .args(["--example", "overhead_table"])
                 .run()
         }
+        What::Epochs => cargo()
+            .args([
+                "run",
+                "--release",
+                "-p",
+                "spdl-benches",
+                "--example",
+                "epoch_bubble",
+            ])
+            .run(),
         What::Decode(a) => decode::run(a),
         What::Images(a) => images::run(a),
         What::Train(a) => train::run(a),

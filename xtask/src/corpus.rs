@@ -11,7 +11,7 @@ use crate::setup;
 /// Arguments of `cargo xtask corpus`, all for the generator.
 #[derive(clap::Args)]
 pub(crate) struct Args {
-    /// --out DIR, --count N, --photos DIR, --seed N, --classes N, --help.
+    /// --out DIR, --count N, --large, --photos DIR, --seed N, --classes N, --help.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     args: Vec<String>,
 }

@@ -54,7 +54,9 @@ enum Failure {
 #[derive(Default)]
 struct Shared {
     failures: Mutex<VecDeque<Failure>>,
-    source_error: Mutex<Option<Py<PyAny>>>,
+    /// The source's exception and the epoch it failed in (the next epoch may be prefetched
+    /// while the consumer ends this one: its failure belongs to its own end).
+    source_error: Mutex<Option<(u64, Py<PyAny>)>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -146,6 +148,7 @@ impl Aggregator<Item> for ListBatcher {
 
 /// One epoch of a Python iterable, iterated on the source thread with the GIL per item.
 struct PySource {
+    epoch: u64,
     iterable: Arc<Py<PyAny>>,
     iter: Option<Py<PyAny>>,
     shared: Arc<Shared>,
@@ -185,7 +188,8 @@ impl Iterator for PySource {
                 self.done = true;
                 with_gil(|py| {
                     tracing::error!("the source failed: {}", describe_exc(py, &e));
-                    *lock(&self.shared.source_error) = Some(e.into_value(py).into_any());
+                    *lock(&self.shared.source_error) =
+                        Some((self.epoch, e.into_value(py).into_any()));
                     self.iter = None;
                 });
                 None
@@ -545,12 +549,16 @@ pub(crate) fn build_pipeline(
     } else {
         let iterable = Arc::new(source.unbind());
         let shared = shared.clone();
-        PipelineBuilder::source(move |_epoch| PySource {
+        PipelineBuilder::source(move |epoch| PySource {
+            epoch,
             iterable: iterable.clone(),
             iter: None,
             shared: shared.clone(),
             done: false,
         })
+        // The iterable is iterated again each epoch, and the user may change what it yields
+        // between epochs (a sampler's `set_epoch`): it is never iterated before its epoch starts.
+        .prefetch_epochs(false)
     };
     // A `collate` directly followed by a `to_device` writes into the device's pinned memory.
     let next_targets: Vec<_> = (0..stages.len())
@@ -819,7 +827,22 @@ impl PyPipeline {
                     )))
                 }
                 Step::EndOfEpoch => {
-                    if let Some(e) = lock(&self.shared.source_error).take() {
+                    let ended = py.detach(|| {
+                        lock(&self.inner)
+                            .as_ref()
+                            .map_or(0, |p| p.epoch().saturating_sub(1))
+                    });
+                    let failed_source = {
+                        let mut slot = lock(&self.shared.source_error);
+                        match slot.take() {
+                            Some((epoch, e)) if epoch == ended => Some(e),
+                            other => {
+                                *slot = other;
+                                None
+                            }
+                        }
+                    };
+                    if let Some(e) = failed_source {
                         let msg = format!("The source failed: {}", e.bind(py));
                         return Err(pipeline_failure(py, msg, vec![e], Some("source")));
                     }

@@ -169,6 +169,64 @@ def test_continuous_sample_list_and_state_between_epochs(samples, thread_baselin
         assert list(single) == []
 
 
+def test_prefetched_epochs_of_a_sample_list_are_exact_and_resumable(samples, thread_baseline):
+    """A `SampleList` source is epoch-aware: from the second epoch on, the next epoch is
+    prefetched while the current one ends; every epoch still holds every file once, in order,
+    and a state taken mid-epoch (with the next epoch loading) resumes with no repeat and no
+    skip."""
+    listing = sources.list_files(samples)
+
+    def build():
+        return (
+            PipelineBuilder()
+            .add_source(listing, continuous=True)
+            .pipe(ops.read_file(), output_order="input")
+            .add_sink(len(listing) + 2)  # room for the next epoch to be sourced ahead
+            .build(num_threads=2)
+        )
+
+    p = build()
+    with p.auto_stop():
+        first = list(p)
+        assert len(first) == len(listing)
+        for epoch in range(1, 4):
+            assert p.state_dict() == {"epoch": epoch, "done_below": 0, "done_above": []}
+            assert list(p) == first, f"epoch {epoch}"
+        it = p.get_iterator(timeout=SAFETY)
+        taken = [next(it) for _ in range(3)]
+        state = p.state_dict()
+    assert state == {"epoch": 4, "done_below": 3, "done_above": []}
+    again = build()
+    again.load_state_dict(state)
+    with again.auto_stop():
+        assert taken + list(again) == first
+        assert again.epoch == 5
+
+
+def test_a_plain_iterable_is_never_iterated_before_its_epoch(thread_baseline):
+    """A plain iterable may change between epochs (a sampler's `set_epoch`): it is iterated
+    only once the consumer starts the epoch, so each epoch sees the change made before it."""
+
+    class Shifted:
+        offset = 0
+
+        def __iter__(self):
+            return iter(range(self.offset, self.offset + 5))
+
+    src = Shifted()
+    p = (
+        PipelineBuilder()
+        .add_source(src, continuous=True)
+        .pipe(lambda x: x, output_order="input")
+        .add_sink(32)  # room for the source to run ahead, if it did
+        .build(num_threads=2)
+    )
+    with p.auto_stop():
+        for epoch in range(4):
+            src.offset = 100 * epoch
+            assert list(p) == [100 * epoch + i for i in range(5)], f"epoch {epoch}"
+
+
 # --- ops -----------------------------------------------------------------------------------
 
 

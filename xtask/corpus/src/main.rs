@@ -3,6 +3,9 @@
 //! end-to-end tests. It is written outside the repository (by default
 //! `~/.cache/spdl-corpus/imagenet-like-2000`) and not rebuilt when its manifest shows it is
 //! complete. Same photos, seed and count: same bytes.
+//!
+//! `--large`: large photos instead (long side 1,600 to 4,000 px, 300 by default, in
+//! `~/.cache/spdl-corpus/large-COUNT`), for the decode-less-on-large-photos benchmarks.
 
 mod manifest;
 mod plan;
@@ -31,9 +34,12 @@ struct Args {
     /// Output folder [default: ~/.cache/spdl-corpus/imagenet-like-COUNT].
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Number of images.
-    #[arg(long, default_value_t = 2000)]
-    count: usize,
+    /// Number of images [default: 2000; 300 with --large].
+    #[arg(long)]
+    count: Option<usize>,
+    /// Large photos: long side 1,600 to 4,000 px (see `plan::plan_large`).
+    #[arg(long)]
+    large: bool,
     /// Number of classes (class folders).
     #[arg(long, default_value_t = 10)]
     classes: usize,
@@ -51,34 +57,55 @@ struct Args {
 
 fn main() -> Result<()> {
     let args = Args::parse();
-    if args.count == 0 || args.classes == 0 {
+    let count = args.count.unwrap_or(if args.large { 300 } else { 2000 });
+    if count == 0 || args.classes == 0 {
         bail!("--count and --classes must be at least 1");
     }
     let photos = list_photos(&photos_dir(args.photos.as_deref())?)?;
     let out = match &args.out {
         Some(out) => out.clone(),
-        None => default_out(args.count)?,
+        None => default_out(count, args.large)?,
     };
     let params = format!(
-        "generator={GENERATOR_VERSION} seed={} count={} classes={} photos={}",
+        "generator={GENERATOR_VERSION} seed={} count={} classes={} photos={}{}",
         args.seed,
-        args.count,
+        count,
         args.classes,
-        identity(&photos)?
+        identity(&photos)?,
+        if args.large { " large" } else { "" }
     );
 
     let started = Instant::now();
-    let entries = match manifest::complete(&out, &params, args.count) {
+    let entries = match manifest::complete(&out, &params, count) {
         Some(entries) => {
             println!("corpus: already complete in {}", out.display());
             entries
         }
         None => {
-            let specs = plan::plan(args.seed, args.count, args.classes, photos.len());
+            let specs = if args.large {
+                plan::plan_large(args.seed, count, args.classes, photos.len())
+            } else {
+                plan::plan(args.seed, count, args.classes, photos.len())
+            };
+            // Large images are cut from the photos at full resolution; ~500 px ones from
+            // photos decoded at up to 1/4 scale.
+            let min_long = if args.large {
+                render::FULL_RESOLUTION
+            } else {
+                render::MIN_DECODED_LONG_SIDE
+            };
             let threads = args
                 .threads
                 .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
-            let entries = generate(&out, &params, &photos, &specs, args.classes, threads)?;
+            let entries = generate(
+                &out,
+                &params,
+                &photos,
+                &specs,
+                args.classes,
+                threads,
+                min_long,
+            )?;
             println!(
                 "corpus: wrote {} in {:.1} s",
                 out.display(),
@@ -125,11 +152,12 @@ fn list_photos(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(photos)
 }
 
-fn default_out(count: usize) -> Result<PathBuf> {
+fn default_out(count: usize, large: bool) -> Result<PathBuf> {
     let home = std::env::var_os("HOME").context("HOME is not set; pass --out DIR")?;
+    let kind = if large { "large" } else { "imagenet-like" };
     Ok(PathBuf::from(home)
         .join(".cache/spdl-corpus")
-        .join(format!("imagenet-like-{count}")))
+        .join(format!("{kind}-{count}")))
 }
 
 /// A short hash of the photos' names and contents: other photos make another corpus.
@@ -151,6 +179,7 @@ fn generate(
     specs: &[plan::Spec],
     classes: usize,
     threads: usize,
+    min_long: usize,
 ) -> Result<Vec<Entry>> {
     let partial = PathBuf::from(format!("{}.partial", out.display()));
     if partial.exists() {
@@ -185,7 +214,7 @@ fn generate(
             let path = &photos[p];
             let data =
                 std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-            let photo = render::decode(&data)
+            let photo = render::decode(&data, min_long)
                 .with_context(|| format!("cannot decode {}", path.display()))?;
             for spec in todo {
                 let jpeg = render::render(&photo, spec, &mut resizer)?;

@@ -135,6 +135,50 @@ pub(crate) fn plan(seed: u64, count: usize, classes: usize, photos: usize) -> Ve
         .collect()
 }
 
+/// The plan of the large-photo corpus (`--large`): like [`plan`], but the long side is uniform
+/// in 1,600..=4,000 px (photo-camera sizes), crops keep at least 60% of the largest one (less
+/// upscaling of the smaller source photos), quality 85..=95, and no image is progressive.
+pub(crate) fn plan_large(seed: u64, count: usize, classes: usize, photos: usize) -> Vec<Spec> {
+    let mut rng = Rng::new(seed);
+    (0..count)
+        .map(|i| {
+            let class = i % classes;
+            let own: Vec<usize> = (0..photos).filter(|p| p % classes == class).collect();
+            let photo = if own.is_empty() {
+                class % photos
+            } else {
+                own[rng.below(own.len())]
+            };
+            let long = rng.between(1600, 4000);
+            let short = |num: u32, den: u32| (long * num + den / 2) / den;
+            let (width, height) = match rng.below(20) {
+                0..=11 => (long, short(3, 4)),  // 4:3, 60%
+                12..=15 => (short(3, 4), long), // 3:4, 20%
+                16..=17 => (long, short(2, 3)), // 3:2, 10%
+                _ => (long, short(9, 16)),      // 16:9, 10%
+            };
+            let sampling = match rng.below(20) {
+                0..=15 => Sampling::S420,
+                16..=18 => Sampling::S422,
+                _ => Sampling::S444,
+            };
+            Spec {
+                path: format!("class_{class:02}/img_{i:06}.JPEG"),
+                photo,
+                width,
+                height,
+                crop_scale: 0.6 + 0.4 * rng.unit(),
+                crop_x: rng.unit(),
+                crop_y: rng.unit(),
+                mirror: rng.chance(0.5),
+                quality: rng.between(85, 95) as i32,
+                sampling,
+                progressive: false,
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,6 +190,25 @@ mod tests {
         assert!(a
             .iter()
             .zip(&b)
+            .all(|(x, y)| format!("{x:?}") == format!("{y:?}")));
+    }
+
+    #[test]
+    fn large_plan_stays_in_its_size_range() {
+        let p = plan_large(3, 300, 10, 39);
+        assert_eq!(p.len(), 300);
+        for s in &p {
+            let long = s.width.max(s.height);
+            assert!((1600..=4000).contains(&long), "{s:?}");
+            assert!(s.width.min(s.height) >= 900, "{s:?}");
+            assert!((85..=95).contains(&s.quality));
+        }
+        let longs: Vec<u32> = p.iter().map(|s| s.width.max(s.height)).collect();
+        assert!(longs.iter().any(|&l| l < 2000) && longs.iter().any(|&l| l > 3600));
+        let again = plan_large(3, 300, 10, 39);
+        assert!(p
+            .iter()
+            .zip(&again)
             .all(|(x, y)| format!("{x:?}") == format!("{y:?}")));
     }
 

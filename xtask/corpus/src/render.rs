@@ -17,16 +17,20 @@ pub(crate) struct Photo {
 
 /// Decoded photos are only cut into ~500 px images: big ones are decoded at 1/2 or 1/4 scale
 /// (in the DCT, cheap and exact) as long as their long side stays at least this big.
-const MIN_DECODED_LONG_SIDE: usize = 1600;
+pub(crate) const MIN_DECODED_LONG_SIDE: usize = 1600;
 
-/// Decodes a JPEG photo to RGB, scaled down by a power of two when it is large.
-pub(crate) fn decode(jpeg: &[u8]) -> Result<Photo> {
+/// A `min_long` for [`decode`] that keeps every photo at full resolution.
+pub(crate) const FULL_RESOLUTION: usize = usize::MAX;
+
+/// Decodes a JPEG photo to RGB, scaled down by a power of two as long as its long side stays
+/// at least `min_long`.
+pub(crate) fn decode(jpeg: &[u8], min_long: usize) -> Result<Photo> {
     let mut d = Decompressor::new()?;
     let header = d.read_header(jpeg)?;
     let long = header.width.max(header.height);
     let scale = [ScalingFactor::ONE_QUARTER, ScalingFactor::ONE_HALF]
         .into_iter()
-        .find(|s| s.scale(long) >= MIN_DECODED_LONG_SIDE)
+        .find(|s| s.scale(long) >= min_long)
         .unwrap_or(ScalingFactor::ONE);
     d.set_scaling_factor(scale)?;
     let (width, height) = (scale.scale(header.width), scale.scale(header.height));

@@ -68,6 +68,7 @@ pub struct PipelineBuilder<T> {
     sink_size: usize,
     max_failures: Option<FailureBudget>,
     report_interval: Option<Duration>,
+    prefetch_epochs: Option<bool>,
 }
 
 impl<T: Send + 'static> PipelineBuilder<T> {
@@ -138,6 +139,7 @@ impl<T: Send + 'static> PipelineBuilder<T> {
             sink_size: 3,
             max_failures: None,
             report_interval: None,
+            prefetch_epochs: None,
         }
     }
 
@@ -171,6 +173,7 @@ impl<T: Send + 'static> PipelineBuilder<T> {
             sink_size: self.sink_size,
             max_failures: self.max_failures,
             report_interval: self.report_interval,
+            prefetch_epochs: self.prefetch_epochs,
         }
     }
 
@@ -266,6 +269,18 @@ impl<T: Send + 'static> PipelineBuilder<T> {
         self
     }
 
+    /// Epoch prefetching: once epoch `e`'s source is exhausted, epoch `e + 1`'s items start
+    /// loading while the consumer takes `e`'s tail (the source is called for `e + 1` then, before
+    /// the consumer asks for it). `true`: from the first epoch on; `false`: never (for a source
+    /// that must not be called before the consumer starts the epoch, e.g. one whose order is
+    /// set between epochs). Unset (the default): from the second epoch the consumer starts on,
+    /// so a single-epoch run never calls the source for an epoch it does not iterate.
+    /// Epoch boundaries and [`crate::Pipeline::state_dict`] stay exact in every case.
+    pub fn prefetch_epochs(mut self, on: bool) -> Self {
+        self.prefetch_epochs = Some(on);
+        self
+    }
+
     /// Stops the pipeline once more than `n` items failed in total (default: no limit).
     pub fn max_failures(mut self, n: u64) -> Self {
         self.max_failures = Some(FailureBudget::Count(n));
@@ -329,7 +344,7 @@ impl<T: Send + 'static> PipelineBuilder<T> {
                 return Err(e);
             }
         };
-        Ok(Pipeline::new(
+        let mut pipeline = Pipeline::new(
             sink_rx,
             runtime,
             ctx.commands,
@@ -337,7 +352,9 @@ impl<T: Send + 'static> PipelineBuilder<T> {
             ctx.stages,
             ctx.queues,
             ctx.failures,
-        ))
+        );
+        pipeline.set_prefetch_epochs(self.prefetch_epochs);
+        Ok(pipeline)
     }
 }
 

@@ -166,6 +166,12 @@ pub struct Pipeline<T> {
     progress: Progress,
     /// Positions to skip in the next epoch started (from `load_state_dict`).
     resume: Option<Progress>,
+    /// Prefetch the next epoch always, never, or (`None`) from the second epoch started on.
+    prefetch_epochs: Option<bool>,
+    /// Epochs started by the consumer so far.
+    epochs_started: u64,
+    /// The epoch the source is producing ahead of the consumer, if any.
+    prefetched: Option<u64>,
     stop_handle: StopHandle,
 }
 
@@ -212,8 +218,16 @@ impl<T: Send + 'static> Pipeline<T> {
             epoch: 0,
             progress: Progress::new(),
             resume: None,
+            prefetch_epochs: None,
+            epochs_started: 0,
+            prefetched: None,
             stop_handle,
         }
+    }
+
+    /// Whether the next epoch is prefetched (see [`crate::PipelineBuilder::prefetch_epochs`]).
+    pub(crate) fn set_prefetch_epochs(&mut self, on: Option<bool>) {
+        self.prefetch_epochs = on;
     }
 
     /// A handle that stops this pipeline without blocking, usable from anywhere (an op, a
@@ -241,19 +255,32 @@ impl<T: Send + 'static> Pipeline<T> {
 
     /// Starts the next epoch now, if none is running (iterating does it too). Lets the source
     /// and stages fill the queues before the first item is asked for.
+    ///
+    /// From the second epoch started on (as set by [`crate::PipelineBuilder::prefetch_epochs`]),
+    /// the source goes on with the following
+    /// epoch as soon as this one's source is exhausted: its first items load while the consumer
+    /// takes this epoch's tail (no bubble at the boundary). Items still reach the consumer
+    /// epoch by epoch, with `Ok(None)` exactly between two epochs. A single-epoch run never
+    /// prefetches.
     pub fn start(&mut self) {
         if self.phase != Phase::Idle {
             return;
         }
+        // `load_state_dict` refuses a resume once the epoch is prefetched, so a prefetched
+        // epoch always starts from its first position.
         let done = self.resume.take().unwrap_or_default();
         self.progress = done.clone();
+        self.epochs_started += 1;
+        let prefetch_next = self.prefetch_epochs.unwrap_or(self.epochs_started >= 2);
         let started = self.commands.as_ref().is_some_and(|c| {
             c.send(StartEpoch {
                 epoch: self.epoch,
                 done,
+                prefetch_next,
             })
             .is_ok()
         });
+        self.prefetched = prefetch_next.then_some(self.epoch + 1);
         self.phase = if started {
             Phase::Running
         } else {
@@ -343,12 +370,28 @@ impl<T: Send + 'static> Pipeline<T> {
     /// skips the positions already done, before any stage sees them (nothing is decoded again).
     ///
     /// # Errors
-    /// [`ErrorKind::InvalidArgument`] if an epoch is already running.
+    /// [`ErrorKind::InvalidArgument`] if an epoch is already running, or if the next epoch is
+    /// already being prefetched and `state` is not its start (load a state before the first
+    /// epoch, in a fresh pipeline).
     pub fn load_state_dict(&mut self, state: &PipelineState) -> Result<()> {
         if self.phase != Phase::Idle {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
                 "load_state_dict must be called before the epoch starts",
+            ));
+        }
+        if let Some(ahead) = self.prefetched {
+            let at_start =
+                state.epoch == ahead && state.done_below == 0 && state.done_above.is_empty();
+            if at_start {
+                return Ok(()); // exactly where the prefetched epoch starts
+            }
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "load_state_dict: epoch {ahead} is already being prefetched from its start; load a state (epoch {}) before the first epoch, in a fresh pipeline",
+                    state.epoch
+                ),
             ));
         }
         self.epoch = state.epoch;

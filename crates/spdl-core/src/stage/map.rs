@@ -493,6 +493,13 @@ impl<T: Send + 'static, U: Send + 'static> MapStage<T, U> {
                             outbox.push_back(Msg::Skip(ids));
                         }
                     }
+                    // In input order the marker takes a ticket and the stage goes on taking the
+                    // next epoch's items (no drain at the boundary); in completion order it
+                    // waits for the items before it, so none of the next epoch overtakes it.
+                    Some(Msg::EndOfEpoch) if ordered => {
+                        ready.insert(next_ticket, Settled::One(Msg::EndOfEpoch));
+                        next_ticket += 1;
+                    }
                     Some(Msg::EndOfEpoch) => epoch_ending = true,
                     None => input_open = false,
                 },

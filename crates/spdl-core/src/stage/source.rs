@@ -4,6 +4,11 @@
 //! The thread waits for an epoch to be started, iterates `source(epoch)`, numbers each item
 //! with its position in the epoch, skips positions already done (resumed state), and sends
 //! an end-of-epoch marker.
+//!
+//! When asked to (`StartEpoch::prefetch_next`), it then goes straight on with the next epoch:
+//! its items queue up behind the marker while the consumer takes the current epoch's tail, so
+//! the next epoch starts without a bubble. It never runs more than one epoch ahead: the
+//! epoch after that waits for the consumer to start the prefetched one.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -25,6 +30,8 @@ pub(crate) struct StartEpoch {
     pub(crate) epoch: u64,
     /// Positions already done in an earlier process (resume); skipped without being produced.
     pub(crate) done: Progress,
+    /// Start epoch `epoch + 1` (nothing skipped) as soon as this one's source is exhausted.
+    pub(crate) prefetch_next: bool,
 }
 
 /// The source thread's body.
@@ -35,7 +42,7 @@ pub(crate) fn run_source<T: Send + 'static>(
     meter: Arc<StageMeter>,
     failures: Arc<Failures>,
 ) {
-    for StartEpoch { epoch, done } in commands {
+    let mut run_epoch = |epoch: u64, done: &Progress| -> bool {
         for (position, item) in source(epoch).enumerate() {
             let position = position as u64;
             if done.contains(position) {
@@ -48,11 +55,24 @@ pub(crate) fn run_source<T: Send + 'static>(
                 .blocking_send(Msg::Item(Ids::One(position), item))
                 .is_err()
             {
-                return; // shutdown, or a stage stopped on failures
+                return false; // shutdown, or a stage stopped on failures
             }
         }
-        if output.blocking_send(Msg::EndOfEpoch).is_err() {
+        output.blocking_send(Msg::EndOfEpoch).is_ok()
+    };
+    // The epoch already produced ahead of the consumer, if any.
+    let mut ahead: Option<u64> = None;
+    for cmd in commands {
+        if ahead != Some(cmd.epoch) && !run_epoch(cmd.epoch, &cmd.done) {
             return;
+        }
+        ahead = None;
+        if cmd.prefetch_next {
+            let next = cmd.epoch + 1;
+            if !run_epoch(next, &Progress::new()) {
+                return;
+            }
+            ahead = Some(next);
         }
     }
 }
