@@ -546,6 +546,9 @@ pub(crate) fn build_pipeline(
     let mut b: PipelineBuilder<Item> = if let Ok(list) = source.cast::<SampleList>() {
         let samples = list.get().samples.clone();
         PipelineBuilder::source(move |epoch| SampleList::items(&samples, epoch))
+            // Not yet from Python: the stats and the per-epoch failure warning are pipeline-wide
+            // counters, which would mix in the prefetched epoch's failures.
+            .prefetch_epochs(false)
     } else {
         let iterable = Arc::new(source.unbind());
         let shared = shared.clone();

@@ -170,10 +170,9 @@ def test_continuous_sample_list_and_state_between_epochs(samples, thread_baselin
 
 
 def test_prefetched_epochs_of_a_sample_list_are_exact_and_resumable(samples, thread_baseline):
-    """A `SampleList` source is epoch-aware: from the second epoch on, the next epoch is
-    prefetched while the current one ends; every epoch still holds every file once, in order,
-    and a state taken mid-epoch (with the next epoch loading) resumes with no repeat and no
-    skip."""
+    """A `SampleList` source over several epochs: every epoch holds every file once, in order,
+    and a state taken mid-epoch resumes with no repeat and no skip (with a sink room enough
+    for the next epoch, were it prefetched)."""
     listing = sources.list_files(samples)
 
     def build():
