@@ -159,7 +159,9 @@ fn truncated_and_missing_shards_are_named_and_the_epoch_goes_on() {
 }
 
 /// An item as text: the sample key, or the failure's kind and key.
-fn shown(item: &Result<spdl_sources::shards::ShardSample, spdl_sources::shards::ShardError>) -> String {
+fn shown(
+    item: &Result<spdl_sources::shards::ShardSample, spdl_sources::shards::ShardError>,
+) -> String {
     match item {
         Ok(s) => s.key.clone(),
         Err(e) => format!("failed {:?} {:?} in {}", e.kind, e.key, e.shard),
@@ -203,7 +205,11 @@ fn a_resume_after_a_failure_counts_it_once() {
             let state: ShardState = serde_json::from_str(&json).unwrap();
             let mut resumed = src.resume(&state).unwrap();
             let rest: Vec<String> = resumed.by_ref().map(|i| shown(&i)).collect();
-            assert_eq!(rest, all[cut..], "buffer {buffer}, resumed after item {cut}");
+            assert_eq!(
+                rest,
+                all[cut..],
+                "buffer {buffer}, resumed after item {cut}"
+            );
             assert_eq!(resumed.failures(), 3, "buffer {buffer}, cut {cut}");
         }
     }

@@ -445,9 +445,11 @@ impl Reader {
     /// on the runtime, at its start.
     fn open_ahead(&mut self) {
         let want = self.readahead.min(self.order.len());
-        let pending = self.order.iter().take(want).any(|t| {
-            t.opening.is_none() && !matches!(self.shards[t.shard], Uri::Local(_))
-        });
+        let pending = self
+            .order
+            .iter()
+            .take(want)
+            .any(|t| t.opening.is_none() && !matches!(self.shards[t.shard], Uri::Local(_)));
         if !pending {
             return;
         }
@@ -579,7 +581,7 @@ impl Iterator for Reader {
                         shard: name,
                         key: None,
                         reason: e.to_string(),
-                    }))
+                    }));
                 }
             }
         }
