@@ -1100,6 +1100,7 @@ class TarShards:
         seed: int = 0,
         drop_last: bool = False,
         shuffle_buffer: int = 0,
+        shard_readahead: int = 2,
     ) -> None: ...
     @property
     def shards(self) -> list[str]: ...
