@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Sharded streaming and the decoded cache, side by side in one run.
 
+    cargo xtask bench shards   # builds what it needs, then runs this script
     nice -n 19 PY bench/shards_cache.py --spdl target/release/spdl \
         [--corpus ~/.cache/spdl-corpus/imagenet-like-2000] [--latency-ms 20] [--threads 2] \
         [--rounds 3] [--out bench/results/shards_cache.md]
@@ -11,7 +12,8 @@ built package) and, optionally, ``turboloader`` (``python -m pip install turbolo
 Part 1, shards vs files (images/s of ``spdl load``, eval 224, u8, each run a fresh process):
 the corpus packed by ``spdl shard --image-folder`` into 100-sample shards and served by s3s-fs
 through a loopback proxy that delays every request by ``--latency-ms``, read as
-``s3://bench/shards/shard-{000000..N}.tar`` (one sequential GET per shard); the same corpus as
+``s3://bench/shards/shard-{000000..N}.tar`` (one sequential GET per shard, the next 2 shards
+opened ahead, and again with ``--shard-readahead 0``: each opened in turn); the same corpus as
 single files from local disk; and, for contrast, as single objects from the same S3 (one GET
 per image, each paying the latency).
 
@@ -177,7 +179,8 @@ def bench_shards(args, corpus: pathlib.Path, work: pathlib.Path) -> list[str]:
         )
         pattern = f"s3://bench/shards/shard-{{000000..{n_shards - 1:06}}}.tar"
         systems = {
-            f"shards from S3 (+{args.latency_ms:g} ms per request)": (pattern, ()),
+            f"shards from S3 (+{args.latency_ms:g} ms per request), read-ahead 2 shards": (pattern, ("--shard-readahead", "2")),
+            f"shards from S3 (+{args.latency_ms:g} ms per request), no read-ahead": (pattern, ("--shard-readahead", "0")),
             "single files from local disk": (str(corpus), ("--image-folder",)),
             f"single objects from S3 (+{args.latency_ms:g} ms per request)": ("s3://bench/files/", ("--fetch-concurrency", "64")),
         }
@@ -201,7 +204,8 @@ def bench_shards(args, corpus: pathlib.Path, work: pathlib.Path) -> list[str]:
         )
     out += [
         "",
-        f"Commands: `{args.spdl} load '{pattern}' --json -q --size 224 --transform eval -t {args.threads}` with"
+        f"Commands: `{args.spdl} load '{pattern}' --json -q --size 224 --transform eval -t {args.threads}"
+        " --shard-readahead 2` (or `0`) with"
         " `AWS_ENDPOINT_URL` on the latency proxy; `spdl load CORPUS --image-folder ...`; `spdl load s3://bench/files/"
         " --fetch-concurrency 64 ...`.",
         "",

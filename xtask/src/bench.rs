@@ -2,7 +2,8 @@
 //!
 //! `overhead` runs the `spdl-benches` crate (criterion, then a Markdown table), `epochs` its
 //! `epoch_bubble` example; `decode`, `images`, `train` and `video` are the decode,
-//! image-pipeline, training-loop and video benchmarks.
+//! image-pipeline, training-loop and video benchmarks; `shards` is tar shards from S3 against
+//! files, and the decoded cache.
 
 use anyhow::Result;
 use clap::Subcommand;
@@ -11,6 +12,7 @@ use crate::cmd::{cargo, cargo_release};
 
 mod decode;
 mod images;
+mod shards;
 mod train;
 mod video;
 
@@ -40,6 +42,9 @@ enum What {
     Train(train::Args),
     /// Video decoding: spdl-io's `load_video` against SPDL 0.8's on H.264 clips.
     Video(video::Args),
+    /// Tar shards streamed from S3 (added latency, with and without read-ahead) against
+    /// files, and training batches from the decoded cache against JPEGs and TurboLoader.
+    Shards(shards::Args),
 }
 
 pub(crate) fn run(args: &Args) -> Result<()> {
@@ -68,5 +73,6 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         What::Images(a) => images::run(a),
         What::Train(a) => train::run(a),
         What::Video(a) => video::run(a),
+        What::Shards(a) => shards::run(a),
     }
 }

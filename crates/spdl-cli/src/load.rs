@@ -89,7 +89,8 @@ fn shard_source(args: &LoadArgs, path: &Path, dist: DistInfo) -> Result<ShardSou
     };
     Ok(ShardSource::new(shards, dist, options)?
         .with_fetcher(fetcher)
-        .with_shuffle_buffer(args.shuffle_buffer))
+        .with_shuffle_buffer(args.shuffle_buffer)
+        .with_readahead(args.shard_readahead))
 }
 
 /// A sample whose bytes were read.

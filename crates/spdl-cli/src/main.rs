@@ -134,6 +134,10 @@ pub(crate) struct LoadArgs {
     /// --seed; 0: none).
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub(crate) shuffle_buffer: usize,
+    /// With remote tar shards: shards opened ahead of the one being read, so each one's
+    /// request latency is paid while the one before streams (0: none).
+    #[arg(long, default_value_t = spdl_sources::shards::DEFAULT_READAHEAD, value_name = "N")]
+    pub(crate) shard_readahead: usize,
     /// Seed for shuffling and random crops.
     #[arg(long, default_value_t = 0)]
     pub(crate) seed: u64,

@@ -36,7 +36,9 @@ use crate::options::Kwargs;
 ///
 /// Shards may also be `http(s)://` or `s3://` URIs (brace patterns, an S3 prefix, a manifest)
 /// when the module is built with spdl-py's `source-http` / `source-s3` features;
-/// otherwise such a pattern raises `ValueError` naming the missing feature.
+/// otherwise such a pattern raises `ValueError` naming the missing feature. While one remote
+/// shard streams, the next `shard_readahead` (default 2; 0: none) are already opened, so their
+/// request latency is not waited for in turn; sample order is the same.
 ///
 /// A shard that is missing, cut short or corrupt, or a sample with a repeated field, is
 /// skipped and named: `failures` lists them for the last epoch, and a `RuntimeWarning` with
@@ -89,11 +91,12 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[pymethods]
 impl TarShards {
     #[new]
-    #[pyo3(signature = (pattern, *, shuffle_buffer=0, **options))]
+    #[pyo3(signature = (pattern, *, shuffle_buffer=0, shard_readahead=spdl_sources::shards::DEFAULT_READAHEAD, **options))]
     fn new(
         py: Python<'_>,
         pattern: &str,
         shuffle_buffer: usize,
+        shard_readahead: usize,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let (dist, options) = Kwargs::parse("TarShards", options, |kw| kw.sampling())?;
@@ -109,7 +112,8 @@ impl TarShards {
         let source = ShardSource::new(shards, dist, options)
             .map_err(sources_err)?
             .with_fetcher(fetcher)
-            .with_shuffle_buffer(shuffle_buffer);
+            .with_shuffle_buffer(shuffle_buffer)
+            .with_readahead(shard_readahead);
         Ok(TarShards {
             source,
             next_epoch: AtomicU64::new(0),
@@ -173,6 +177,7 @@ impl TarShards {
             offset,
             draws,
             buffered,
+            failures: 0,
         });
         Ok(())
     }

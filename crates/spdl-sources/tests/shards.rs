@@ -158,6 +158,63 @@ fn truncated_and_missing_shards_are_named_and_the_epoch_goes_on() {
     assert!(errors[1].to_string().contains("gone.tar"), "{}", errors[1]);
 }
 
+/// An item as text: the sample key, or the failure's kind and key.
+fn shown(
+    item: &Result<spdl_sources::shards::ShardSample, spdl_sources::shards::ShardError>,
+) -> String {
+    match item {
+        Ok(s) => s.key.clone(),
+        Err(e) => format!("failed {:?} {:?} in {}", e.kind, e.key, e.shard),
+    }
+}
+
+#[test]
+fn a_resume_after_a_failure_counts_it_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut paths = write_shards(dir.path(), 3, 4);
+    // Shard 1 cut inside its third sample; shard 3 has a repeated field; shard 4 is missing.
+    let bytes = std::fs::read(&paths[1]).unwrap();
+    let at = bytes.windows(8).position(|w| w == b"66666666").unwrap();
+    std::fs::write(&paths[1], &bytes[..at + 10]).unwrap();
+    let dup = dir.path().join("dup.tar");
+    let mut w = TarWriter::new(std::fs::File::create(&dup).unwrap());
+    for (name, data) in [("d/a.jpg", "1"), ("d/a.jpg", "1 again"), ("d/b.jpg", "2")] {
+        w.append(name, data.as_bytes()).unwrap();
+    }
+    w.finish().unwrap();
+    paths.push(dup);
+    paths.push(dir.path().join("gone.tar"));
+    for buffer in [0, 3] {
+        let src = ShardSource::new(uris(&paths), DistInfo::single(), options(7))
+            .unwrap()
+            .with_shuffle_buffer(buffer);
+        let mut it = src.epoch(0);
+        let all: Vec<String> = it.by_ref().map(|i| shown(&i)).collect();
+        let failed = all.iter().filter(|s| s.starts_with("failed")).count();
+        assert_eq!(failed, 3, "{all:?}");
+        assert_eq!(it.failures(), 3);
+        assert_eq!(all.len(), 4 + 2 + 4 + 1 + 3, "{all:?}");
+        // A state taken after any item, failures included, resumes with exactly the rest:
+        // no failure handed on twice, and the epoch's count carried over.
+        for cut in 0..=all.len() {
+            let mut it = src.epoch(0);
+            for _ in 0..cut {
+                let _ = it.next().unwrap();
+            }
+            let json = serde_json::to_string(&it.state()).unwrap();
+            let state: ShardState = serde_json::from_str(&json).unwrap();
+            let mut resumed = src.resume(&state).unwrap();
+            let rest: Vec<String> = resumed.by_ref().map(|i| shown(&i)).collect();
+            assert_eq!(
+                rest,
+                all[cut..],
+                "buffer {buffer}, resumed after item {cut}"
+            );
+            assert_eq!(resumed.failures(), 3, "buffer {buffer}, cut {cut}");
+        }
+    }
+}
+
 #[test]
 fn duplicate_fields_fail_the_sample_only() {
     let dir = tempfile::tempdir().unwrap();
@@ -243,6 +300,7 @@ fn resume_mid_shard_reads_no_shard_from_its_start_again() {
         offset: 0,
         draws: 0,
         buffered: Vec::new(),
+        failures: 0,
     };
     assert_eq!(
         other_rank.resume(&bad).err().unwrap().kind(),

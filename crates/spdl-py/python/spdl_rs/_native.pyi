@@ -980,7 +980,12 @@ class TarShards:
     """Tar shards in the WebDataset layout (local; HTTP/S3 with those features), as a pipeline source."""
 
     def __init__(
-        self, pattern: str, *, shuffle_buffer: int = 0, **options: Unpack[_o.SamplingOptions]
+        self,
+        pattern: str,
+        *,
+        shuffle_buffer: int = 0,
+        shard_readahead: int = 2,
+        **options: Unpack[_o.SamplingOptions],
     ) -> None: ...
     @property
     def shards(self) -> list[str]: ...

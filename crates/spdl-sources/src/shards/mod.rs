@@ -30,10 +30,18 @@
 //! of the shard are lost, never handed on half-read); a sample with two members of the same
 //! field is one error for that sample.
 //!
+//! Read-ahead: while one remote shard streams, the next [`ShardSource::with_readahead`] shards
+//! (default [`DEFAULT_READAHEAD`]) of the rank's order are already being opened (their GETs
+//! sent and answered), so a shard's request latency is paid while the one before is read.
+//! Their bodies are read only when their turn comes (memory: the connections' socket buffers,
+//! no copy of a shard); the order of samples and failures is that of the shard order.
+//!
 //! Resuming: [`EpochSamples::state`] is a [`ShardState`] (epoch, shard, byte offset, and the
 //! shuffle buffer's samples by their byte ranges); [`ShardSource::resume`] goes on from there,
 //! seeking (or asking for a range) into the shard and reading each buffered sample by its
-//! range: no shard is read again from its start.
+//! range: no shard is read again from its start. A state taken after a failure handed on
+//! resumes after it (a failed shard is marked [`ShardState::SHARD_DONE`]; a failed sample is
+//! passed), and carries the epoch's failure count: each failure is counted once per epoch.
 
 mod pattern;
 mod samples;
@@ -47,6 +55,9 @@ use std::sync::Arc;
 
 pub use pattern::{expand_braces, list_shards, list_shards_with};
 pub use samples::Samples;
+
+/// Remote shards opened ahead of their turn by default (see [`ShardSource::with_readahead`]).
+pub const DEFAULT_READAHEAD: usize = 2;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::fetch::{FetchOptions, Fetcher};
@@ -88,6 +99,7 @@ impl ShardSample {
             offset: self.end,
             draws: 0,
             buffered: Vec::new(),
+            failures: 0,
         }
     }
 
@@ -103,15 +115,16 @@ impl ShardSample {
 /// Where an epoch stands: reading goes on in `shard` (index in the shard list) at byte
 /// `offset`, the start of the first sample not yet read; with a shuffle buffer, `buffered`
 /// are the samples read but not yet delivered (in buffer order) and `draws` the samples
-/// delivered from the buffer. Serializable (JSON: `{"epoch":0,"shard":3,"offset":15360}`
-/// without a buffer).
+/// delivered from the buffer; `failures` are the failures handed on so far in the epoch.
+/// Serializable (JSON: `{"epoch":0,"shard":3,"offset":15360}` without a buffer or failure).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct ShardState {
     /// The epoch.
     pub epoch: u64,
     /// Index of the shard in the source's shard list.
     pub shard: usize,
-    /// Byte offset in that shard.
+    /// Byte offset in that shard, or [`ShardState::SHARD_DONE`]: the shard failed and
+    /// reading goes on with the next one.
     pub offset: u64,
     /// Samples drawn from the shuffle buffer so far in the epoch (0 without a buffer).
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -119,6 +132,15 @@ pub struct ShardState {
     /// The samples waiting in the shuffle buffer, in its order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub buffered: Vec<SampleSpan>,
+    /// Failures handed on so far in the epoch ([`EpochSamples::failures`] of a resume goes on
+    /// from there).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub failures: u64,
+}
+
+impl ShardState {
+    /// `offset` of a shard whose failure was handed on: nothing more of it is read.
+    pub const SHARD_DONE: u64 = u64::MAX;
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -185,6 +207,7 @@ pub struct ShardSource {
     sampler: Sampler,
     fetcher: Fetcher,
     buffer: usize,
+    readahead: usize,
 }
 
 impl ShardSource {
@@ -204,6 +227,7 @@ impl ShardSource {
             sampler,
             fetcher: Fetcher::new(FetchOptions::default())?,
             buffer: 0,
+            readahead: DEFAULT_READAHEAD,
         })
     }
 
@@ -218,6 +242,16 @@ impl ShardSource {
     /// to `capacity` samples' bytes.
     pub fn with_shuffle_buffer(mut self, capacity: usize) -> Self {
         self.buffer = if capacity > 1 { capacity } else { 0 };
+        self
+    }
+
+    /// Opens up to `shards` remote shards ahead of the one being read (default
+    /// [`DEFAULT_READAHEAD`]; 0: each shard is opened when its turn comes). Each one opened
+    /// ahead holds one connection whose body waits in the socket buffers until its turn (no
+    /// more memory); samples and failures come in the same order whatever the setting.
+    /// Local shards are opened in turn (opening a file costs no round trip).
+    pub fn with_readahead(mut self, shards: usize) -> Self {
+        self.readahead = shards;
         self
     }
 
@@ -240,9 +274,9 @@ impl ShardSource {
     /// Remote shards are read on a Tokio runtime of the iterator's own: do not iterate from
     /// inside an async task.
     pub fn epoch(&self, epoch: u64) -> EpochSamples {
-        let order: VecDeque<usize> = self.epoch_shards(epoch).into();
-        let cursor = order.front().map_or((0, 0), |&s| (s, 0));
-        self.samples(epoch, order, None, cursor, 0, Vec::new())
+        let order = self.epoch_shards(epoch);
+        let cursor = order.first().map_or((0, 0), |&s| (s, 0));
+        self.samples(epoch, &order, 0, cursor, 0, Vec::new(), 0)
     }
 
     /// The rest of `state.epoch` after the sample `state` was taken at
@@ -250,6 +284,9 @@ impl ShardSource {
     /// `state.shard` on, that shard read from byte `state.offset` (seeked to, or a range
     /// request: no shard is read again from its start), and the shuffle buffer refilled with
     /// `state.buffered`, each read by its byte range.
+    ///
+    /// A `state.offset` of [`ShardState::SHARD_DONE`] goes on with the shard after
+    /// `state.shard`; the resumed [`EpochSamples::failures`] start at `state.failures`.
     ///
     /// Errors: `InvalidState` when `state.shard` is not one of this rank's shards in that
     /// epoch, or a buffered sample's shard is out of the list.
@@ -281,25 +318,43 @@ impl ShardSource {
                 ),
             ));
         }
+        // A failed shard is not read again (its failure was counted).
+        let (rest, start) = if state.offset == ShardState::SHARD_DONE {
+            (&order[at + 1..], 0)
+        } else {
+            (&order[at..], state.offset)
+        };
         Ok(self.samples(
             state.epoch,
-            order[at..].iter().copied().collect(),
-            Some(state.offset),
+            rest,
+            start,
             (state.shard, state.offset),
             state.draws,
             state.buffered.clone(),
+            state.failures,
         ))
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn samples(
         &self,
         epoch: u64,
-        order: VecDeque<usize>,
-        start: Option<u64>,
+        order: &[usize],
+        start: u64,
         cursor: (usize, u64),
         draws: u64,
         refill: Vec<SampleSpan>,
+        failures: u64,
     ) -> EpochSamples {
+        let order = order
+            .iter()
+            .enumerate()
+            .map(|(i, &shard)| Turn {
+                shard,
+                start: if i == 0 { start } else { 0 },
+                opening: None,
+            })
+            .collect();
         let options = self.sampler.options();
         let key = shuffle::mix(
             options.seed ^ shuffle::mix(epoch ^ shuffle::mix(self.sampler.dist().rank())),
@@ -310,8 +365,8 @@ impl ShardSource {
                 fetcher: self.fetcher.clone(),
                 rt: None,
                 order,
+                readahead: self.readahead,
                 current: None,
-                start,
                 cursor,
             },
             epoch,
@@ -320,7 +375,7 @@ impl ShardSource {
             pending: VecDeque::new(),
             ready: VecDeque::new(),
             exhausted: false,
-            failures: 0,
+            failures,
         }
     }
 }
@@ -343,18 +398,37 @@ fn shared_runtime() -> Result<Arc<tokio::runtime::Runtime>> {
     Ok(RUNTIME.get_or_init(|| Arc::new(rt)).clone())
 }
 
+/// A shard still to read: where to start, and its opening when it was opened ahead.
+struct Turn {
+    shard: usize,
+    start: u64,
+    opening: Option<tokio::task::JoinHandle<Result<crate::backend::Opened>>>,
+}
+
 /// The shards of an epoch, read one after the other.
 struct Reader {
     shards: Arc<[Uri]>,
     fetcher: Fetcher,
     /// The runtime remote shards are read on ([`shared_runtime`]).
     rt: Option<Arc<tokio::runtime::Runtime>>,
-    order: VecDeque<usize>,
+    order: VecDeque<Turn>,
+    /// Remote shards of `order` opened ahead.
+    readahead: usize,
     current: Option<Samples<Box<dyn Read + Send>>>,
-    /// Where to start in the first shard (a resumed epoch).
-    start: Option<u64>,
-    /// The shard being read and the offset after its last sample handed on.
+    /// The shard being read and where reading it would go on after the items handed on
+    /// ([`ShardState::SHARD_DONE`] once its failure was).
     cursor: (usize, u64),
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        // Openings ahead of an epoch left early: their connections close.
+        for turn in &self.order {
+            if let Some(h) = &turn.opening {
+                h.abort();
+            }
+        }
+    }
 }
 
 impl Reader {
@@ -367,8 +441,39 @@ impl Reader {
         Ok(rt)
     }
 
-    /// `shard` from byte `start` on: a buffered file, or a remote stream.
-    fn open(&mut self, shard: usize, start: u64) -> Result<Box<dyn Read + Send>> {
+    /// Opens the next `readahead` remote shards of the order that are not opened yet, each
+    /// on the runtime, at its start.
+    fn open_ahead(&mut self) {
+        let want = self.readahead.min(self.order.len());
+        let pending = self
+            .order
+            .iter()
+            .take(want)
+            .any(|t| t.opening.is_none() && !matches!(self.shards[t.shard], Uri::Local(_)));
+        if !pending {
+            return;
+        }
+        let Ok(rt) = self.runtime() else {
+            return; // opened in turn, where the error is reported
+        };
+        for turn in self.order.iter_mut().take(want) {
+            let uri = &self.shards[turn.shard];
+            if turn.opening.is_some() || matches!(uri, Uri::Local(_)) {
+                continue;
+            }
+            let (fetcher, uri, start) = (self.fetcher.clone(), uri.clone(), turn.start);
+            turn.opening = Some(rt.spawn(async move { fetcher.open(&uri, start).await }));
+        }
+    }
+
+    /// The shard of `turn` from its start on: a buffered file, or a remote stream (opened
+    /// ahead, or now).
+    fn open(&mut self, turn: Turn) -> Result<Box<dyn Read + Send>> {
+        let Turn {
+            shard,
+            start,
+            opening,
+        } = turn;
         let uri = self.shards[shard].clone();
         if let Uri::Local(path) = &uri {
             let mut f = File::open(path).map_err(|e| Error::io(e, path))?;
@@ -379,7 +484,15 @@ impl Reader {
             return Ok(Box::new(BufReader::with_capacity(1 << 20, f)));
         }
         let rt = self.runtime()?;
-        let r = stream::RemoteRead::open(rt, self.fetcher.clone(), uri, start)?;
+        let r = match opening {
+            Some(h) => {
+                let opened = rt.block_on(h).map_err(|e| {
+                    Error::new(ErrorKind::Io, format!("opening the shard failed: {e}"))
+                })??;
+                stream::RemoteRead::with_body(rt, self.fetcher.clone(), uri, start, opened)
+            }
+            None => stream::RemoteRead::open(rt, self.fetcher.clone(), uri, start)?,
+        };
         Ok(Box::new(BufReader::with_capacity(1 << 20, r)))
     }
 
@@ -443,27 +556,32 @@ impl Iterator for Reader {
     fn next(&mut self) -> Option<Self::Item> {
         loop {
             if let Some(samples) = &mut self.current {
-                match samples.next() {
-                    Some(Ok(s)) => {
-                        self.cursor = (s.shard, s.end);
-                        return Some(Ok(s));
-                    }
-                    Some(Err(e)) => return Some(Err(e)),
-                    None => self.current = None,
+                let item = samples.next();
+                if item.is_none() {
+                    self.current = None;
+                } else {
+                    let at = samples.resume_offset().unwrap_or(ShardState::SHARD_DONE);
+                    self.cursor = (self.cursor.0, at);
+                    return item;
                 }
             }
-            let shard = self.order.pop_front()?;
-            let base = self.start.take().unwrap_or(0);
+            let turn = self.order.pop_front()?;
+            self.open_ahead();
+            let (shard, base) = (turn.shard, turn.start);
             let name = crate::backend::shown(&self.shards[shard]);
-            match self.open(shard, base) {
-                Ok(reader) => self.current = Some(Samples::at(reader, shard, name, base)),
+            match self.open(turn) {
+                Ok(reader) => {
+                    self.cursor = (shard, base);
+                    self.current = Some(Samples::at(reader, shard, name, base));
+                }
                 Err(e) => {
+                    self.cursor = (shard, ShardState::SHARD_DONE);
                     return Some(Err(ShardError {
                         kind: ShardErrorKind::Open,
                         shard: name,
                         key: None,
                         reason: e.to_string(),
-                    }))
+                    }));
                 }
             }
         }
@@ -523,6 +641,7 @@ impl EpochSamples {
             offset,
             draws,
             buffered,
+            failures: self.failures,
         }
     }
 

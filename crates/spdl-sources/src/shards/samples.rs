@@ -27,6 +27,10 @@ pub struct Samples<R: Read> {
     done: bool,
     /// Offset in the shard of the reader's first byte (a resumed shard starts mid-file).
     base: u64,
+    /// Offset just past the last sample handed on (whole or as its duplicate-field error).
+    after: u64,
+    /// Whether the stream's failure was handed on (the rest of the shard is lost).
+    failed: bool,
 }
 
 impl<R: Read> Samples<R> {
@@ -40,6 +44,8 @@ impl<R: Read> Samples<R> {
     pub fn at(reader: R, shard: usize, name: impl Into<String>, base: u64) -> Self {
         Samples {
             base,
+            after: base,
+            failed: false,
             reader: TarReader::new(reader),
             shard,
             name: name.into(),
@@ -48,6 +54,13 @@ impl<R: Read> Samples<R> {
             pending: None,
             done: false,
         }
+    }
+
+    /// Where reading this shard would go on after the items handed on so far: the offset just
+    /// past the last sample handed on (or the start), `None` once the stream's failure was
+    /// handed on (nothing more of the shard can be read).
+    pub fn resume_offset(&self) -> Option<u64> {
+        (!self.failed).then_some(self.after)
     }
 
     fn error(&self, kind: ShardErrorKind, key: Option<String>, reason: String) -> ShardError {
@@ -62,6 +75,7 @@ impl<R: Read> Samples<R> {
     /// Hands on the finished sample (or its duplicate-field error).
     fn finish_current(&mut self) -> Option<std::result::Result<ShardSample, ShardError>> {
         let sample = self.current.take()?;
+        self.after = sample.end;
         match self.duplicate.take() {
             Some(field) => Some(Err(self.error(
                 ShardErrorKind::DuplicateField,
@@ -78,6 +92,7 @@ impl<R: Read> Iterator for Samples<R> {
 
     fn next(&mut self) -> Option<Self::Item> {
         if let Some(e) = self.pending.take() {
+            self.failed = true;
             return Some(Err(e));
         }
         while !self.done {
@@ -139,6 +154,7 @@ impl<R: Read> Iterator for Samples<R> {
                     }
                     // Otherwise the sample being read may miss members: it fails with the shard.
                     let key = self.current.take().map(|s| s.key).or(failed_key);
+                    self.failed = true;
                     return Some(Err(self.error(kind, key, reason)));
                 }
             }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use bytes::{Buf as _, Bytes};
 use tokio::runtime::Runtime;
 
-use crate::backend::Chunks;
+use crate::backend::{Chunks, Opened};
 use crate::error::{Error, ErrorKind, Result};
 use crate::fetch::Fetcher;
 use crate::uri::Uri;
@@ -33,18 +33,29 @@ pub(crate) struct RemoteRead {
 impl RemoteRead {
     /// Opens `uri` at byte `start` (errors as [`Fetcher::fetch`], after its retries).
     pub(crate) fn open(rt: Arc<Runtime>, fetcher: Fetcher, uri: Uri, start: u64) -> Result<Self> {
-        let mut r = RemoteRead {
+        let opened = rt.block_on(fetcher.open(&uri, start))?;
+        Ok(Self::with_body(rt, fetcher, uri, start, opened))
+    }
+
+    /// The stream of `uri` from byte `start`, whose body `opened` was already opened there
+    /// (a shard opened ahead of its turn, see `ShardSource::with_readahead`).
+    pub(crate) fn with_body(
+        rt: Arc<Runtime>,
+        fetcher: Fetcher,
+        uri: Uri,
+        start: u64,
+        opened: Opened,
+    ) -> Self {
+        RemoteRead {
             rt,
             fetcher,
             uri,
             pos: start,
             chunk: Bytes::new(),
-            body: None,
-            left: None,
+            body: Some(opened.body),
+            left: opened.len,
             failures: 0,
-        };
-        r.reopen()?;
-        Ok(r)
+        }
     }
 
     fn reopen(&mut self) -> Result<()> {

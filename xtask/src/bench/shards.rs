@@ -1,0 +1,100 @@
+//! `cargo xtask bench shards`: `bench/shards_cache.py` in one run. Part 1: the corpus packed
+//! into tar shards and streamed from the loopback S3 server (s3s-fs) behind a proxy adding
+//! `--latency-ms` per request, with and without shard read-ahead, against the same corpus as
+//! single files from local disk and as single S3 objects (`spdl load`, images/s). Part 2
+//! (unless `--skip-cache`): training batches from the decoded cache, from the JPEGs and from
+//! TurboLoader's cache (when it installs). Writes `bench/results/shards_cache.md`.
+//!
+//! Part 1 needs only `python3`; part 2 uses the bench venv of `cargo xtask bench images`
+//! (`~/.cache/spdl-bench/venv`) with numpy, turboloader (optional) and the test wheel.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+
+use super::images;
+use crate::cmd::{cargo, repo_root, Cmd};
+use crate::setup;
+
+/// Arguments of `cargo xtask bench shards`.
+#[derive(clap::Args)]
+pub(crate) struct Args {
+    /// The corpus folder [default: the one `cargo xtask corpus` builds, 2,000 JPEGs].
+    #[arg(long)]
+    corpus: Option<PathBuf>,
+    /// Rounds (the tables show the median).
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Decode threads.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Latency the proxy adds to every S3 request, ms.
+    #[arg(long, default_value_t = 20.0)]
+    latency_ms: f64,
+    /// Only part 1 (shards vs files): no venv, no wheel.
+    #[arg(long)]
+    skip_cache: bool,
+    /// Reuse the venv and the installed wheel as they are (no pip, no maturin).
+    #[arg(long)]
+    no_install: bool,
+}
+
+pub(crate) fn run(args: &Args) -> Result<()> {
+    let root = repo_root();
+    let corpus = match &args.corpus {
+        Some(c) => c.clone(),
+        None => {
+            cargo()
+                .args(["run", "--quiet", "--release", "-p", "xtask-corpus"])
+                .run()?;
+            images::home().join(".cache/spdl-corpus/imagenet-like-2000")
+        }
+    };
+    if !corpus.is_dir() {
+        bail!("corpus {} does not exist", corpus.display());
+    }
+    let s3s_fs = setup::ensure_s3s_fs()?;
+    cargo()
+        .args(["build", "--quiet", "--release", "-p", "spdl-cli"])
+        .args(["--features", "source-http,source-s3"])
+        .run()?;
+    let python = if args.skip_cache {
+        PathBuf::from("python3")
+    } else {
+        let venv = images::bench_venv();
+        if !args.no_install {
+            if !images::py(&venv).exists() {
+                setup::venv()?; // makes sure python3-venv is installed
+                Cmd::new("python3").args(["-m", "venv"]).arg(&venv).run()?;
+            }
+            Cmd::new(images::py(&venv))
+                .args(["-m", "pip", "install", "--disable-pip-version-check", "-q"])
+                .arg("numpy")
+                .run()?;
+            // Optional: the bench notes it as skipped when it does not import.
+            let _ = Cmd::new(images::py(&venv))
+                .args(["-m", "pip", "install", "--disable-pip-version-check", "-q"])
+                .arg("turboloader")
+                .run();
+            images::install_wheel(&venv)?;
+        }
+        images::py(&venv)
+    };
+    let mut cmd = Cmd::new(python)
+        .arg(root.join("bench/shards_cache.py"))
+        .arg("--spdl")
+        .arg(root.join("target/release/spdl"))
+        .arg("--corpus")
+        .arg(&corpus)
+        .arg("--s3s-fs")
+        .arg(&s3s_fs)
+        .args(["--rounds", &args.rounds.to_string()])
+        .args(["--threads", &args.threads.to_string()])
+        .args(["--latency-ms", &args.latency_ms.to_string()])
+        .arg("--out")
+        .arg(root.join("bench/results/shards_cache.md"));
+    if args.skip_cache {
+        cmd = cmd.arg("--skip-cache");
+    }
+    cmd.run()
+}
