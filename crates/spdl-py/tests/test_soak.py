@@ -81,5 +81,7 @@ def test_fifty_epochs_do_not_grow(tmp_path, thread_baseline):
     growth = np.polyfit(np.arange(len(after)), after, 1)[0]
     print(f"soak: RSS {after[0]:.1f} MB after epoch {WARM_UP}, {after[-1]:.1f} MB after {EPOCHS}, {growth:.4f} MB/epoch")
     assert growth < 0.5, f"RSS grows {growth:.3f} MB/epoch: {rss}"
-    assert threads[WARM_UP:] == [threads[WARM_UP]] * (EPOCHS - WARM_UP), threads
+    # No growth: a count may only drop (an idle worker of a blocking pool exits after its
+    # keep-alive), never rise above what epoch WARM_UP had.
+    assert max(threads[WARM_UP:]) <= threads[WARM_UP], threads
     assert fds[WARM_UP:] == [fds[WARM_UP]] * (EPOCHS - WARM_UP), fds
