@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 
 use super::images;
-use crate::cmd::{cargo, repo_root, Cmd};
+use crate::cmd::{cargo_release, default_corpus, repo_root, Cmd};
 use crate::setup;
 
 /// Arguments of `cargo xtask bench shards`.
@@ -43,19 +43,13 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     let root = repo_root();
     let corpus = match &args.corpus {
         Some(c) => c.clone(),
-        None => {
-            cargo()
-                .args(["run", "--quiet", "--release", "-p", "xtask-corpus"])
-                .run()?;
-            images::home().join(".cache/spdl-corpus/imagenet-like-2000")
-        }
+        None => default_corpus()?,
     };
     if !corpus.is_dir() {
         bail!("corpus {} does not exist", corpus.display());
     }
     let s3s_fs = setup::ensure_s3s_fs()?;
-    cargo()
-        .args(["build", "--quiet", "--release", "-p", "spdl-cli"])
+    cargo_release("build", "spdl-cli")
         .args(["--features", "source-http,source-s3"])
         .run()?;
     let python = if args.skip_cache {
