@@ -141,9 +141,9 @@ fn a_single_epoch_run_never_sources_a_second_epoch_by_default() {
 }
 
 #[test]
-fn from_the_second_epoch_on_the_next_one_is_prefetched_by_default() {
+fn from_the_second_epoch_on_the_next_one_is_prefetched_when_asked() {
     let calls = Arc::new(Mutex::new(Vec::new()));
-    let mut p = build(Order::Input, None, calls.clone());
+    let mut p = build(Order::Input, Some(true), calls.clone());
     assert_eq!(p.iter().count(), expected(0).len());
     let mut it = p.iter();
     let first = it.next().unwrap().unwrap();
@@ -155,6 +155,17 @@ fn from_the_second_epoch_on_the_next_one_is_prefetched_by_default() {
     assert_eq!(*calls.lock().unwrap(), vec![0, 1, 2]);
     let rest: Vec<u64> = it.map(|r| r.unwrap()).collect();
     assert_eq!(rest, expected(1)[1..]);
+}
+
+#[test]
+fn by_default_no_epoch_is_sourced_before_it_starts() {
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let mut p = build(Order::Input, None, calls.clone());
+    for epoch in 0..3 {
+        let got: Vec<u64> = p.iter().map(|r| r.unwrap()).collect();
+        assert_eq!(got, expected(epoch));
+        assert_eq!(*calls.lock().unwrap(), (0..=epoch).collect::<Vec<_>>());
+    }
 }
 
 #[test]

@@ -271,11 +271,10 @@ impl<T: Send + 'static> PipelineBuilder<T> {
 
     /// Epoch prefetching: once epoch `e`'s source is exhausted, epoch `e + 1`'s items start
     /// loading while the consumer takes `e`'s tail (the source is called for `e + 1` then, before
-    /// the consumer asks for it). `true`: from the first epoch on; `false`: never (for a source
-    /// that must not be called before the consumer starts the epoch, e.g. one whose order is
-    /// set between epochs). Unset (the default): from the second epoch the consumer starts on,
-    /// so a single-epoch run never calls the source for an epoch it does not iterate.
-    /// Epoch boundaries and [`crate::Pipeline::state_dict`] stay exact in every case.
+    /// the consumer asks for it). `true`: from the first epoch on; `false` (the default): never.
+    /// Epoch boundaries and [`crate::Pipeline::state_dict`] stay exact either way, but
+    /// [`crate::Pipeline::stats`] are running counters: once epoch `e + 1` loads they include
+    /// its first items and failures, so per-epoch differences of them are no longer exact.
     pub fn prefetch_epochs(mut self, on: bool) -> Self {
         self.prefetch_epochs = Some(on);
         self

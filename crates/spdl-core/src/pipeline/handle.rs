@@ -166,7 +166,7 @@ pub struct Pipeline<T> {
     progress: Progress,
     /// Positions to skip in the next epoch started (from `load_state_dict`).
     resume: Option<Progress>,
-    /// Prefetch the next epoch always, never, or (`None`) from the second epoch started on.
+    /// Prefetch the next epoch (`Some(true)`) or not (`None`, `Some(false)`: the default).
     prefetch_epochs: Option<bool>,
     /// Epochs started by the consumer so far.
     epochs_started: u64,
@@ -256,12 +256,10 @@ impl<T: Send + 'static> Pipeline<T> {
     /// Starts the next epoch now, if none is running (iterating does it too). Lets the source
     /// and stages fill the queues before the first item is asked for.
     ///
-    /// From the second epoch started on (as set by [`crate::PipelineBuilder::prefetch_epochs`]),
-    /// the source goes on with the following
-    /// epoch as soon as this one's source is exhausted: its first items load while the consumer
-    /// takes this epoch's tail (no bubble at the boundary). Items still reach the consumer
-    /// epoch by epoch, with `Ok(None)` exactly between two epochs. A single-epoch run never
-    /// prefetches.
+    /// With [`crate::PipelineBuilder::prefetch_epochs`]`(true)`, the source goes on with the
+    /// following epoch as soon as this one's source is exhausted: its first items load while the
+    /// consumer takes this epoch's tail (no bubble at the boundary). Items still reach the
+    /// consumer epoch by epoch, with `Ok(None)` exactly between two epochs.
     pub fn start(&mut self) {
         if self.phase != Phase::Idle {
             return;
@@ -271,7 +269,9 @@ impl<T: Send + 'static> Pipeline<T> {
         let done = self.resume.take().unwrap_or_default();
         self.progress = done.clone();
         self.epochs_started += 1;
-        let prefetch_next = self.prefetch_epochs.unwrap_or(self.epochs_started >= 2);
+        // Off unless asked for: the stats are running counters, so with the next epoch loading
+        // they would mix its failures into this epoch's.
+        let prefetch_next = self.prefetch_epochs.unwrap_or(false);
         let started = self.commands.as_ref().is_some_and(|c| {
             c.send(StartEpoch {
                 epoch: self.epoch,
