@@ -15,6 +15,7 @@ from fractions import Fraction
 from typing import Any
 
 from . import _hooks
+from ._variants import lower_path_variants
 from .defs import (
     AggregateConfig,
     Aggregator,
@@ -171,7 +172,7 @@ def lower_stages(stages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], li
             chain.clear()
 
     try:
-        for st in stages:
+        for st in _expand_path_variants(stages):
             kind = st["kind"]
             if kind == "placement":
                 flush_chain()
@@ -188,9 +189,6 @@ def lower_stages(stages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], li
                     executors.append(region)
                     chain_size = st["buffer_size"]
                 continue
-            if kind == "path_variants":
-                st = _path_variants_stage(st["config"])
-                kind = st["kind"]
             in_pool = region is not None and kind in ("func", "gen") and st.get("executor") is None
             if in_pool and chain_size > 1:
                 chain.append(st)
@@ -206,6 +204,21 @@ def lower_stages(stages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], li
             ex.shutdown(wait=False, cancel_futures=True)
         raise
     return out, executors
+
+
+def _expand_path_variants(stages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``stages`` with each ``PathVariants`` replaced by its engine stages: a per-item one by
+    its router, path and merge stages (:mod:`._variants`), a batched one by one stage that
+    runs its paths inline."""
+    out: list[dict[str, Any]] = []
+    for st in stages:
+        if st["kind"] != "path_variants":
+            out.append(st)
+        elif st["config"].batched:
+            out.append(_path_variants_stage(st["config"]))
+        else:
+            out.extend(lower_path_variants(st["config"]))
+    return out
 
 
 def _has_ordered_pipe(st: dict[str, Any]) -> bool:
