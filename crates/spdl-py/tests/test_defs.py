@@ -416,8 +416,9 @@ def test_placement_runs_in_process_pool():
         .to(MAIN_PROCESS, buffer_size=2)
         .add_sink(1)
     )
-    with pytest.raises(NotImplementedError, match=r"buffer_size=2\) closing a worker-pool region"):
-        closing.build(num_threads=1)
+    p = closing.build(num_threads=1)
+    with p.auto_stop():
+        assert list(p) == [2]
 
 
 def test_region_checks_as_spdl():
@@ -468,6 +469,39 @@ def test_placement_buffer_size_fuses_transfers():
     by_name = {s.name: s for s in p.get_stats().stages}
     fused = by_name["plus_one+twice+pid_of_pair"]
     assert (fused.items_in, fused.items_out) == (3, 20)  # 10 items in transfers of 4, 4 and 2
+
+
+def fail_on_four(x):
+    if x == 4:
+        raise ValueError("four")
+    return x
+
+
+def test_closing_buffer_size_groups_results():
+    # As SPDL, the closing marker's buffer_size sizes the transfers coming back: the stages
+    # right before it run in a worker on transfers of up to 3 items, whose results return
+    # together. One failing item fails its whole transfer ([4, 5, 6]), counted once.
+    b = (
+        PipelineBuilder()
+        .add_source(range(8))
+        .to(ProcessPoolExecutorConfig(max_workers=2, mp_context="spawn"))
+        .pipe(plus_one)
+        .aggregate(1)
+        .disaggregate()
+        .pipe(twice)
+        .pipe(fail_on_four)
+        .to(MAIN_PROCESS, buffer_size=3)
+        .add_sink(3)
+    )
+    assert repr(b.get_config().pipes[-1]) == "placement(MAIN_PROCESS, buffer_size=3)"
+    p = build_pipeline(b.get_config(), num_threads=2, max_failures=1)
+    with p.auto_stop(), pytest.warns(RuntimeWarning, match=r"1 item\(s\) failed"):
+        got = list(p)
+    assert sorted(got) == sorted(2 * [1, 2, 3, 7, 8])  # plus_one gives 1..8; 4 fails [4, 5, 6]
+    by_name = {s.name: s for s in p.get_stats().stages}
+    fused = by_name["twice+fail_on_four"]
+    assert (fused.items_in, fused.items_out, fused.failures) == (3, 10, 1)  # transfers of 3, 3 and 2
+    assert by_name["plus_one"].items_out == 8  # one item per transfer into the region
 
 
 def test_executor_with_native_op_is_refused():

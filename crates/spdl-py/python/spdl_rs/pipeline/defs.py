@@ -412,9 +412,12 @@ class PlacementConfig:
     many items go to a worker in one transfer (as SPDL, to spread the fixed cost of a
     transfer): with more than 1, the function and generator stages right after the marker
     are fused into one chain that a worker runs on each transfer, so their intermediate
-    values stay in the worker; the last transfer of an epoch is shorter. On a marker that
-    closes a region, spdl_rs returns each transfer's results together, so a value other than
-    1 there raises ``NotImplementedError`` at build. ``repr``:
+    values stay in the worker; the last transfer of an epoch is shorter. On the marker that
+    closes a region, it sizes the transfers coming back: the function and generator stages
+    right before the marker (those not already in the opening chain) are fused the same way
+    on transfers of up to ``buffer_size`` items, whose results return together. A marker
+    between two regions sizes both sides. The buffering is transparent (the same items come
+    out), but an op that raises in a chain fails every item of its transfer. ``repr``:
     ``placement(target[, buffer_size=n])``."""
 
     target: ProcessPoolExecutorConfig | InterpreterPoolExecutorConfig | _MainProcess
