@@ -305,6 +305,15 @@ def test_path_variants():
     p = build_pipeline(nested, num_threads=2)
     with p.auto_stop():
         assert sorted(p) == sorted([-1, 4, 3, 8, 12])  # [1, 2] and [4, 6] split and routed, [3] summed
+    inner_batched = PathVariants(route_batch, [[Pipe(double_all)], [Pipe(negate_all)]], batched=True)
+    outer = PipelineConfig(
+        src=SourceConfig([[1, 2], [3], [4, 5]]),
+        pipes=[PathVariants(lambda batch: len(batch) % 2, [[inner_batched], [Pipe(sum)]])],
+        sink=SinkConfig(1),
+    )
+    p = build_pipeline(outer, num_threads=1)
+    with p.auto_stop():
+        assert list(p) == [[4, -1], 3, [8, -5]]
     bad = PathVariants(route_batch, [[Aggregate(2)], [Pipe(negate_all)]], batched=True)
     cfg = PipelineConfig(src=SourceConfig([[1]]), pipes=[bad], sink=SinkConfig(1))
     with pytest.raises(NotImplementedError, match="AggregateConfig"):

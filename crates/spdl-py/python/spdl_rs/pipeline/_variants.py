@@ -8,7 +8,8 @@ merge stage unwraps them. Each path stage keeps its own kind (function, generato
 async generator, aggregate), concurrency, output order, failure limit and executor, so
 async ops and aggregation work in a path as in SPDL; an :class:`Aggregator` in a path sees
 only that path's items and is flushed at the end of each epoch. Nested per-item
-``PathVariants`` extend the route (a tuple of indices, one per level).
+``PathVariants`` extend the route (a tuple of indices, one per level); a nested batched one
+runs its paths inline in one stage.
 """
 
 from __future__ import annotations
@@ -173,8 +174,9 @@ def _stage(kind: str, op: Any, name: str, **kw: Any) -> dict[str, Any]:
 
 def lower_path_variants(cfg: PathVariantsConfig[Any], prefix: tuple[int, ...] = ()) -> list[dict[str, Any]]:
     """The engine stages of a per-item ``PathVariants`` whose items arrive at route ``prefix``
-    (``()``: untagged). Raises ``NotImplementedError`` for what a path cannot hold here: a
-    ``batched`` nested ``PathVariants``, a native op, a placement marker."""
+    (``()``: untagged). A nested batched ``PathVariants`` runs inline in one stage. Raises
+    ``NotImplementedError`` for what a path cannot hold here: a native op, a placement
+    marker, and what a batched one's paths cannot hold."""
     from ._pipeline import _budget
     from .. import _native
 
@@ -185,11 +187,15 @@ def lower_path_variants(cfg: PathVariantsConfig[Any], prefix: tuple[int, ...] = 
         route = prefix + (i,)
         for c in path:
             if isinstance(c, PathVariantsConfig):
-                if c.batched:
-                    raise NotImplementedError(
-                        f"PathVariants path {i}: a batched PathVariants nested in a per-item one is not supported"
+                if c.batched:  # its paths run inline, in one stage (see _build._path_variants_stage)
+                    from ._build import _path_variants_stage
+
+                    inline = _path_variants_stage(c)
+                    stages.append(
+                        _stage("gen", _OnPathGen(inline["op"], route), c.name, concurrency=inline["concurrency"])
                     )
-                stages.extend(lower_path_variants(c, route))
+                else:
+                    stages.extend(lower_path_variants(c, route))
             elif isinstance(c, DisaggregateConfig):
                 stages.append(_stage("gen", _OnPathGen(iter, route), c.name, output_order="completion"))
             elif isinstance(c, AggregateConfig):

@@ -285,8 +285,7 @@ class PathVariantsConfig(Generic[T]):
     (its groups hold only that path's items; flushed at the end of each epoch),
     :class:`DisaggregateConfig` and nested per-item :class:`PathVariantsConfig`; ``router``
     may be async. Every item passes through every path stage, which applies its op only to
-    the items of its path. A native op in a path, or a batched ``PathVariants`` nested in a
-    per-item path, raises ``NotImplementedError`` at build. ``batched=True``: the paths run one
+    the items of its path. A native op in a path raises ``NotImplementedError`` at build. ``batched=True``: the paths run one
     after the other inside one routing stage and may hold only function and generator
     :class:`PipeConfig`, :class:`DisaggregateConfig` and nested :class:`PathVariantsConfig`
     (``NotImplementedError`` at build otherwise).
