@@ -564,3 +564,18 @@ def test_path_variants_in_process_pool():
     pairs = sorted(x for x in got if isinstance(x, tuple))
     assert sorted(x for x in got if not isinstance(x, tuple)) == [-5, -3, -1]
     assert [x for x, _ in pairs] == [0, 2, 4] and os.getpid() not in {pid for _, pid in pairs}
+
+
+def test_path_variants_aggregate_flushes_every_epoch():
+    # With a continuous source each epoch ends with the path's partial group, and the next
+    # epoch starts empty (drop_last=True: the partial group is dropped, not carried over).
+    p = (
+        PipelineBuilder()
+        .add_source(range(5), continuous=True)
+        .path_variants(even_odd, [[Aggregate(2)], [Aggregate(2, drop_last=True)]])
+        .add_sink(8)
+        .build(num_threads=1)
+    )
+    with p.auto_stop():
+        for epoch in range(3):
+            assert list(p) == [[0, 2], [1, 3], [4]], f"epoch {epoch}"
