@@ -199,13 +199,14 @@ def lower_path_variants(cfg: PathVariantsConfig[Any], prefix: tuple[int, ...] = 
             elif isinstance(c, DisaggregateConfig):
                 stages.append(_stage("gen", _OnPathGen(iter, route), c.name, output_order="completion"))
             elif isinstance(c, AggregateConfig):
-                stages.append(
-                    {"kind": "aggregate", "op": _OnPathAggregator(c.op, route), "name": c.name, "drop_last": c.drop_last}
-                )
+                agg = _OnPathAggregator(c.op, route)
+                stages.append({"kind": "aggregate", "op": agg, "name": c.name, "drop_last": c.drop_last})
             elif isinstance(c, PipeConfig):
                 op, a = c._args.op, c._args
                 if isinstance(op, _native.NativeOp):
-                    raise NotImplementedError(f"PathVariants path {i}: native op {c.name!r} inside a path is not supported")
+                    raise NotImplementedError(
+                        f"PathVariants path {i}: native op {c.name!r} inside a path is not supported"
+                    )
                 kind = _kind(op)
                 wrapper = {"func": _OnPath, "gen": _OnPathGen, "async": _OnPathAsync, "asyncgen": _OnPathAsyncGen}[kind]
                 stages.append(
