@@ -579,3 +579,21 @@ def test_path_variants_aggregate_flushes_every_epoch():
     with p.auto_stop():
         for epoch in range(3):
             assert list(p) == [[0, 2], [1, 3], [4]], f"epoch {epoch}"
+
+
+def test_path_variants_bad_route_and_native_op():
+    # A router index out of range fails that item (SPDL's IndexError); the others go on.
+    p = (
+        PipelineBuilder()
+        .add_source(range(4))
+        .path_variants(lambda x: 0 if x < 3 else 7, [[Pipe(double)], [Pipe(negate)]])
+        .add_sink(4)
+        .build(num_threads=1, max_failures=1)
+    )
+    with p.auto_stop(), pytest.warns(RuntimeWarning, match="Router returned index 7"):
+        assert list(p) == [0, 2, 4]
+    from spdl_rs import ops
+
+    cfg = PipelineConfig(src=SourceConfig(["a"]), pipes=[PathVariants(even_odd, [[Pipe(ops.read_file())]])])
+    with pytest.raises(NotImplementedError, match="native op"):
+        build_pipeline(cfg, num_threads=1)
