@@ -305,9 +305,97 @@ def test_path_variants():
     p = build_pipeline(nested, num_threads=2)
     with p.auto_stop():
         assert sorted(p) == sorted([-1, 4, 3, 8, 12])  # [1, 2] and [4, 6] split and routed, [3] summed
-    bad = PipelineConfig(src=SourceConfig([1]), pipes=[PathVariants(even_odd, [[Aggregate(2)]])], sink=SinkConfig(1))
+    inner_batched = PathVariants(route_batch, [[Pipe(double_all)], [Pipe(negate_all)]], batched=True)
+    outer = PipelineConfig(
+        src=SourceConfig([[1, 2], [3], [4, 5]]),
+        pipes=[PathVariants(lambda batch: len(batch) % 2, [[inner_batched], [Pipe(sum)]])],
+        sink=SinkConfig(1),
+    )
+    p = build_pipeline(outer, num_threads=1)
+    with p.auto_stop():
+        assert list(p) == [[4, -1], 3, [8, -5]]
+    bad = PathVariants(route_batch, [[Aggregate(2)], [Pipe(negate_all)]], batched=True)
+    cfg = PipelineConfig(src=SourceConfig([[1]]), pipes=[bad], sink=SinkConfig(1))
     with pytest.raises(NotImplementedError, match="AggregateConfig"):
-        build_pipeline(bad, num_threads=1)
+        build_pipeline(cfg, num_threads=1)
+
+
+async def async_double(x):
+    await asyncio.sleep(0)
+    return 2 * x
+
+
+async def async_twice(x):
+    for v in (x, x):
+        await asyncio.sleep(0)
+        yield v
+
+
+async def async_even_odd(x):
+    return x % 2
+
+
+def test_path_variants_async_ops():
+    # As SPDL: a path may hold coroutine and async-generator ops (and the router may be async).
+    cfg = PipelineConfig(
+        src=SourceConfig(range(6)),
+        pipes=[PathVariants(even_odd, [[Pipe(async_double, concurrency=3)], [Pipe(async_twice), Pipe(negate)]])],
+        sink=SinkConfig(2),
+    )
+    p = build_pipeline(cfg, num_threads=2)
+    with p.auto_stop():
+        assert sorted(p) == sorted([0, 4, 8] + [-1, -1, -3, -3, -5, -5])
+    b = PipelineBuilder().add_source(range(4)).path_variants(async_even_odd, [[Pipe(async_double)], [Pipe(negate)]])
+    p = b.pipe(plus_one).add_sink(1).build(num_threads=1)
+    with p.auto_stop():
+        assert sorted(p) == [-2, 0, 1, 5]
+    # Items keep the order of the source through ordered path stages (and a sync drop).
+    ordered = PipelineConfig(
+        src=SourceConfig(range(10)),
+        pipes=[PathVariants(even_odd, [[Pipe(async_double, output_order="input")], [Pipe(odd_only)]])],
+        sink=SinkConfig(1),
+    )
+    p = build_pipeline(ordered, num_threads=1)
+    with p.auto_stop():
+        assert list(p) == [0, 1, 4, 3, 8, 5, 12, 7, 16, 9]
+
+
+class Summer(Aggregator):
+    def __init__(self):
+        self.total = 0
+
+    def accumulate(self, item):
+        self.total += item
+        return None
+
+    def flush(self):
+        out, self.total = self.total, 0
+        return out
+
+
+def test_path_variants_aggregate():
+    # As SPDL: an Aggregate in a path groups the items routed to that path across the stream;
+    # the partial group is flushed at the end (drop_last=False) or dropped (drop_last=True).
+    cfg = PipelineConfig(
+        src=SourceConfig(range(9)),
+        pipes=[PathVariants(even_odd, [[Aggregate(2)], [Pipe(double), Aggregate(3, drop_last=True)]])],
+        sink=SinkConfig(2),
+    )
+    p = build_pipeline(cfg, num_threads=1)
+    with p.auto_stop():
+        got = list(p)
+    assert got == [[0, 2], [2, 6, 10], [4, 6], [8]]  # evens in pairs; doubled odds in threes, 14 dropped
+    b = (
+        PipelineBuilder()
+        .add_source(range(10))
+        .path_variants(even_odd, [[Aggregate(Summer())], [Aggregate(2), Disaggregate(), Pipe(negate)]])
+        .add_sink(1)
+    )
+    p = b.build(num_threads=1)
+    with p.auto_stop():
+        got = list(p)
+    # Summer's total comes at the end of the stream, before the odd path's last partial pair.
+    assert got == [-1, -3, -5, -7, 20, -9]
 
 
 def test_placement_runs_in_process_pool():
@@ -337,8 +425,9 @@ def test_placement_runs_in_process_pool():
         .to(MAIN_PROCESS, buffer_size=2)
         .add_sink(1)
     )
-    with pytest.raises(NotImplementedError, match=r"buffer_size=2\) closing a worker-pool region"):
-        closing.build(num_threads=1)
+    p = closing.build(num_threads=1)
+    with p.auto_stop():
+        assert list(p) == [2]
 
 
 def test_region_checks_as_spdl():
@@ -391,6 +480,39 @@ def test_placement_buffer_size_fuses_transfers():
     assert (fused.items_in, fused.items_out) == (3, 20)  # 10 items in transfers of 4, 4 and 2
 
 
+def fail_on_four(x):
+    if x == 4:
+        raise ValueError("four")
+    return x
+
+
+def test_closing_buffer_size_groups_results():
+    # As SPDL, the closing marker's buffer_size sizes the transfers coming back: the stages
+    # right before it run in a worker on transfers of up to 3 items, whose results return
+    # together. One failing item fails its whole transfer ([4, 5, 6]), counted once.
+    b = (
+        PipelineBuilder()
+        .add_source(range(8))
+        .to(ProcessPoolExecutorConfig(max_workers=2, mp_context="spawn"))
+        .pipe(plus_one)
+        .aggregate(1)
+        .disaggregate()
+        .pipe(twice)
+        .pipe(fail_on_four)
+        .to(MAIN_PROCESS, buffer_size=3)
+        .add_sink(3)
+    )
+    assert repr(b.get_config().pipes[-1]) == "placement(MAIN_PROCESS, buffer_size=3)"
+    p = build_pipeline(b.get_config(), num_threads=2, max_failures=1)
+    with p.auto_stop(), pytest.warns(RuntimeWarning, match=r"1 item\(s\) failed"):
+        got = list(p)
+    assert sorted(got) == sorted(2 * [1, 2, 3, 7, 8])  # plus_one gives 1..8; 4 fails [4, 5, 6]
+    by_name = {s.name: s for s in p.get_stats().stages}
+    fused = by_name["twice+fail_on_four"]
+    assert (fused.items_in, fused.items_out, fused.failures) == (3, 10, 1)  # transfers of 3, 3 and 2
+    assert by_name["plus_one"].items_out == 8  # one item per transfer into the region
+
+
 def test_executor_with_native_op_is_refused():
     from spdl_rs import ops
 
@@ -423,3 +545,55 @@ def test_merge_left_early_stops_everything():
         # stop() returned: the sub-pipelines, feeders and the merge loop are gone
         left = {t.name for t in threading.enumerate()} - before
         assert not {n for n in left if n.startswith(("spdl_rs_merge", "asyncio_")) or "feed" in n}, left
+
+
+def test_path_variants_in_process_pool():
+    # The path stages (function ops wrapped with their route) pickle to the region's workers.
+    cfg = PipelineConfig(
+        src=SourceConfig(range(6)),
+        pipes=[
+            PlacementConfig(ProcessPoolExecutorConfig(max_workers=1, mp_context="spawn")),
+            PathVariants(even_odd, [[Pipe(pid_of_pair)], [Pipe(negate)]]),
+            PlacementConfig(MAIN_PROCESS),
+        ],
+        sink=SinkConfig(2),
+    )
+    p = build_pipeline(cfg, num_threads=2)
+    with p.auto_stop():
+        got = list(p)
+    pairs = sorted(x for x in got if isinstance(x, tuple))
+    assert sorted(x for x in got if not isinstance(x, tuple)) == [-5, -3, -1]
+    assert [x for x, _ in pairs] == [0, 2, 4] and os.getpid() not in {pid for _, pid in pairs}
+
+
+def test_path_variants_aggregate_flushes_every_epoch():
+    # With a continuous source each epoch ends with the path's partial group, and the next
+    # epoch starts empty (drop_last=True: the partial group is dropped, not carried over).
+    p = (
+        PipelineBuilder()
+        .add_source(range(5), continuous=True)
+        .path_variants(even_odd, [[Aggregate(2)], [Aggregate(2, drop_last=True)]])
+        .add_sink(8)
+        .build(num_threads=1)
+    )
+    with p.auto_stop():
+        for epoch in range(3):
+            assert list(p) == [[0, 2], [1, 3], [4]], f"epoch {epoch}"
+
+
+def test_path_variants_bad_route_and_native_op():
+    # A router index out of range fails that item (SPDL's IndexError); the others go on.
+    p = (
+        PipelineBuilder()
+        .add_source(range(4))
+        .path_variants(lambda x: 0 if x < 3 else 7, [[Pipe(double)], [Pipe(negate)]])
+        .add_sink(4)
+        .build(num_threads=1, max_failures=1)
+    )
+    with p.auto_stop(), pytest.warns(RuntimeWarning, match="Router returned index 7"):
+        assert list(p) == [0, 2, 4]
+    from spdl_rs import ops
+
+    cfg = PipelineConfig(src=SourceConfig(["a"]), pipes=[PathVariants(even_odd, [[Pipe(ops.read_file())]])])
+    with pytest.raises(NotImplementedError, match="native op"):
+        build_pipeline(cfg, num_threads=1)

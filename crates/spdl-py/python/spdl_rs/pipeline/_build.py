@@ -15,6 +15,7 @@ from fractions import Fraction
 from typing import Any
 
 from . import _hooks
+from ._variants import lower_path_variants
 from .defs import (
     AggregateConfig,
     Aggregator,
@@ -152,60 +153,84 @@ def lower_stages(stages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], li
     pipeline shuts them down when it stops).
 
     In a worker-pool region, each function or generator stage without its own ``executor``
-    runs its items in the region's pool one by one. A ``buffer_size`` above 1 on the marker
-    that opens the region fuses the function and generator stages that directly follow it
-    into one chain run in a worker on transfers of up to ``buffer_size`` items (gathered in
-    this process, the last one of an epoch shorter): the chain's intermediate values stay in
-    the worker, and an op that raises fails the items of its transfer (one failure counted).
+    runs its items in the region's pool one by one. Transfers of several items, as SPDL's
+    ``buffer_size`` on the markers: with ``buffer_size`` ``n`` above 1 on the marker that
+    opens the region, the function and generator stages that directly follow it are fused
+    into one chain run in a worker on transfers of up to ``n`` items (gathered in this
+    process, the last one of an epoch shorter), and the results of each transfer come back
+    together; with ``buffer_size`` ``m`` above 1 on the marker that closes the region, the
+    function and generator stages that directly precede it (and are not in the opening
+    chain) are fused the same way on transfers of up to ``m`` items, so their results come
+    back ``m`` items' worth at a time. A chain's intermediate values stay in the worker, and
+    an op that raises fails the items of its transfer (one failure counted). A marker between
+    two regions sizes both sides of its handoff (as SPDL).
     """
     _validate_regions(stages)
     out: list[dict[str, Any]] = []
     executors: list[Executor] = []
     region: Executor | None = None
-    chain: list[dict[str, Any]] = []  # stages fused into one transfer (buffer_size > 1)
-    chain_size = 1
-
-    def flush_chain() -> None:
-        if chain:
-            out.extend(_fused_chain(list(chain), region, chain_size))
-            chain.clear()
-
+    open_size = 1
+    pending: list[dict[str, Any]] = []  # the stages of the open worker-pool region
     try:
-        for st in stages:
-            kind = st["kind"]
-            if kind == "placement":
-                flush_chain()
-                target = st["target"]
-                if region is not None and st["buffer_size"] != 1:
-                    raise NotImplementedError(
-                        f"PlacementConfig(buffer_size={st['buffer_size']}) closing a worker-pool region: spdl_rs "
-                        "returns the results of each transfer together (set buffer_size on the opening marker)"
-                    )
-                if isinstance(target, _MainProcess):
-                    region = None
-                else:
-                    region = target._make()
-                    executors.append(region)
-                    chain_size = st["buffer_size"]
+        for st in _expand_path_variants(stages):
+            if st["kind"] != "placement":
+                (out if region is None else pending).append(st)
                 continue
-            if kind == "path_variants":
-                st = _path_variants_stage(st["config"])
-                kind = st["kind"]
-            in_pool = region is not None and kind in ("func", "gen") and st.get("executor") is None
-            if in_pool and chain_size > 1:
-                chain.append(st)
-                continue
-            flush_chain()
-            chain_size = 1  # only the stages right after the opening marker are fused
-            if in_pool:
-                st = dict(st, executor=region)
-            out.append(st)
-        flush_chain()
+            if region is not None:
+                out.extend(_lower_region(pending, region, open_size, st["buffer_size"]))
+                pending = []
+            target = st["target"]
+            if isinstance(target, _MainProcess):
+                region = None
+            else:
+                region = target._make()
+                executors.append(region)
+                open_size = st["buffer_size"]
+        assert region is None, "_validate_regions rejects an open region"
     except BaseException:
         for ex in executors:
             ex.shutdown(wait=False, cancel_futures=True)
         raise
     return out, executors
+
+
+def _fusable(st: dict[str, Any]) -> bool:
+    return st["kind"] in ("func", "gen") and st.get("executor") is None
+
+
+def _lower_region(stages: list[dict[str, Any]], pool: Executor, n: int, m: int) -> list[dict[str, Any]]:
+    """The engine stages of one worker-pool region opened with ``buffer_size`` ``n`` and closed
+    with ``m`` (see :func:`lower_stages`)."""
+    lead = 0
+    if n > 1:
+        while lead < len(stages) and _fusable(stages[lead]):
+            lead += 1
+    tail = len(stages)
+    if m > 1:
+        while tail > lead and _fusable(stages[tail - 1]):
+            tail -= 1
+    out: list[dict[str, Any]] = []
+    if lead:
+        out.extend(_fused_chain(stages[:lead], pool, n))
+    out.extend(dict(st, executor=pool) if _fusable(st) else st for st in stages[lead:tail])
+    if tail < len(stages):
+        out.extend(_fused_chain(stages[tail:], pool, m))
+    return out
+
+
+def _expand_path_variants(stages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``stages`` with each ``PathVariants`` replaced by its engine stages: a per-item one by
+    its router, path and merge stages (:mod:`._variants`), a batched one by one stage that
+    runs its paths inline."""
+    out: list[dict[str, Any]] = []
+    for st in stages:
+        if st["kind"] != "path_variants":
+            out.append(st)
+        elif st["config"].batched:
+            out.append(_path_variants_stage(st["config"]))
+        else:
+            out.extend(lower_path_variants(st["config"]))
+    return out
 
 
 def _has_ordered_pipe(st: dict[str, Any]) -> bool:

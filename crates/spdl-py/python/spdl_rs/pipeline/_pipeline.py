@@ -567,7 +567,8 @@ class PipelineBuilder(Generic[T, U]):
         generator ops run in that pool of worker processes, made at build and shut down
         when the pipeline stops) or :data:`~spdl_rs.pipeline.defs.MAIN_PROCESS` (back to the
         pipeline's threads). A stage with its own ``executor=`` keeps it. ``buffer_size``: the
-        items per transfer into the region (see
+        items per transfer into the region on the opening marker, out of it on the closing
+        one (see
         :class:`~spdl_rs.pipeline.defs.PlacementConfig`). Raises ``TypeError`` for another
         target."""
         from .defs import PlacementConfig

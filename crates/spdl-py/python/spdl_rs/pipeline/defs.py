@@ -279,11 +279,16 @@ class PathVariantsConfig(Generic[T]):
 
     ``router(item) -> int`` picks the path (``batched=True``: ``router(batch) -> [int]``, one
     index per element; each path gets its sub-list and the outputs are concatenated back in
-    path order). In spdl_rs a path's stages run one after the other inside the routing stage
-    (the stage's concurrency is the pipeline's ``num_threads``): :class:`PipeConfig` with a
-    function or generator op (``None`` drops the item), :class:`DisaggregateConfig` and nested
-    :class:`PathVariantsConfig`; :class:`AggregateConfig` and async ops inside a path are not
-    supported (``NotImplementedError`` at build).
+    path order). Per item (``batched=False``), as SPDL, each path stage runs with its own
+    kind, concurrency, order, failure limit and executor: :class:`PipeConfig` with a function,
+    generator, async or async-generator op (``None`` drops the item), :class:`AggregateConfig`
+    (its groups hold only that path's items; flushed at the end of each epoch),
+    :class:`DisaggregateConfig` and nested per-item :class:`PathVariantsConfig`; ``router``
+    may be async. Every item passes through every path stage, which applies its op only to
+    the items of its path. A native op in a path raises ``NotImplementedError`` at build. ``batched=True``: the paths run one
+    after the other inside one routing stage and may hold only function and generator
+    :class:`PipeConfig`, :class:`DisaggregateConfig` and nested :class:`PathVariantsConfig`
+    (``NotImplementedError`` at build otherwise).
 
     Raises ``ValueError`` if ``router`` is not callable, there is no path, a path is empty
     or holds a source or a sink config.
@@ -406,9 +411,12 @@ class PlacementConfig:
     many items go to a worker in one transfer (as SPDL, to spread the fixed cost of a
     transfer): with more than 1, the function and generator stages right after the marker
     are fused into one chain that a worker runs on each transfer, so their intermediate
-    values stay in the worker; the last transfer of an epoch is shorter. On a marker that
-    closes a region, spdl_rs returns each transfer's results together, so a value other than
-    1 there raises ``NotImplementedError`` at build. ``repr``:
+    values stay in the worker; the last transfer of an epoch is shorter. On the marker that
+    closes a region, it sizes the transfers coming back: the function and generator stages
+    right before the marker (those not already in the opening chain) are fused the same way
+    on transfers of up to ``buffer_size`` items, whose results return together. A marker
+    between two regions sizes both sides. The buffering is transparent (the same items come
+    out), but an op that raises in a chain fails every item of its transfer. ``repr``:
     ``placement(target[, buffer_size=n])``."""
 
     target: ProcessPoolExecutorConfig | InterpreterPoolExecutorConfig | _MainProcess

@@ -1,0 +1,229 @@
+"""Lowering of a per-item :class:`~spdl_rs.pipeline.defs.PathVariantsConfig` into engine
+stages (SPDL 0.8 builds a router node, one chain of nodes per path and a merge node).
+
+The engine runs one chain of stages, so the routed items carry their path: the router stage
+wraps each item as :class:`_Routed` with the index of its path, every stage of path ``i``
+applies its op only to the items routed to ``i`` and passes the others on unchanged, and the
+merge stage unwraps them. Each path stage keeps its own kind (function, generator, async,
+async generator, aggregate), concurrency, output order, failure limit and executor, so
+async ops and aggregation work in a path as in SPDL; an :class:`Aggregator` in a path sees
+only that path's items and is flushed at the end of each epoch. Nested per-item
+``PathVariants`` extend the route (a tuple of indices, one per level); a nested batched one
+runs its paths inline in one stage.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from .defs import (
+    AggregateConfig,
+    Aggregator,
+    DisaggregateConfig,
+    PathVariantsConfig,
+    PipeConfig,
+    _PipeType,
+)
+
+__all__ = ["lower_path_variants"]
+
+
+class _Routed:
+    """An item on its way through a path: ``route`` holds one path index per nesting level."""
+
+    __slots__ = ("route", "value")
+
+    def __init__(self, route: tuple[int, ...], value: Any) -> None:
+        self.route = route
+        self.value = value
+
+    def __reduce__(self) -> Any:  # pickles to a process-pool stage and back
+        return (_Routed, (self.route, self.value))
+
+
+def _route_of(item: Any) -> tuple[int, ...]:
+    return item.route if isinstance(item, _Routed) else ()
+
+
+def _wrap(route: tuple[int, ...], value: Any) -> Any:
+    return _Routed(route, value) if route else value
+
+
+def _check(idx: Any, n: int) -> int:
+    if isinstance(idx, bool) or not isinstance(idx, int) or not 0 <= idx < n:
+        raise IndexError(f"Router returned index {idx!r}, but there are only {n} paths (valid range: [0, {n})).")
+    return idx
+
+
+class _Router:
+    """Tags each item at route ``prefix`` with ``router(value)``; passes other items on."""
+
+    def __init__(self, router: Any, n: int, prefix: tuple[int, ...]) -> None:
+        self.router, self.n, self.prefix = router, n, prefix
+
+    def __call__(self, item: Any) -> Any:
+        if _route_of(item) != self.prefix:
+            return item
+        value = item.value if self.prefix else item
+        return _Routed(self.prefix + (_check(self.router(value), self.n),), value)
+
+
+class _AsyncRouter(_Router):
+    async def __call__(self, item: Any) -> Any:  # type: ignore[override]
+        if _route_of(item) != self.prefix:
+            return item
+        value = item.value if self.prefix else item
+        return _Routed(self.prefix + (_check(await self.router(value), self.n),), value)
+
+
+class _Merge:
+    """Drops the last route index of the items of the paths under ``prefix``."""
+
+    def __init__(self, prefix: tuple[int, ...]) -> None:
+        self.prefix = prefix
+
+    def __call__(self, item: Any) -> Any:
+        r = _route_of(item)
+        if len(r) == len(self.prefix) + 1 and r[:-1] == self.prefix:
+            return _wrap(self.prefix, item.value)
+        return item
+
+
+class _OnPath:
+    """A function op applied to the items of one path (``None``: dropped)."""
+
+    def __init__(self, op: Any, route: tuple[int, ...]) -> None:
+        self.op, self.route = op, route
+
+    def __call__(self, item: Any) -> Any:
+        if _route_of(item) != self.route:
+            return item
+        out = self.op(item.value)
+        return None if out is None else _Routed(self.route, out)
+
+
+class _OnPathGen(_OnPath):
+    def __call__(self, item: Any) -> Any:
+        if _route_of(item) != self.route:
+            yield item
+            return
+        for out in self.op(item.value):
+            yield _Routed(self.route, out)
+
+
+class _OnPathAsync(_OnPath):
+    async def __call__(self, item: Any) -> Any:  # type: ignore[override]
+        if _route_of(item) != self.route:
+            return item
+        out = await self.op(item.value)
+        return None if out is None else _Routed(self.route, out)
+
+
+class _OnPathAsyncGen(_OnPath):
+    async def __call__(self, item: Any) -> Any:  # type: ignore[override]
+        if _route_of(item) != self.route:
+            yield item
+            return
+        async for out in self.op(item.value):
+            yield _Routed(self.route, out)
+
+
+class _OnPathAggregator(Aggregator):
+    """An :class:`Aggregator` fed only the items of one path; the others pass through."""
+
+    def __init__(self, agg: Aggregator, route: tuple[int, ...]) -> None:
+        self.agg, self.route = agg, route
+
+    def accumulate(self, item: Any) -> Any | None:
+        if _route_of(item) != self.route:
+            return item
+        out = self.agg.accumulate(item.value)
+        return None if out is None else _Routed(self.route, out)
+
+    def flush(self) -> Any | None:
+        out = self.agg.flush()
+        return None if out is None else _Routed(self.route, out)
+
+
+def _kind(op: Any) -> str:
+    call = getattr(op, "__call__", None)
+    if inspect.isasyncgenfunction(op) or inspect.isasyncgenfunction(call):
+        return "asyncgen"
+    if inspect.iscoroutinefunction(op) or inspect.iscoroutinefunction(call):
+        return "async"
+    if inspect.isgeneratorfunction(op) or inspect.isgeneratorfunction(call):
+        return "gen"
+    return "func"
+
+
+def _stage(kind: str, op: Any, name: str, **kw: Any) -> dict[str, Any]:
+    st = {
+        "kind": kind,
+        "op": op,
+        "name": name,
+        "concurrency": 1,
+        "output_order": "input",  # routing and merging keep the order they get
+        "budget": None,
+        "max_failures": None,
+        "executor": None,
+    }
+    st.update(kw)
+    return st
+
+
+def lower_path_variants(cfg: PathVariantsConfig[Any], prefix: tuple[int, ...] = ()) -> list[dict[str, Any]]:
+    """The engine stages of a per-item ``PathVariants`` whose items arrive at route ``prefix``
+    (``()``: untagged). A nested batched ``PathVariants`` runs inline in one stage. Raises
+    ``NotImplementedError`` for what a path cannot hold here: a native op, a placement
+    marker, and what a batched one's paths cannot hold."""
+    from ._pipeline import _budget
+    from .. import _native
+
+    router_kind = "async" if _kind(cfg.router) == "async" else "func"
+    router_cls = _AsyncRouter if router_kind == "async" else _Router
+    stages = [_stage(router_kind, router_cls(cfg.router, len(cfg.paths), prefix), cfg.name)]
+    for i, path in enumerate(cfg.paths):
+        route = prefix + (i,)
+        for c in path:
+            if isinstance(c, PathVariantsConfig):
+                if c.batched:  # its paths run inline, in one stage (see _build._path_variants_stage)
+                    from ._build import _path_variants_stage
+
+                    inline = _path_variants_stage(c)
+                    stages.append(
+                        _stage("gen", _OnPathGen(inline["op"], route), c.name, concurrency=inline["concurrency"])
+                    )
+                else:
+                    stages.extend(lower_path_variants(c, route))
+            elif isinstance(c, DisaggregateConfig):
+                stages.append(_stage("gen", _OnPathGen(iter, route), c.name, output_order="completion"))
+            elif isinstance(c, AggregateConfig):
+                agg = _OnPathAggregator(c.op, route)
+                stages.append({"kind": "aggregate", "op": agg, "name": c.name, "drop_last": c.drop_last})
+            elif isinstance(c, PipeConfig):
+                op, a = c._args.op, c._args
+                if isinstance(op, _native.NativeOp):
+                    raise NotImplementedError(
+                        f"PathVariants path {i}: native op {c.name!r} inside a path is not supported"
+                    )
+                kind = _kind(op)
+                wrapper = {"func": _OnPath, "gen": _OnPathGen, "async": _OnPathAsync, "asyncgen": _OnPathAsyncGen}[kind]
+                stages.append(
+                    _stage(
+                        kind,
+                        wrapper(op, route),
+                        c.name,
+                        concurrency=a.concurrency,
+                        output_order="input" if c._type == _PipeType.OrderedPipe else "completion",
+                        budget=_budget(c._max_failures, "max_failures"),
+                        max_failures=c._max_failures,
+                        executor=a.executor,
+                    )
+                )
+            else:
+                raise NotImplementedError(
+                    f"PathVariants path {i}: {type(c).__name__} inside a path is not supported by spdl_rs"
+                )
+    stages.append(_stage("func", _Merge(prefix), "path_variants_merge"))
+    return stages
