@@ -51,9 +51,11 @@ fn ffmpeg_video(input: &Path, desc: &str) -> Vec<u8> {
     )
 }
 
+/// `desc` after the display rotation, as the ffmpeg command line runs `-vf`.
 fn with_filter(desc: &str) -> VideoOptions {
     VideoOptions {
         filter_desc: Some(desc.to_owned()),
+        apply_rotation: true,
         ..Default::default()
     }
 }

@@ -189,8 +189,8 @@ pub(crate) fn check_file(path: &Path) -> PyResult<()> {
 /// - `pts`: presentation timestamp of each frame in seconds (length `T`, or `N * T`);
 /// - `indices`: decoded-frame index of each frame (presentation order from 0), or `None`
 ///   after a time-window seek;
-/// - `rotation`: degrees counterclockwise the frames were turned (0 with
-///   `apply_rotation=False`); `stream_rotation`: the stream's display rotation.
+/// - `rotation`: degrees counterclockwise the frames were turned (0 unless
+///   `apply_rotation=True`); `stream_rotation`: the stream's display rotation.
 #[pyclass(frozen, module = "spdl_rs.io", name = "DecodedVideo")]
 pub(crate) struct VideoFrames {
     frames: CpuBuffer,
@@ -204,8 +204,8 @@ pub(crate) struct VideoFrames {
     /// `timestamp=(start, end)` window (decoding started at a seek point).
     #[pyo3(get)]
     indices: Option<Vec<usize>>,
-    /// Degrees counterclockwise (0, 90, 180, 270) the frames were turned; 0 when
-    /// `apply_rotation=False`.
+    /// Degrees counterclockwise (0, 90, 180, 270) the frames were turned; 0 unless
+    /// `apply_rotation=True` (the default is SPDL 0.8's: not turned).
     #[pyo3(get)]
     rotation: i32,
     /// The stream's display rotation, degrees counterclockwise (0, 90, 180, 270), applied or

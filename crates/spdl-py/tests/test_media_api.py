@@ -428,15 +428,15 @@ def test_decoder_and_encoder_classes_follow_the_codec_kind(tmp_path):
 
 def test_rotation_as_spdl_packet_api_returns_coded_frames():
     # SPDL 0.8 never applies the display matrix (measured: rot90.mp4 decodes to 10x32x64 in
-    # both its decode_packets and load_video). Our packet API does the same; load_video turns
-    # frames unless apply_rotation=False, which gives SPDL's frames.
+    # both its decode_packets and load_video). Our packet API and load_video do the same;
+    # load_video(apply_rotation=True) turns the frames as players do.
     rot90 = MEDIA / "13-video-rotation-metadata" / "rot90.mp4"
     packets = io.demux_video(rot90)
     assert packets.codec.rotation == 90
     coded = np.asarray(io.convert_frames(io.decode_packets(packets)))
     assert coded.shape == (10, 32, 64, 3)
-    np.testing.assert_array_equal(np.asarray(io.load_video(rot90, apply_rotation=False).frames), coded)
-    turned = io.load_video(rot90)
+    np.testing.assert_array_equal(np.asarray(io.load_video(rot90).frames), coded)
+    turned = io.load_video(rot90, apply_rotation=True)
     assert np.asarray(turned.frames).shape == (10, 64, 32, 3) and turned.rotation == 90
 
 

@@ -20,7 +20,7 @@ IMAGE = dict(
     index=0, epoch=0, key="<bytes>", normalize=False, num_threads=None,
 )  # fmt: skip
 MEDIA = dict(
-    width=None, height=None, pixel_format="rgb", filter="bicubic", num_threads=1, apply_rotation=True,
+    width=None, height=None, pixel_format="rgb", filter="bicubic", num_threads=1, apply_rotation=False,
     indices=None, step=None, played_at=None, filter_desc=None, stride=1, num_clips=None,
     frames_per_clip=None, sample_rate=None, num_channels=None, demux_config=None, decode_config=None,
 )  # fmt: skip

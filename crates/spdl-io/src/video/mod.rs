@@ -173,7 +173,8 @@ pub struct VideoOptions {
     /// that decodes many videos at once, 1 is usually best.
     pub threads: usize,
     /// Turn frames as the stream's display matrix says (as players and the
-    /// ffmpeg command line do). The rotation is reported either way
+    /// ffmpeg command line do). Off by default, as SPDL 0.8, whose loaders
+    /// return the coded frames; the rotation is reported either way
     /// ([`VideoInfo::rotation`], [`Video::rotation_applied`]).
     pub apply_rotation: bool,
     /// Largest output allowed, in bytes; more is [`ErrorKind::LimitExceeded`]
@@ -208,7 +209,7 @@ impl Default for VideoOptions {
             pixel_format: PixelFormat::Rgb24,
             filter: ScaleFilter::Bicubic,
             threads: 1,
-            apply_rotation: true,
+            apply_rotation: false,
             max_output_bytes: 4 << 30,
             filter_desc: None,
             demux: DemuxConfig::default(),

@@ -83,7 +83,7 @@ class VideoOutputOptions(TypedDict, total=False):
     - ``num_threads``: decoder threads (default 1, best when a pipeline decodes many videos at
       once; 0: FFmpeg picks);
     - ``apply_rotation``: turn frames as the stream's display matrix says, as players do
-      (default ``True``);
+      (default ``False``, as SPDL 0.8: the coded frames; ``stream_rotation`` reports the angle);
     - ``demux_config`` / ``decode_config``: SPDL's config objects (from
       ``spdl_rs.io.demux_config`` / ``decode_config``): container format and demuxer options,
       decoder and its options (default ``None``: FFmpeg's choice).

@@ -343,11 +343,11 @@ def load_video(
     ``options`` set the output (``width``, ``height``, ``pixel_format``, ``filter``,
     ``num_threads``, ``apply_rotation``) and ``filter_desc``.
 
-    ``apply_rotation`` turns frames as the stream's display matrix says, as players do (the
-    result's ``rotation`` says by how much). SPDL 0.8 does not rotate (its ``load_video`` and
-    ``decode_packets`` return the coded frames, e.g. ``32x64`` for the 90-degree clips of
-    ``../shared/data/hard/13-video-rotation-metadata``): ``apply_rotation=False`` gives SPDL's
-    frames. The packet API (``decode_packets``, ``Decoder``) never rotates, as SPDL's;
+    ``apply_rotation=True`` turns frames as the stream's display matrix says, as players do (the
+    result's ``rotation`` says by how much). By default frames are not turned, as SPDL 0.8 (its
+    ``load_video`` and ``decode_packets`` return the coded frames, e.g. ``32x64`` for the
+    90-degree clips of ``../shared/data/hard/13-video-rotation-metadata``); the result's
+    ``stream_rotation`` reports the angle either way. The packet API (``decode_packets``, ``Decoder``) never rotates, as SPDL's;
     ``VideoCodec.rotation`` tells the angle. ``demux_config`` / ``decode_config`` (from
     :func:`demux_config` / :func:`decode_config`) force a container format, demuxer options, a
     decoder and its options.
