@@ -14,7 +14,7 @@ use std::sync::Arc;
 use spdl_io::ffmpeg::bsf::{apply_bsf, Bsf};
 use spdl_io::ffmpeg::decoder::{decode_packets, Decoder};
 use spdl_io::ffmpeg::demux::{demux, Demuxer};
-use spdl_io::ffmpeg::frames::{Frames, MediaKind, SampleType};
+use spdl_io::ffmpeg::frames::{FrameMemory, Frames, MediaKind, SampleType};
 use spdl_io::ffmpeg::graph::FilterGraph;
 use spdl_io::ffmpeg::packets::Packets;
 use spdl_io::ffmpeg::{DecodeConfig, DemuxConfig};
@@ -280,6 +280,95 @@ fn audio_packets_decode_like_the_ffmpeg_command_line_and_in_windows() {
     assert!(a.data[4410 * 4..] == whole.data[(total + 2205) * 4..(total + 2205 + 4410) * 4]);
 }
 
+/// Memory that counts its drops, to see when frames let it go.
+struct Counted(Vec<u8>, Arc<std::sync::atomic::AtomicUsize>);
+
+// SAFETY: the Vec is never changed while the frames hold it.
+unsafe impl FrameMemory for Counted {
+    fn as_ptr_len(&self) -> (*const u8, usize) {
+        (self.0.as_ptr(), self.0.len())
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn reference_frames_point_into_the_memory_and_release_it_with_the_last_frame() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    // (pix_fmt, shape): packed, planar, gray, and both 4:2:0 layouts.
+    for (fmt, shape) in [
+        ("rgb24", vec![2, 6, 8, 3]),
+        ("yuv444p", vec![2, 3, 6, 8]),
+        ("gray", vec![2, 1, 6, 8]),
+        ("yuv420p", vec![2, 1, 9, 8]),
+        ("nv12", vec![2, 1, 9, 8]),
+    ] {
+        let len: usize = shape.iter().product();
+        let data: Vec<u8> = (0..len).map(|v| (v * 7 % 251) as u8).collect();
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let memory = Box::new(Counted(data.clone(), Arc::clone(&dropped)));
+        let frames = Frames::reference_video_array(memory, &shape, fmt, (25, 1), 3).unwrap();
+        assert_eq!(frames.pts(), [3, 4], "{fmt}");
+        // The same bytes as the copying constructor gives, read in place.
+        assert_eq!(frames.to_array().unwrap().data, data, "{fmt}");
+        let copied = Frames::from_video_array(&data, &shape, fmt, (25, 1), 3).unwrap();
+        assert_eq!(copied.to_array().unwrap().data, data, "{fmt}");
+        // Through a filter graph that writes (hflip makes new frames).
+        let (w, h) = (8, 6);
+        let mut g = FilterGraph::new(&format!(
+            "buffer=video_size={w}x{h}:pix_fmt={fmt}:time_base=1/25:pixel_aspect=1/1,hflip,hflip,buffersink"
+        ))
+        .unwrap();
+        g.add_frames(&frames, None).unwrap();
+        g.flush().unwrap();
+        assert_eq!(
+            g.get_frames(None)
+                .unwrap()
+                .unwrap()
+                .to_array()
+                .unwrap()
+                .data,
+            data,
+            "{fmt}"
+        );
+        drop(g);
+        assert_eq!(
+            dropped.load(Ordering::SeqCst),
+            0,
+            "{fmt}: frames still hold it"
+        );
+        drop(frames);
+        assert_eq!(dropped.load(Ordering::SeqCst), 1, "{fmt}: released once");
+    }
+    // Audio, planar and packed.
+    for (fmt, shape) in [("fltp", [2usize, 16usize]), ("flt", [16, 2])] {
+        let data: Vec<u8> = (0..32u32)
+            .flat_map(|v| (v as f32 / 32.0).to_ne_bytes())
+            .collect();
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let memory = Box::new(Counted(data.clone(), Arc::clone(&dropped)));
+        let f = Frames::reference_audio_array(memory, shape, fmt, 8000, 0).unwrap();
+        let a = f.to_array().unwrap();
+        assert_eq!(
+            (a.shape.as_slice(), a.data == data),
+            (&shape[..], true),
+            "{fmt}"
+        );
+        drop(f);
+        assert_eq!(dropped.load(Ordering::SeqCst), 1, "{fmt}");
+    }
+    // A shape that does not fit: an error, and the memory is released.
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let memory = Box::new(Counted(vec![0; 10], Arc::clone(&dropped)));
+    let e = Frames::reference_video_array(memory, &[1, 2, 5, 1], "rgb24", (25, 1), 0).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+    assert_eq!(dropped.load(Ordering::SeqCst), 1);
+}
+
 #[test]
 fn filter_graph_runs_user_described_graphs_with_named_inputs_and_outputs() {
     // 2 frames of 4x3 rgb24 with distinct values.
@@ -422,6 +511,31 @@ fn bad_graphs_containers_filters_and_options_are_named_errors() {
     assert!(e.to_string().contains("nosuchbsf"), "{e}");
     let e = Frames::from_video_array(&[0; 10], &[1, 2, 5, 1], "rgb24", (25, 1), 0).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+}
+
+#[test]
+fn serialized_packets_keep_their_side_data() {
+    // The MP3's first packet carries a skip-samples record (the encoder
+    // delay, 1105 samples as ffprobe shows); without it the decode back
+    // would start with 1105 samples of priming.
+    let path = media("16-audio-odd-rates-channels/sine440_22050Hz_mono.mp3");
+    let p = demux(&path, MediaKind::Audio, None, &DemuxConfig::default(), None).unwrap();
+    let want = decode_all(&p, None).to_array().unwrap();
+    let back = Packets::deserialize(&p.serialize()).unwrap();
+    let got = decode_all(&back, None).to_array().unwrap();
+    assert_eq!(got.shape, want.shape);
+    assert!(got.data == want.data);
+    // As many samples as the ffmpeg command line gives (it applies the
+    // record), with the same values.
+    let cli = ffmpeg(&path, &["-f", "f32le"]);
+    assert_eq!(want.dtype, SampleType::F32);
+    assert_eq!(want.data.len(), cli.len());
+    let f32s = |b: &[u8]| -> Vec<f64> {
+        b.chunks_exact(4)
+            .map(|c| f64::from(f32::from_ne_bytes([c[0], c[1], c[2], c[3]])))
+            .collect()
+    };
+    assert!(max_diff(f32s(&want.data), f32s(&cli)) < 1e-6);
 }
 
 #[test]

@@ -420,11 +420,37 @@ pub(crate) fn convert_array(
     Ok(CpuBuffer::from_f32(data, shape, String::new()))
 }
 
-/// SPDL's `create_reference_video_frame`: `VideoFrames` made from a `uint8` array laid out as
-/// `convert_frames` gives them for `pix_fmt` (`[N, H, W, 3]` for `rgb24`, `[N, 1, H, W]` for
+/// A C-contiguous Python buffer that frames refer to in place; releasing it (with the GIL,
+/// as `PyBuffer`'s drop does) lets the exporting array go.
+struct ArrayMemory(PyBuffer<u8>);
+
+// SAFETY: a C-contiguous buffer's pointer and length do not change while it is held, and the
+// exporter keeps the bytes alive until the buffer is released (on drop).
+unsafe impl FrameMemory for ArrayMemory {
+    fn as_ptr_len(&self) -> (*const u8, usize) {
+        (self.0.buf_ptr() as *const u8, self.0.len_bytes())
+    }
+}
+
+/// `array` as C-contiguous bytes without a copy when it is C-contiguous already (else one
+/// copy, by `numpy.ascontiguousarray`), viewed as `uint8`; with its shape in elements.
+fn array_memory(array: &Bound<'_, PyAny>, what: &str) -> PyResult<(ArrayMemory, Vec<usize>)> {
+    let np = array.py().import("numpy")?;
+    let arr = np.call_method1("ascontiguousarray", (array,))?;
+    let shape: Vec<usize> = arr.getattr("shape")?.extract()?;
+    let bytes = arr.call_method1("view", ("uint8",))?;
+    let buf = PyBuffer::<u8>::get(&bytes)
+        .map_err(|e| PyTypeError::new_err(format!("{what} expects a NumPy array: {e}")))?;
+    Ok((ArrayMemory(buf), shape))
+}
+
+/// SPDL's `create_reference_video_frame`: `VideoFrames` referring to a `uint8` array laid out
+/// as `convert_frames` gives them for `pix_fmt` (`[N, H, W, 3]` for `rgb24`, `[N, 1, H, W]` for
 /// `gray8`, `[N, 3, H, W]` for `yuv444p`, ...), frame `i` with pts `pts + i` in time base
-/// `1 / frame_rate`. The pixels are copied (SPDL references the array). For filter graphs and
-/// tests. Raises `ValueError` for a shape that does not fit `pix_fmt` or an unknown format.
+/// `1 / frame_rate`. As SPDL, the frames point into the array (no copy; a non-contiguous array
+/// is made contiguous first) and keep it alive; they are read-only (a filter or encoder that
+/// writes copies first). For filter graphs and encoders. Raises `TypeError` for a non-`uint8`
+/// array, `ValueError` for a shape that does not fit `pix_fmt` or an unknown format.
 #[pyfunction]
 #[pyo3(signature = (array, *, pix_fmt, frame_rate, pts))]
 pub(crate) fn create_reference_video_frame(
@@ -434,23 +460,29 @@ pub(crate) fn create_reference_video_frame(
     frame_rate: (i32, i32),
     pts: i64,
 ) -> PyResult<VideoFrames> {
-    let buf = PyBuffer::<u8>::get(array).map_err(|e| {
-        PyTypeError::new_err(format!(
-            "create_reference_video_frame expects a uint8 array: {e}"
-        ))
-    })?;
-    let data = buf.to_vec(py)?;
-    let shape = buf.shape().to_vec();
-    let f = py
-        .detach(|| Frames::from_video_array(&data, &shape, pix_fmt, frame_rate, pts))
+    let dtype: String = py
+        .import("numpy")?
+        .call_method1("asarray", (array,))?
+        .getattr("dtype")?
+        .getattr("name")?
+        .extract()?;
+    if dtype != "uint8" {
+        return Err(PyTypeError::new_err(format!(
+            "create_reference_video_frame expects a uint8 array, got {dtype}"
+        )));
+    }
+    let (memory, shape) = array_memory(array, "create_reference_video_frame")?;
+    let f = Frames::reference_video_array(Box::new(memory), &shape, pix_fmt, frame_rate, pts)
         .map_err(io_err)?;
     Ok(VideoFrames { inner: Arc::new(f) })
 }
 
-/// SPDL's `create_reference_audio_frame`: one `AudioFrames` frame from a 2-D array laid out as
-/// `convert_frames` gives it for `sample_fmt` (`[C, S]` planar such as `fltp` / `s16p`, `[S, C]`
-/// packed such as `flt` / `s16`; the array's dtype must match the format), with pts `pts` in
-/// time base `1 / sample_rate`. The samples are copied. Raises `ValueError` for a mismatch.
+/// SPDL's `create_reference_audio_frame`: one `AudioFrames` frame referring to a 2-D array laid
+/// out as `convert_frames` gives it for `sample_fmt` (`[C, S]` planar such as `fltp` / `s16p`,
+/// `[S, C]` packed such as `flt` / `s16`; the array's dtype must match the format), with pts
+/// `pts` in time base `1 / sample_rate`. As SPDL, the frame points into the array (no copy; a
+/// non-contiguous array is made contiguous first; planar audio of more than 8 channels is
+/// copied) and keeps it alive. Raises `ValueError` for a mismatch.
 #[pyfunction]
 #[pyo3(signature = (array, *, sample_fmt, sample_rate, pts))]
 pub(crate) fn create_reference_audio_frame(
@@ -460,8 +492,7 @@ pub(crate) fn create_reference_audio_frame(
     sample_rate: u32,
     pts: i64,
 ) -> PyResult<AudioFrames> {
-    let np = py.import("numpy")?;
-    let arr = np.call_method1("ascontiguousarray", (array,))?;
+    let arr = py.import("numpy")?.call_method1("asarray", (array,))?;
     let shape: Vec<usize> = arr.getattr("shape")?.extract()?;
     if shape.len() != 2 {
         return Err(PyValueError::new_err(format!(
@@ -488,12 +519,15 @@ pub(crate) fn create_reference_audio_frame(
             "sample_fmt {sample_fmt:?} needs a {want} array, got {dtype}"
         )));
     }
-    let bytes: Vec<u8> = arr.call_method0("tobytes")?.extract()?;
-    let f = py
-        .detach(|| {
-            Frames::from_audio_array(&bytes, [shape[0], shape[1]], sample_fmt, sample_rate, pts)
-        })
-        .map_err(io_err)?;
+    let (memory, _) = array_memory(array, "create_reference_audio_frame")?;
+    let f = Frames::reference_audio_array(
+        Box::new(memory),
+        [shape[0], shape[1]],
+        sample_fmt,
+        sample_rate,
+        pts,
+    )
+    .map_err(io_err)?;
     Ok(AudioFrames { inner: Arc::new(f) })
 }
 

@@ -7,10 +7,12 @@ Checked against the `ffmpeg` command line (exact for these lossless or identical
 one-shot decodes, and for named errors. Needs a wheel built with `decode-ffmpeg`.
 """
 
+import gc
 import pathlib
 import pickle
 import subprocess
 import sys
+import weakref
 
 import numpy as np
 import pytest
@@ -93,6 +95,40 @@ def test_filter_graph_on_reference_frames_with_named_inputs_and_outputs():
     for bad in ["buffer=video_size=8x6:pix_fmt=rgb24:time_base=1/25,notafilter,buffersink", "nullsrc,buffersink"]:
         with pytest.raises(ValueError, match="invalid filter graph"):
             io.FilterGraph(bad)
+
+
+def test_reference_frames_refer_to_the_array_and_keep_it_alive():
+    # As SPDL's TestReferenceVideoFrame: the frames hold the array, and see its bytes in place.
+    arr = np.zeros((2, 4, 6, 3), np.uint8)
+    alive = weakref.ref(arr)
+    frames = io.create_reference_video_frame(arr, pix_fmt="rgb24", frame_rate=(30, 1), pts=0)
+    arr[1, 2, 3] = (7, 8, 9)  # written after the frames were made: no copy was taken
+    np.testing.assert_array_equal(np.asarray(io.convert_frames(frames)), arr)
+    del arr
+    gc.collect()
+    assert alive() is not None
+    del frames
+    gc.collect()
+    assert alive() is None
+
+    wav = np.zeros((2, 16), np.float32)
+    alive = weakref.ref(wav)
+    af = io.create_reference_audio_frame(wav, sample_fmt="fltp", sample_rate=8000, pts=0)
+    wav[1, 5] = 0.25
+    np.testing.assert_array_equal(np.asarray(io.convert_frames(af)), wav)
+    del wav
+    gc.collect()
+    assert alive() is not None
+    del af
+    gc.collect()
+    assert alive() is None
+
+    # A non-contiguous array is made contiguous (a copy), with the same frames.
+    strided = np.arange(2 * 4 * 12 * 3, dtype=np.uint8).reshape(2, 4, 12, 3)[:, :, ::2]
+    got = io.convert_frames(io.create_reference_video_frame(strided, pix_fmt="rgb24", frame_rate=(30, 1), pts=0))
+    np.testing.assert_array_equal(np.asarray(got), strided)
+    with pytest.raises(TypeError, match="uint8"):
+        io.create_reference_video_frame(strided.astype(np.int16), pix_fmt="rgb24", frame_rate=(30, 1), pts=0)
 
 
 def test_decode_packets_with_filter_strings_gives_the_ffmpeg_command_line_bytes_and_frames_slice():

@@ -678,45 +678,15 @@ impl Frames {
         frame_rate: (i32, i32),
         pts: i64,
     ) -> Result<Frames> {
-        let fmt = pix_fmt_from_name(pix_fmt)?;
-        let layout = pix_layout(fmt).ok_or_else(|| {
-            Error::new(
-                ErrorKind::Unsupported,
-                format!("pixel format {pix_fmt:?} is not supported here"),
-            )
-        })?;
-        if frame_rate.0 <= 0 || frame_rate.1 <= 0 {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                format!(
-                    "frame_rate must be positive, got {}/{}",
-                    frame_rate.0, frame_rate.1
-                ),
-            ));
-        }
-        let bad = || {
-            Error::new(
-                ErrorKind::InvalidArgument,
-                format!("array of shape {shape:?} does not fit pixel format {pix_fmt:?}"),
-            )
-        };
-        if shape.len() != 4 || data.len() != shape.iter().product::<usize>() {
-            return Err(bad());
-        }
-        let n = shape[0];
-        let (w, h) = match layout {
-            PixLayout::Packed(c) if shape[3] == c => (shape[2], shape[1]),
-            PixLayout::Planar(c) if shape[1] == c => (shape[3], shape[2]),
-            PixLayout::Yuv420p | PixLayout::Nv12 if shape[1] == 1 && shape[2] % 3 == 0 => {
-                (shape[3], shape[2] * 2 / 3)
-            }
-            _ => return Err(bad()),
-        };
-        if picture_shape(layout, w, h) != shape[1..] {
-            return Err(bad());
-        }
-        let per = data.len() / n.max(1);
-        let tb = ff::Rational::new(frame_rate.1, frame_rate.0);
+        let VideoArray {
+            fmt,
+            layout,
+            n,
+            w,
+            h,
+            per,
+            tb,
+        } = VideoArray::check(data.len(), shape, pix_fmt, frame_rate)?;
         let mut frames = Vec::with_capacity(n);
         for (i, src) in data.chunks_exact(per.max(1)).take(n).enumerate() {
             let mut v = ff::frame::Video::new(fmt.into(), w as u32, h as u32);
@@ -744,7 +714,7 @@ impl Frames {
             // SAFETY: `v` owns its frame; moving it into an owned Frame.
             let raw = unsafe { ffi::av_frame_clone(v.as_ptr()) };
             if raw.is_null() {
-                return Err(Error::new(ErrorKind::LimitExceeded, "out of memory"));
+                return Err(out_of_memory());
             }
             // SAFETY: `raw` is a fresh, uniquely owned frame.
             frames.push(unsafe { owned_frame(raw) });
@@ -752,6 +722,133 @@ impl Frames {
         Ok(Frames::new(MediaKind::Video, frames, tb))
     }
 
+    /// [`Frames::from_video_array`] without the copy: the frames point
+    /// into `memory` (laid out as there), which stays alive until the last
+    /// frame referring to it is freed. As SPDL's
+    /// `create_reference_video_frame`, which references its array. The
+    /// frames are read-only: a filter or encoder that writes copies first.
+    ///
+    /// Errors: as [`Frames::from_video_array`].
+    pub fn reference_video_array(
+        memory: Box<dyn FrameMemory>,
+        shape: &[usize],
+        pix_fmt: &str,
+        frame_rate: (i32, i32),
+        pts: i64,
+    ) -> Result<Frames> {
+        let (base, len) = memory.as_ptr_len();
+        let VideoArray {
+            fmt,
+            layout,
+            n,
+            w,
+            h,
+            per,
+            tb,
+        } = VideoArray::check(len, shape, pix_fmt, frame_rate)?;
+        let shared = SharedBuffer::new(memory)?;
+        let mut frames = Vec::with_capacity(n);
+        for i in 0..n {
+            // Byte offset and line size of each plane within one picture.
+            let planes: Vec<(usize, usize)> = match layout {
+                PixLayout::Packed(c) => vec![(0, w * c)],
+                PixLayout::Planar(c) => (0..c).map(|p| (p * h * w, w)).collect(),
+                // U and V rows sit side by side below the Y rows.
+                PixLayout::Yuv420p => vec![(0, w), (h * w, w), (h * w + w / 2, w)],
+                PixLayout::Nv12 => vec![(0, w), (h * w, w)],
+            };
+            let mut frame = ff::Frame::empty();
+            // SAFETY: `frame` is a fresh AVFrame we own; it takes a new
+            // reference to the shared buffer (released with the frame), and
+            // its plane pointers stay within picture `i` of that buffer:
+            // VideoArray::check proved `len == n * per` for this layout.
+            unsafe {
+                let f = &mut *frame.as_mut_ptr();
+                f.format = fmt as i32;
+                f.width = w as i32;
+                f.height = h as i32;
+                f.buf[0] = shared.new_ref()?;
+                for (p, (offset, line)) in planes.into_iter().enumerate() {
+                    f.data[p] = base.add(i * per + offset).cast_mut();
+                    f.linesize[p] = line as i32;
+                }
+                f.extended_data = f.data.as_mut_ptr();
+                f.pts = pts + i as i64;
+            }
+            frames.push(frame);
+        }
+        Ok(Frames::new(MediaKind::Video, frames, tb))
+    }
+}
+
+/// A `uint8` array's geometry as video frames of one pixel format.
+struct VideoArray {
+    fmt: ffi::AVPixelFormat,
+    layout: PixLayout,
+    /// Frames, width, height, bytes per frame.
+    n: usize,
+    w: usize,
+    h: usize,
+    per: usize,
+    /// `1 / frame_rate`.
+    tb: ff::Rational,
+}
+
+impl VideoArray {
+    /// Checks that `len` bytes of `shape` are frames of `pix_fmt`.
+    fn check(len: usize, shape: &[usize], pix_fmt: &str, frame_rate: (i32, i32)) -> Result<Self> {
+        let fmt = pix_fmt_from_name(pix_fmt)?;
+        let layout = pix_layout(fmt).ok_or_else(|| {
+            Error::new(
+                ErrorKind::Unsupported,
+                format!("pixel format {pix_fmt:?} is not supported here"),
+            )
+        })?;
+        if frame_rate.0 <= 0 || frame_rate.1 <= 0 {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "frame_rate must be positive, got {}/{}",
+                    frame_rate.0, frame_rate.1
+                ),
+            ));
+        }
+        let bad = || {
+            Error::new(
+                ErrorKind::InvalidArgument,
+                format!("array of shape {shape:?} does not fit pixel format {pix_fmt:?}"),
+            )
+        };
+        if shape.len() != 4 || shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)) != Some(len)
+        {
+            return Err(bad());
+        }
+        let n = shape[0];
+        let (w, h) = match layout {
+            PixLayout::Packed(c) if shape[3] == c => (shape[2], shape[1]),
+            PixLayout::Planar(c) if shape[1] == c => (shape[3], shape[2]),
+            PixLayout::Yuv420p | PixLayout::Nv12 if shape[1] == 1 && shape[2] % 3 == 0 => {
+                (shape[3], shape[2] * 2 / 3)
+            }
+            _ => return Err(bad()),
+        };
+        // FFmpeg keeps sizes and line sizes in `int`s.
+        if picture_shape(layout, w, h) != shape[1..] || len / n.max(1) > i32::MAX as usize {
+            return Err(bad());
+        }
+        Ok(VideoArray {
+            fmt,
+            layout,
+            n,
+            w,
+            h,
+            per: len / n.max(1),
+            tb: ff::Rational::new(frame_rate.1, frame_rate.0),
+        })
+    }
+}
+
+impl Frames {
     /// One audio frame from `data` laid out as [`Frames::to_array`] gives
     /// it for `sample_fmt` (`[C, S]` planar, `[S, C]` packed; native-endian
     /// elements of the format's type), with pts `pts` in time base
@@ -767,6 +864,111 @@ impl Frames {
         sample_rate: u32,
         pts: i64,
     ) -> Result<Frames> {
+        let AudioArray {
+            fmt,
+            c,
+            s,
+            size,
+            planar,
+        } = AudioArray::check(data.len(), shape, sample_fmt, sample_rate)?;
+        let layout = ff::ChannelLayout::default(c as i32);
+        let mut a = ff::frame::Audio::new(fmt.into(), s, layout);
+        a.set_rate(sample_rate);
+        if planar {
+            for ch in 0..c {
+                a.data_mut(ch)[..s * size]
+                    .copy_from_slice(&data[ch * s * size..(ch + 1) * s * size]);
+            }
+        } else {
+            a.data_mut(0)[..s * c * size].copy_from_slice(data);
+        }
+        a.set_pts(Some(pts));
+        // SAFETY: `a` owns its frame; a new reference is taken for the result.
+        let raw = unsafe { ffi::av_frame_clone(a.as_ptr()) };
+        if raw.is_null() {
+            return Err(out_of_memory());
+        }
+        // SAFETY: `raw` is a fresh, uniquely owned frame.
+        let frame = unsafe { owned_frame(raw) };
+        Ok(Frames::new(
+            MediaKind::Audio,
+            vec![frame],
+            ff::Rational::new(1, sample_rate as i32),
+        ))
+    }
+
+    /// [`Frames::from_audio_array`] without the copy: the frame points into
+    /// `memory`, which stays alive until the frame is freed. As SPDL's
+    /// `create_reference_audio_frame`. Planar audio of more than 8 channels
+    /// (more planes than an `AVFrame` holds inline) is copied instead.
+    ///
+    /// Errors: as [`Frames::from_audio_array`].
+    pub fn reference_audio_array(
+        memory: Box<dyn FrameMemory>,
+        shape: [usize; 2],
+        sample_fmt: &str,
+        sample_rate: u32,
+        pts: i64,
+    ) -> Result<Frames> {
+        let (base, len) = memory.as_ptr_len();
+        let AudioArray {
+            fmt,
+            c,
+            s,
+            size,
+            planar,
+        } = AudioArray::check(len, shape, sample_fmt, sample_rate)?;
+        if planar && c > ffi::AV_NUM_DATA_POINTERS as usize {
+            // SAFETY: FrameMemory promises `len` readable bytes at `base`
+            // while `memory` lives (until the end of this call).
+            let data = unsafe { std::slice::from_raw_parts(base, len) };
+            return Frames::from_audio_array(data, shape, sample_fmt, sample_rate, pts);
+        }
+        let shared = SharedBuffer::new(memory)?;
+        let mut frame = ff::Frame::empty();
+        // SAFETY: `frame` is a fresh AVFrame we own; it takes a reference
+        // to the shared buffer, and its plane pointers stay within the
+        // `c * s * size` bytes AudioArray::check proved are there.
+        unsafe {
+            let f = &mut *frame.as_mut_ptr();
+            f.format = fmt as i32;
+            f.nb_samples = s as i32;
+            f.sample_rate = sample_rate as i32;
+            ffi::av_channel_layout_default(&mut f.ch_layout, c as i32);
+            f.buf[0] = shared.new_ref()?;
+            if planar {
+                for ch in 0..c {
+                    f.data[ch] = base.add(ch * s * size).cast_mut();
+                }
+                f.linesize[0] = (s * size) as i32;
+            } else {
+                f.data[0] = base.cast_mut();
+                f.linesize[0] = (s * c * size) as i32;
+            }
+            f.extended_data = f.data.as_mut_ptr();
+            f.pts = pts;
+        }
+        Ok(Frames::new(
+            MediaKind::Audio,
+            vec![frame],
+            ff::Rational::new(1, sample_rate as i32),
+        ))
+    }
+}
+
+/// A 2-D array's geometry as one audio frame of one sample format.
+struct AudioArray {
+    fmt: ffi::AVSampleFormat,
+    /// Channels, samples per channel, bytes per sample.
+    c: usize,
+    s: usize,
+    size: usize,
+    planar: bool,
+}
+
+impl AudioArray {
+    /// Checks that `len` bytes of `shape` are samples of `sample_fmt`.
+    fn check(len: usize, shape: [usize; 2], sample_fmt: &str, sample_rate: u32) -> Result<Self> {
         let fmt = sample_fmt_from_name(sample_fmt)?;
         let (dtype, planar) = audio_type(fmt).ok_or_else(|| {
             Error::new(
@@ -785,41 +987,98 @@ impl Frames {
         } else {
             (shape[1], shape[0])
         };
-        if c == 0 || data.len() != c * s * dtype.size() {
+        if c == 0 || c.checked_mul(s).and_then(|n| n.checked_mul(dtype.size())) != Some(len) {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
                 format!(
-                    "array of shape {shape:?} ({} bytes) does not fit sample format {sample_fmt:?}",
-                    data.len()
+                    "array of shape {shape:?} ({len} bytes) does not fit sample format {sample_fmt:?}"
                 ),
             ));
         }
-        let layout = ff::ChannelLayout::default(c as i32);
-        let mut a = ff::frame::Audio::new(fmt.into(), s, layout);
-        a.set_rate(sample_rate);
-        let size = dtype.size();
-        if planar {
-            for ch in 0..c {
-                a.data_mut(ch)[..s * size]
-                    .copy_from_slice(&data[ch * s * size..(ch + 1) * s * size]);
-            }
-        } else {
-            a.data_mut(0)[..s * c * size].copy_from_slice(data);
-        }
-        a.set_pts(Some(pts));
-        // SAFETY: `a` owns its frame; a new reference is taken for the result.
-        let raw = unsafe { ffi::av_frame_clone(a.as_ptr()) };
-        if raw.is_null() {
-            return Err(Error::new(ErrorKind::LimitExceeded, "out of memory"));
-        }
-        // SAFETY: `raw` is a fresh, uniquely owned frame.
-        let frame = unsafe { owned_frame(raw) };
-        Ok(Frames::new(
-            MediaKind::Audio,
-            vec![frame],
-            ff::Rational::new(1, sample_rate as i32),
-        ))
+        Ok(AudioArray {
+            fmt,
+            c,
+            s,
+            size: dtype.size(),
+            planar,
+        })
     }
+}
+
+/// Memory that frames refer to in place, without a copy
+/// ([`Frames::reference_video_array`], [`Frames::reference_audio_array`]):
+/// a NumPy array's buffer in the Python bindings, a `Vec<u8>` in Rust.
+///
+/// # Safety
+///
+/// [`FrameMemory::as_ptr_len`] returns the same pointer and length on every
+/// call, and those bytes stay valid for reads until the value is dropped
+/// (which may happen on any thread, when the last frame is freed).
+pub unsafe trait FrameMemory: Send + 'static {
+    /// The start and length of the memory, in bytes.
+    fn as_ptr_len(&self) -> (*const u8, usize);
+}
+
+// SAFETY: a Vec's heap buffer does not move while the Vec is not changed,
+// and it cannot be changed behind the Box the frames own.
+unsafe impl FrameMemory for Vec<u8> {
+    fn as_ptr_len(&self) -> (*const u8, usize) {
+        (self.as_ptr(), self.len())
+    }
+}
+
+/// An `AVBufferRef` over [`FrameMemory`], read-only; the memory is dropped
+/// when the last reference (this one or a frame's) is released.
+struct SharedBuffer(*mut ffi::AVBufferRef);
+
+impl SharedBuffer {
+    fn new(memory: Box<dyn FrameMemory>) -> Result<Self> {
+        unsafe extern "C" fn release(opaque: *mut std::ffi::c_void, _data: *mut u8) {
+            // SAFETY: `opaque` is the Box leaked below, released once, by
+            // FFmpeg, when the buffer's last reference goes.
+            drop(unsafe { Box::from_raw(opaque.cast::<Box<dyn FrameMemory>>()) });
+        }
+        let (ptr, len) = memory.as_ptr_len();
+        let opaque = Box::into_raw(Box::new(memory)).cast::<std::ffi::c_void>();
+        // SAFETY: `ptr` / `len` stay valid until `release` drops `memory`;
+        // READONLY makes FFmpeg copy before any write.
+        let buf = unsafe {
+            ffi::av_buffer_create(
+                ptr.cast_mut(),
+                len,
+                Some(release),
+                opaque,
+                ffi::AV_BUFFER_FLAG_READONLY,
+            )
+        };
+        if buf.is_null() {
+            // SAFETY: FFmpeg did not take `opaque`; reclaim it.
+            drop(unsafe { Box::from_raw(opaque.cast::<Box<dyn FrameMemory>>()) });
+            return Err(out_of_memory());
+        }
+        Ok(SharedBuffer(buf))
+    }
+
+    /// A new reference for a frame's `buf[0]`.
+    fn new_ref(&self) -> Result<*mut ffi::AVBufferRef> {
+        // SAFETY: `self.0` is a valid reference until drop.
+        let r = unsafe { ffi::av_buffer_ref(self.0) };
+        if r.is_null() {
+            return Err(out_of_memory());
+        }
+        Ok(r)
+    }
+}
+
+impl Drop for SharedBuffer {
+    fn drop(&mut self) {
+        // SAFETY: our own reference, released once.
+        unsafe { ffi::av_buffer_unref(&mut self.0) };
+    }
+}
+
+fn out_of_memory() -> Error {
+    Error::new(ErrorKind::LimitExceeded, "out of memory")
 }
 
 /// Frames of several objects stacked along a new first axis (SPDL's

@@ -293,8 +293,9 @@ impl Packets {
     }
 
     /// The packets as bytes (codec parameters, time base, window and every
-    /// packet's data, timestamps and flags), for [`Packets::deserialize`]
-    /// in another process. Packet side data is not kept.
+    /// packet's data, timestamps, flags and side data, e.g. an MP3's or
+    /// AAC's skip-samples record), for [`Packets::deserialize`] in another
+    /// process.
     pub fn serialize(&self) -> Vec<u8> {
         let mut w = Writer(Vec::with_capacity(
             256 + self.packets.iter().map(|p| p.size() + 40).sum::<usize>(),
@@ -374,6 +375,12 @@ impl Packets {
             w.i64(pkt.duration());
             w.i64(i64::from(pkt.flags().bits()));
             w.bytes(pkt.data().unwrap_or(&[]));
+            let side: Vec<_> = pkt.side_data().collect();
+            w.i64(side.len() as i64);
+            for sd in side {
+                w.i64(ffi::AVPacketSideDataType::from(sd.kind()) as i64);
+                w.bytes(sd.data());
+            }
         }
         let sum = fnv1a(&w.0);
         w.i64(sum as i64);
@@ -487,6 +494,29 @@ impl Packets {
             pkt.set_dts((dts != i64::MIN).then_some(dts));
             pkt.set_duration(duration);
             pkt.set_flags(codec::packet::Flags::from_bits_truncate(flags));
+            let sides = r.i64()?;
+            if !(0..=i64::from(ffi::AVPacketSideDataType::AV_PKT_DATA_NB as i32)).contains(&sides) {
+                return Err(corrupt("side data count out of range"));
+            }
+            for _ in 0..sides {
+                let kind = r.i64()?;
+                if !(0..ffi::AVPacketSideDataType::AV_PKT_DATA_NB as i64).contains(&kind) {
+                    return Err(corrupt("unknown packet side data type"));
+                }
+                let data = r.bytes()?;
+                // SAFETY: `kind` is in 0..AV_PKT_DATA_NB, the enum's own
+                // range of values; av_packet_new_side_data allocates `len`
+                // bytes (plus padding) owned by the packet, into which
+                // exactly `len` bytes are copied.
+                unsafe {
+                    let kind = std::mem::transmute::<u32, ffi::AVPacketSideDataType>(kind as u32);
+                    let dst = ffi::av_packet_new_side_data(pkt.as_mut_ptr(), kind, data.len());
+                    if dst.is_null() {
+                        return Err(Error::new(ErrorKind::LimitExceeded, "out of memory"));
+                    }
+                    std::ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len());
+                }
+            }
             packets.push(pkt);
         }
         if r.pos != data.len() {
@@ -501,7 +531,7 @@ impl Packets {
     }
 }
 
-const MAGIC: &[u8] = b"SPDLRS-PACKETS-1";
+const MAGIC: &[u8] = b"SPDLRS-PACKETS-2";
 
 /// 64-bit FNV-1a, to tell damaged serialized packets.
 fn fnv1a(data: &[u8]) -> u64 {

@@ -517,12 +517,12 @@ def convert_array(vals: Any, storage: None = None) -> CPUBuffer:
 def create_reference_video_frame(
     array: Any, *, pix_fmt: str, frame_rate: tuple[int, int], pts: int
 ) -> VideoFrames:
-    """``VideoFrames`` from a ``uint8`` array (copied)."""
+    """``VideoFrames`` referring to a ``uint8`` array in place (kept alive by the frames)."""
 
 def create_reference_audio_frame(
     array: Any, *, sample_fmt: str, sample_rate: int, pts: int
 ) -> AudioFrames:
-    """One ``AudioFrames`` frame from a 2-D array (copied)."""
+    """One ``AudioFrames`` frame referring to a 2-D array in place (kept alive by the frame)."""
 
 def _filter_images(images: Sequence[Any], filter_desc: str, stack: bool = False) -> Any:
     """FFmpeg filter string on decoded 8-bit images (backs ``load_image(filter_desc=)``)."""
