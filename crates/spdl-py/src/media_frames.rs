@@ -13,7 +13,9 @@ use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PySlice;
 
-use spdl_io::ffmpeg::frames::{stack_arrays, FrameArray, Frames, MediaKind, SampleType};
+use spdl_io::ffmpeg::frames::{
+    stack_arrays, FrameArray, FrameMemory, Frames, MediaKind, SampleType,
+};
 
 use crate::buffer::CpuBuffer;
 use crate::error::io_err;

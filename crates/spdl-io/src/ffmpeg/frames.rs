@@ -757,7 +757,8 @@ impl Frames {
                 PixLayout::Yuv420p => vec![(0, w), (h * w, w), (h * w + w / 2, w)],
                 PixLayout::Nv12 => vec![(0, w), (h * w, w)],
             };
-            let mut frame = ff::Frame::empty();
+            // SAFETY: a fresh, empty AVFrame, filled in below before any use.
+            let mut frame = unsafe { ff::Frame::empty() };
             // SAFETY: `frame` is a fresh AVFrame we own; it takes a new
             // reference to the shared buffer (released with the frame), and
             // its plane pointers stay within picture `i` of that buffer:
@@ -925,7 +926,8 @@ impl Frames {
             return Frames::from_audio_array(data, shape, sample_fmt, sample_rate, pts);
         }
         let shared = SharedBuffer::new(memory)?;
-        let mut frame = ff::Frame::empty();
+        // SAFETY: a fresh, empty AVFrame, filled in below before any use.
+        let mut frame = unsafe { ff::Frame::empty() };
         // SAFETY: `frame` is a fresh AVFrame we own; it takes a reference
         // to the shared buffer, and its plane pointers stay within the
         // `c * s * size` bytes AudioArray::check proved are there.

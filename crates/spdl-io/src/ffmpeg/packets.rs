@@ -510,7 +510,11 @@ impl Packets {
                 // exactly `len` bytes are copied.
                 unsafe {
                     let kind = std::mem::transmute::<u32, ffi::AVPacketSideDataType>(kind as u32);
-                    let dst = ffi::av_packet_new_side_data(pkt.as_mut_ptr(), kind, data.len());
+                    let dst = ffi::av_packet_new_side_data(
+                        codec::packet::Mut::as_mut_ptr(&mut pkt),
+                        kind,
+                        data.len(),
+                    );
                     if dst.is_null() {
                         return Err(Error::new(ErrorKind::LimitExceeded, "out of memory"));
                     }
