@@ -316,8 +316,54 @@ def test_path_variants():
         assert list(p) == [[4, -1], 3, [8, -5]]
     bad = PathVariants(route_batch, [[Aggregate(2)], [Pipe(negate_all)]], batched=True)
     cfg = PipelineConfig(src=SourceConfig([[1]]), pipes=[bad], sink=SinkConfig(1))
-    with pytest.raises(NotImplementedError, match="AggregateConfig"):
+    with pytest.raises(NotImplementedError, match="AggregateConfig.*recombined"):
         build_pipeline(cfg, num_threads=1)
+
+
+async def async_route_batch(batch):
+    await asyncio.sleep(0)
+    return route_batch(batch)
+
+
+async def async_double_all(xs):
+    await asyncio.sleep(0)
+    return [2 * x for x in xs]
+
+
+async def async_halves(xs):
+    for part in (xs[: len(xs) // 2], xs[len(xs) // 2 :]):
+        await asyncio.sleep(0)
+        yield [-x for x in part]
+
+
+def drop_all(xs):
+    return []
+
+
+def test_batched_path_variants_run_async_ops_and_skip_emptied_batches():
+    # As SPDL 0.8's batched mode: the router gets each batch, every path its sub-list (empty
+    # ones too), the outputs are concatenated in path order, and a batch that every path
+    # emptied is not passed on. Async routers, async ops and async generators run too.
+    seen = []
+
+    def record(xs):
+        seen.append(list(xs))
+        return xs
+
+    b = PipelineBuilder().add_source([[0, 1, 2, 3], [5], [4]]).path_variants(
+        async_route_batch, [[Pipe(record), Pipe(async_double_all)], [Pipe(async_halves)]], batched=True
+    )
+    p = b.add_sink(1).build(num_threads=1)
+    with p.auto_stop():
+        assert list(p) == [[0, 4, -1, -3], [-5], [8]]
+    assert seen == [[0, 2], [], [4]]  # path 0 gets an empty sub-list for [5]
+
+    b = PipelineBuilder().add_source([[1, 2], [3]]).path_variants(
+        route_batch, [[Pipe(drop_all)], [Pipe(drop_all)]], batched=True
+    )
+    p = b.add_sink(1).build(num_threads=1)
+    with p.auto_stop():
+        assert list(p) == []
 
 
 async def async_double(x):

@@ -321,6 +321,29 @@ class _Chain:
         return values
 
 
+_THREAD_LOOP = threading.local()
+
+
+def _run_async(op: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``op`` (an async function, or an async generator function: then the list of what it
+    yields) as a plain function that runs it to completion on the calling thread's own event
+    loop. The paths of a batched ``PathVariants`` run inline in one engine thread, which has
+    no loop of its own."""
+    is_gen = inspect.isasyncgenfunction(op)
+
+    async def collect(value: Any) -> list[Any]:
+        return [v async for v in op(value)]
+
+    def call(value: Any) -> Any:
+        loop = getattr(_THREAD_LOOP, "loop", None)
+        if loop is None:
+            loop = _THREAD_LOOP.loop = asyncio.new_event_loop()
+        return loop.run_until_complete(collect(value) if is_gen else op(value))
+
+    call.__name__ = getattr(op, "__name__", "op")
+    return call
+
+
 def _path_variants_stage(cfg: PathVariantsConfig[Any]) -> dict[str, Any]:
     paths = []
     conc = 1
@@ -335,18 +358,30 @@ def _path_variants_stage(cfg: PathVariantsConfig[Any]) -> dict[str, Any]:
                 ops.append((inner["op"], True))
                 conc = max(conc, inner["concurrency"])
                 continue
+            if isinstance(p, AggregateConfig):
+                # SPDL recombines a batch by reading one sub-batch from every path in lockstep;
+                # an Aggregate emits on its own rhythm, so sub-batches would be mis-paired or
+                # its last group dropped at the epoch's end. Refused rather than lost.
+                raise NotImplementedError(
+                    f"PathVariants path {i}: AggregateConfig {p.name!r} inside a batched path cannot be "
+                    "recombined with the other paths' sub-batches; aggregate before or after the "
+                    "path_variants stage, or use batched=False"
+                )
             if not isinstance(p, PipeConfig):
                 raise NotImplementedError(
                     f"PathVariants path {i}: {type(p).__name__} inside a path is not supported by spdl_rs "
-                    "(Pipe stages with function or generator ops, Disaggregate and nested PathVariants are)"
+                    "(Pipe stages, Disaggregate and nested PathVariants are)"
                 )
             op = p._args.op
             if inspect.iscoroutinefunction(op) or inspect.isasyncgenfunction(op):
-                raise NotImplementedError(f"PathVariants path {i}: async op {p.name!r} inside a path is not supported")
-            ops.append((op, inspect.isgeneratorfunction(op)))
+                ops.append((_run_async(op), inspect.isasyncgenfunction(op)))
+            else:
+                ops.append((op, inspect.isgeneratorfunction(op)))
             conc = max(conc, p._args.concurrency)
         paths.append(ops)
     router, n, batched = cfg.router, len(paths), cfg.batched
+    if inspect.iscoroutinefunction(router) or inspect.iscoroutinefunction(getattr(router, "__call__", None)):
+        router = _run_async(router)
 
     def run_path(idx: int, value: Any) -> list[Any]:
         vals = [value]
@@ -380,7 +415,8 @@ def _path_variants_stage(cfg: PathVariantsConfig[Any]) -> dict[str, Any]:
         for p, sub in enumerate(subs):
             for out in run_path(p, sub):
                 merged.extend(out)
-        yield merged
+        if merged:  # as SPDL, a batch every path emptied is not passed on
+            yield merged
 
     route.__name__ = cfg.name
     return {
