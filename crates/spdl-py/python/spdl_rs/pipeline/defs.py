@@ -279,19 +279,19 @@ class PathVariantsConfig(Generic[T]):
 
     ``router(item) -> int`` picks the path (``batched=True``: ``router(batch) -> [int]``, one
     index per element; each path gets its sub-list, an empty one included, and the outputs are
-    concatenated back in path order; a batch every path emptied is not passed on, as SPDL). Per item (``batched=False``), as SPDL, each path stage runs with its own
-    kind, concurrency, order, failure limit and executor: :class:`PipeConfig` with a function,
-    generator, async or async-generator op (``None`` drops the item), :class:`AggregateConfig`
-    (its groups hold only that path's items; flushed at the end of each epoch),
-    :class:`DisaggregateConfig` and nested per-item :class:`PathVariantsConfig`; ``router``
-    may be async. Every item passes through every path stage, which applies its op only to
-    the items of its path. A native op in a path raises ``NotImplementedError`` at build. ``batched=True``: the paths run one
-    after the other inside one routing stage (async ops and an async router on that thread's
-    own event loop) and may hold :class:`PipeConfig` with any Python op,
-    :class:`DisaggregateConfig` and nested :class:`PathVariantsConfig`; an
-    :class:`AggregateConfig` raises ``NotImplementedError`` at build, because its groups
-    cannot be recombined with the other paths' sub-batches (SPDL's lockstep merge would
-    mis-pair them or drop the last group).
+    concatenated back in path order; a batch every path emptied is not passed on, as SPDL). Per
+    item (``batched=False``), as SPDL, each path stage runs with its own kind, concurrency,
+    order, failure limit and executor: :class:`PipeConfig` with a function, generator, async or
+    async-generator op (``None`` drops the item), :class:`AggregateConfig` (its groups hold only
+    that path's items; flushed at the end of each epoch), :class:`DisaggregateConfig` and nested
+    per-item :class:`PathVariantsConfig`; ``router`` may be async. Every item passes through
+    every path stage, which applies its op only to the items of its path. A native op in a path
+    raises ``NotImplementedError`` at build. ``batched=True``: the paths run one after the other
+    inside one routing stage (async ops and an async router on that thread's own event loop) and
+    may hold :class:`PipeConfig` with any Python op, :class:`DisaggregateConfig` and nested
+    :class:`PathVariantsConfig`; an :class:`AggregateConfig` raises ``NotImplementedError`` at
+    build, because its groups cannot be recombined with the other paths' sub-batches (SPDL's
+    lockstep merge would mis-pair them or drop the last group).
 
     Raises ``ValueError`` if ``router`` is not callable, there is no path, a path is empty
     or holds a source or a sink config.
