@@ -344,9 +344,14 @@ fn reference_frames_point_into_the_memory_and_release_it_with_the_last_frame() {
         drop(frames);
         assert_eq!(dropped.load(Ordering::SeqCst), 1, "{fmt}: released once");
     }
-    // Audio, planar and packed.
-    for (fmt, shape) in [("fltp", [2usize, 16usize]), ("flt", [16, 2])] {
-        let data: Vec<u8> = (0..32u32)
+    // Audio, planar and packed; 12 planar channels are more planes than an
+    // AVFrame holds inline (copied, through extended_data).
+    for (fmt, shape) in [
+        ("fltp", [2usize, 16usize]),
+        ("flt", [16, 2]),
+        ("fltp", [12, 16]),
+    ] {
+        let data: Vec<u8> = (0..shape[0] as u32 * shape[1] as u32)
             .flat_map(|v| (v as f32 / 32.0).to_ne_bytes())
             .collect();
         let dropped = Arc::new(AtomicUsize::new(0));
@@ -367,6 +372,17 @@ fn reference_frames_point_into_the_memory_and_release_it_with_the_last_frame() {
     let e = Frames::reference_video_array(memory, &[1, 2, 5, 1], "rgb24", (25, 1), 0).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument);
     assert_eq!(dropped.load(Ordering::SeqCst), 1);
+    // Audio without samples, and pictures without pixels, are refused by both
+    // constructors (not silently zero frames).
+    let e = Frames::from_audio_array(&[], [2, 0], "fltp", 8000, 0).unwrap_err();
+    assert!(e.to_string().contains("no samples"), "{e}");
+    for shape in [[2, 0, 8, 3], [2, 6, 0, 3]] {
+        let e = Frames::from_video_array(&[], &shape, "rgb24", (25, 1), 0).unwrap_err();
+        assert!(e.to_string().contains("without pixels"), "{e}");
+        let memory = Box::new(Vec::<u8>::new());
+        let e = Frames::reference_video_array(memory, &shape, "rgb24", (25, 1), 0).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+    }
 }
 
 #[test]

@@ -552,7 +552,8 @@ impl Frames {
         let shape = picture_shape(layout, w, h);
         let per: usize = shape.iter().product::<usize>() * es;
         let mut data = vec![0u8; per * self.frames.len()];
-        for (f, dst) in self.frames.iter().zip(data.chunks_exact_mut(per)) {
+        // (`max(1)`: a picture without pixels gives an empty array.)
+        for (f, dst) in self.frames.iter().zip(data.chunks_exact_mut(per.max(1))) {
             // SAFETY: a valid frame for as long as `self`.
             let f = unsafe { &*f.as_ptr() };
             if f.format != f0.format || f.width != f0.width || f.height != f0.height {
@@ -837,6 +838,14 @@ impl VideoArray {
         if picture_shape(layout, w, h) != shape[1..] || len / n.max(1) > i32::MAX as usize {
             return Err(bad());
         }
+        if w == 0 || h == 0 {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "array of shape {shape:?} holds pictures without pixels (width or height 0)"
+                ),
+            ));
+        }
         Ok(VideoArray {
             fmt,
             layout,
@@ -872,25 +881,34 @@ impl Frames {
             size,
             planar,
         } = AudioArray::check(data.len(), shape, sample_fmt, sample_rate)?;
-        let layout = ff::ChannelLayout::default(c as i32);
-        let mut a = ff::frame::Audio::new(fmt.into(), s, layout);
-        a.set_rate(sample_rate);
-        if planar {
-            for ch in 0..c {
-                a.data_mut(ch)[..s * size]
-                    .copy_from_slice(&data[ch * s * size..(ch + 1) * s * size]);
+        // SAFETY: a fresh AVFrame we own, given its format, sample count, rate
+        // and layout before av_frame_get_buffer allocates one plane per channel
+        // (planar; reached through `extended_data`, which has room for every
+        // channel) or one plane of `s * c` samples (packed), each at least
+        // `s * size` (planar) or `s * c * size` bytes; `data` holds
+        // `c * s * size` bytes (AudioArray::check).
+        let frame = unsafe {
+            let mut frame = ff::Frame::empty();
+            let f = &mut *frame.as_mut_ptr();
+            f.format = fmt as i32;
+            f.nb_samples = s as i32;
+            f.sample_rate = sample_rate as i32;
+            f.pts = pts;
+            ffi::av_channel_layout_default(&mut f.ch_layout, c as i32);
+            if ffi::av_frame_get_buffer(f, 0) < 0 {
+                return Err(out_of_memory());
             }
-        } else {
-            a.data_mut(0)[..s * c * size].copy_from_slice(data);
-        }
-        a.set_pts(Some(pts));
-        // SAFETY: `a` owns its frame; a new reference is taken for the result.
-        let raw = unsafe { ffi::av_frame_clone(a.as_ptr()) };
-        if raw.is_null() {
-            return Err(out_of_memory());
-        }
-        // SAFETY: `raw` is a fresh, uniquely owned frame.
-        let frame = unsafe { owned_frame(raw) };
+            let planes = if planar { c } else { 1 };
+            let bytes = if planar { s * size } else { s * c * size };
+            for plane in 0..planes {
+                std::ptr::copy_nonoverlapping(
+                    data.as_ptr().add(plane * bytes),
+                    *f.extended_data.add(plane),
+                    bytes,
+                );
+            }
+            frame
+        };
         Ok(Frames::new(
             MediaKind::Audio,
             vec![frame],
@@ -995,6 +1013,12 @@ impl AudioArray {
                 format!(
                     "array of shape {shape:?} ({len} bytes) does not fit sample format {sample_fmt:?}"
                 ),
+            ));
+        }
+        if s == 0 {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("array of shape {shape:?} holds no samples"),
             ));
         }
         Ok(AudioArray {
