@@ -10,8 +10,9 @@
 //!   (`manylinux_2_28`); the test gate builds it natively (`manylinux_2_34` on Debian 12: the
 //!   same code, without the gate paying for a second toolchain's full build) and installs that
 //!   into a fresh venv.
-//! - `spdl-rs-ffmpeg` (the same project built with the features `cuda` and `decode-ffmpeg`, then
-//!   renamed): video and audio. It links the system's FFmpeg shared libraries (FFmpeg 5.1 on
+//! - `spdl-rs-ffmpeg` (the same project built with the features `cuda`, `decode-ffmpeg`,
+//!   `source-http` and `source-s3`, then renamed): video and audio, and tar shards read from
+//!   HTTP(S) and S3 (`sources.TarShards`). It links the system's FFmpeg shared libraries (FFmpeg 5.1 on
 //!   Debian 12: libavcodec59, libavformat59, libavutil57, libswscale6, libswresample4), so it gets
 //!   this machine's `linux` tag and needs those libraries where it runs; bundling them with
 //!   `auditwheel repair` would add every codec library Debian's FFmpeg links (x264, x265, dav1d,
@@ -52,7 +53,7 @@ pub(crate) enum Variant {
     /// in its own target folder (`target/zig`: other compilers, so nothing is shared with the
     /// native builds; about 12 minutes the first time on 2 cores).
     BaseZig,
-    /// `spdl-rs-ffmpeg`: with video and audio, linked to the system FFmpeg.
+    /// `spdl-rs-ffmpeg`: with video and audio (linked to the system FFmpeg) and remote tar shards.
     Ffmpeg,
 }
 
@@ -65,7 +66,7 @@ impl Variant {
             Variant::BaseZig => &["--zig", "--compatibility", "manylinux_2_28"],
             Variant::Ffmpeg => &[
                 "--features",
-                "cuda,decode-nvjpeg,decode-nvdec,decode-ffmpeg",
+                "cuda,decode-nvjpeg,decode-nvdec,decode-ffmpeg,source-http,source-s3",
                 "--compatibility",
                 "linux",
             ],

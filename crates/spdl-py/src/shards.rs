@@ -35,7 +35,8 @@ use crate::options::Kwargs;
 /// `Sampler`).
 ///
 /// Shards may also be `http(s)://` or `s3://` URIs (brace patterns, an S3 prefix, a manifest)
-/// when the module is built with spdl-py's `source-http` / `source-s3` features;
+/// when the module is built with spdl-py's `source-http` / `source-s3` features (the
+/// `spdl-rs-ffmpeg` wheel is);
 /// otherwise such a pattern raises `ValueError` naming the missing feature. While one remote
 /// shard streams, the next `shard_readahead` (default 2; 0: none) are already opened, so their
 /// request latency is not waited for in turn; sample order is the same.

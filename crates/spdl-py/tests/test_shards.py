@@ -1,8 +1,11 @@
 """spdl_rs.sources.TarShards: WebDataset tar shards written by Python's tarfile, read back
 byte-exact, dealt to ranks exactly once, usable as a pipeline source."""
 
+import functools
+import http.server
 import io as pyio
 import tarfile
+import threading
 import warnings
 
 import pytest
@@ -133,6 +136,58 @@ def test_shuffle_buffer_is_seeded_exactly_once_and_resumes_exactly(tmp_path):
         bad.resume((0, 0, 0, 1, b"short"))
 
 
+def built_with(scheme):
+    """Whether this build reads `scheme://` shards (spdl-py's source-http / source-s3)."""
+    try:
+        TarShards(f"{scheme}://127.0.0.1:9/train-{{0000..0001}}.tar", rank=0, world_size=1)
+    except ValueError as e:
+        if "source-" in str(e):
+            return False
+        raise
+    return True
+
+
 def test_remote_patterns_need_their_feature():
+    if built_with("s3"):
+        pytest.skip("built with source-s3 (the spdl-rs-ffmpeg wheel)")
     with pytest.raises(ValueError, match="source-s3"):
         TarShards("s3://bucket/train-{0000..0003}.tar", rank=0, world_size=1)
+
+
+@pytest.fixture
+def http_root(tmp_path):
+    """`tmp_path` served by Python's HTTP server on loopback; yields its base URL."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_http_shards_read_like_local_ones_in_a_pipeline(tmp_path, http_root):
+    if not built_with("http"):
+        pytest.skip("built without source-http")
+    local = write_shards(tmp_path, 4, 3)
+    remote = f"{http_root}/train-{{0000..0003}}.tar"
+    want = [(s["__key__"], s["jpg"]) for s in TarShards(local, rank=0, world_size=1, seed=7)]
+    src = TarShards(remote, rank=0, world_size=1, seed=7)
+    assert src.shards[0].startswith("http://127.0.0.1:")
+    pipeline = PipelineBuilder().add_source(src).pipe(lambda s: (s["__key__"], s["jpg"])).add_sink(4).build(
+        num_threads=1
+    )
+    with pipeline.auto_stop():
+        got = list(pipeline)
+    assert got == want and len(got) == 12
+    # A shard the server does not have is one named failure; the epoch goes on.
+    (tmp_path / "train-0002.tar").unlink()
+    src = TarShards(remote, rank=0, world_size=1, seed=7)
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        keys = [s["__key__"] for s in src]
+    assert sorted(keys) == sorted(k for k, _ in want if not 6 <= int(k[2:]) <= 8)
+    assert len(src.failures) == 1 and "train-0002.tar" in src.failures[0]
