@@ -1150,3 +1150,239 @@ fn sixteen_bit_pixel_formats_convert_to_u16_arrays_like_the_ffmpeg_command_line(
         }
     }
 }
+
+/// Inputs found by breaking the media API on purpose (session 5): each was a
+/// panic, a crash or a silently wrong result; each is a named error or the
+/// right result now.
+mod bad_inputs {
+    use super::*;
+    use spdl_io::ffmpeg::encode::{AudioEncodeConfig, EncodeConfig, Muxer, VideoEncodeConfig};
+    use spdl_io::video::{load_video, load_video_clips, ClipSampling, VideoOptions};
+
+    fn tmp(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("spdl-bad-inputs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir.join(name)
+    }
+
+    #[test]
+    fn nul_bytes_in_names_and_options_are_invalid_arguments() {
+        let p = video(&media(BBB));
+        for cfg in [
+            DecodeConfig {
+                decoder: Some("h264\0".into()),
+                ..Default::default()
+            },
+            DecodeConfig {
+                decoder_options: vec![("threads".into(), "1\0".into())],
+                ..Default::default()
+            },
+        ] {
+            let e = decode_packets(&p, None, &cfg, Some(1)).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+            assert!(e.to_string().contains("NUL"), "{e}");
+        }
+        let demux_cfg = DemuxConfig {
+            format_options: vec![("a\0".into(), "b".into())],
+            ..Default::default()
+        };
+        let e = demux(&media(BBB), MediaKind::Video, None, &demux_cfg, None).unwrap_err();
+        assert!(e.to_string().contains("NUL"), "{e}");
+        let e = Muxer::new(&tmp("x\0.mp4"), None).unwrap_err();
+        assert!(e.to_string().contains("NUL"), "{e}");
+        let e = Muxer::new(&tmp("x.mp4"), Some("mp4\0")).unwrap_err();
+        assert!(e.to_string().contains("NUL"), "{e}");
+        let mut mux = Muxer::new(&tmp("y.mkv"), None).unwrap();
+        let cfg = EncodeConfig::Video(VideoEncodeConfig::new(8, 8));
+        let e = mux
+            .add_encode_stream(&cfg, Some("ffv1\0"), &[])
+            .unwrap_err();
+        assert!(e.to_string().contains("NUL"), "{e}");
+        let opts = [("a\0".to_string(), "b".to_string())];
+        let e = mux
+            .add_encode_stream(&cfg, Some("ffv1"), &opts)
+            .unwrap_err();
+        assert!(e.to_string().contains("NUL"), "{e}");
+    }
+
+    #[test]
+    fn output_sizes_ffmpeg_refuses_and_absurd_clip_counts_are_errors() {
+        let opts = VideoOptions {
+            width: Some(16384),
+            height: Some(16384),
+            ..Default::default()
+        };
+        let e = load_video(&*media(BBB), &opts).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+        for (n, t) in [(1 << 31, 1), (1, 1 << 31), (1_000_000, 1_000_000)] {
+            let sampling = ClipSampling {
+                num_clips: n,
+                frames_per_clip: t,
+                stride: 1,
+            };
+            let e =
+                load_video_clips(&*media(BBB), &sampling, &VideoOptions::default()).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::LimitExceeded, "{e}");
+        }
+    }
+
+    #[test]
+    fn encoders_refuse_frames_of_another_shape_or_rate() {
+        let mono = decode_all(
+            &demux(
+                &media("16-audio-odd-rates-channels/sine440_22050Hz_mono.mp3"),
+                MediaKind::Audio,
+                None,
+                &DemuxConfig::default(),
+                None,
+            )
+            .unwrap(),
+            None,
+        );
+        let mut mux = Muxer::new(&tmp("a.mkv"), None).unwrap();
+        let cfg = AudioEncodeConfig {
+            num_channels: 2,
+            sample_fmt: Some("flt".into()),
+            sample_rate: Some(22050),
+            bit_rate: -1,
+            compression_level: -1,
+            qscale: -1,
+        };
+        let mut enc = mux
+            .add_encode_stream(&EncodeConfig::Audio(cfg), Some("pcm_f32le"), &[])
+            .unwrap();
+        let e = enc.encode(&mono).unwrap_err();
+        assert!(e.to_string().contains("1 channel(s) at 22050 Hz"), "{e}");
+        // 30 fps frames into a 25 fps encoder would share timestamps.
+        let data = vec![0u8; 5 * 8 * 8 * 3];
+        let frames = Frames::from_video_array(&data, &[5, 8, 8, 3], "rgb24", (30, 1), 0).unwrap();
+        let mut mux = Muxer::new(&tmp("v.mkv"), None).unwrap();
+        let mut venc = mux
+            .add_encode_stream(
+                &EncodeConfig::Video(VideoEncodeConfig::new(8, 8)),
+                Some("ffv1"),
+                &[],
+            )
+            .unwrap();
+        let e = venc.encode(&frames).unwrap_err();
+        assert!(e.to_string().contains("one timestamp"), "{e}");
+        let small =
+            Frames::from_video_array(&data[..4 * 4 * 3], &[1, 4, 4, 3], "rgb24", (25, 1), 0)
+                .unwrap();
+        let e = venc.encode(&small).unwrap_err();
+        assert!(e.to_string().contains("4x4"), "{e}");
+    }
+
+    #[test]
+    fn an_mp4_keeps_its_last_frame() {
+        // Without a duration on the last packet, MP4's edit list ends at its
+        // start and readers drop it (a one-frame file then has no frame).
+        let src = video(&media(BBB));
+        let frames = decode_packets(
+            &src,
+            Some("format=pix_fmts=yuv420p"),
+            &DecodeConfig::default(),
+            Some(5),
+        )
+        .unwrap();
+        let path = tmp("five.mp4");
+        let mut mux = Muxer::new(&path, None).unwrap();
+        let mut cfg = VideoEncodeConfig::new(320, 180);
+        cfg.frame_rate = Some((25, 1));
+        let mut enc = mux
+            .add_encode_stream(&EncodeConfig::Video(cfg), None, &[])
+            .unwrap();
+        mux.open(&[]).unwrap();
+        mux.write(0, &enc.encode(&frames).unwrap()).unwrap();
+        mux.write(0, &enc.flush().unwrap()).unwrap();
+        mux.close().unwrap();
+        assert_eq!(decode_all(&video(&path), RGB).len(), 5);
+    }
+
+    #[test]
+    fn made_frames_have_their_rate_and_stay_in_order() {
+        // tpad makes frames after the last; the buffer source needs the rate.
+        let p = demux(
+            &media(BBB),
+            MediaKind::Video,
+            Some((0.0, 0.2)),
+            &DemuxConfig::default(),
+            None,
+        )
+        .unwrap();
+        let f = decode_all(&p, Some("tpad=stop=5,format=pix_fmts=rgb24"));
+        let ts = f.timestamps();
+        assert_eq!(ts.len(), 10, "{ts:?}");
+        assert!(
+            ts.windows(2).all(|w| (w[1] - w[0] - 0.04).abs() < 1e-6),
+            "{ts:?}"
+        );
+    }
+
+    #[test]
+    fn mismatches_are_named_instead_of_mixed() {
+        // A bit-stream filter made for H.264 given MP3 packets.
+        let v = video(&media(BBB));
+        let a = demux(
+            &media("16-audio-odd-rates-channels/sine440_22050Hz_mono.mp3"),
+            MediaKind::Audio,
+            None,
+            &DemuxConfig::default(),
+            None,
+        )
+        .unwrap();
+        let mut bsf = Bsf::new(v.codec(), "null").unwrap();
+        let e = bsf.filter(&a, false).unwrap_err();
+        assert!(e.to_string().contains("made for h264"), "{e}");
+        // rgb24 and bgr24 frames are not stacked into one array.
+        let data = vec![1u8; 4 * 4 * 3];
+        let rgb = Frames::from_video_array(&data, &[1, 4, 4, 3], "rgb24", (25, 1), 0).unwrap();
+        let bgr = Frames::from_video_array(&data, &[1, 4, 4, 3], "bgr24", (25, 1), 0).unwrap();
+        let e = spdl_io::ffmpeg::frames::stack_arrays(&[&rgb, &bgr]).unwrap_err();
+        assert!(e.to_string().contains("rgb24 and bgr24"), "{e}");
+        // Odd-sized yuv420p does not fit the [1, H*3/2, W] layout.
+        let odd = decode_packets(
+            &v,
+            Some("scale=3:3,format=pix_fmts=yuv420p"),
+            &DecodeConfig::default(),
+            Some(1),
+        )
+        .unwrap();
+        assert_eq!(odd.to_array().unwrap_err().kind(), ErrorKind::Unsupported);
+        // Timestamps and rates that do not fit.
+        let e =
+            Frames::from_video_array(&data, &[1, 4, 4, 3], "rgb24", (25, 1), i64::MAX).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+        let pcm = vec![0u8; 8];
+        let e = Frames::from_audio_array(&pcm, [4, 1], "s16", 1 << 31, 0).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+    }
+
+    #[test]
+    fn an_audio_window_from_minus_infinity_decodes() {
+        let path = media("16-audio-odd-rates-channels/sine_44100Hz_stereo_LR.flac");
+        let whole = decode_all(
+            &demux(&path, MediaKind::Audio, None, &DemuxConfig::default(), None).unwrap(),
+            None,
+        );
+        let p = demux(
+            &path,
+            MediaKind::Audio,
+            Some((f64::NEG_INFINITY, 1.0)),
+            &DemuxConfig::default(),
+            None,
+        )
+        .unwrap();
+        let f = decode_all(&p, None);
+        assert_eq!(f.num_samples(), 44100.min(whole.num_samples()));
+        let far = demux(
+            &path,
+            MediaKind::Audio,
+            Some((-1e18, 1e18)),
+            &DemuxConfig::default(),
+            None,
+        )
+        .unwrap();
+        assert_eq!(decode_all(&far, None).num_samples(), whole.num_samples());
+    }
+}

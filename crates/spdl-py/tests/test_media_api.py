@@ -505,3 +505,19 @@ def test_convert_frames_of_16_bit_pixels_is_uint16():
         ffmpeg(BBB, "-frames:v", "2", "-vf", "format=pix_fmts=rgb48le", "-f", "rawvideo", "-pix_fmt", "rgb48le"), "<u2"
     )
     np.testing.assert_array_equal(got.ravel(), want)
+
+
+def test_bad_inputs_found_by_breaking_the_api_are_named_errors(tmp_path):
+    # Each was a Rust panic, a crash or a silently wrong result (session 5's adversarial pass).
+    with pytest.raises(ValueError, match="NUL"):
+        io.decode_packets(io.demux_video(BBB), decode_config=io.decode_config(decoder="h264\x00"))
+    with pytest.raises(ValueError, match="NUL"):
+        io.Muxer(str(tmp_path / "x\x00.mp4"))
+    with pytest.raises(ValueError, match="larger than FFmpeg"):
+        io.load_video(BBB, width=16384, height=16384)
+    with pytest.raises(ValueError, match="limit exceeded"):
+        io.load_video_clips(BBB, 2**31, 1)
+    # An MP4 keeps its last frame (and a one-frame file its only one).
+    path = tmp_path / "one.mp4"
+    io.encode_image(path, np.zeros((4, 4, 3), np.uint8))
+    assert io.load_video(path).shape == [1, 4, 4, 3]

@@ -109,6 +109,25 @@ impl Bsf {
     ///
     /// Errors: `InvalidArgument` / `Corrupt` from the filter, naming it.
     pub fn filter(&mut self, packets: &Packets, flush: bool) -> Result<Packets> {
+        // SAFETY: reading the codec ids of the filter's input parameters and of
+        // the packets' (both valid for as long as their owners).
+        let (want, got) = unsafe {
+            (
+                (*(*self.ctx).par_in).codec_id,
+                (*packets.codec.params.0.as_ptr()).codec_id,
+            )
+        };
+        if want != got {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "bit-stream filter {:?} was made for {} packets, not {}",
+                    self.desc,
+                    codec::Id::from(want).name(),
+                    packets.codec.name()
+                ),
+            ));
+        }
         self.key = packets.key.clone();
         let mut out = Vec::new();
         for p in &packets.packets {

@@ -223,11 +223,17 @@ impl Decoder {
     fn graph_desc(&self) -> Option<String> {
         let trim = match (self.codec.kind(), self.window) {
             (MediaKind::Audio, Some((s, e))) => {
-                let mut t = format!("atrim=start={s}");
-                if e.is_finite() {
-                    t.push_str(&format!(":end={e}"));
+                // atrim counts in microseconds (int64): bounds past FAR, or an
+                // unbounded start, are left out rather than overflowing.
+                const FAR: f64 = 1e9;
+                let mut bounds = Vec::new();
+                if s > 0.0 {
+                    bounds.push(format!("start={}", s.min(FAR)));
                 }
-                Some(t)
+                if e < FAR {
+                    bounds.push(format!("end={}", e.max(0.0)));
+                }
+                (!bounds.is_empty()).then(|| format!("atrim={}", bounds.join(":")))
             }
             _ => None,
         };
@@ -268,12 +274,13 @@ pub(crate) fn open_context(
 ) -> Result<()> {
     init();
     let decoder_codec = match config.decoder.as_deref() {
-        Some(name) => ff::decoder::find_by_name(name).ok_or_else(|| {
-            Error::new(
-                ErrorKind::Unsupported,
-                format!("no decoder named {name:?} (see `ffmpeg -decoders`)"),
-            )
-        })?,
+        Some(name) => ff::decoder::find_by_name(super::no_nul("decoder", name).map(|()| name)?)
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Unsupported,
+                    format!("no decoder named {name:?} (see `ffmpeg -decoders`)"),
+                )
+            })?,
         None => ff::decoder::find(id).ok_or_else(|| {
             Error::new(
                 ErrorKind::Unsupported,
@@ -281,10 +288,7 @@ pub(crate) fn open_context(
             )
         })?,
     };
-    let mut opts = ff::Dictionary::new();
-    for (k, v) in &config.decoder_options {
-        opts.set(k, v);
-    }
+    let opts = super::dictionary("decoder option", &config.decoder_options)?;
     // SAFETY: `ctx` is a fresh context from the parameters; the packet
     // time base is set before opening; `opts` is handed over and taken
     // back with `own` (what is left are the options nobody took).

@@ -104,6 +104,9 @@ pub struct Encoder {
     frame_size: usize,
     flushed: bool,
     key: String,
+    /// The last frame's pts in the encoder's time base: two frames on one
+    /// timestamp would be dropped by the muxer.
+    last_pts: Option<i64>,
 }
 
 // SAFETY: the codec context and graph are owned here and used through `&mut self` only.
@@ -119,14 +122,6 @@ impl std::fmt::Debug for Encoder {
 
 fn unsupported(what: String) -> Error {
     Error::new(ErrorKind::Unsupported, what)
-}
-
-fn set_opts(opts: &[(String, String)]) -> ff::Dictionary<'static> {
-    let mut d = ff::Dictionary::new();
-    for (k, v) in opts {
-        d.set(k, v);
-    }
-    d
 }
 
 impl Encoder {
@@ -146,9 +141,10 @@ impl Encoder {
     ) -> Result<Self> {
         init();
         let found = match (name, default_codec) {
-            (Some(n), _) => ff::encoder::find_by_name(n).ok_or_else(|| {
-                unsupported(format!("no encoder named {n:?} (see `ffmpeg -encoders`)"))
-            })?,
+            (Some(n), _) => ff::encoder::find_by_name(super::no_nul("encoder", n).map(|()| n)?)
+                .ok_or_else(|| {
+                    unsupported(format!("no encoder named {n:?} (see `ffmpeg -encoders`)"))
+                })?,
             (None, Some(id)) => ff::encoder::find(id)
                 .ok_or_else(|| unsupported(format!("this FFmpeg has no encoder for {id:?}")))?,
             (None, None) => return Err(unsupported("no encoder given and no default".into())),
@@ -221,7 +217,7 @@ impl Encoder {
             }
             time_base = ff::Rational::from((*p).time_base);
         }
-        let mut raw = set_opts(options);
+        let mut raw = super::dictionary("encoder option", options)?;
         // SAFETY: opens the context with the codec; `raw` is handed over and taken back.
         let (ret, unused) = unsafe {
             let mut d = raw.disown();
@@ -266,6 +262,7 @@ impl Encoder {
             frame_size,
             flushed: false,
             key: String::new(),
+            last_pts: None,
         })
     }
 
@@ -314,6 +311,25 @@ impl Encoder {
                 }
                 (*p).pict_type = ffi::AVPictureType::AV_PICTURE_TYPE_NONE;
             }
+            self.check_shape(&f)?;
+            // SAFETY: reading the pts of our own frame.
+            let pts = unsafe { (*f.as_ptr()).pts };
+            if pts != ffi::AV_NOPTS_VALUE {
+                if self.last_pts.is_some_and(|last| pts <= last) {
+                    return Err(Error::new(
+                        ErrorKind::InvalidArgument,
+                        format!(
+                            "frames reach the encoder out of order or on one timestamp ({pts} \
+                             after {} in its time base {}/{}): give the encoder the frames' \
+                             rate, or convert the rate first (e.g. the fps filter)",
+                            self.last_pts.unwrap_or_default(),
+                            self.time_base.numerator(),
+                            self.time_base.denominator()
+                        ),
+                    ));
+                }
+                self.last_pts = Some(pts);
+            }
             // SAFETY: reading the format of a valid frame.
             let fmt = unsafe { (*f.as_ptr()).format };
             if fmt != self.format || self.convert.is_some() {
@@ -323,6 +339,39 @@ impl Encoder {
             }
         }
         Ok(self.packets(out))
+    }
+
+    /// A frame must have the encoder's picture size, or its channel count and sample rate:
+    /// the encoder reads it as its own (a mono frame read as stereo reads past its planes).
+    fn check_shape(&self, f: &ff::Frame) -> Result<()> {
+        // SAFETY: reading plain fields of a valid frame and of the opened codec context.
+        let (f, c) = unsafe { (&*f.as_ptr(), &*self.enc.as_ptr()) };
+        let mismatch = if self.kind == MediaKind::Audio {
+            (f.ch_layout.nb_channels != c.ch_layout.nb_channels || f.sample_rate != c.sample_rate)
+                .then(|| {
+                    format!(
+                        "audio frames of {} channel(s) at {} Hz cannot go into an encoder of {} \
+                         channel(s) at {} Hz (convert them first, e.g. with the filter \
+                         \"aresample={},aformat=channel_layouts=...\")",
+                        f.ch_layout.nb_channels,
+                        f.sample_rate,
+                        c.ch_layout.nb_channels,
+                        c.sample_rate,
+                        c.sample_rate
+                    )
+                })
+        } else {
+            (f.width != c.width || f.height != c.height).then(|| {
+                format!(
+                    "frames of {}x{} cannot go into an encoder of {}x{} (scale them first)",
+                    f.width, f.height, c.width, c.height
+                )
+            })
+        };
+        match mismatch {
+            Some(why) => Err(Error::new(ErrorKind::InvalidArgument, why)),
+            None => Ok(()),
+        }
     }
 
     fn convert_and_send(&mut self, f: &ff::Frame, out: &mut Vec<ff::Packet>) -> Result<()> {
@@ -386,12 +435,33 @@ impl Encoder {
         loop {
             let mut p = ff::Packet::empty();
             match self.enc.receive_packet(&mut p) {
-                Ok(()) => out.push(p),
+                Ok(()) => {
+                    self.set_duration(&mut p);
+                    out.push(p)
+                }
                 Err(ff::Error::Other { errno }) if errno == ff::util::error::EAGAIN => {
                     return Ok(())
                 }
                 Err(ff::Error::Eof) => return Ok(()),
                 Err(e) => return Err(ff_err(ErrorKind::Corrupt, "encoding", e)),
+            }
+        }
+    }
+
+    /// A video packet without a duration gets one frame's (from the encoder's frame rate):
+    /// MP4 ends the stream's edit at the last packet's end, so a last packet of duration 0
+    /// is marked discarded (the last frame, or a one-frame image, lost on reading).
+    fn set_duration(&self, p: &mut ff::Packet) {
+        if self.kind != MediaKind::Video || p.duration() > 0 {
+            return;
+        }
+        // SAFETY: reading the frame rate of the opened codec context.
+        let rate = unsafe { (*self.enc.as_ptr()).framerate };
+        if rate.num > 0 && rate.den > 0 {
+            // SAFETY: pure arithmetic on rationals.
+            let one = unsafe { ffi::av_rescale_q(1, ffi::av_inv_q(rate), self.time_base.into()) };
+            if one > 0 {
+                p.set_duration(one);
             }
         }
     }
@@ -535,6 +605,11 @@ impl Muxer {
     /// the file cannot be created.
     pub fn new(path: &Path, format: Option<&str>) -> Result<Self> {
         init();
+        let key = path.to_string_lossy();
+        super::no_nul("output path", &key).map_err(|e| e.with_key(&key))?;
+        if let Some(f) = format {
+            super::no_nul("container format", f).map_err(|e| e.with_key(&key))?;
+        }
         let out = match format {
             Some(f) => ff::format::output_as(path, f),
             None => ff::format::output(path),
@@ -643,7 +718,8 @@ impl Muxer {
             return Ok(());
         }
         let key = self.key();
-        let left = self.out.write_header_with(set_opts(options)).map_err(|e| {
+        let options = super::dictionary("muxer option", options).map_err(|e| e.with_key(&key))?;
+        let left = self.out.write_header_with(options).map_err(|e| {
             ff_err(ErrorKind::InvalidArgument, "writing the header", e).with_key(&key)
         })?;
         let unused: Vec<String> = left.iter().map(|(k, _)| k.to_owned()).collect();

@@ -31,6 +31,10 @@ pub(crate) struct FilterGraph {
     /// The `buffersink` / `abuffersink` context (owned by `graph`).
     sink: *mut ffi::AVFilterContext,
     desc: String,
+    /// Where the input ends: the last frame's pts plus its duration, given to
+    /// the source at the end (as the ffmpeg command line does), so that
+    /// filters that add frames after the last (`tpad`) time them from there.
+    end_pts: Option<i64>,
 }
 
 /// An invalid filter description: `InvalidArgument` naming it.
@@ -62,7 +66,7 @@ impl FilterGraph {
             (1, 1)
         };
         let pix: ffi::AVPixelFormat = frame.format().into();
-        let args = format!(
+        let mut args = format!(
             "video_size={}x{}:pix_fmt={}:time_base={}/{}:pixel_aspect={sn}/{sd}",
             frame.width(),
             frame.height(),
@@ -70,6 +74,28 @@ impl FilterGraph {
             time_base.numerator(),
             time_base.denominator().max(1),
         );
+        // The frame rate, from the first frame's duration: filters that make
+        // frames (`tpad`, `fps`) time them by it; without one their
+        // timestamps are garbage.
+        // SAFETY: reading a plain field of a valid frame.
+        let duration = unsafe { (*frame.as_ptr()).pkt_duration };
+        let (num, den) = (
+            i64::from(time_base.numerator()),
+            i64::from(time_base.denominator()),
+        );
+        let per = num
+            .checked_mul(duration)
+            .and_then(|p| i32::try_from(p).ok());
+        if let (true, Some(per), Ok(den)) = (duration > 0 && num > 0, per, i32::try_from(den)) {
+            if den > 0 {
+                let r = ff::Rational::new(den, per).reduce();
+                args.push_str(&format!(
+                    ":frame_rate={}/{}",
+                    r.numerator(),
+                    r.denominator()
+                ));
+            }
+        }
         Self::build(desc, "buffer", &args, "buffersink", threads)
     }
 
@@ -150,24 +176,36 @@ impl FilterGraph {
             src,
             sink,
             desc: desc.to_owned(),
+            end_pts: None,
         })
     }
 
     /// Sends `frame` into the graph (its buffers are referenced, not moved),
     /// or the end of the input when `None`.
     pub(crate) fn push(&mut self, frame: Option<&ff::Frame>) -> Result<()> {
+        if let Some(f) = frame {
+            // SAFETY: reading plain fields of a valid frame.
+            let (pts, duration) = unsafe { ((*f.as_ptr()).pts, (*f.as_ptr()).pkt_duration) };
+            self.end_pts = (pts != ffi::AV_NOPTS_VALUE && duration > 0)
+                .then(|| pts.checked_add(duration))
+                .flatten();
+        }
         let ptr = frame.map_or(ptr::null_mut(), |f| {
             // SAFETY: only read by av_buffersrc_add_frame_flags with KEEP_REF.
             unsafe { f.as_ptr().cast_mut() }
         });
         // SAFETY: `src` is the graph's buffer source; with KEEP_REF the frame
-        // is referenced, not taken; a null frame marks the end.
+        // is referenced, not taken; the end is marked with the input's end
+        // time when known (av_buffersrc_close), else with a null frame.
         let ret = unsafe {
-            ffi::av_buffersrc_add_frame_flags(
-                self.src,
-                ptr,
-                ffi::AV_BUFFERSRC_FLAG_KEEP_REF as c_int,
-            )
+            match (frame, self.end_pts) {
+                (None, Some(end)) => ffi::av_buffersrc_close(self.src, end, 0),
+                _ => ffi::av_buffersrc_add_frame_flags(
+                    self.src,
+                    ptr,
+                    ffi::AV_BUFFERSRC_FLAG_KEEP_REF as c_int,
+                ),
+            }
         };
         if ret < 0 {
             return Err(ff_err(

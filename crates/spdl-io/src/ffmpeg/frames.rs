@@ -549,6 +549,17 @@ impl Frames {
             usize::try_from(f0.width).unwrap_or(0),
             usize::try_from(f0.height).unwrap_or(0),
         );
+        if matches!(layout, PixLayout::Yuv420p | PixLayout::Nv12) && (w % 2 == 1 || h % 2 == 1) {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "{} frames of odd size {w}x{h} do not fit the [1, H*3/2, W] layout (their \
+                     chroma planes round up); convert them with format=pix_fmts=rgb24 or scale \
+                     to an even size",
+                    pix_fmt_name(f0.format)
+                ),
+            ));
+        }
         let shape = picture_shape(layout, w, h);
         let per: usize = shape.iter().product::<usize>() * es;
         let mut data = vec![0u8; per * self.frames.len()];
@@ -688,6 +699,7 @@ impl Frames {
             per,
             tb,
         } = VideoArray::check(data.len(), shape, pix_fmt, frame_rate)?;
+        last_pts(pts, n)?;
         let mut frames = Vec::with_capacity(n);
         for (i, src) in data.chunks_exact(per.max(1)).take(n).enumerate() {
             let mut v = ff::frame::Video::new(fmt.into(), w as u32, h as u32);
@@ -747,6 +759,7 @@ impl Frames {
             per,
             tb,
         } = VideoArray::check(len, shape, pix_fmt, frame_rate)?;
+        last_pts(pts, n)?;
         let shared = SharedBuffer::new(memory)?;
         let mut frames = Vec::with_capacity(n);
         for i in 0..n {
@@ -781,6 +794,20 @@ impl Frames {
         }
         Ok(Frames::new(MediaKind::Video, frames, tb))
     }
+}
+
+/// Checks that frames `pts .. pts + n` have representable timestamps.
+fn last_pts(pts: i64, n: usize) -> Result<()> {
+    i64::try_from(n)
+        .ok()
+        .and_then(|n| pts.checked_add(n))
+        .map(|_| ())
+        .ok_or_else(|| {
+            Error::new(
+                ErrorKind::InvalidArgument,
+                format!("pts {pts} + {n} frames does not fit a 64-bit timestamp"),
+            )
+        })
 }
 
 /// A `uint8` array's geometry as video frames of one pixel format.
@@ -996,10 +1023,13 @@ impl AudioArray {
                 format!("sample format {sample_fmt:?} is not supported"),
             )
         })?;
-        if sample_rate == 0 {
+        if sample_rate == 0 || i32::try_from(sample_rate).is_err() {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
-                "sample_rate must be positive",
+                format!(
+                    "sample_rate must be from 1 to {}, got {sample_rate}",
+                    i32::MAX
+                ),
             ));
         }
         let (c, s) = if planar {
@@ -1112,6 +1142,16 @@ fn out_of_memory() -> Error {
 /// an empty list or arrays of different shapes; as [`Frames::to_array`].
 pub fn stack_arrays(frames: &[&Frames]) -> Result<FrameArray> {
     let mut out: Option<FrameArray> = None;
+    let formats: Vec<String> = frames.iter().map(|f| f.format_name()).collect();
+    if let Some(other) = formats.iter().find(|f| **f != formats[0]) {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!(
+                "frames of formats {} and {other} cannot be stacked",
+                formats[0]
+            ),
+        ));
+    }
     for f in frames {
         let a = f.to_array()?;
         match out.as_mut() {

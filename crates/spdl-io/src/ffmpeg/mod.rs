@@ -315,6 +315,7 @@ impl<'a> Demuxer<'a> {
         // Probe first, so "not a media file" is told apart from "a damaged one".
         let mut format: *const ffi::AVInputFormat = ptr::null();
         if let Some(name) = config.format.as_deref() {
+            no_nul("container format", name).map_err(|e| src.err(e))?;
             let c = std::ffi::CString::new(name).unwrap_or_default();
             // SAFETY: a valid C string; returns a static demuxer or null.
             format = unsafe { ffi::av_find_input_format(c.as_ptr()) };
@@ -367,10 +368,8 @@ impl<'a> Demuxer<'a> {
         // SAFETY: `ps` is a fresh format context; `pb` is our context, flagged
         // as custom I/O so FFmpeg never closes it (`io` is freed after `input`).
         // On failure `avformat_open_input` frees `ps` and sets it to null.
-        let mut options = ff::Dictionary::new();
-        for (k, v) in &config.format_options {
-            options.set(k, v);
-        }
+        let options =
+            dictionary("demuxer option", &config.format_options).map_err(|e| src.err(e))?;
         // SAFETY: hands the dictionary to FFmpeg; taken back with `own` below.
         let mut options = unsafe { options.disown() };
         let ret = unsafe {
@@ -566,4 +565,31 @@ pub(crate) fn stream_rotation(stream: &ff::format::stream::Stream<'_>) -> i32 {
         return (q.rem_euclid(4) * 90) as i32;
     }
     0
+}
+
+/// Refuses a string that FFmpeg's C API would cut at a NUL byte (ffmpeg-next
+/// panics on one): `InvalidArgument` naming `what`.
+pub(crate) fn no_nul(what: &str, s: &str) -> Result<()> {
+    if s.contains('\0') {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!("{what} {s:?} contains a NUL byte"),
+        ));
+    }
+    Ok(())
+}
+
+/// An FFmpeg dictionary of `options` (`what`: "decoder option", ...);
+/// `InvalidArgument` for a key or value with a NUL byte.
+pub(crate) fn dictionary(
+    what: &str,
+    options: &[(String, String)],
+) -> Result<ff::Dictionary<'static>> {
+    let mut d = ff::Dictionary::new();
+    for (k, v) in options {
+        no_nul(what, k)?;
+        no_nul(what, v)?;
+        d.set(k, v);
+    }
+    Ok(d)
 }

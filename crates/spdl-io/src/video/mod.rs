@@ -349,7 +349,8 @@ pub fn frame_timestamps<'a>(src: impl Into<MediaSource<'a>>, threads: usize) -> 
 /// Several clips of `frames_per_clip` frames, `stride` frames apart within a
 /// clip, with clip starts spread evenly over the video (the first clip starts
 /// at frame 0, the last ends at the last frame), as pytorchvideo's
-/// `UniformClipSampler` / decord-based samplers do.
+/// `UniformClipSampler` / decord-based samplers do. At most
+/// [`ClipSampling::MAX_FRAMES`] frames in all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClipSampling {
     /// Number of clips N.
@@ -361,6 +362,11 @@ pub struct ClipSampling {
 }
 
 impl ClipSampling {
+    /// The most frames (`num_clips * frames_per_clip`) one call decodes: the
+    /// frame list is made before the output size is known, so an absurd
+    /// request is refused here rather than by the allocator.
+    pub const MAX_FRAMES: usize = 1 << 20;
+
     /// The frame indices of each clip for a video of `total` frames. A video
     /// shorter than one clip span repeats its last frame.
     pub fn indices(&self, total: usize) -> Vec<Vec<usize>> {
@@ -423,6 +429,18 @@ pub fn load_video_clips<'a>(
                 format!("clip sampling needs non-zero clips, frames and stride: {sampling:?}"),
             ));
         }
+        let frames = sampling.num_clips.checked_mul(sampling.frames_per_clip);
+        if frames.is_none_or(|n| n > ClipSampling::MAX_FRAMES) {
+            return Err(Error::new(
+                ErrorKind::LimitExceeded,
+                format!(
+                    "{} clips of {} frames is more than {} frames",
+                    sampling.num_clips,
+                    sampling.frames_per_clip,
+                    ClipSampling::MAX_FRAMES
+                ),
+            ));
+        }
         let plan = |total: usize| sampling.indices(total).into_iter().flatten().collect();
         let video = load_clip_plan(&src, opts, plan)?;
         Ok(VideoClips {
@@ -458,6 +476,15 @@ pub fn load_video_clip<'a>(
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
                 format!("clip of {frames} frames at {width}x{height}"),
+            ));
+        }
+        if frames > ClipSampling::MAX_FRAMES {
+            return Err(Error::new(
+                ErrorKind::LimitExceeded,
+                format!(
+                    "a clip of {frames} frames is more than {} frames",
+                    ClipSampling::MAX_FRAMES
+                ),
             ));
         }
         let plan = |total: usize| -> Vec<usize> {
@@ -1047,6 +1074,16 @@ impl ConverterFactory<'_> {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
                 format!("output size {w}x{h} is out of range (1 to 65536)"),
+            ));
+        }
+        // FFmpeg also refuses pictures whose bytes would not fit an `int`
+        // (about 2^28 pixels); its scaler would then hand back no picture.
+        // SAFETY: a pure size check; no context to log to.
+        if unsafe { ff::ffi::av_image_check_size(w as u32, h as u32, 0, std::ptr::null_mut()) } < 0
+        {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("output size {w}x{h} is larger than FFmpeg's pictures can be"),
             ));
         }
         Ok(Converter::new(
