@@ -1214,6 +1214,12 @@ mod bad_inputs {
         };
         let e = load_video(&*media(BBB), &opts).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+        let opts = VideoOptions {
+            threads: spdl_io::video::MAX_THREADS + 1,
+            ..Default::default()
+        };
+        let e = load_video(&*media(BBB), &opts).unwrap_err();
+        assert!(e.to_string().contains("decoder threads"), "{e}");
         for (n, t) in [(1 << 31, 1), (1, 1 << 31), (1_000_000, 1_000_000)] {
             let sampling = ClipSampling {
                 num_clips: n,

@@ -170,7 +170,8 @@ pub struct VideoOptions {
     pub filter: ScaleFilter,
     /// Decoder threads (FFmpeg frame threading), and the threads of the
     /// `filter_desc` graph; 0 lets FFmpeg pick one per core. In a pipeline
-    /// that decodes many videos at once, 1 is usually best.
+    /// that decodes many videos at once, 1 is usually best. At most
+    /// [`MAX_THREADS`] (more is `InvalidArgument`).
     pub threads: usize,
     /// Turn frames as the stream's display matrix says (as players and the
     /// ffmpeg command line do). Off by default, as SPDL 0.8, whose loaders
@@ -344,6 +345,21 @@ pub fn frame_timestamps<'a>(src: impl Into<MediaSource<'a>>, threads: usize) -> 
         })
         .map_err(|e| src.err(e))?;
     Ok(pts)
+}
+
+/// The most decoder threads a call may ask for ([`VideoOptions::threads`]).
+pub const MAX_THREADS: usize = 256;
+
+/// `threads` if FFmpeg can use that many (an `int`, and more threads than
+/// [`MAX_THREADS`] only spend memory: FFmpeg makes a decoder copy per thread).
+pub(crate) fn checked_threads(threads: usize) -> Result<usize> {
+    if threads > MAX_THREADS {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!("{threads} decoder threads is more than {MAX_THREADS} (0: FFmpeg picks)"),
+        ));
+    }
+    Ok(threads)
 }
 
 /// Several clips of `frames_per_clip` frames, `stride` frames apart within a
@@ -590,7 +606,7 @@ impl<'a> Session<'a> {
             .map_err(|e| src.err(ff_err(ErrorKind::Corrupt, "reading codec parameters", e)))?;
         ctx.set_threading(codec::threading::Config {
             kind: codec::threading::Type::Frame,
-            count: threads,
+            count: checked_threads(threads).map_err(|e| src.err(e))?,
             ..Default::default()
         });
         let decoder = if *decode_cfg == DecodeConfig::default() {

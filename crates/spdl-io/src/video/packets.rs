@@ -196,7 +196,7 @@ fn decode(packets: &VideoPackets, opts: &VideoOptions, limit: Option<usize>) -> 
         .map_err(|e| ff_err(ErrorKind::Corrupt, "reading codec parameters", e))?;
     ctx.set_threading(codec::threading::Config {
         kind: codec::threading::Type::Frame,
-        count: opts.threads,
+        count: super::checked_threads(opts.threads)?,
         ..Default::default()
     });
     let mut decoder = ctx.decoder();
