@@ -2,6 +2,8 @@
 a source that raises mid-epoch, an op that hangs past the consumer's timeout (and during
 stop()), a consumer that stops taking items for a while."""
 
+import subprocess
+import sys
 import threading
 import time
 
@@ -99,3 +101,59 @@ def test_a_paused_consumer_holds_a_bounded_backlog_and_loses_nothing(thread_base
     assert produced < 100, produced
     got = first + rest
     assert sorted(got) == list(range(1, 10_001))
+
+
+# Found by an adversarial pass over the Python API (session 5).
+
+
+def test_two_threads_sharing_a_pipeline_get_each_item_once():
+    p = PipelineBuilder().add_source(range(20000)).pipe(lambda x: x, concurrency=4).add_sink(2).build(num_threads=4)
+    got: list[list[int]] = [[], []]
+
+    def consume(i):
+        for x in p:
+            got[i].append(x)
+
+    with p.auto_stop():
+        threads = [threading.Thread(target=consume, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert sorted(got[0] + got[1]) == list(range(20000))
+
+
+def test_base_exceptions_from_async_ops_and_sources_fail_items_not_the_pipeline():
+    async def op(x):
+        if x == 3:
+            raise KeyboardInterrupt
+        if x == 5:
+            raise SystemExit
+        return x
+
+    p = PipelineBuilder().add_source(range(10)).pipe(op, concurrency=4).add_sink(2).build(num_threads=2)
+    with p.auto_stop(), pytest.warns(RuntimeWarning, match="2 item"):
+        assert sorted(p) == [0, 1, 2, 4, 6, 7, 8, 9]
+
+    def source():
+        yield 1
+        raise KeyboardInterrupt
+
+    p = PipelineBuilder().add_source(source()).add_sink(2).build(num_threads=1)
+    with p.auto_stop(), pytest.raises(PipelineFailure) as info:
+        list(p)
+    (e,) = info.value.exceptions
+    assert isinstance(e, RuntimeError) and isinstance(e.__cause__, KeyboardInterrupt)
+
+
+def test_an_op_that_never_returns_does_not_keep_the_interpreter_alive():
+    code = (
+        "import time\n"
+        "from spdl_rs.pipeline import PipelineBuilder\n"
+        "p = PipelineBuilder().add_source(range(5)).pipe(lambda x: time.sleep(1000)).add_sink(2).build(num_threads=2)\n"
+        "p.start(); time.sleep(0.3)\n"
+        "print('end of script', flush=True)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "end of script" in r.stdout
+    assert "did not stop within" in r.stderr

@@ -29,14 +29,14 @@ class PipelineFailure(ExceptionGroup):  # noqa: N818 (SPDL's name)
         if exceptions is None:
             # SPDL's form, ``PipelineFailure([(stage_name, exception), ...])``: each exception
             # gets the note ``Pipeline stage: NAME``, the message is SPDL's.
-            errs = [(str(name), exc) for name, exc in message]  # type: ignore[attr-defined]
+            errs = [(str(name), _groupable(exc)) for name, exc in message]  # type: ignore[attr-defined]
             for name, exc in errs:
                 exc.add_note(f"Pipeline stage: {name}")
             self = super().__new__(cls, "pipeline stages failed", [e for _, e in errs])
             names = {name for name, _ in errs}
             self.stage = names.pop() if len(names) == 1 else None
             return self
-        self = super().__new__(cls, str(message), list(exceptions))
+        self = super().__new__(cls, str(message), [_groupable(e) for e in exceptions])
         self.stage = stage
         return self
 
@@ -45,3 +45,13 @@ class PipelineFailure(ExceptionGroup):  # noqa: N818 (SPDL's name)
 
     def derive(self, excs: Sequence[Exception]) -> "PipelineFailure":
         return PipelineFailure(self.message, excs, self.stage)
+
+
+def _groupable(e: BaseException) -> Exception:
+    """``e``, or a ``RuntimeError`` caused by it when it is a ``BaseException`` only (a
+    ``KeyboardInterrupt`` a source raised, say): an ``ExceptionGroup`` holds ``Exception``s."""
+    if isinstance(e, Exception):
+        return e
+    wrapped = RuntimeError(f"{type(e).__name__}: {e}" if str(e) else type(e).__name__)
+    wrapped.__cause__ = e
+    return wrapped

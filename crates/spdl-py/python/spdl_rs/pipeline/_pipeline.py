@@ -89,7 +89,7 @@ class _LoopThread:
 
     def submit(self, coro: Any) -> concurrent.futures.Future:
         assert self.loop is not None
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+        return asyncio.run_coroutine_threadsafe(_contained(coro), self.loop)
 
     def run(self, coro: Any, timeout: float | None = None) -> Any:
         """Runs ``coro`` on the loop and waits for its result (GIL released while waiting)."""
@@ -104,6 +104,16 @@ class _LoopThread:
             return
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout=10)
+
+
+async def _contained(coro: Any) -> Any:
+    """Awaits ``coro``; a ``KeyboardInterrupt`` or ``SystemExit`` it raises fails this call as a
+    ``RuntimeError`` (as in a sync op) instead of stopping the event loop that every async stage
+    of the pipeline shares."""
+    try:
+        return await coro
+    except (KeyboardInterrupt, SystemExit) as e:
+        raise RuntimeError(f"{type(e).__name__} raised in an async op") from e
 
 
 def _done_future(fn: Callable[[Any], Any], arg: Any) -> concurrent.futures.Future:
@@ -1059,6 +1069,10 @@ def _stop_impl(native: Any, loop: _LoopThread | None, lifecycle: _StageLifecycle
             bg.join()
 
 
+#: Seconds the interpreter's exit waits for a pipeline still running to stop.
+_EXIT_STOP_TIMEOUT = 5.0
+
+
 def _register_stop_at_exit(pipeline: "Pipeline") -> None:
     # Like SPDL: threading's exit hooks run before the interpreter joins threads and finalizes,
     # so a pipeline still referenced at exit is stopped while Python is fully alive.
@@ -1068,7 +1082,14 @@ def _register_stop_at_exit(pipeline: "Pipeline") -> None:
         p = ref()
         if p is not None:
             try:
-                p.stop()
+                p.stop(timeout=_EXIT_STOP_TIMEOUT)
+            except TimeoutError:
+                # An op that never returns (blocked in a call) must not keep the process alive.
+                _LG.warning(
+                    "a pipeline did not stop within %s s at exit (an op or the source is still "
+                    "running); exiting without it",
+                    _EXIT_STOP_TIMEOUT,
+                )
             except Exception:
                 pass
 
@@ -1099,9 +1120,14 @@ class Pipeline(Generic[T]):
         self._continuous = continuous
         self._started = False
         self._exhausted = False  # a single-pass pipeline reached its end
+        # One consumer at a time: threads sharing the pipeline share its items (each once).
+        self._consumer_lock = threading.Lock()
         self._failure: BaseException | None = None  # raised again by later reads
         self._failures_warned = 0  # failures already reported by _warn_failures
         self._finalizer = weakref.finalize(self, _stop_impl, native, loop, lifecycle, _StopState())
+        # At exit the threading hook below stops it, with a time limit; the finalizer's own
+        # exit call would wait without one.
+        self._finalizer.atexit = False
         _register_stop_at_exit(self)
 
     def start(self, *, timeout: float | None = None, daemon: bool = False) -> None:
@@ -1194,8 +1220,16 @@ class Pipeline(Generic[T]):
         ``TimeoutError`` if no item came in time (the pipeline goes on);
         :class:`PipelineFailure` after the last item when a failure budget was exceeded, the
         source failed or a stage hook failed (later calls raise it again); ``RuntimeError`` in
-        a forked child.
+        a forked child. Threads may share a pipeline: each item goes to one of them.
         """
+        if not self._consumer_lock.acquire(timeout=-1 if timeout is None else max(timeout, 0)):
+            raise TimeoutError(f"no item within {timeout} s (another thread is taking one)")
+        try:
+            return self._get_item(timeout)
+        finally:
+            self._consumer_lock.release()
+
+    def _get_item(self, timeout: float | None) -> T:
         if not self._started:
             self.start()
         if self._failure is not None:
