@@ -74,7 +74,9 @@ pub fn batch_threads(requested: Option<usize>, n: usize) -> usize {
 ///
 /// # Errors
 /// [`ErrorKind::Empty`] for no samples and no fixed shape; [`ErrorKind::InvalidArgument`] when the shape is not
-/// fixed and no sample loaded (the first sample's error is quoted). Failures of single
+/// fixed and no sample loaded (the first sample's error is quoted);
+/// [`ErrorKind::LimitExceeded`] before any allocation when a row exceeds the loader's output
+/// limit or the batch [`MAX_BATCH_BYTES_PER_LIMIT`] times it. Failures of single
 /// samples are not errors: they are in [`LoadedBatch::failed`].
 pub fn load_batch<B: AsRef<[u8]>>(
     loader: &ImageLoader,
@@ -95,6 +97,14 @@ pub fn load_batch<B: AsRef<[u8]>>(
         index: samples[i].index,
         epoch: samples[i].epoch,
     };
+    if let Some([h, w, c]) = loader.output_shape() {
+        check_batch_size(
+            loader,
+            n,
+            [h, w, c],
+            if normalize.is_some() { 4 } else { 1 },
+        )?;
+    }
     let (data, shape, failed) = match (loader.output_shape(), normalize) {
         (Some([h, w, c]), None) => {
             let mut data = vec![0u8; n * h * w * c];
@@ -116,6 +126,36 @@ pub fn load_batch<B: AsRef<[u8]>>(
     };
     Ok(LoadedBatch::new(samples, data, shape, failed))
 }
+
+/// The batch's buffer is allocated before any sample is decoded: each row must pass the
+/// loader's output limit (as one image would), and the whole batch at most
+/// [`MAX_BATCH_BYTES_PER_LIMIT`] times that limit, so that an absurd size is a named error
+/// rather than an allocation failure that aborts the process.
+fn check_batch_size(
+    loader: &ImageLoader,
+    n: usize,
+    [h, w, c]: [usize; 3],
+    elem: usize,
+) -> Result<()> {
+    let limits = &loader.options.limits;
+    limits.check_output(w, h, c, elem)?;
+    let total = (n as u64)
+        .saturating_mul(h as u64)
+        .saturating_mul(w as u64)
+        .saturating_mul(c as u64)
+        .saturating_mul(elem as u64);
+    let most = limits.max_bytes.saturating_mul(MAX_BATCH_BYTES_PER_LIMIT);
+    if total > most {
+        return Err(Error::new(
+            ErrorKind::LimitExceeded,
+            format!("a batch of {n} x {h}x{w}x{c} ({total} bytes) exceeds {most} bytes"),
+        ));
+    }
+    Ok(())
+}
+
+/// How many images' worth of the output limit one batch may hold (8 GiB by default).
+pub const MAX_BATCH_BYTES_PER_LIMIT: u64 = 8;
 
 /// Runs `f(i, row_i)` for the rows of `data` (`per` values each) on `threads` threads; a row
 /// whose `f` fails is zeroed and reported.

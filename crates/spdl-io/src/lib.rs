@@ -66,7 +66,9 @@ pub mod transform;
 pub mod video;
 
 pub use batch::{collate, collate_normalized, BatchData, BatchItem, ImageBatch};
-pub use batch_loader::{batch_threads, load_batch, BatchSample, LoadedBatch};
+pub use batch_loader::{
+    batch_threads, load_batch, BatchSample, LoadedBatch, MAX_BATCH_BYTES_PER_LIMIT,
+};
 pub use decode::{
     crop, sniff, ColorMode, DecodeOptions, Decoder, Image, ImageFormat, ImageInfo, Limits,
     Orientation, OutputShape, PixelData, Region, Registry, Scaled,

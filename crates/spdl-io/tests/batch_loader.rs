@@ -137,3 +137,36 @@ fn unchanged_color_takes_the_first_shape_and_names_the_others() {
     let empty = load_batch(&fixed, &[], None, 1, |_| Ok(&b""[..])).unwrap();
     assert_eq!(empty.batch.shape, [0, 96, 96, 3]);
 }
+
+#[test]
+fn sizes_past_the_output_limit_are_refused_before_the_batch_is_allocated() {
+    // Each would ask for tens of GB up front (the process aborted on the allocation).
+    let photos = photos();
+    let samples = samples(&photos[..3]);
+    for (size, normalize) in [(60_000, false), (1 << 20, false), (20_000, true)] {
+        let loader = ImageOptions {
+            size: Some(size),
+            transform: TransformKind::Resize,
+            ..ImageOptions::default()
+        }
+        .loader()
+        .unwrap();
+        let norm = normalize.then(Normalize::imagenet);
+        let e = load_batch(&loader, &samples, norm.as_ref(), 2, |i| {
+            Ok(&photos[i].1[..])
+        })
+        .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::LimitExceeded, "{e}");
+    }
+    // Rows within the limit but a batch of too many of them.
+    let loader = ImageOptions {
+        size: Some(12_000),
+        transform: TransformKind::Resize,
+        ..ImageOptions::default()
+    }
+    .loader()
+    .unwrap();
+    let many: Vec<BatchSample> = (0..30).map(|i| samples[i % 3].clone()).collect();
+    let e = load_batch(&loader, &many, None, 2, |i| Ok(&photos[i % 3].1[..])).unwrap_err();
+    assert!(e.to_string().contains("a batch of 30"), "{e}");
+}

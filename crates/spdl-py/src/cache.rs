@@ -53,9 +53,16 @@ impl DecodedCache {
         (h, w, c)
     }
 
-    /// The label of record `index` (`None` when it has none).
-    fn label(&self, index: usize) -> Option<i64> {
-        self.cache.label(index)
+    /// The label of record `index` (`None` when it has none). Raises `IndexError` for an
+    /// index out of range.
+    fn label(&self, index: usize) -> PyResult<Option<i64>> {
+        if index >= self.cache.len() {
+            return Err(pyo3::exceptions::PyIndexError::new_err(format!(
+                "record {index} out of range: the cache holds {}",
+                self.cache.len()
+            )));
+        }
+        Ok(self.cache.label(index))
     }
 
     /// A batch of records `indices` as a `CPUBuffer`: each cropped to `crop x crop` (`None`:
@@ -121,8 +128,9 @@ impl DecodedCache {
 /// GIL released. Returns the failures as `"path: reason"` strings (those records are not
 /// stored: reading them raises `OSError`).
 ///
-/// Raises `ValueError` for an unknown transform, a zero size, or `labels` of another length;
-/// `OSError` when the file cannot be written.
+/// Raises `ValueError` for an unknown transform, a zero size, `labels` of another length, or
+/// records past the decoders' output limit (before any file is made); `OSError` when the file
+/// cannot be written.
 #[pyfunction]
 #[pyo3(signature = (paths, out, *, size=256, transform="resize", labels=None, num_threads=None))]
 pub(crate) fn build_decoded_cache(

@@ -76,7 +76,7 @@ pub use list::{parse_manifest, Sample, SampleList};
 #[cfg(feature = "source-local")]
 pub use local::{
     parse_list, read_file, read_file_async, read_list_file, walk_dir, walk_dir_with, Extensions,
-    ImageFolder, WalkOptions,
+    ImageFolder, WalkOptions, MAX_STREAM_BYTES,
 };
 pub use retry::RetryPolicy;
 pub use sampler::{

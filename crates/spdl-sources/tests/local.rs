@@ -500,6 +500,18 @@ fn read_file_errors_name_the_path() {
     assert!(std::error::Error::source(&err).is_some());
 }
 
+#[cfg(target_os = "linux")]
+#[test]
+fn read_file_bounds_what_it_takes_from_a_device_that_never_ends() {
+    // /dev/zero has no size and no end: std::fs::read would grow until memory ran out.
+    let err = read_file("/dev/zero").unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert!(err.to_string().contains("not a regular file"), "{err}");
+    assert_eq!(err.path(), Some(Path::new("/dev/zero")));
+    // A device that ends is read whole.
+    assert_eq!(read_file("/dev/null").unwrap(), b"");
+}
+
 #[cfg(unix)]
 #[test]
 fn read_file_permission_denied() {

@@ -42,7 +42,8 @@ impl<T> Batcher<T> {
         Batcher {
             size,
             drop_last,
-            buf: Vec::with_capacity(size),
+            // Grown as items come: a huge `size` must not allocate up front.
+            buf: Vec::with_capacity(size.min(1024)),
         }
     }
 }

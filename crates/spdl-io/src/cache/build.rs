@@ -27,7 +27,8 @@ pub struct BuildReport {
 ///
 /// # Errors
 /// `InvalidArgument` when the loader's output shape is not fixed or `labels` has another
-/// length; the errors of [`CacheWriter`].
+/// length; `LimitExceeded` when a record would exceed the loader's output limit; the errors
+/// of [`CacheWriter`].
 pub fn build_from_files(
     paths: &[PathBuf],
     labels: Option<&[i64]>,
@@ -47,6 +48,10 @@ pub fn build_from_files(
             "labels must have one entry per path",
         ));
     }
+    // Each record must pass the loader's output limit, as one loaded image would: checked
+    // before the file (records x size) is made.
+    let [h, w, c] = shape;
+    loader.options.limits.check_output(w, h, c, 1)?;
     let writer = CacheWriter::create(out, shape, paths.len() as u64)?;
     let next = AtomicUsize::new(0);
     let bytes_read = AtomicU64::new(0);

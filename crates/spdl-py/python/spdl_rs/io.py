@@ -734,11 +734,15 @@ def built_with_cuda() -> bool:
 def to_numpy(buffer: CPUBuffer) -> Any:
     """A NumPy array sharing ``buffer``'s memory (no copy), same shape and dtype.
 
-    Mirrors SPDL's ``spdl.io.to_numpy``. Raises ``ImportError`` without NumPy.
+    Mirrors SPDL's ``spdl.io.to_numpy``. Raises ``ImportError`` without NumPy, ``TypeError``
+    for an object that exports no array (``None``, a number).
     """
     import numpy as np
 
-    return np.asarray(buffer)
+    arr = np.asarray(buffer)
+    if arr.dtype == object:
+        raise TypeError(f"to_numpy expects a CPUBuffer or another array buffer, got {type(buffer).__name__}")
+    return arr
 
 
 def to_torch(buffer: CPUBuffer) -> Any:

@@ -14,5 +14,5 @@ mod walk;
 
 pub use image_folder::ImageFolder;
 pub use list_file::{parse_list, read_list_file};
-pub use read::{read_file, read_file_async};
+pub use read::{read_file, read_file_async, MAX_STREAM_BYTES};
 pub use walk::{walk_dir, walk_dir_with, Extensions, WalkOptions};

@@ -1,8 +1,9 @@
 //! Reading one file's bytes, synchronously or on Tokio's blocking pool.
 
+use std::io::Read;
 use std::path::Path;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 
 /// Reads the whole file at `path` into memory (`std::fs::read`), on the calling thread.
 ///
@@ -14,11 +15,35 @@ use crate::error::{Error, Result};
 /// [`ErrorKind::PermissionDenied`](crate::ErrorKind::PermissionDenied) when it may not be read,
 /// [`ErrorKind::IsADirectory`](crate::ErrorKind::IsADirectory) when it is a folder,
 /// [`ErrorKind::Io`](crate::ErrorKind::Io) for any other failure (see
-/// [`Error::is_temporary`]).
+/// [`Error::is_temporary`]); [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument)
+/// when something that is not a regular file gives more than [`MAX_STREAM_BYTES`].
 pub fn read_file(path: impl AsRef<Path>) -> Result<Vec<u8>> {
     let path = path.as_ref();
-    std::fs::read(path).map_err(|e| Error::io(e, path))
+    let file = std::fs::File::open(path).map_err(|e| Error::io(e, path))?;
+    let meta = file.metadata().map_err(|e| Error::io(e, path))?;
+    if meta.is_file() {
+        // A regular file says its size: read it whole, as `std::fs::read` does.
+        drop(file);
+        return std::fs::read(path).map_err(|e| Error::io(e, path));
+    }
+    // A device or pipe (`/dev/zero`, a FIFO) may never end: read at most a bounded amount.
+    let mut data = Vec::new();
+    file.take(MAX_STREAM_BYTES + 1)
+        .read_to_end(&mut data)
+        .map_err(|e| Error::io(e, path))?;
+    if data.len() as u64 > MAX_STREAM_BYTES {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!("not a regular file, and it gave more than {MAX_STREAM_BYTES} bytes"),
+        )
+        .with_path(path));
+    }
+    Ok(data)
 }
+
+/// The most bytes [`read_file`] takes from something that is not a regular file (a device,
+/// a pipe), whose size is not known in advance: 1 GiB, the decoders' default output limit.
+pub const MAX_STREAM_BYTES: u64 = 1 << 30;
 
 /// Reads the whole file at `path` with `tokio::fs::read`, for an async I/O stage.
 ///

@@ -56,6 +56,19 @@ _LG = logging.getLogger("spdl_rs.pipeline")
 
 _PIPELINE_IDS = itertools.count()
 
+#: Upper bounds of the builder's sizes: past them a value is a mistake, and would exhaust
+#: memory or the engine's limits (``ValueError`` naming the argument).
+MAX_CONCURRENCY = 1 << 16
+MAX_BATCH = 1 << 24
+MAX_BUFFER = 1 << 30
+MAX_THREADS = 1 << 12
+
+
+def _at_most(name: str, value: int, limit: int) -> None:
+    if value > limit:
+        raise ValueError(f"{name} must be at most {limit}, got {value}")
+
+
 #: A budget that never runs out: a stage given ``max_failures=-1`` ignores the pipeline's.
 _UNLIMITED = ("count", float("inf"))
 
@@ -397,6 +410,10 @@ class PipelineBuilder(Generic[T, U]):
     """Builds a :class:`Pipeline`: one source, stages in order, one sink (SPDL 0.8's
     ``spdl.pipeline.PipelineBuilder``). Every method returns the builder; nothing runs
     before :meth:`build`.
+
+    Sizes have upper bounds, past which a value is a mistake that would exhaust memory
+    (``ValueError`` naming the argument): ``concurrency`` 65,536, ``aggregate`` 2**24 items,
+    ``add_sink`` 2**30 items, ``build(num_threads=)`` 4,096.
     """
 
     def __init__(self) -> None:
@@ -481,6 +498,7 @@ class PipelineBuilder(Generic[T, U]):
             raise TypeError(f"concurrency must be an int, got {type(concurrency).__name__}")
         if concurrency < 1:
             raise ValueError(f"`concurrency` value must be >= 1. Found: {concurrency}")
+        _at_most("concurrency", concurrency, MAX_CONCURRENCY)
         # As SPDL: an object with ``__getitem__`` (a dict, a list) is a container, even if
         # callable; a class (``str``, ``tuple``) stays a callable (SPDL would index it).
         if not isinstance(op, (type, _native.NativeOp)) and hasattr(op, "__getitem__"):
@@ -530,6 +548,8 @@ class PipelineBuilder(Generic[T, U]):
             raise TypeError(f"aggregate takes an int or an Aggregator, got {type(input).__name__}")
         if isinstance(input, numbers.Integral) and input < 1:
             raise ValueError(f"num_items must be at least 1, got {input}")
+        if isinstance(input, numbers.Integral):
+            _at_most("num_items", input, MAX_BATCH)
         # SPDL's stage name (that of ``defs.Aggregate``): ``aggregate(op=collate(3), drop_last=False)``.
         shown = Collate(int(input)) if isinstance(input, numbers.Integral) else input
         name = f"aggregate(op={shown!r}, drop_last={bool(drop_last)!r})"
@@ -555,6 +575,7 @@ class PipelineBuilder(Generic[T, U]):
             raise ValueError(f"`buffer_size` must be int. Found: {type(buffer_size)}.")
         if buffer_size < 0:
             raise ValueError(f"buffer_size must be 0 (unlimited) or more, got {buffer_size}")
+        _at_most("buffer_size", buffer_size, MAX_BUFFER)
         self._sink_size = int(buffer_size)
         return self
 
@@ -674,6 +695,7 @@ class PipelineBuilder(Generic[T, U]):
             raise RuntimeError("Sink is not set. Did you call `add_sink`?")
         if isinstance(num_threads, bool) or not isinstance(num_threads, numbers.Integral) or num_threads < 1:
             raise ValueError(f"num_threads must be a positive int, got {num_threads!r}")
+        _at_most("num_threads", num_threads, MAX_THREADS)
         global_budget = _budget(max_failures, "max_failures")
         if global_budget == _UNLIMITED:
             global_budget = None
