@@ -399,8 +399,16 @@ impl CpuBuffer {
         dl_device: Option<(i32, i32)>,
         copy: Option<bool>,
     ) -> PyResult<Py<PyAny>> {
-        // Host memory: no stream to synchronize with.
-        let _ = stream;
+        // Host memory: no stream to synchronize with, but the argument is still checked
+        // (the DLPack protocol: an integer or None).
+        if let Some(s) = stream.as_ref().filter(|s| !s.is_none()) {
+            if s.extract::<i64>().is_err() {
+                return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                    "stream must be an int or None, got {}",
+                    s.get_type().name()?
+                )));
+            }
+        }
         crate::dlpack::check_dlpack_args((1, 0), dl_device, copy, "CPUBuffer")?;
         let versioned = crate::dlpack::wants_versioned(max_version.as_ref())?;
         crate::dlpack::capsule(py, self.host_view().into_export(), versioned)

@@ -993,6 +993,12 @@ impl PyPipeline {
             .map_err(|_| bad("done_above", "a list of non-negative ints"))?;
         done_above.sort_unstable();
         done_above.dedup();
+        if done_above.first().is_some_and(|&p| p <= done_below) {
+            return Err(bad(
+                "done_above",
+                "positions above 'done_below' (those below it are done already)",
+            ));
+        }
         let state = spdl_core::PipelineState {
             epoch,
             done_below,

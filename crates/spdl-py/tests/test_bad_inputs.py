@@ -54,3 +54,16 @@ def test_out_of_range_labels_and_non_arrays_raise(tmp_path):
         cache.label(1)
     with pytest.raises(TypeError, match="to_numpy"):
         io.to_numpy(None)
+
+
+def test_contradictory_states_and_dlpack_streams_raise():
+    p = PipelineBuilder().add_source(range(10)).add_sink(2).build(num_threads=1)
+    with pytest.raises(ValueError, match="done_above"):
+        p.load_state_dict({"epoch": 0, "done_below": 5, "done_above": [1, 2, 3]})
+    p.load_state_dict({"epoch": 0, "done_below": 5, "done_above": [7]})
+    with p.auto_stop():
+        assert sorted(p) == [5, 6, 8, 9]
+    buf = io.load_image(str(SAMPLES[0]), size=8)
+    with pytest.raises(TypeError, match="stream"):
+        buf.__dlpack__(stream="x")
+    assert np.from_dlpack(buf).shape == (8, 8, 3)

@@ -1,5 +1,6 @@
 """Type stubs of the compiled extension ``spdl_rs._native`` (use the public submodules)."""
 
+import sys
 from collections.abc import Iterator, Sequence
 from os import PathLike
 from typing import Any, Unpack, final
@@ -43,7 +44,8 @@ class CPUBuffer:
         ``copy=True`` or a non-CPU ``dl_device``."""
     def __dlpack_device__(self) -> tuple[int, int]:
         """``(1, 0)``: kDLCPU, device 0."""
-    def __buffer__(self, flags: int, /) -> memoryview: ...
+    if sys.version_info >= (3, 12):  # PEP 688; the buffer protocol itself works on 3.11
+        def __buffer__(self, flags: int, /) -> memoryview: ...
 
 @final
 class CUDABuffer:
@@ -1024,7 +1026,8 @@ class CPUStorage:
     @property
     def data_ptr(self) -> int: ...
     def __len__(self) -> int: ...
-    def __buffer__(self, flags: int, /) -> memoryview: ...
+    if sys.version_info >= (3, 12):  # PEP 688; the buffer protocol itself works on 3.11
+        def __buffer__(self, flags: int, /) -> memoryview: ...
 
 def cpu_storage(size: int, pin_memory: bool = True) -> CPUStorage:
     """SPDL's ``cpu_storage``. Pinned needs a CUDA driver (``RuntimeError`` naming why)."""
