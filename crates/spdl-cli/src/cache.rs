@@ -31,8 +31,8 @@ pub(crate) struct CacheArgs {
     /// Read SRC as an ImageFolder: labels are the class indices.
     #[arg(long)]
     pub(crate) image_folder: bool,
-    /// Decoding threads (default: the number of cores).
-    #[arg(long, short = 't')]
+    /// Decoding threads (default: the number of cores; 1 to 4096).
+    #[arg(long, short = 't', value_parser = crate::threads_parser())]
     pub(crate) threads: Option<usize>,
 }
 

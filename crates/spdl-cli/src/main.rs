@@ -112,20 +112,20 @@ pub(crate) struct LoadArgs {
     /// least twice the output size).
     #[arg(long)]
     pub(crate) no_scaled_decode: bool,
-    /// Worker threads for decoding (default: the number of cores).
-    #[arg(long, short = 't')]
+    /// Worker threads for decoding (default: the number of cores; 1 to 4096).
+    #[arg(long, short = 't', value_parser = threads_parser())]
     pub(crate) threads: Option<usize>,
-    /// Files read concurrently (async I/O stage).
-    #[arg(long, default_value_t = 16)]
+    /// Files read concurrently (async I/O stage; 1 to 65536).
+    #[arg(long, default_value_t = 16, value_parser = concurrency_parser())]
     pub(crate) read_concurrency: usize,
     /// Requests in flight for remote sources (HTTP, S3) [default: --read-concurrency].
-    #[arg(long)]
+    #[arg(long, value_parser = concurrency_parser())]
     pub(crate) fetch_concurrency: Option<usize>,
     /// Images decoded concurrently (default: the number of threads).
-    #[arg(long)]
+    #[arg(long, value_parser = concurrency_parser())]
     pub(crate) decode_concurrency: Option<usize>,
-    /// Passes over the dataset.
-    #[arg(long, default_value_t = 1)]
+    /// Passes over the dataset (1 to 1,000,000).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub(crate) epochs: u64,
     /// Shuffle each epoch (by seed and epoch).
     #[arg(long)]
@@ -233,4 +233,14 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::from(2)
         }
     }
+}
+
+/// Worker threads: past 4096 a value is a mistake that would exhaust memory.
+pub(crate) fn threads_parser() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(1..=4096)
+}
+
+/// Items in flight in one stage: past 65536 the engine's semaphores refuse it.
+fn concurrency_parser() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65536)
 }

@@ -510,6 +510,16 @@ fn read_file_bounds_what_it_takes_from_a_device_that_never_ends() {
     assert_eq!(err.path(), Some(Path::new("/dev/zero")));
     // A device that ends is read whole.
     assert_eq!(read_file("/dev/null").unwrap(), b"");
+    // A FIFO with no writer would block the open forever: refused.
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("pipe.jpg");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let err = read_file(&fifo).unwrap_err();
+    assert!(err.to_string().contains("FIFO"), "{err}");
 }
 
 #[cfg(unix)]

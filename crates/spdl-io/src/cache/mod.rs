@@ -325,6 +325,19 @@ mod tests {
     }
 
     #[test]
+    fn only_a_regular_file_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let link = dir.path().join("link.spdlcache");
+        std::os::unix::fs::symlink("/dev/null", &link).unwrap();
+        let e = CacheWriter::create(&link, [4, 6, 3], 1).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+    }
+
+    #[test]
     fn records_round_trip_and_crops_and_flips_are_exact() {
         let dir = tempfile::tempdir().unwrap();
         let path = write(dir.path(), 4);

@@ -44,6 +44,19 @@ impl CacheWriter {
                 format!("decoded cache: shape {shape:?} has an empty or too large side"),
             ));
         }
+        // The finished file is renamed over `path`: only a regular file may be replaced (a
+        // device node or a link would be swapped for a plain file).
+        if let Ok(meta) = std::fs::symlink_metadata(&path) {
+            if !meta.is_file() {
+                return Err(Error::new(
+                    ErrorKind::InvalidArgument,
+                    format!(
+                        "decoded cache: {} exists and is not a regular file; give a new path",
+                        path.display()
+                    ),
+                ));
+            }
+        }
         let mut tmp = path.clone().into_os_string();
         tmp.push(".partial");
         let tmp = PathBuf::from(tmp);

@@ -161,7 +161,8 @@ impl Transform {
     /// a `size x size` center crop.
     pub fn eval(size: usize, filter: Filter) -> Self {
         Transform::ResizeCenterCrop {
-            shorter_side: (size * 256).div_ceil(224),
+            // Saturating: an absurd size then fails the output limit, not the arithmetic.
+            shorter_side: size.saturating_mul(256).div_ceil(224),
             crop: size,
             filter,
         }

@@ -16,21 +16,41 @@ use crate::error::{Error, ErrorKind, Result};
 /// [`ErrorKind::IsADirectory`](crate::ErrorKind::IsADirectory) when it is a folder,
 /// [`ErrorKind::Io`](crate::ErrorKind::Io) for any other failure (see
 /// [`Error::is_temporary`]); [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument)
-/// when something that is not a regular file gives more than [`MAX_STREAM_BYTES`].
+/// when a device gives more than [`MAX_STREAM_BYTES`], or for a FIFO or socket.
 pub fn read_file(path: impl AsRef<Path>) -> Result<Vec<u8>> {
     let path = path.as_ref();
-    let file = std::fs::File::open(path).map_err(|e| Error::io(e, path))?;
-    let meta = file.metadata().map_err(|e| Error::io(e, path))?;
-    if meta.is_file() {
-        // A regular file says its size: read it whole, as `std::fs::read` does.
-        drop(file);
+    if is_regular(path)? {
+        // A regular file says its size: read it whole.
         return std::fs::read(path).map_err(|e| Error::io(e, path));
     }
-    // A device or pipe (`/dev/zero`, a FIFO) may never end: read at most a bounded amount.
+    // A device (`/dev/zero`) may never end: read at most a bounded amount.
     let mut data = Vec::new();
-    file.take(MAX_STREAM_BYTES + 1)
-        .read_to_end(&mut data)
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_STREAM_BYTES + 1).read_to_end(&mut data))
         .map_err(|e| Error::io(e, path))?;
+    bounded(data, path)
+}
+
+/// Whether `path` is a regular file (following links); `false` for a device or a folder
+/// (whose read then fails with its own error). A FIFO or a socket is refused: opening one
+/// waits for a writer, possibly forever.
+fn is_regular(path: &Path) -> Result<bool> {
+    use std::os::unix::fs::FileTypeExt;
+    let kind = std::fs::metadata(path)
+        .map_err(|e| Error::io(e, path))?
+        .file_type();
+    if kind.is_fifo() || kind.is_socket() {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            "not a regular file (a FIFO or socket, whose read could wait forever)",
+        )
+        .with_path(path));
+    }
+    Ok(kind.is_file())
+}
+
+/// `data` read from a device, or an error when it reached the bound.
+fn bounded(data: Vec<u8>, path: &Path) -> Result<Vec<u8>> {
     if data.len() as u64 > MAX_STREAM_BYTES {
         return Err(Error::new(
             ErrorKind::InvalidArgument,
@@ -55,6 +75,22 @@ pub const MAX_STREAM_BYTES: u64 = 1 << 30;
 /// # Errors
 /// The same as [`read_file`], each naming `path`.
 pub async fn read_file_async(path: impl AsRef<Path>) -> Result<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
     let path = path.as_ref();
-    tokio::fs::read(path).await.map_err(|e| Error::io(e, path))
+    let regular = match tokio::fs::metadata(path).await {
+        Ok(_) => is_regular(path)?,
+        Err(e) => return Err(Error::io(e, path)),
+    };
+    if regular {
+        return tokio::fs::read(path).await.map_err(|e| Error::io(e, path));
+    }
+    let mut data = Vec::new();
+    let file = tokio::fs::File::open(path)
+        .await
+        .map_err(|e| Error::io(e, path))?;
+    file.take(MAX_STREAM_BYTES + 1)
+        .read_to_end(&mut data)
+        .await
+        .map_err(|e| Error::io(e, path))?;
+    bounded(data, path)
 }
