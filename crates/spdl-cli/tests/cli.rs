@@ -136,10 +136,18 @@ fn bad_arguments_are_clear_errors() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--limit must be at least 1"), "{err}");
 
-    let out = spdl().args(["load", "--threads", "0"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--threads must be at least 1"), "{err}");
+    // Ranges: 0 and values that would exhaust memory or the engine's limits.
+    for (flag, value) in [
+        ("--threads", "0"),
+        ("--threads", "2147483648"),
+        ("--read-concurrency", "9223372036854775808"),
+        ("--epochs", "9223372036854775808"),
+    ] {
+        let out = spdl().args(["load", flag, value]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("is not in 1..="), "{flag} {value}: {err}");
+    }
 }
 
 #[test]
