@@ -50,6 +50,13 @@ def grid_means(frame: np.ndarray) -> np.ndarray:
     return np.array(cells)
 
 
+def test_media_names_of_a_build_without_ffmpeg_say_how_to_build_and_name_the_keywords():
+    # What spdl_rs.io binds in place of each media-API name when FFmpeg is missing.
+    demuxer = io._missing_media_api("Demuxer")
+    with pytest.raises(RuntimeError, match=r"Demuxer\(\.\.\., demux_config=\.\.\.\): .*built without FFmpeg"):
+        demuxer("clip.mp4", demux_config=None)
+
+
 @pytest.mark.skipif(HAS_FFMPEG, reason="built with FFmpeg")
 def test_without_ffmpeg_every_entry_point_says_how_to_build():
     for call in (

@@ -36,7 +36,7 @@ import functools
 import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Unpack
 
 from . import _native
@@ -143,6 +143,23 @@ _MEDIA_API = (
     "encode_image",
 )
 
+
+def _missing_media_api(name: str) -> Callable[..., Any]:
+    """What ``name`` of the media API is in a build without FFmpeg: every call raises
+    ``RuntimeError`` saying how to get a build with it, naming the call's keywords (none is
+    taken, so none is ignored)."""
+
+    def unavailable(*args: Any, **kwargs: Any) -> Any:
+        call = ", ".join([*(["..."] if args else []), *(f"{k}=..." for k in kwargs)])
+        raise RuntimeError(
+            f"spdl_rs.io.{name}({call}): this spdl_rs was built without FFmpeg; rebuild with the "
+            "Cargo feature `decode-ffmpeg` (`cargo xtask wheel` builds one)"
+        )
+
+    unavailable.__name__ = name
+    return unavailable
+
+
 try:
     from ._native import (
         VideoFrames,
@@ -185,17 +202,6 @@ try:
         encode_image,
     )
 except ImportError:  # a build without FFmpeg: the names raise RuntimeError when called
-
-    def _missing_media_api(name: str) -> Any:
-        def unavailable(*_args: Any, **_kwargs: Any) -> Any:
-            raise RuntimeError(
-                f"spdl_rs.io.{name}: this spdl_rs was built without FFmpeg; rebuild with the "
-                "Cargo feature `decode-ffmpeg` (`cargo xtask wheel` builds one)"
-            )
-
-        unavailable.__name__ = name
-        return unavailable
-
     for _name in _MEDIA_API:
         globals()[_name] = _missing_media_api(_name)
     del _name
