@@ -36,11 +36,21 @@ pub(crate) fn home() -> PathBuf {
     std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from)
 }
 
-/// Builds the default corpus (2,000 ImageNet-like JPEGs, once: `cargo xtask corpus`) and
-/// returns its folder, `~/.cache/spdl-corpus/imagenet-like-2000`.
-pub(crate) fn default_corpus() -> Result<PathBuf> {
-    cargo_release("run", "xtask-corpus").run()?;
-    Ok(home().join(".cache/spdl-corpus/imagenet-like-2000"))
+/// The benchmarks' corpus folder: `given`, or the default corpus (2,000 ImageNet-like JPEGs,
+/// built once by `cargo xtask corpus`, `~/.cache/spdl-corpus/imagenet-like-2000`). Errors when
+/// the folder does not exist.
+pub(crate) fn corpus(given: Option<&PathBuf>) -> Result<PathBuf> {
+    let corpus = match given {
+        Some(c) => c.clone(),
+        None => {
+            cargo_release("run", "xtask-corpus").run()?;
+            home().join(".cache/spdl-corpus/imagenet-like-2000")
+        }
+    };
+    if !corpus.is_dir() {
+        anyhow::bail!("corpus {} does not exist", corpus.display());
+    }
+    Ok(corpus)
 }
 
 /// A process to run from the repository root, echoed as `$ program args`.

@@ -90,13 +90,7 @@ pub(crate) fn plan(seed: u64, count: usize, classes: usize, photos: usize) -> Ve
     let mut rng = Rng::new(seed);
     (0..count)
         .map(|i| {
-            let class = i % classes;
-            let own: Vec<usize> = (0..photos).filter(|p| p % classes == class).collect();
-            let photo = if own.is_empty() {
-                class % photos
-            } else {
-                own[rng.below(own.len())]
-            };
+            let (class, photo) = class_and_photo(&mut rng, i, classes, photos);
             let long = if rng.chance(0.8) {
                 500
             } else {
@@ -135,6 +129,19 @@ pub(crate) fn plan(seed: u64, count: usize, classes: usize, photos: usize) -> Ve
         .collect()
 }
 
+/// Image `i`'s class (`i % classes`) and the photo it is cut from: one of the class's own
+/// photos (photo `p` belongs to class `p % classes`), drawn from `rng`.
+fn class_and_photo(rng: &mut Rng, i: usize, classes: usize, photos: usize) -> (usize, usize) {
+    let class = i % classes;
+    let own: Vec<usize> = (0..photos).filter(|p| p % classes == class).collect();
+    let photo = if own.is_empty() {
+        class % photos
+    } else {
+        own[rng.below(own.len())]
+    };
+    (class, photo)
+}
+
 /// The plan of the large-photo corpus (`--large`): like [`plan`], but the long side is uniform
 /// in 1,600..=4,000 px (photo-camera sizes), crops keep at least 60% of the largest one (less
 /// upscaling of the smaller source photos), quality 85..=95, and no image is progressive.
@@ -142,13 +149,7 @@ pub(crate) fn plan_large(seed: u64, count: usize, classes: usize, photos: usize)
     let mut rng = Rng::new(seed);
     (0..count)
         .map(|i| {
-            let class = i % classes;
-            let own: Vec<usize> = (0..photos).filter(|p| p % classes == class).collect();
-            let photo = if own.is_empty() {
-                class % photos
-            } else {
-                own[rng.below(own.len())]
-            };
+            let (class, photo) = class_and_photo(&mut rng, i, classes, photos);
             let long = rng.between(1600, 4000);
             let short = |num: u32, den: u32| (long * num + den / 2) / den;
             let (width, height) = match rng.below(20) {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use crate::cmd::{cargo_release, default_corpus, repo_root, Cmd};
+use crate::cmd::{cargo_release, corpus, repo_root, Cmd};
 
 /// Arguments of `cargo xtask bench decode`.
 #[derive(clap::Args)]
@@ -93,11 +93,7 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     let (corpus, rounds) = if args.smoke {
         (root.join("data/samples"), 1)
     } else {
-        let corpus = match &args.corpus {
-            Some(c) => c.clone(),
-            None => default_corpus()?,
-        };
-        (corpus, args.rounds.max(1))
+        (corpus(args.corpus.as_ref())?, args.rounds.max(1))
     };
     cargo_release("build", "spdl-cli").run()?;
     let spdl = root.join("target/release/spdl");

@@ -11,9 +11,9 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 
-use crate::cmd::{cargo_release, default_corpus, home, repo_root, Cmd};
+use crate::cmd::{cargo_release, corpus, home, repo_root, Cmd};
 use crate::{setup, wheel};
 
 /// Arguments of `cargo xtask bench images`.
@@ -185,14 +185,9 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     let root = repo_root();
     let corpus = if args.smoke {
         root.join("data/samples")
-    } else if let Some(c) = &args.corpus {
-        c.clone()
     } else {
-        default_corpus()?
+        corpus(args.corpus.as_ref())?
     };
-    if !corpus.is_dir() {
-        bail!("corpus {} does not exist", corpus.display());
-    }
     cargo_release("build", "spdl-cli").run()?;
 
     let mut skips = Vec::new();

@@ -10,10 +10,10 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 
 use super::images;
-use crate::cmd::{cargo_release, default_corpus, repo_root, Cmd};
+use crate::cmd::{cargo_release, corpus, repo_root, Cmd};
 use crate::setup;
 
 /// Arguments of `cargo xtask bench shards`.
@@ -41,13 +41,7 @@ pub(crate) struct Args {
 
 pub(crate) fn run(args: &Args) -> Result<()> {
     let root = repo_root();
-    let corpus = match &args.corpus {
-        Some(c) => c.clone(),
-        None => default_corpus()?,
-    };
-    if !corpus.is_dir() {
-        bail!("corpus {} does not exist", corpus.display());
-    }
+    let corpus = corpus(args.corpus.as_ref())?;
     let s3s_fs = setup::ensure_s3s_fs()?;
     cargo_release("build", "spdl-cli")
         .args(["--features", "source-http,source-s3"])

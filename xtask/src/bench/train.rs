@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 
 use super::images;
-use crate::cmd::{default_corpus, repo_root, Cmd};
+use crate::cmd::{corpus, repo_root, Cmd};
 
 /// Arguments of `cargo xtask bench train`.
 #[derive(clap::Args)]
@@ -48,13 +48,7 @@ pub(crate) struct Args {
 
 pub(crate) fn run(args: &Args) -> Result<()> {
     let root = repo_root();
-    let corpus = match &args.corpus {
-        Some(c) => c.clone(),
-        None => default_corpus()?,
-    };
-    if !corpus.is_dir() {
-        bail!("corpus {} does not exist", corpus.display());
-    }
+    let corpus = corpus(args.corpus.as_ref())?;
     let venv = images::bench_venv();
     if !args.no_install {
         let skipped = images::ensure_venv(&venv)?;

@@ -6,7 +6,6 @@ the lowering of what the engine has no stage for (``Merge`` sources, ``PathVaria
 from __future__ import annotations
 
 import asyncio
-import inspect
 import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -15,6 +14,7 @@ from fractions import Fraction
 from typing import Any
 
 from . import _hooks
+from ._misc import op_kind
 from ._variants import lower_path_variants
 from .defs import (
     AggregateConfig,
@@ -329,7 +329,7 @@ def _run_async(op: Callable[[Any], Any]) -> Callable[[Any], Any]:
     yields) as a plain function that runs it to completion on the calling thread's own event
     loop. The paths of a batched ``PathVariants`` run inline in one engine thread, which has
     no loop of its own."""
-    is_gen = inspect.isasyncgenfunction(op)
+    is_gen = op_kind(op) == "asyncgen"
 
     async def collect(value: Any) -> list[Any]:
         return [v async for v in op(value)]
@@ -372,15 +372,15 @@ def _path_variants_stage(cfg: PathVariantsConfig[Any]) -> dict[str, Any]:
                     f"PathVariants path {i}: {type(p).__name__} inside a path is not supported by spdl_rs "
                     "(Pipe stages, Disaggregate and nested PathVariants are)"
                 )
-            op = p._args.op
-            if inspect.iscoroutinefunction(op) or inspect.isasyncgenfunction(op):
-                ops.append((_run_async(op), inspect.isasyncgenfunction(op)))
+            op, kind = p._args.op, op_kind(p._args.op)
+            if kind in ("async", "asyncgen"):
+                ops.append((_run_async(op), kind == "asyncgen"))
             else:
-                ops.append((op, inspect.isgeneratorfunction(op)))
+                ops.append((op, kind == "gen"))
             conc = max(conc, p._args.concurrency)
         paths.append(ops)
     router, n, batched = cfg.router, len(paths), cfg.batched
-    if inspect.iscoroutinefunction(router) or inspect.iscoroutinefunction(getattr(router, "__call__", None)):
+    if op_kind(router) == "async":
         router = _run_async(router)
 
     def run_path(idx: int, value: Any) -> list[Any]:

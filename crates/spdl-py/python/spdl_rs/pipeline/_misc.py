@@ -1,9 +1,10 @@
-"""asyncio helpers of SPDL 0.8's pipeline API: ``create_task``, ``BackgroundTask``, and the
-global settings they read (compact log, default background tasks)."""
+"""asyncio helpers of SPDL 0.8's pipeline API: ``create_task``, ``BackgroundTask``, the
+global settings they read (compact log, default background tasks), and ``op_kind``."""
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import os
 import traceback
@@ -116,3 +117,16 @@ class BackgroundTask:
 BackgroundTaskFactory = Callable[[], BackgroundTask]
 
 _DEFAULT_BACKGROUND_TASKS: list[BackgroundTaskFactory] | None = None
+
+
+def op_kind(op: Any) -> str:
+    """How a Python op runs: ``"asyncgen"``, ``"async"``, ``"gen"`` or ``"func"``, read from the
+    function or from a callable object's ``__call__``."""
+    call = getattr(op, "__call__", None)
+    if inspect.isasyncgenfunction(op) or inspect.isasyncgenfunction(call):
+        return "asyncgen"
+    if inspect.iscoroutinefunction(op) or inspect.iscoroutinefunction(call):
+        return "async"
+    if inspect.isgeneratorfunction(op) or inspect.isgeneratorfunction(call):
+        return "gen"
+    return "func"

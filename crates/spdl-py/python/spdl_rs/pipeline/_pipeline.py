@@ -21,11 +21,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
-import inspect
 import itertools
 import logging
 import numbers
 import threading
+import time
 import traceback
 import warnings
 import weakref
@@ -168,14 +168,7 @@ def _op_kind(op: Any) -> str:
         return "native"
     if not callable(op):
         raise TypeError(f"op must be callable, a container with __getitem__, or a spdl_rs.ops stage, got {type(op).__name__}")
-    call = getattr(op, "__call__", None)
-    if inspect.isasyncgenfunction(op) or inspect.isasyncgenfunction(call):
-        return "asyncgen"
-    if inspect.iscoroutinefunction(op) or inspect.iscoroutinefunction(call):
-        return "async"
-    if inspect.isgeneratorfunction(op) or inspect.isgeneratorfunction(call):
-        return "gen"
-    return "func"
+    return _misc.op_kind(op)
 
 
 def _op_name(op: Any) -> str:
@@ -1244,8 +1237,13 @@ class Pipeline(Generic[T]):
         source failed or a stage hook failed (later calls raise it again); ``RuntimeError`` in
         a forked child. Threads may share a pipeline: each item goes to one of them.
         """
-        if not self._consumer_lock.acquire(timeout=-1 if timeout is None else max(timeout, 0)):
-            raise TimeoutError(f"no item within {timeout} s (another thread is taking one)")
+        if timeout is None:
+            self._consumer_lock.acquire()
+        else:
+            start = time.monotonic()
+            if not self._consumer_lock.acquire(timeout=max(timeout, 0)):
+                raise TimeoutError(f"no item within {timeout} s (another thread is taking one)")
+            timeout = max(0.0, timeout - (time.monotonic() - start))  # one limit for both waits
         try:
             return self._get_item(timeout)
         finally:

@@ -14,9 +14,9 @@ runs its paths inline in one stage.
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
+from ._misc import op_kind
 from .defs import (
     AggregateConfig,
     Aggregator,
@@ -146,17 +146,6 @@ class _OnPathAggregator(Aggregator):
         return None if out is None else _Routed(self.route, out)
 
 
-def _kind(op: Any) -> str:
-    call = getattr(op, "__call__", None)
-    if inspect.isasyncgenfunction(op) or inspect.isasyncgenfunction(call):
-        return "asyncgen"
-    if inspect.iscoroutinefunction(op) or inspect.iscoroutinefunction(call):
-        return "async"
-    if inspect.isgeneratorfunction(op) or inspect.isgeneratorfunction(call):
-        return "gen"
-    return "func"
-
-
 def _stage(kind: str, op: Any, name: str, **kw: Any) -> dict[str, Any]:
     st = {
         "kind": kind,
@@ -180,7 +169,7 @@ def lower_path_variants(cfg: PathVariantsConfig[Any], prefix: tuple[int, ...] = 
     from ._pipeline import _budget
     from .. import _native
 
-    router_kind = "async" if _kind(cfg.router) == "async" else "func"
+    router_kind = "async" if op_kind(cfg.router) == "async" else "func"
     router_cls = _AsyncRouter if router_kind == "async" else _Router
     stages = [_stage(router_kind, router_cls(cfg.router, len(cfg.paths), prefix), cfg.name)]
     for i, path in enumerate(cfg.paths):
@@ -207,7 +196,7 @@ def lower_path_variants(cfg: PathVariantsConfig[Any], prefix: tuple[int, ...] = 
                     raise NotImplementedError(
                         f"PathVariants path {i}: native op {c.name!r} inside a path is not supported"
                     )
-                kind = _kind(op)
+                kind = op_kind(op)
                 wrapper = {"func": _OnPath, "gen": _OnPathGen, "async": _OnPathAsync, "asyncgen": _OnPathAsyncGen}[kind]
                 stages.append(
                     _stage(
