@@ -83,9 +83,9 @@ pub const MAX_STREAM_BYTES: u64 = 1 << 30;
 pub async fn read_file_async(path: impl AsRef<Path>) -> Result<Vec<u8>> {
     use tokio::io::AsyncReadExt;
     let path = path.as_ref();
-    let meta = tokio::fs::metadata(path)
-        .await
-        .map_err(|e| Error::io(e, path))?;
+    // The kind check is one `stat` on this thread (cheap on a local disk): a hand-off of its
+    // own would double the blocking-pool traffic of every read.
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(e, path))?;
     if size_of(&meta, path)?.is_some() {
         // A regular file: one hand-off to the blocking pool reads it whole.
         return tokio::fs::read(path).await.map_err(|e| Error::io(e, path));
