@@ -53,10 +53,12 @@ TOLERANCE_F32 = TOLERANCE_U8 / 255 / 0.226  # the same in normalized units (std 
 # offsets (crop-then-resize in FFmpeg and Pillow, resize-then-crop with rounding in the spdl_rs
 # emulation), which on up-scaled small crops moves edges by up to half an output pixel.
 TOLERANCE_TRAIN_U8 = 6.0
+TOLERANCE_TRAIN_F32 = TOLERANCE_TRAIN_U8 / 255 / 0.226
 
 
 class System:
-    def __init__(self, name, kind, desc, script=None, extra=(), needs=(), axis="threads", group=""):
+    def __init__(self, name, kind, desc, script=None, extra=(), needs=(), axis="threads", group="",
+                 configs=None):
         # dataloader-rs needs Python >= 3.13: its worker runs from --python-dataloader-rs.
         self.name = name
         self.kind = kind  # "cli-load", "cli-limit" or "py"
@@ -66,6 +68,7 @@ class System:
         self.needs = needs
         self.axis = axis  # "threads", "workers" or "cores"
         self.group = group
+        self.configs = configs  # None: every configuration
 
 
 SYSTEMS = [
@@ -84,9 +87,12 @@ SYSTEMS = [
     System("dataloader_rs", "py", "`dataloader-rs` 0.2 (PyPI), Rust-core DataLoader, Pillow decode",
            "dataloader_rs_pil.py", needs=("dataloader_rs", "PIL", "numpy"), axis="workers",
            group="dataloader-rs"),
-    System("limit_decode", "py", "limit: libjpeg-turbo decode alone, all cores",
+    System("turboloader", "py", "TurboLoader (PyPI), tar of the corpus, fused `train_aug` + normalize",
+           "turboloader_tar.py", needs=("turboloader", "numpy"), group="turboloader",
+           configs=("train_f32",)),
+    System("limit_decode", "py", "limit: libjpeg-turbo full decode alone (decode-only ceiling)",
            "limit_decode.py", needs=("spdl_rs",), axis="cores", group="limit"),
-    System("limit_transform", "cli-limit", "limit: `spdl limit`, decode + transform, bare loop, all cores",
+    System("limit_transform", "cli-limit", "limit: `spdl limit`, decode + transform, bare loop",
            axis="cores", group="limit"),
 ]
 BY_NAME = {s.name: s for s in SYSTEMS}
@@ -99,6 +105,7 @@ CONFIG_TITLES = {
     "eval": "evaluation: shorter side 256 (antialiased), center crop 224, u8",
     "train": "training: random resized crop 224 (scale 0.08-1), horizontal flip, seeded, u8",
     "eval_f32": "evaluation normalized: as eval, then ImageNet mean/std, f32 NCHW",
+    "train_f32": "training normalized: as train, then ImageNet mean/std, f32 NCHW",
 }
 
 
@@ -205,10 +212,10 @@ def command(s: System, a, config: str, n: int, dump: str | None = None) -> list[
     if s.kind in ("cli-load", "cli-limit"):
         sub = "load" if s.kind == "cli-load" else "limit"
         cmd = [a.spdl, sub, a.corpus, "--threads", str(n), "--size", "224", "--json",
-               "--transform", "train" if config == "train" else "eval", "--seed", "0"]
+               "--transform", "train" if config.startswith("train") else "eval", "--seed", "0"]
         if s.kind == "cli-load":
             cmd += ["--batch-size", "32"]
-            if config == "eval_f32":
+            if config.endswith("_f32"):
                 cmd += ["--dtype", "f32", "--layout", "nchw"]
         if dump:
             cmd += ["--dump", dump, "--limit", "32"]
@@ -218,13 +225,33 @@ def command(s: System, a, config: str, n: int, dump: str | None = None) -> list[
     cmd = [python_of(s, a), str(SYSTEMS_DIR / s.script), *s.extra, "--corpus", a.corpus,
            "--config", config, "--threads", str(n), "--batch-size", "32", "--size", "224",
            "--seed", "0"]
-    if config == "train" and a.boxes:
+    if config.startswith("train") and a.boxes:
         cmd += ["--boxes", a.boxes]
+    if s.name == "turboloader":
+        cmd += ["--tar", a.tar or ""]
     if dump:
         cmd += ["--dump", dump, "--limit", "32"]
     elif a.limit:
         cmd += ["--limit", str(a.limit)]
     return cmd
+
+
+def write_tar(a, path: Path) -> str:
+    """The corpus as one uncompressed tar for TurboLoader (which reads tars of JPEGs): the
+    files of the listing (`--limit` applied), in listing order, named `000000.jpg`, ...
+    Written once before timing, as a user would pack the corpus; its pages stay cached."""
+    import tarfile
+
+    sys.path.insert(0, str(SYSTEMS_DIR))
+    import _common
+
+    t0 = time.perf_counter()
+    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tar:
+        for i, p in enumerate(_common.list_files(a.corpus, a.limit)):
+            tar.add(p, arcname=f"{i:06d}.jpg", recursive=False)
+    print(f"  TurboLoader tar {path} ({path.stat().st_size / 1e6:.1f} MB, "
+          f"{time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+    return str(path)
 
 
 def write_boxes(a, path: Path) -> str | None:
@@ -300,9 +327,14 @@ def probe(s: System, a) -> str | None:
     return None
 
 
+def runs_config(s: System, config: str) -> bool:
+    return s.configs is None or config in s.configs
+
+
 def points(s: System, a) -> list[int]:
     if s.axis == "cores":
-        return [CORES]
+        # The limits run at the pipelines' largest thread count, at most the cores.
+        return [min(CORES, max(a.threads))]
     if s.axis == "workers":
         return a.workers
     return a.threads
@@ -319,7 +351,7 @@ def pixel_check(a, systems: list[System], configs: list[str], tmp: Path) -> dict
         dumps = {}
         notes = {}
         for s in systems:
-            if s.kind == "cli-limit" or s.group == "limit":
+            if s.kind == "cli-limit" or s.group == "limit" or not runs_config(s, config):
                 continue
             path = tmp / f"{config}-{s.name}.npy"
             m = measure(command(s, a, config, 2 if s.axis != "workers" else 0, dump=str(path)))
@@ -336,7 +368,7 @@ def pixel_check(a, systems: list[System], configs: list[str], tmp: Path) -> dict
             if rep.get("proxy"):
                 notes[s.name] = "proxy"
         ref = next((r for r in REFERENCE if r in dumps), None)
-        if config == "train":
+        if config.startswith("train"):
             # Crops are random: the systems that crop the shared boxes (spdl-rs's draws, see
             # write_boxes) are compared with each other, SPDL 0.8 (FFmpeg) as the reference;
             # the DataLoader draws its own (torchvision) and is checked for shape and
@@ -354,7 +386,7 @@ for name, p in dumps.items():
     shape_ok = x.shape[0] == n and (x.shape[1:] == (224, 224, 3) if x.dtype == np.uint8 else x.shape[1:] == (3, 224, 224))
     blank = int((x.reshape(x.shape[0], -1).std(axis=1) < 1e-3).sum())
     d = {{"shape": list(x.shape), "dtype": str(x.dtype), "blank": blank, "shape_ok": bool(shape_ok)}}
-    if r is not None and (config != "train" or name in same_rng) and x.shape == r.shape:
+    if r is not None and (not config.startswith("train") or name in same_rng) and x.shape == r.shape:
         diff = np.abs(x.astype(np.float64) - r)
         d["mad"] = float(diff.mean()); d["p99"] = float(np.percentile(diff, 99))
         d["ok"] = bool(shape_ok and blank == 0 and d["mad"] <= tol)
@@ -363,7 +395,8 @@ for name, p in dumps.items():
     out[name] = d
 print(json.dumps(out))
 """
-        tol = {"eval_f32": TOLERANCE_F32, "train": TOLERANCE_TRAIN_U8}.get(config, TOLERANCE_U8)
+        tol = {"eval_f32": TOLERANCE_F32, "train": TOLERANCE_TRAIN_U8,
+               "train_f32": TOLERANCE_TRAIN_F32}.get(config, TOLERANCE_U8)
         res = {}
         if dumps:
             n = min(32, a.n_files, a.limit or a.n_files)
@@ -433,8 +466,10 @@ def ratio(x, best, fmt="{:.2f}x"):
     return fmt.format(x / best)
 
 
-def table(config: str, summaries: dict, checks: dict, skipped: dict) -> tuple[str, dict]:
-    """Markdown table of one configuration, and the target ratios."""
+def table(config: str, summaries: dict, checks: dict, skipped: dict, goals: str = "default") -> tuple[str, dict]:
+    """Markdown table of one configuration, and the target ratios ({title: {name: (value, goal,
+    op)}}): `goals` "default" (the 2,000-JPEG corpus's targets, best `spdl load` row) or
+    "large" (the large-photo goals, for `spdl load` and for `spdl_rs` native stages)."""
     dl = [v for (name, _), v in summaries.items() if name == "torch_dataloader" and "ips" in v]
     best = {
         "ips": max((v["ips"] for v in dl), default=None),
@@ -457,7 +492,7 @@ def table(config: str, summaries: dict, checks: dict, skipped: dict) -> tuple[st
             continue
         pix = fmt_check(check.get("systems", {}).get(name), check.get("reference"), name)
         if s.kind == "cli-limit" or s.group == "limit":
-            pix = "n/a (limit, u8)" if config == "eval_f32" else "n/a (limit)"
+            pix = "n/a (limit, u8)" if config.endswith("_f32") else "n/a (limit)"
         f = lambda x, spec: "–" if x is None else format(x, spec)  # noqa: E731
         rows.append(
             f"| {label} | {n} | {v['ips']:.0f} ({v['ips_min']:.0f}–{v['ips_max']:.0f}) | "
@@ -467,13 +502,16 @@ def table(config: str, summaries: dict, checks: dict, skipped: dict) -> tuple[st
             f"{f(v['import'], '.2f')} / {v['startup']:.2f} | {pix} |"
         )
     for name, why in skipped.items():
-        rows.append(f"| {BY_NAME[name].desc} | – | skipped: {why} | | | | | | | | | |")
+        if runs_config(BY_NAME[name], config):
+            rows.append(f"| {BY_NAME[name].desc} | – | skipped: {why} | | | | | | | | | |")
 
     # Targets: the best spdl-rs (`spdl load`) row against the peers' best.
     def best_of(group_names, key="ips"):
         vals = [(v[key], v) for (name, _), v in summaries.items() if name in group_names and "ips" in v]
         return max(vals, key=lambda t: t[0], default=(None, None))
 
+    if goals == "large":
+        return "\n".join(rows), large_targets(config, summaries, best, best_of)
     ours, ours_v = best_of({"spdl_cli"})
     spdl08, _ = best_of({"spdl08_batch", "spdl08_image"})
     limit, _ = best_of({"limit_transform"})
@@ -485,13 +523,42 @@ def table(config: str, summaries: dict, checks: dict, skipped: dict) -> tuple[st
             "images/s vs SPDL 0.8 best": (ours / spdl08 if spdl08 else None,
                                           1.3 if config == "eval" else None, ">="),
             # The limits decode and transform to u8: no normalization to compare with in f32.
-            "images/s vs bare-loop limit": (ours / limit if limit and config != "eval_f32" else None,
+            "images/s vs bare-loop limit": (ours / limit if limit and not config.endswith("_f32") else None,
                                             0.95 if config == "eval" else None, ">="),
             "CPU s/image vs DataLoader": (ours_v["cpu_per_image"] / best["cpu"] if best["cpu"] else None, 0.6, "<="),
             "peak memory vs DataLoader": (ours_v["peak_mb"] / best["mem"] if best["mem"] else None, 0.25, "<="),
             "first batch vs DataLoader": (ours_v["first_batch"] / best["fb"] if best["fb"] else None, 0.1, "<="),
         }
-    return "\n".join(rows), targets
+    return "\n".join(rows), {"Targets (best `spdl load` row)": targets} if targets else {}
+
+
+def large_targets(config: str, summaries: dict, best: dict, best_of) -> dict:
+    """The large-photo goals, for the best `spdl load` row and the best `spdl_rs` native row:
+    images/s >= 1.6x the DataLoader's best, peak memory <= 0.25x and CPU per image <= 0.6x the
+    DataLoader's (its lowest), >= 1.0x the full-decode-only ceiling (`limit_decode`, same
+    threads) and, in train_f32, >= 1.3x TurboLoader's `train_aug`."""
+    spdl08, _ = best_of({"spdl08_batch", "spdl08_image"})
+    ceiling, _ = best_of({"limit_decode"})
+    limit, _ = best_of({"limit_transform"})
+    turbo, _ = best_of({"turboloader"})
+    out = {}
+    for name, title in (("spdl_cli", "`spdl load`"), ("spdl_rs_native", "`spdl_rs` native stages")):
+        ours, v = best_of({name})
+        if ours is None:
+            continue
+        t = {
+            "images/s vs DataLoader best": (ours / best["ips"] if best["ips"] else None, 1.6, ">="),
+            "peak memory vs DataLoader": (v["peak_mb"] / best["mem"] if best["mem"] else None, 0.25, "<="),
+            "CPU s/image vs DataLoader": (v["cpu_per_image"] / best["cpu"] if best["cpu"] else None, 0.6, "<="),
+            "images/s vs full-decode-only ceiling": (ours / ceiling if ceiling else None, 1.0, ">="),
+            "images/s vs SPDL 0.8 best": (ours / spdl08 if spdl08 else None, None, ">="),
+            "images/s vs bare-loop limit (decode + transform)": (
+                ours / limit if limit and not config.endswith("_f32") else None, None, ">="),
+        }
+        if config == "train_f32":
+            t["images/s vs TurboLoader `train_aug`"] = (ours / turbo if turbo else None, 1.3, ">=")
+        out[f"Goals (best {title} row)"] = t
+    return out
 
 
 def fmt_targets(targets: dict) -> str:
@@ -509,6 +576,15 @@ def fmt_targets(targets: dict) -> str:
 
 
 # --------------------------------------------------------------------------- main
+
+
+def machine_load() -> str:
+    """`uptime`'s load averages (1, 5, 15 min), from /proc/loadavg."""
+    try:
+        with open("/proc/loadavg") as f:
+            return "load average: " + ", ".join(f.read().split()[:3])
+    except OSError:
+        return "unknown"
 
 
 def warm_page_cache(root: str) -> tuple[int, int]:
@@ -537,6 +613,10 @@ def main() -> int:
     p.add_argument("--smoke", action="store_true", help="spdl-rs only, one round, threads 2")
     p.add_argument("--no-check", action="store_true", help="skip the pixel check")
     p.add_argument("--out", default=str(HERE / "results"))
+    p.add_argument("--stem", default=None, help="file names under --out [default: images, images-smoke]")
+    p.add_argument("--goals", choices=("default", "large"), default="default",
+                   help="the targets listed under each table: the default corpus's, or the large-photo goals")
+    p.add_argument("--command", default=None, help="the command line to record in the results file")
     p.add_argument("--skip", action="append", default=[], metavar="SYSTEM=REASON",
                    help="mark a system as skipped (e.g. its package did not install)")
     a = p.parse_args()
@@ -552,6 +632,7 @@ def main() -> int:
     if unknown:
         p.error(f"unknown systems {unknown}; known: {', '.join(BY_NAME)}")
 
+    load_before = machine_load()
     n_files, n_bytes = warm_page_cache(a.corpus)
     a.n_files = n_files
     print(f"bench images: {a.corpus}: {n_files} files, {n_bytes / 1e6:.1f} MB (page cache warmed); "
@@ -570,14 +651,15 @@ def main() -> int:
 
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = "images-smoke" if a.smoke else "images"
+    stem = a.stem or ("images-smoke" if a.smoke else "images")
     tmp = Path(os.environ.get("TMPDIR", "/tmp")) / f"spdl-bench-{os.getpid()}"
     tmp.mkdir(parents=True, exist_ok=True)
-    a.boxes = write_boxes(a, tmp / "train-boxes.json") if "train" in configs else None
+    a.boxes = write_boxes(a, tmp / "train-boxes.json") if any(c.startswith("train") for c in configs) else None
+    a.tar = write_tar(a, tmp / "corpus.tar") if any(s.name == "turboloader" for s in systems) else None
     checks = {} if a.no_check else pixel_check(a, systems, configs, tmp)
 
     runs: dict = {}  # (config, system, n) -> [run]
-    plan = [(c, s, n) for c in configs for s in systems for n in points(s, a)]
+    plan = [(c, s, n) for c in configs for s in systems if runs_config(s, c) for n in points(s, a)]
     for rnd in range(a.rounds):
         for config, s, n in plan:
             key = (config, s.name, n)
@@ -589,7 +671,8 @@ def main() -> int:
             runs.setdefault(key, []).append(rep)
             short = (f"{rep['images_per_second']:.0f} img/s" if "images_per_second" in rep
                      else rep.get("error") or rep.get("skipped"))
-            print(f"  round {rnd + 1}/{a.rounds} {config:8} {s.name:18} {n:2}: {short}", file=sys.stderr)
+            print(f"  round {rnd + 1}/{a.rounds} {config:9} {s.name:18} {n:2}: {short}", file=sys.stderr)
+    load_after = machine_load()
 
     md = [
         f"# bench images{' (smoke)' if a.smoke else ''}",
@@ -611,8 +694,15 @@ def main() -> int:
         f"workers) and is compared with SPDL 0.8 with MAD <= {TOLERANCE_TRAIN_U8}; the "
         "DataLoader (torchvision's own generator) is checked for shape and non-blank images "
         "only. `spdl load` is checked through `--dump`. A wrong "
-        "geometry (letterbox, no crop, another crop) differs by 15 to 60 levels.",
+        "geometry (letterbox, no crop, another crop) differs by 15 to 60 levels. train_f32 is "
+        f"train normalized (MAD <= {TOLERANCE_TRAIN_F32:.3f} in normalized units); TurboLoader runs "
+        "it only (its own crop draws: shape and non-blank check only).",
+        "",
+        f"Machine load (`uptime`, other users' work included) before: `{load_before}`; "
+        f"after: `{load_after}`.",
     ]
+    if a.command:
+        md[2:2] = [f"Command: `{a.command}`", ""]
     summaries_all = {}
     for config in configs:
         summaries = {}
@@ -621,13 +711,13 @@ def main() -> int:
                 if (config, s.name, n) in runs:
                     summaries[(s.name, n)] = summarize(runs[(config, s.name, n)])
         summaries_all[config] = summaries
-        tbl, targets = table(config, summaries, checks, skipped)
+        tbl, targets = table(config, summaries, checks, skipped, a.goals)
         ref = checks.get(config, {}).get("reference")
         md += ["", f"## {CONFIG_TITLES[config]}", "", tbl, ""]
         if ref:
             md += [f"Pixel reference: `{ref}`.", ""]
-        if targets:
-            md += ["Targets (best `spdl load` row):", "", fmt_targets(targets), ""]
+        for title, t in targets.items():
+            md += [f"{title}:", "", fmt_targets(t), ""]
     text = "\n".join(md) + "\n"
     (out / f"{stem}.md").write_text(text)
     raw = {

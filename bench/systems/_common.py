@@ -1,7 +1,7 @@
 """Shared by the worker scripts of `bench/images.py`: arguments, the file listing, the timing
 loop and the one-line JSON report. Each worker is run as a fresh process:
 
-    python bench/systems/NAME.py --corpus DIR --config eval|train|eval_f32 --threads N \
+    python bench/systems/NAME.py --corpus DIR --config eval|train|eval_f32|train_f32 --threads N \
         [--batch-size 32] [--size 224] [--seed 0] [--limit N] [--dump FILE.npy]
 
 and prints exactly one JSON line on stdout:
@@ -21,6 +21,7 @@ The configurations (same for every system):
 - ``train``: random resized crop 224 (scale 0.08-1, ratio 3/4-4/3), horizontal flip p=0.5,
   seeded, u8.
 - ``eval_f32``: ``eval``, then ``(x/255 - mean) / std`` with the ImageNet mean/std, f32 NCHW.
+- ``train_f32``: ``train``, then the same normalization, f32 NCHW.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ _CPU0 = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
 
 MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
-CONFIGS = ("eval", "train", "eval_f32")
+CONFIGS = ("eval", "train", "eval_f32", "train_f32")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

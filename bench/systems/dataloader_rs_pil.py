@@ -32,7 +32,7 @@ class Files(PyDataset):
         with Image.open(self.paths[i]) as im:
             im = im.convert("RGB")
             w, h = im.size
-            if args.config == "train":
+            if args.config.startswith("train"):
                 x, y, cw, ch, flip = c.train_box(args, i, w, h)
                 out = im.resize((size, size), Image.BILINEAR, box=(x, y, x + cw, y + ch))
                 if flip:
@@ -46,7 +46,7 @@ class Files(PyDataset):
 
 def collate(images):
     batch = np.stack(images)
-    return c.normalize_nhwc_u8(batch) if args.config == "eval_f32" else batch
+    return c.normalize_nhwc_u8(batch) if args.config.endswith("_f32") else batch
 
 
 files = c.list_files(args.corpus, args.limit)
@@ -58,6 +58,6 @@ def build():
     )
 
 
-f32 = args.config == "eval_f32"
+f32 = args.config.endswith("_f32")
 c.run(args, build, np.asarray, dict(imports, system="dataloader_rs"), "NCHW" if f32 else "NHWC",
       "float32" if f32 else "uint8")

@@ -52,11 +52,11 @@ def decode_train(index: int, path: str):
 def finish(batch):
     """NumPy array of a batch; normalized f32 NCHW for eval_f32."""
     a = spdl.io.to_numpy(batch) if not isinstance(batch, np.ndarray) else batch
-    return c.normalize_nhwc_u8(a) if args.config == "eval_f32" else a
+    return c.normalize_nhwc_u8(a) if args.config.endswith("_f32") else a
 
 
 def load_batch(chunk):
-    if args.config == "train":
+    if args.config.startswith("train"):
         frames = [decode_train(i, path) for i, path in chunk]
         buf = spdl.io.convert_frames(frames)
     else:
@@ -66,7 +66,7 @@ def load_batch(chunk):
 
 def load_one(item):
     i, path = item
-    if args.config == "train":
+    if args.config.startswith("train"):
         return spdl.io.to_numpy(spdl.io.convert_frames(decode_train(i, path)))
     return spdl.io.to_numpy(spdl.io.load_image(path, filter_desc=EVAL))
 
@@ -98,7 +98,7 @@ def build():
     return it()
 
 
-layout = "NCHW" if args.config == "eval_f32" else "NHWC"
-dtype = "float32" if args.config == "eval_f32" else "uint8"
+layout = "NCHW" if args.config.endswith("_f32") else "NHWC"
+dtype = "float32" if args.config.endswith("_f32") else "uint8"
 c.run(args, build, lambda b: b, dict(imports, system=f"spdl08_{variant}"), layout, dtype)
 sys.stdout.flush()

@@ -14,14 +14,14 @@ size = args.size
 meta = dict(imports, system="spdl_rs_native")
 
 
-mode = "train" if args.config == "train" else "eval"
+mode = "train" if args.config.startswith("train") else "eval"
 kw = {"width": size, "height": size, "transform": mode, "seed": args.seed}
 # A spdl_rs listing carries each sample's position, which seeds the train draw (`index`), as
 # in `spdl load`; a plain list of paths would number the samples in call order.
 files = sources.list_files(args.corpus, [".jpg", ".jpeg"])
 if args.limit:
     files = files.select(list(range(min(args.limit, len(files)))))
-f32 = args.config == "eval_f32"
+f32 = args.config.endswith("_f32")
 
 
 def build():

@@ -24,13 +24,13 @@ def read(item):
 def decode(item):
     i, path, data = item
     # `index` (the listing position) and `seed` fix the train draw, as in `spdl load`.
-    mode = "train" if args.config == "train" else "eval"
+    mode = "train" if args.config.startswith("train") else "eval"
     return np.asarray(sio.decode_image(data, transform=mode, size=size, seed=args.seed, index=i, key=path))
 
 
 def collate(images):
     batch = np.stack(images)
-    return c.normalize_nhwc_u8(batch) if args.config == "eval_f32" else batch
+    return c.normalize_nhwc_u8(batch) if args.config.endswith("_f32") else batch
 
 
 files = list(enumerate(c.list_files(args.corpus, args.limit)))
@@ -40,5 +40,5 @@ def build():
     return c.spdl_rs_batches(args, files, read, decode, collate)
 
 
-f32 = args.config == "eval_f32"
+f32 = args.config.endswith("_f32")
 c.run(args, build, np.asarray, meta, "NCHW" if f32 else "NHWC", "float32" if f32 else "uint8")

@@ -1,10 +1,10 @@
 """PyTorch `DataLoader` (num_workers = --threads; 0 = in the main process) over a map-style
 dataset: `torchvision.io.read_file` + `decode_jpeg(mode=RGB)` + transforms v2, batch 32,
-default collate (NCHW u8 batches; f32 for eval_f32), no shuffle, `torch.manual_seed(seed)` and
+default collate (NCHW u8 batches; f32 for eval_f32 and train_f32), no shuffle, `torch.manual_seed(seed)` and
 a seeded generator for the workers.
 
 eval: Resize(256, bilinear, antialias=True), CenterCrop(224). train: RandomResizedCrop(224,
-scale=(0.08, 1), antialias=True), RandomHorizontalFlip(). eval_f32: eval, ToDtype(float32,
+scale=(0.08, 1), antialias=True), RandomHorizontalFlip(). eval_f32 / train_f32: eval / train, then ToDtype(float32,
 scale=True), Normalize(ImageNet mean, std). Torch's own intra-op threads are left at their
 defaults (DataLoader sets 1 per worker process).
 """
@@ -22,15 +22,14 @@ args = c.parse_args()
 size = args.size
 torch.manual_seed(args.seed)
 
-if args.config == "train":
-    tf = v2.Compose(
-        [v2.RandomResizedCrop(size, scale=(0.08, 1.0), antialias=True), v2.RandomHorizontalFlip()]
-    )
+if args.config.startswith("train"):
+    steps = [v2.RandomResizedCrop(size, scale=(0.08, 1.0), antialias=True), v2.RandomHorizontalFlip()]
 else:
     steps = [v2.Resize(c.shorter_side(size), antialias=True), v2.CenterCrop(size)]
-    if args.config == "eval_f32":
-        steps += [v2.ToDtype(torch.float32, scale=True), v2.Normalize(c.MEAN, c.STD)]
-    tf = v2.Compose(steps)
+f32 = args.config.endswith("_f32")
+if f32:
+    steps += [v2.ToDtype(torch.float32, scale=True), v2.Normalize(c.MEAN, c.STD)]
+tf = v2.Compose(steps)
 
 
 class Files(Dataset):
@@ -59,5 +58,4 @@ def build():
 
 
 meta = dict(imports, system="torch_dataloader", torch=torch.__version__, torchvision=torchvision.__version__)
-f32 = args.config == "eval_f32"
 c.run(args, build, lambda b: b.numpy(), meta, "NCHW", "float32" if f32 else "uint8")

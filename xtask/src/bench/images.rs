@@ -8,6 +8,11 @@
 //! run goes on. dataloader-rs needs Python >= 3.13: it gets its own venv
 //! (`~/.cache/spdl-bench/venv313`) from a `python3.13` on `PATH`, or is skipped. `--smoke` (CI) measures spdl-rs only, on the bundled photos, one round, and
 //! needs no venv: it uses the test venv (`target/spdl-venv`) when it has `spdl_rs`.
+//!
+//! `--corpus large` runs the large-photo tables (`cargo xtask corpus --large`: 300 JPEGs, long
+//! side 1,600-4,000 px, built if missing) into `bench/results/images_large.*`: 2 threads,
+//! DataLoader `num_workers` 2 and 4, the configurations eval, train and train_f32 (train
+//! normalized, where TurboLoader's `train_aug` runs), the large-photo goals under each table.
 
 use std::path::{Path, PathBuf};
 
@@ -19,26 +24,32 @@ use crate::{setup, wheel};
 /// Arguments of `cargo xtask bench images`.
 #[derive(clap::Args)]
 pub(crate) struct Args {
-    /// The corpus folder [default: the one `cargo xtask corpus` builds, 2,000 JPEGs].
+    /// The corpus folder, or `large` [default: the one `cargo xtask corpus` builds, 2,000
+    /// JPEGs]. `large`: the large-photo corpus (`cargo xtask corpus --large`, built if
+    /// missing), with the large-photo defaults and goals, written to
+    /// `bench/results/images_large.*`.
     #[arg(long)]
     corpus: Option<PathBuf>,
     /// Rounds (the table shows the median, min and max).
     #[arg(long, default_value_t = 3)]
     rounds: usize,
-    /// Comma-separated systems [default: all]: spdl_cli, spdl_rs_native, spdl_rs_pyfunc,
-    /// spdl08_batch, spdl08_image, torch_dataloader, dataloader_rs, limit_decode,
+    /// Comma-separated systems [default: all; with `--corpus large`: spdl_cli,
+    /// spdl_rs_native, spdl08_batch, torch_dataloader, turboloader, limit_decode,
+    /// limit_transform]. All: spdl_cli, spdl_rs_native, spdl_rs_pyfunc, spdl08_batch,
+    /// spdl08_image, torch_dataloader, dataloader_rs, turboloader, limit_decode,
     /// limit_transform.
     #[arg(long)]
     systems: Option<String>,
-    /// Comma-separated configurations.
-    #[arg(long, default_value = "eval,train,eval_f32")]
-    configs: String,
-    /// Thread counts of the pipelines.
-    #[arg(long, default_value = "1,2,4")]
-    threads: String,
-    /// DataLoader `num_workers` values.
-    #[arg(long, default_value = "0,1,2,4")]
-    workers: String,
+    /// Comma-separated configurations: eval, train, eval_f32, train_f32 [default:
+    /// eval,train,eval_f32; with `--corpus large`: eval,train,train_f32].
+    #[arg(long)]
+    configs: Option<String>,
+    /// Thread counts of the pipelines [default: 1,2,4; with `--corpus large`: 2].
+    #[arg(long)]
+    threads: Option<String>,
+    /// DataLoader `num_workers` values [default: 0,1,2,4; with `--corpus large`: 2,4].
+    #[arg(long)]
+    workers: Option<String>,
     /// Only the first N images of the corpus (quick validation runs).
     #[arg(long)]
     limit: Option<usize>,
@@ -66,6 +77,7 @@ const PEERS: &[(&str, &[&str], &[&str])] = &[
         &["torch", "torchvision"],
         &["torch_dataloader"],
     ),
+    ("turboloader", &["turboloader"], &["turboloader"]),
 ];
 
 /// `~/.cache/spdl-bench/venv` (outside the repository).
@@ -88,6 +100,7 @@ pub(super) fn ensure_venv(venv: &Path) -> Result<Vec<String>> {
     for (what, packages, systems) in PEERS {
         let module = match packages[0] {
             "torch" => "torch, torchvision",
+            "turboloader" => "turboloader",
             _ => "spdl.io, numpy, matplotlib",
         };
         if Cmd::new(py(venv))
@@ -181,10 +194,72 @@ fn ensure_venv313(install: bool) -> std::result::Result<PathBuf, String> {
     Ok(py(&venv))
 }
 
+/// The large-photo corpus `cargo xtask corpus --large` builds (300 JPEGs).
+fn large_corpus() -> Result<PathBuf> {
+    let dir = home().join(".cache/spdl-corpus/large-300");
+    if !dir.join("MANIFEST.tsv").exists() {
+        eprintln!(
+            "bench images: building the large-photo corpus in {} (once, `cargo xtask corpus --large`)",
+            dir.display()
+        );
+    }
+    // Checks the manifest and returns at once when the corpus is complete.
+    cargo_release("run", "xtask-corpus")
+        .args(["--", "--large"])
+        .run()?;
+    if !dir.is_dir() {
+        anyhow::bail!("the large-photo corpus {} was not built", dir.display());
+    }
+    Ok(dir)
+}
+
+/// What `--corpus large` changes: the defaults of the other flags, the goals and the file
+/// names.
+struct Preset {
+    systems: Option<&'static str>,
+    configs: &'static str,
+    threads: &'static str,
+    workers: &'static str,
+    stem: Option<&'static str>,
+    goals: &'static str,
+}
+
+const DEFAULT: Preset = Preset {
+    systems: None,
+    configs: "eval,train,eval_f32",
+    threads: "1,2,4",
+    workers: "0,1,2,4",
+    stem: None,
+    goals: "default",
+};
+
+const LARGE: Preset = Preset {
+    systems: Some("spdl_cli,spdl_rs_native,spdl08_batch,torch_dataloader,turboloader,limit_decode,limit_transform"),
+    configs: "eval,train,train_f32",
+    threads: "2",
+    workers: "2,4",
+    stem: Some("images_large"),
+    goals: "large",
+};
+
+fn is_large(corpus: Option<&PathBuf>) -> bool {
+    corpus.is_some_and(|c| c.as_os_str() == "large")
+}
+
+/// The command line as typed, for the results file.
+fn command_line() -> String {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    format!("cargo xtask {}", args.join(" "))
+}
+
 pub(crate) fn run(args: &Args) -> Result<()> {
     let root = repo_root();
+    let large = !args.smoke && is_large(args.corpus.as_ref());
+    let preset = if large { &LARGE } else { &DEFAULT };
     let corpus = if args.smoke {
         root.join("data/samples")
+    } else if large {
+        large_corpus()?
     } else {
         corpus(args.corpus.as_ref())?
     };
@@ -224,13 +299,27 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         .arg("--corpus")
         .arg(&corpus)
         .args(["--rounds", &args.rounds.to_string()])
-        .args(["--configs", &args.configs])
-        .args(["--threads", &args.threads])
-        .args(["--workers", &args.workers]);
+        .args([
+            "--configs",
+            args.configs.as_deref().unwrap_or(preset.configs),
+        ])
+        .args([
+            "--threads",
+            args.threads.as_deref().unwrap_or(preset.threads),
+        ])
+        .args([
+            "--workers",
+            args.workers.as_deref().unwrap_or(preset.workers),
+        ])
+        .args(["--goals", preset.goals])
+        .args(["--command", &command_line()]);
+    if let Some(stem) = preset.stem {
+        cmd = cmd.args(["--stem", stem]);
+    }
     if let Some(p) = &python313 {
         cmd = cmd.arg("--python-dataloader-rs").arg(p);
     }
-    if let Some(s) = &args.systems {
+    if let Some(s) = args.systems.as_deref().or(preset.systems) {
         cmd = cmd.args(["--systems", s]);
     }
     if let Some(n) = args.limit {
