@@ -56,8 +56,9 @@ impl ErrorKind {
 
 /// The error of spdl-core: a kind, a message, optional context and an optional source.
 ///
-/// `Display` prints `kind [stage=NAME position=N]: message: source`, so a log line names
-/// where the failure happened and which sample it concerned.
+/// `Display` prints `kind: stage=NAME position=N: message`, the order of every error in the
+/// workspace (kind, then context, then reason), so a log line names where the failure happened
+/// and which sample it concerned; the context part is left out while none is known.
 pub struct Error {
     kind: ErrorKind,
     message: String,
@@ -82,8 +83,14 @@ impl Error {
 
     /// Wraps an error from user code, keeping it as the source. The status is kept when the
     /// error, or one in its source chain, is spdl-core's (see [`Error::from_status`] for the
-    /// other crates' errors).
+    /// other crates' errors). An spdl-core error of the same kind is taken as it is (one
+    /// `kind:` prefix, its context, status and source kept).
     pub fn from_op(kind: ErrorKind, source: BoxError) -> Self {
+        let source = match source.downcast::<Error>() {
+            Ok(same) if same.kind == kind => return *same,
+            Ok(other) => other as BoxError,
+            Err(source) => source,
+        };
         let message = source.to_string();
         let mut chain: Option<&(dyn std::error::Error + 'static)> = Some(source.as_ref());
         let mut temporary = false;
@@ -109,6 +116,15 @@ impl Error {
             temporary,
             ..Error::from_op(kind, Box::new(e))
         }
+    }
+
+    /// [`Error::from_status`] for a boxed error that may be an `E` (a native op's error boxed
+    /// by `?`); the box comes back unchanged in `Err` when it is not an `E`.
+    pub fn from_boxed_status<E: ErrorStatus + Send + Sync + 'static>(
+        kind: ErrorKind,
+        e: BoxError,
+    ) -> std::result::Result<Self, BoxError> {
+        e.downcast::<E>().map(|e| Error::from_status(kind, *e))
     }
 
     /// Sets the stage name this error happened in.
@@ -159,9 +175,9 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.kind.as_str())?;
         match (&self.stage, self.position) {
-            (Some(s), Some(p)) => write!(f, " [stage={s} position={p}]")?,
-            (Some(s), None) => write!(f, " [stage={s}]")?,
-            (None, Some(p)) => write!(f, " [position={p}]")?,
+            (Some(s), Some(p)) => write!(f, ": stage={s} position={p}")?,
+            (Some(s), None) => write!(f, ": stage={s}")?,
+            (None, Some(p)) => write!(f, ": position={p}")?,
             (None, None) => {}
         }
         write!(f, ": {}", self.message)
@@ -234,6 +250,19 @@ mod tests {
         }
         let e = Error::from_status(ErrorKind::OpFailed, Flaky);
         assert!(e.is_temporary());
-        assert!(Error::from_op(ErrorKind::OpFailed, Box::new(e)).is_temporary());
+        let wrapped = Error::from_op(ErrorKind::OpFailed, Box::new(e));
+        assert!(wrapped.is_temporary());
+        let boxed: BoxError = Box::new(Flaky);
+        let found = Error::from_boxed_status::<Flaky>(ErrorKind::OpFailed, boxed).unwrap();
+        assert!(found.is_temporary());
+        let other: BoxError = "plain".into();
+        let back = Error::from_boxed_status::<Flaky>(ErrorKind::OpFailed, other).unwrap_err();
+        assert_eq!(back.to_string(), "plain");
+        // Taken as it is: one `op failed:` prefix, the foreign error still the source.
+        assert_eq!(wrapped.to_string(), "op failed: flaky");
+        assert_eq!(
+            std::error::Error::source(&wrapped).unwrap().to_string(),
+            "flaky"
+        );
     }
 }

@@ -17,7 +17,7 @@ pub enum Error {
     #[error("no CUDA driver: {0}")]
     NoDriver(String),
     /// A device index outside `0..count` (from `--device cuda:N` or `LOCAL_RANK`).
-    #[error("invalid CUDA device {index}: {count} device(s) visible")]
+    #[error("invalid CUDA device: cuda:{index}: {count} device(s) visible")]
     InvalidDevice {
         /// The index asked for.
         index: usize,
@@ -25,7 +25,7 @@ pub enum Error {
         count: usize,
     },
     /// A CUDA driver call failed (`call` is the API name, `code` the `CUresult` name).
-    #[error("CUDA {call} failed: {code}")]
+    #[error("CUDA call failed: {call}: {code}")]
     Driver {
         /// The driver API call, e.g. `cuMemHostAlloc`.
         call: &'static str,
@@ -40,7 +40,7 @@ pub enum Error {
     #[error("NVDEC unavailable: {0}")]
     NvdecUnavailable(String),
     /// An nvJPEG call returned a non-zero `nvjpegStatus_t` (6 = execution failed, e.g. no GPU).
-    #[error("nvJPEG {call} failed with status {status} ({})", crate::nvjpeg_status_name(*status))]
+    #[error("nvJPEG call failed: {call}: status {status} ({})", crate::nvjpeg_status_name(*status))]
     Nvjpeg {
         /// The nvJPEG function, e.g. `nvjpegCreateSimple`.
         call: &'static str,

@@ -47,12 +47,12 @@ impl fmt::Display for ErrorKind {
 
 /// The error of every fallible function in `spdl-io`.
 ///
-/// Displays as `"{key}: {kind}: {message}"`, e.g.
-/// `"photos/a.jpg: truncated: premature end of JPEG file"`; the key part is
-/// left out while no sample key is known (decoders called directly), and the
+/// Displays as `"{kind}: {key}: {message}"`, the order of every error in the workspace (kind,
+/// then context, then reason), e.g. `"truncated: photos/a.jpg: premature end of JPEG file"`;
+/// the key part is left out while no sample key is known (decoders called directly), and the
 /// [`crate::Registry`] / [`crate::ImageLoader`] attach it.
 #[derive(Debug, thiserror::Error)]
-#[error("{}{kind}: {message}", key_prefix(key))]
+#[error("{kind}: {}{message}", key_prefix(key))]
 pub struct Error {
     kind: ErrorKind,
     key: String,
@@ -139,12 +139,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn display_names_key_kind_and_reason() {
+    fn display_names_kind_key_and_reason() {
         let e =
             Error::new(ErrorKind::Truncated, "premature end of JPEG file").with_key("photos/a.jpg");
         assert_eq!(
             e.to_string(),
-            "photos/a.jpg: truncated: premature end of JPEG file"
+            "truncated: photos/a.jpg: premature end of JPEG file"
         );
         // The first key wins: inner layers know best.
         assert_eq!(e.with_key("other").key(), "photos/a.jpg");
@@ -159,7 +159,7 @@ mod tests {
         let read = read.with_temporary(true);
         let op = spdl_core::Error::from_status(Core::OpFailed, read);
         assert!(op.is_temporary());
-        assert_eq!(op.message(), "s3://b/a.jpg: read failed: timed out");
+        assert_eq!(op.message(), "read failed: s3://b/a.jpg: timed out");
         assert!(spdl_core::Error::from_op(Core::OpFailed, Box::new(op)).is_temporary());
     }
 

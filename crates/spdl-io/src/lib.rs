@@ -19,7 +19,7 @@
 //!   served with random crop, flip and normalization at read time.
 //!
 //! Every error is an [`Error`] naming the sample and the reason, e.g.
-//! `"photos/a.jpg: truncated: premature end of JPEG file (no EOI marker)"`;
+//! `"truncated: photos/a.jpg: premature end of JPEG file (no EOI marker)"`;
 //! nothing panics on bad input.
 //!
 //! ```
@@ -44,7 +44,7 @@
 //!
 //! let err = loader.load(b"<html>503</html>", &ctx).unwrap_err();
 //! assert_eq!(err.kind(), spdl_io::ErrorKind::UnknownFormat);
-//! assert!(err.to_string().starts_with("tiny.png: unknown format"));
+//! assert!(err.to_string().starts_with("unknown format: tiny.png"));
 //! # Ok(())
 //! # }
 //! ```

@@ -18,7 +18,7 @@ pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
-/// A decode / collate error: `ValueError("path.jpg: truncated: ...")`.
+/// A decode / collate error: `ValueError("truncated: path.jpg: ...")`.
 pub(crate) fn io_err(e: spdl_io::Error) -> PyErr {
     PyValueError::new_err(e.to_string())
 }

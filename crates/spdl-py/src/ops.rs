@@ -342,7 +342,7 @@ pub(crate) fn to_device(device: Option<Bound<'_, PyAny>>) -> PyResult<NativeOp> 
 /// A stage that turns `.npy` file bytes (from `read_file()`, or Python `bytes`) into a NumPy
 /// array, without the GIL: the header is parsed in Rust, and the bytes become the array's
 /// memory (no copy) when the consumer or a Python op takes it. Fails with a message naming the
-/// file and the reason (`"x.npy: truncated: ..."`).
+/// file and the reason (`"truncated: x.npy: ..."`).
 #[pyfunction]
 #[pyo3(name = "op_load_npy")]
 pub(crate) fn load_npy() -> NativeOp {

@@ -80,9 +80,12 @@ impl Shared {
         msg.into()
     }
 
+    /// Keeps a native op's error for the failure report; returns it for the engine with its
+    /// temporary/permanent status readable there (spdl-core reads the status of its own error
+    /// through a box, not of spdl-io's, spdl-sources' or spdl-cuda's).
     fn record_native(&self, e: OpError) -> OpError {
         self.push(Failure::Native(e.to_string()));
-        e
+        with_status(e)
     }
 
     fn take_failures(&self, py: Python<'_>) -> Vec<Py<PyAny>> {
@@ -98,6 +101,15 @@ impl Shared {
             })
             .collect()
     }
+}
+
+/// `e` as an spdl-core op error carrying its crate's status, when it is one of the workspace's.
+fn with_status(e: OpError) -> OpError {
+    use spdl_core::{Error, ErrorKind::OpFailed};
+    Error::from_boxed_status::<spdl_io::Error>(OpFailed, e)
+        .or_else(|e| Error::from_boxed_status::<spdl_sources::Error>(OpFailed, e))
+        .or_else(|e| Error::from_boxed_status::<spdl_cuda::Error>(OpFailed, e))
+        .map_or_else(|e| e, |e| Box::new(e) as OpError)
 }
 
 fn describe_exc(py: Python<'_>, e: &PyErr) -> String {

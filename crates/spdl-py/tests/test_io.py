@@ -71,7 +71,7 @@ def test_load_image_batch_keys_and_order(samples):
 
 
 def test_errors_name_the_sample(tmp_path):
-    with pytest.raises(ValueError, match="page.html: unknown format"):
+    with pytest.raises(ValueError, match="unknown format: page.html"):
         io.decode_image(b"<html>503</html>", key="page.html")
     bad = tmp_path / "cut.jpg"
     bad.write_bytes(b"\xff\xd8\xff\xe0" + b"\x00" * 10)

@@ -80,7 +80,7 @@ fn loaded_plugin_matches_the_linked_decoder() {
     assert_eq!(err.kind(), ErrorKind::Truncated);
     assert!(
         err.to_string()
-            .starts_with("cut.ppm: truncated: raster has"),
+            .starts_with("truncated: cut.ppm: raster has"),
         "{err}"
     );
 

@@ -47,7 +47,7 @@ use io::{AvioContext, Reader};
 /// same custom I/O (an `AVIOContext` with read/seek callbacks), so in-memory
 /// bytes need no temporary file and are not copied.
 ///
-/// The key names the sample in every error (`"clips/a.mp4: corrupt: ..."`).
+/// The key names the sample in every error (`"corrupt: clips/a.mp4: ..."`).
 #[derive(Debug, Clone)]
 pub struct MediaSource<'a> {
     key: Cow<'a, str>,

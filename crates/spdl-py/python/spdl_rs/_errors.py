@@ -15,7 +15,7 @@ class PipelineFailure(ExceptionGroup):  # noqa: N818 (SPDL's name)
     exceptions Python ops raised; ``RuntimeError`` with the Rust message, which names the
     sample, for native stages), so ``except* ValueError:`` works. ``stage`` names the stage
     whose budget was exceeded (``"source"`` for a failing source), and the message says the
-    count and the limit, e.g. ``too many failures [stage=decode]: 3 failures exceed
+    count and the limit, e.g. ``too many failures: stage=decode: 3 failures exceed
     max_failures=2; ...``.
 
     Mirrors SPDL's ``spdl.pipeline.PipelineFailure``; SPDL's constructor form

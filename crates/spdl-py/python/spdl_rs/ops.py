@@ -154,7 +154,7 @@ def to_device(device: str | int | None = None) -> NativeOp:
     - ``RuntimeError`` now, in a build of ``spdl_rs`` without the ``cuda`` feature (the
       message says how to rebuild); ``ValueError`` for a bad ``device`` or ``LOCAL_RANK``.
     - At the first batch: no driver (``"no CUDA driver: ..."``), no such device
-      (``"invalid CUDA device 3: 1 device(s) visible"``), a failed driver call. Unlike a bad
+      (``"invalid CUDA device: cuda:3: 1 device(s) visible"``), a failed driver call. Unlike a bad
       sample, a failure here stops the pipeline at once (the iterator raises
       :class:`spdl_rs.pipeline.PipelineFailure` with ``stage="to_device"``) unless ``pipe()``
       is given ``max_failures``. Calling the op directly (``op(batch)``) raises
@@ -221,7 +221,7 @@ def load_npy() -> NativeOp:
     The header is parsed in Rust on the worker threads; the file's bytes become the array's
     memory (writable, no copy unless the elements are misaligned) when a Python op or the
     consumer takes the item. Failure (counted against ``max_failures``): the message names the
-    file and the reason, e.g. ``"data/x.npy: truncated: ..."``.
+    file and the reason, e.g. ``"truncated: data/x.npy: ..."``.
     """
     return _load_npy()
 
