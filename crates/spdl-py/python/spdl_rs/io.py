@@ -300,9 +300,9 @@ __all__ = [
     "ClipOptions",
     "VideoStageOptions",
     "AudioOptions",
-    # The GPU half (spdl_rs/_gpu.py): cuda_config, transfer_*, nvJPEG, NVDEC, NV12.
-    *_gpu.__all__,
 ]
+# The GPU half (spdl_rs/_gpu.py): cuda_config, transfer_*, nvJPEG, NVDEC, NV12.
+__all__ += _gpu.__all__
 
 #: A video/audio source: a local path, or the bytes of a whole file.
 Src = str | os.PathLike[str] | bytes | bytearray | memoryview
