@@ -608,27 +608,17 @@ def _rebuilt(ex: Any, daemon: bool) -> Any:
     if cls is concurrent.futures.ThreadPoolExecutor:
         if ex._threads:
             raise ValueError("A ThreadPoolExecutor of the config has already started threads; pass a fresh one.")
-        kwargs = dict(
-            max_workers=ex._max_workers,
-            thread_name_prefix=ex._thread_name_prefix,
-            initializer=ex._initializer,
-            initargs=ex._initargs,
-        )
+        names = ("max_workers", "thread_name_prefix", "initializer", "initargs")
     elif cls is concurrent.futures.ProcessPoolExecutor:
         if ex._processes:
             raise ValueError("A ProcessPoolExecutor of the config has already started processes; pass a fresh one.")
         if daemon:
             raise ValueError("A ProcessPoolExecutor stage cannot run in a daemon worker (daemon=True): it has no children.")
-        kwargs = dict(
-            max_workers=ex._max_workers,
-            mp_context=ex._mp_context,
-            initializer=ex._initializer,
-            initargs=ex._initargs,
-        )
-        if getattr(ex, "_max_tasks_per_child", None) is not None:
-            kwargs["max_tasks_per_child"] = ex._max_tasks_per_child
+        names = ("max_workers", "mp_context", "initializer", "initargs", "max_tasks_per_child")
     else:
         return ex
+    # The pools keep each argument as ``_<name>``; one left at None is left to the default.
+    kwargs = {n: v for n in names if (v := getattr(ex, f"_{n}", None)) is not None}
     return _RebuiltExecutor(cls, kwargs)
 
 
