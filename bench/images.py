@@ -137,22 +137,24 @@ def tree_pss_kb(root: int) -> int:
             continue
         seen.add(pid)
         stack += _children(pid)
-        try:
-            with open(f"/proc/{pid}/smaps_rollup") as f:
-                for line in f:
-                    if line.startswith("Pss:"):
-                        total += int(line.split()[1])
-                        break
-        except OSError:
-            try:
-                with open(f"/proc/{pid}/status") as f:
-                    for line in f:
-                        if line.startswith("VmRSS:"):
-                            total += int(line.split()[1])
-                            break
-            except OSError:
-                pass
+        kb = _proc_field_kb(f"/proc/{pid}/smaps_rollup", "Pss:")
+        if kb is None:
+            kb = _proc_field_kb(f"/proc/{pid}/status", "VmRSS:")
+        total += kb or 0
     return total
+
+
+def _proc_field_kb(path: str, field: str) -> int | None:
+    """The kB figure of the first line of `path` that starts with `field` (e.g. `"Pss:"`);
+    `None` if the file is unreadable."""
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith(field):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return 0
 
 
 def measure(cmd: list[str], env: dict | None = None, timeout: float = 1800) -> dict:

@@ -32,29 +32,20 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from spdl_rs import ops, sources
-from spdl_rs.pipeline import PipelineBuilder
+from spdl_rs import sources
+
+from _train_common import arg_parser, print_resumed, run_epochs
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("root", help="ImageFolder-style dataset: ROOT/CLASS/IMAGE")
-    p.add_argument("--epochs", type=int, default=2)
-    p.add_argument("--batch-size", type=int, default=32, help="per rank")
-    p.add_argument("--size", type=int, default=224, help="side of the training crops, pixels")
+    p = arg_parser(__doc__.split("\n\n")[0], lr=0.1, per_rank=True)
     p.add_argument("--model", default="tiny", help="tiny, or a torchvision model name (resnet18, resnet50, ...)")
-    p.add_argument("--lr", type=float, default=0.1)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="decode threads per rank")
-    p.add_argument("--checkpoint", help="checkpoint file: resumed from when it exists, written at each epoch end")
-    p.add_argument("--max-steps", type=int, default=0, help="stop (after a checkpoint) once this many steps ran in this process")
     return p.parse_args(argv)
 
 
@@ -85,24 +76,6 @@ def build_model(name: str, num_classes: int) -> nn.Module:
     import torchvision
 
     return torchvision.models.get_model(name, num_classes=num_classes)
-
-
-def build_loader(samples: sources.SampleList, sampler: sources.Sampler, args: argparse.Namespace,
-                 device: torch.device):
-    """One epoch of this rank's share: what the sampler has not delivered yet, in its order."""
-    builder = (
-        PipelineBuilder()
-        .add_source(samples.select(list(sampler)))
-        .pipe(ops.read_file(), concurrency=16)
-        # The crops depend on (seed, epoch, position): a new draw each epoch.
-        .pipe(ops.decode_image(transform="train", size=args.size, seed=args.seed * 1_000_003 + sampler.epoch),
-              concurrency=args.threads)
-        .aggregate(args.batch_size)
-        .pipe(ops.collate(normalize=True))  # [N, 3, S, S] float32, labels in batch order
-    )
-    if device.type == "cuda":
-        builder = builder.pipe(ops.to_device(device.index))  # pinned memory, own copy stream
-    return builder.add_sink(3).build(num_threads=args.threads)
 
 
 def load_checkpoint(path: str, model: nn.Module, optimizer: torch.optim.Optimizer,
@@ -150,50 +123,25 @@ def main(argv: list[str] | None = None) -> None:
 
     if args.checkpoint and os.path.exists(args.checkpoint):
         sampler, step = load_checkpoint(args.checkpoint, model, optimizer, len(samples), args.seed)
-        print(f"resumed at epoch {sampler.epoch}, step {step}: {len(list(sampler))} samples left in the epoch")
+        print_resumed(sampler, step)
     else:
         sampler, step = sources.Sampler(len(samples), shuffle=True, seed=args.seed), 0
     if distributed:
         model = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
 
-    steps_here = 0
-    for epoch in range(sampler.epoch, args.epochs):
-        if epoch != sampler.epoch:
-            sampler.set_epoch(epoch)
-        pipeline = build_loader(samples, sampler, args, device)
-        seen = batches = 0
-        waited = loss_sum = 0.0
-        start = time.perf_counter()
-        with pipeline.auto_stop():
-            it = iter(pipeline)
-            while True:
-                t0 = time.perf_counter()
-                batch = next(it, None)
-                waited += time.perf_counter() - t0
-                if batch is None:
-                    break
-                images = torch.from_dlpack(batch)  # no copy; on the GPU after to_device()
-                labels = torch.tensor(batch.labels, device=device)
-                loss = F.cross_entropy(model(images), labels)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-                loss_sum += loss.item()
-                seen += len(labels)
-                batches += 1
-                step += 1
-                steps_here += 1
-                if args.max_steps and steps_here >= args.max_steps:
-                    if args.checkpoint:
-                        state = sampler.state(pipeline.state_dict())
-                        save_checkpoint(args.checkpoint, model, optimizer, epoch, step, state, distributed)
-                    print(f"stopped at epoch {epoch}, step {step} after {seen} samples of the epoch")
-                    return
-        wall = time.perf_counter() - start
-        print(f"epoch {epoch}: {seen} samples in {batches} batches, loss {loss_sum / max(batches, 1):.3f}, "
-              f"{seen / wall:.1f} samples/s, {100 * waited / wall:.1f}% of the time waiting for data")
-        if args.checkpoint:
-            save_checkpoint(args.checkpoint, model, optimizer, epoch + 1, step, None, distributed)
+    def train(batch) -> tuple[float, int]:
+        images = torch.from_dlpack(batch)  # no copy; on the GPU after to_device()
+        labels = torch.tensor(batch.labels, device=device)
+        loss = F.cross_entropy(model(images), labels)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        return loss.item(), len(labels)
+
+    def save(epoch: int, step: int, loader_state: str | None) -> None:
+        save_checkpoint(args.checkpoint, model, optimizer, epoch, step, loader_state, distributed)
+
+    run_epochs(args, samples, sampler, step, train, save, device.index if device.type == "cuda" else None)
     if distributed:
         dist.destroy_process_group()
 

@@ -25,28 +25,18 @@ from __future__ import annotations
 import argparse
 import os
 import pickle
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from spdl_rs import ops, sources
-from spdl_rs.pipeline import PipelineBuilder
+from spdl_rs import sources
+
+from _train_common import arg_parser, print_resumed, run_epochs
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("root", help="ImageFolder-style dataset: ROOT/CLASS/IMAGE")
-    p.add_argument("--epochs", type=int, default=2)
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--size", type=int, default=224, help="side of the training crops, pixels")
-    p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="decode threads")
-    p.add_argument("--checkpoint", help="checkpoint file: resumed from when it exists, written at each epoch end")
-    p.add_argument("--max-steps", type=int, default=0, help="stop (after a checkpoint) once this many steps ran in this process")
-    return p.parse_args(argv)
+    return arg_parser(__doc__.split("\n\n")[0], lr=0.05).parse_args(argv)
 
 
 def init_params(key: jax.Array, num_classes: int) -> dict[str, jax.Array]:
@@ -79,21 +69,6 @@ def train_step(params: dict[str, jax.Array], x: jax.Array, y: jax.Array, lr: flo
     return jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads), loss
 
 
-def build_loader(samples: sources.SampleList, sampler: sources.Sampler, args: argparse.Namespace):
-    """One epoch: what the sampler has not delivered yet, in its order."""
-    return (
-        PipelineBuilder()
-        .add_source(samples.select(list(sampler)))
-        .pipe(ops.read_file(), concurrency=16)
-        .pipe(ops.decode_image(transform="train", size=args.size, seed=args.seed * 1_000_003 + sampler.epoch),
-              concurrency=args.threads)
-        .aggregate(args.batch_size)
-        .pipe(ops.collate(normalize=True))  # [N, 3, S, S] float32
-        .add_sink(3)
-        .build(num_threads=args.threads)
-    )
-
-
 def save(path: str, params, epoch: int, step: int, loader_state: str | None) -> None:
     host = jax.tree_util.tree_map(np.asarray, params)
     with open(f"{path}.tmp", "wb") as f:
@@ -115,42 +90,19 @@ def main(argv: list[str] | None = None) -> None:
             sampler.set_epoch(ckpt["epoch"])
         else:
             sampler = sources.Sampler.from_state(ckpt["loader"])
-        print(f"resumed at epoch {sampler.epoch}, step {step}: {len(list(sampler))} samples left in the epoch")
+        print_resumed(sampler, step)
 
-    steps_here = 0
-    for epoch in range(sampler.epoch, args.epochs):
-        if epoch != sampler.epoch:
-            sampler.set_epoch(epoch)
-        pipeline = build_loader(samples, sampler, args)
-        seen = batches = 0
-        waited = loss_sum = 0.0
-        start = time.perf_counter()
-        with pipeline.auto_stop():
-            it = iter(pipeline)
-            while True:
-                t0 = time.perf_counter()
-                batch = next(it, None)
-                waited += time.perf_counter() - t0
-                if batch is None:
-                    break
-                x = jax.dlpack.from_dlpack(batch)
-                y = jnp.asarray(batch.labels, dtype=jnp.int32)
-                params, loss = train_step(params, x, y, args.lr)
-                loss_sum += float(loss)
-                seen += len(batch.labels)
-                batches += 1
-                step += 1
-                steps_here += 1
-                if args.max_steps and steps_here >= args.max_steps:
-                    if args.checkpoint:
-                        save(args.checkpoint, params, epoch, step, sampler.state(pipeline.state_dict()))
-                    print(f"stopped at epoch {epoch}, step {step} after {seen} samples of the epoch")
-                    return
-        wall = time.perf_counter() - start
-        print(f"epoch {epoch}: {seen} samples in {batches} batches, loss {loss_sum / max(batches, 1):.3f}, "
-              f"{seen / wall:.1f} samples/s, {100 * waited / wall:.1f}% of the time waiting for data")
-        if args.checkpoint:
-            save(args.checkpoint, params, epoch + 1, step, None)
+    def train(batch) -> tuple[float, int]:
+        nonlocal params
+        x = jax.dlpack.from_dlpack(batch)
+        y = jnp.asarray(batch.labels, dtype=jnp.int32)
+        params, loss = train_step(params, x, y, args.lr)
+        return float(loss), len(batch.labels)
+
+    def checkpoint(epoch: int, step: int, loader_state: str | None) -> None:
+        save(args.checkpoint, params, epoch, step, loader_state)
+
+    run_epochs(args, samples, sampler, step, train, checkpoint)
 
 
 if __name__ == "__main__":

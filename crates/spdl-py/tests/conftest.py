@@ -3,6 +3,9 @@ import pathlib
 import threading
 import time
 
+# A spawned worker that unpickles `Images` imports this module, not the test's: numpy must be
+# loaded there too, as the test modules load it (the arena finds it in sys.modules).
+import numpy  # noqa: F401
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
@@ -69,3 +72,20 @@ def thread_baseline():
     yield
     assert wait_threads(base_os) <= base_os, f"leaked native threads: {os_threads()} > {base_os}"
     assert threading.active_count() <= base_py, threading.enumerate()
+
+
+class Images:
+    """A source of one batch, ``io.load_image_batch(paths, 32, 24)`` (a ``CPUBuffer``), for
+    ``iterate_in_subprocess``: defined here so that a spawned worker can import it."""
+
+    def __init__(self, paths):
+        self.paths = paths
+
+    def __iter__(self):
+        from spdl_rs import io
+
+        yield io.load_image_batch(self.paths, 32, 24)
+
+
+def images(paths):
+    return Images(paths)

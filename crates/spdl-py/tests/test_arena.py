@@ -20,6 +20,8 @@ from spdl_rs.pipeline import (
     iterate_in_subprocess,
 )
 
+from conftest import images
+
 pytestmark = pytest.mark.skipif(not os.path.isdir("/dev/shm"), reason="no /dev/shm")
 
 
@@ -147,18 +149,6 @@ def test_ring_arrays_are_copied_out():
         addr = g["img"].ctypes.data  # ... but the arrays own private copies
         assert not any(lo <= addr < hi for lo, hi in maps)
     src.shutdown()
-
-
-class Images:
-    def __init__(self, paths):
-        self.paths = paths
-
-    def __iter__(self):
-        yield io.load_image_batch(self.paths, 32, 24)
-
-
-def images(paths):
-    return Images(paths)
 
 
 def test_cpu_buffer_arrives_as_a_view_on_the_pool(samples):

@@ -57,6 +57,18 @@ def small_batch(n=3, h=4, w=5, normalize=False):
     return io.load_image_batch(PHOTOS[:n], w, h, normalize=normalize, num_threads=1)
 
 
+def collated(samples, load, batch_size, collate=None, **pipe_kw):
+    """A builder of the bundled photos decoded by ``load`` (a native op, with ``pipe_kw``) in
+    ``collate`` batches (default ``ops.collate()``) of ``batch_size``; no sink yet."""
+    return (
+        PipelineBuilder()
+        .add_source(spdl_rs.sources.list_files(samples))
+        .pipe(load, **pipe_kw)
+        .aggregate(batch_size)
+        .pipe(collate or ops.collate())
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # Availability
 # ---------------------------------------------------------------------------------------------
@@ -154,13 +166,7 @@ def test_to_device_takes_decoded_video_and_fails_only_for_the_missing_driver():
 @requires_no_gpu
 @pytest.mark.parametrize("after_collate", [True, False])
 def test_pipeline_reports_the_transfer_failure_naming_the_stage(samples, thread_baseline, after_collate):
-    b = (
-        PipelineBuilder()
-        .add_source(spdl_rs.sources.list_files(samples))
-        .pipe(ops.load_image(32, 32), concurrency=2)
-        .aggregate(4)
-        .pipe(ops.collate())
-    )
+    b = collated(samples, ops.load_image(32, 32), 4, concurrency=2)
     if not after_collate:
         b = b.pipe(lambda batch: batch)  # a Python stage between: no pinned collate
     pipeline = b.pipe(ops.to_device("cuda:0")).add_sink(2).build(num_threads=2)
@@ -182,11 +188,7 @@ def test_pipeline_reports_the_transfer_failure_naming_the_stage(samples, thread_
 @requires_no_gpu
 def test_a_stage_budget_lets_the_epoch_finish_with_every_batch_failed(samples):
     pipeline = (
-        PipelineBuilder()
-        .add_source(spdl_rs.sources.list_files(samples))
-        .pipe(ops.load_image(16, 16))
-        .aggregate(5)
-        .pipe(ops.collate())
+        collated(samples, ops.load_image(16, 16), 5)
         .pipe(ops.to_device(), max_failures=100)
         .add_sink(2)
         .build(num_threads=2)
@@ -395,13 +397,8 @@ def test_transfer_buffer_round_trip():
 @pytest.mark.parametrize("between", [False, True], ids=["pinned-collate", "python-stage-between"])
 def test_to_device_pipeline_matches_the_cpu_pipeline(samples, thread_baseline, between):
     def run(to_gpu):
-        b = (
-            PipelineBuilder()
-            .add_source(spdl_rs.sources.list_files(samples))
-            .pipe(ops.load_image(transform="eval", size=64), concurrency=2, output_order="input")
-            .aggregate(4)
-            .pipe(ops.collate(normalize=True))
-        )
+        load = ops.load_image(transform="eval", size=64)
+        b = collated(samples, load, 4, ops.collate(normalize=True), concurrency=2, output_order="input")
         if to_gpu:
             if between:
                 b = b.pipe(lambda batch: batch)  # a CPUBuffer reaches to_device
@@ -460,16 +457,7 @@ def test_torch_from_dlpack_shares_device_memory():
 
 @requires_torch
 def test_pipeline_batches_on_a_side_stream_are_ordered(samples):
-    pipeline = (
-        PipelineBuilder()
-        .add_source(spdl_rs.sources.list_files(samples))
-        .pipe(ops.load_image(32, 32))
-        .aggregate(4)
-        .pipe(ops.collate())
-        .pipe(ops.to_device())
-        .add_sink(2)
-        .build(num_threads=2)
-    )
+    pipeline = collated(samples, ops.load_image(32, 32), 4).pipe(ops.to_device()).add_sink(2).build(num_threads=2)
     side = torch.cuda.Stream()
     with pipeline.auto_stop(), torch.cuda.stream(side):
         tensors = [(torch.from_dlpack(b), b.to_host()) for b in pipeline]

@@ -379,14 +379,19 @@ def test_nvdec_without_a_driver_raises_a_named_error():
 CLIP = FIXTURES.parent / "media" / "clips" / "bbb_320x180_bframes.mp4"
 
 
-@requires_no_gpu
-def test_nvdec_on_real_packets_without_a_driver():
+@pytest.fixture
+def packets():
+    """CLIP's video packets; skips in a build without FFmpeg, or without the clip."""
     if not io.ffmpeg_versions():
         pytest.skip("built without decode-ffmpeg")
     if not CLIP.is_file():
         pytest.skip(f"clip not found at {CLIP}")
+    return io.demux_video(str(CLIP))
+
+
+@requires_no_gpu
+def test_nvdec_on_real_packets_without_a_driver(packets):
     clip = CLIP
-    packets = io.demux_video(str(clip))
     assert packets.codec.name == "h264"
     with pytest.raises(ValueError, match="pix_fmt"):
         io.decode_packets_nvdec(packets, device_config=CFG, pix_fmt="yuv")
@@ -411,15 +416,10 @@ def test_nvdec_on_real_packets_without_a_driver():
 
 
 @requires_no_gpu
-def test_nvdec_streaming_methods_without_a_driver():
+def test_nvdec_streaming_methods_without_a_driver(packets):
     # The streaming methods' own checks, then the named error where the NVDEC session is
     # opened (the first streaming_decode_packets), on a decoder object made without the
     # driver check that nvdec_decoder() does first.
-    if not io.ffmpeg_versions():
-        pytest.skip("built without decode-ffmpeg")
-    if not CLIP.is_file():
-        pytest.skip(f"clip not found at {CLIP}")
-    packets = io.demux_video(str(CLIP))
     decoder = io.NvDecDecoder._make(0, (0, 0, 0, 0), (-1, -1))
     assert list(decoder.flush()) == []  # no stream in progress
     with pytest.raises(RuntimeError, match="init_buffer"):
@@ -439,15 +439,10 @@ def test_nvdec_streaming_methods_without_a_driver():
 
 
 @pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="the ffmpeg command is not installed")
-def test_annexb_stream_given_to_nvdec_decodes_to_the_same_frames():
+def test_annexb_stream_given_to_nvdec_decodes_to_the_same_frames(packets):
     # What NVDEC's parser is fed (the MP4's length-prefixed H.264 turned into an Annex-B
     # byte stream, parameter sets first), decoded by the ffmpeg command as raw H.264: the
     # same frames, bit for bit, as FFmpeg decoding the MP4's packets.
-    if not io.ffmpeg_versions():
-        pytest.skip("built without decode-ffmpeg")
-    if not CLIP.is_file():
-        pytest.skip(f"clip not found at {CLIP}")
-    packets = io.demux_video(str(CLIP))
     stream = _native._packets_annexb(packets)
     assert stream[:4] == b"\0\0\0\1" and stream[4] & 0x1F == 7  # an SPS first
     raw = subprocess.run(
@@ -460,10 +455,7 @@ def test_annexb_stream_given_to_nvdec_decodes_to_the_same_frames():
 
 @requires_gpu
 @pytest.mark.skipif(not io.built_with_nvcodec(), reason="built without decode-nvdec/decode-ffmpeg")
-def test_nvdec_matches_the_cpu_decoder():
-    if not CLIP.is_file():
-        pytest.skip(f"clip not found at {CLIP}")
-    packets = io.demux_video(str(CLIP))
+def test_nvdec_matches_the_cpu_decoder(packets):
     cpu = np.asarray(io.convert_frames(io.decode_packets(packets)))  # [T, H, W, 3] RGB, FFmpeg's decoder
     t, h, w, _ = cpu.shape
     decoder = io.nvdec_decoder(CFG, packets)
@@ -483,10 +475,7 @@ def test_nvdec_matches_the_cpu_decoder():
 
 @requires_gpu
 @pytest.mark.skipif(not io.built_with_nvcodec(), reason="built without decode-nvdec/decode-ffmpeg")
-def test_nvdec_streaming_equals_the_one_shot_decode():
-    if not CLIP.is_file():
-        pytest.skip(f"clip not found at {CLIP}")
-    packets = io.demux_video(str(CLIP))
+def test_nvdec_streaming_equals_the_one_shot_decode(packets):
     decoder = io.nvdec_decoder(CFG, packets)
     whole = np.asarray(decoder.decode_packets(packets).to_host())  # [T, H + H/2, W] NV12
     t = whole.shape[0]

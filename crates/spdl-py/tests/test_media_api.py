@@ -97,12 +97,12 @@ def test_filter_graph_on_reference_frames_with_named_inputs_and_outputs():
             io.FilterGraph(bad)
 
 
-def test_reference_frames_refer_to_the_array_and_keep_it_alive():
-    # As SPDL's TestReferenceVideoFrame: the frames hold the array, and see its bytes in place.
-    arr = np.zeros((2, 4, 6, 3), np.uint8)
+def _assert_frames_refer_to(arr, make, at, value):
+    """``make(arr)`` holds ``arr`` (the caller keeps no other reference) and sees its bytes in
+    place: ``arr[at] = value`` written after the frames were made shows in them."""
     alive = weakref.ref(arr)
-    frames = io.create_reference_video_frame(arr, pix_fmt="rgb24", frame_rate=(30, 1), pts=0)
-    arr[1, 2, 3] = (7, 8, 9)  # written after the frames were made: no copy was taken
+    frames = make(arr)
+    arr[at] = value  # written after the frames were made: no copy was taken
     np.testing.assert_array_equal(np.asarray(io.convert_frames(frames)), arr)
     del arr
     gc.collect()
@@ -111,17 +111,21 @@ def test_reference_frames_refer_to_the_array_and_keep_it_alive():
     gc.collect()
     assert alive() is None
 
-    wav = np.zeros((2, 16), np.float32)
-    alive = weakref.ref(wav)
-    af = io.create_reference_audio_frame(wav, sample_fmt="fltp", sample_rate=8000, pts=0)
-    wav[1, 5] = 0.25
-    np.testing.assert_array_equal(np.asarray(io.convert_frames(af)), wav)
-    del wav
-    gc.collect()
-    assert alive() is not None
-    del af
-    gc.collect()
-    assert alive() is None
+
+def test_reference_frames_refer_to_the_array_and_keep_it_alive():
+    # As SPDL's TestReferenceVideoFrame: the frames hold the array, and see its bytes in place.
+    _assert_frames_refer_to(
+        np.zeros((2, 4, 6, 3), np.uint8),
+        lambda a: io.create_reference_video_frame(a, pix_fmt="rgb24", frame_rate=(30, 1), pts=0),
+        (1, 2, 3),
+        (7, 8, 9),
+    )
+    _assert_frames_refer_to(
+        np.zeros((2, 16), np.float32),
+        lambda a: io.create_reference_audio_frame(a, sample_fmt="fltp", sample_rate=8000, pts=0),
+        (1, 5),
+        0.25,
+    )
 
     # A non-contiguous array is made contiguous (a copy), with the same frames.
     strided = np.arange(2 * 4 * 12 * 3, dtype=np.uint8).reshape(2, 4, 12, 3)[:, :, ::2]

@@ -537,16 +537,25 @@ def test_stage_infos_given_to_the_factory():
     assert isinstance(infos[0], StageInfo)
 
 
+def recording(base):
+    """``(cls, reports, reported)``: a subclass of ``base`` (``TaskStatsHook``, ``StatsQueue``)
+    whose interval reports are appended to the list ``reports``, each setting the event
+    ``reported``."""
+    reports = []
+    reported = threading.Event()
+
+    class Recording(base):
+        async def interval_stats_callback(self, stats):
+            reports.append(stats)
+            reported.set()
+
+    return Recording, reports, reported
+
+
 def test_task_stats_hook_is_fed_by_the_engine(thread_baseline):
     """Without a per-task hook, native stages take no GIL; the hook still gets the figures."""
     hooks = []
-    laps: list[TaskPerfStats] = []
-    got_lap = threading.Event()
-
-    class Laps(TaskStatsHook):
-        async def interval_stats_callback(self, stats):
-            laps.append(stats)
-            got_lap.set()
+    Laps, laps, got_lap = recording(TaskStatsHook)
 
     def factory(info):
         h = Laps(info, interval=0.01)
@@ -583,13 +592,7 @@ def test_default_hooks_cost_native_stages_nothing(samples, caplog, thread_baseli
 
 
 def test_stats_queue_reports_queue_perf_stats(thread_baseline):
-    got: list[QueuePerfStats] = []
-    reported = threading.Event()
-
-    class Q(StatsQueue):
-        async def interval_stats_callback(self, stats):
-            got.append(stats)
-            reported.set()
+    Q, got, reported = recording(StatsQueue)
 
     def op(x):
         if x == 0:

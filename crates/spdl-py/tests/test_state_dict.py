@@ -1,5 +1,6 @@
 """`Pipeline.state_dict()` / `load_state_dict()`: resume an epoch with no repeat and no skip."""
 
+import inspect
 import json
 import time
 
@@ -85,19 +86,25 @@ def test_state_dict_between_epochs_and_errors(samples):
         assert q.epoch == 4
 
 
-_RESUME_IN_A_FRESH_PROCESS = """
+def _one_epoch(root, order):
+    """The pipeline of ``test_resume_in_a_fresh_process_mid_epoch``, in both processes (the
+    fresh one runs this function's source)."""
+    return (
+        PipelineBuilder()
+        .add_source(sources.list_files(root))
+        .pipe(ops.read_file(), concurrency=4, output_order=order)
+        .pipe(ops.decode_image(transform="eval", size=64), concurrency=4, output_order=order)
+        .add_sink(2)
+        .build(num_threads=4)
+    )
+
+
+_RESUME_IN_A_FRESH_PROCESS = inspect.getsource(_one_epoch) + """
 import json, sys
 from spdl_rs import ops, sources
 from spdl_rs.pipeline import PipelineBuilder
 state, root, order = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
-p = (
-    PipelineBuilder()
-    .add_source(sources.list_files(root))
-    .pipe(ops.read_file(), concurrency=4, output_order=order)
-    .pipe(ops.decode_image(transform="eval", size=64), concurrency=4, output_order=order)
-    .add_sink(2)
-    .build(num_threads=4)
-)
+p = _one_epoch(root, order)
 p.load_state_dict(state)
 with p.auto_stop():
     print(json.dumps([b.keys[0] for b in p]))
@@ -110,14 +117,7 @@ def test_resume_in_a_fresh_process_mid_epoch(samples, order):
     import sys
 
     everything = sorted(sources.list_files(samples).paths)
-    first = (
-        PipelineBuilder()
-        .add_source(sources.list_files(samples))
-        .pipe(ops.read_file(), concurrency=4, output_order=order)
-        .pipe(ops.decode_image(transform="eval", size=64), concurrency=4, output_order=order)
-        .add_sink(2)
-        .build(num_threads=4)
-    )
+    first = _one_epoch(samples, order)
     with first.auto_stop():
         it = iter(first)
         got1 = [next(it).keys[0] for _ in range(6)]

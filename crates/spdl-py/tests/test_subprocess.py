@@ -17,6 +17,8 @@ from spdl_rs import io
 from spdl_rs.pipeline import PipelineFailure, WorkerDied, iterate_in_subprocess, run_pipeline_in_subprocess
 from spdl_rs.pipeline.defs import Aggregate, Pipe, PipelineConfig, SinkConfig, SourceConfig
 
+from conftest import images
+
 
 class PidRange:
     """Re-iterable: (pid, i) for i in range(n)."""
@@ -72,18 +74,6 @@ def never_yields():
             yield 0
 
     return Never()
-
-
-class Images:
-    def __init__(self, paths):
-        self.paths = paths
-
-    def __iter__(self):
-        yield io.load_image_batch(self.paths, 32, 24)
-
-
-def images(paths):
-    return Images(paths)
 
 
 def double(x):

@@ -73,31 +73,8 @@ from ._options import (
 )
 from ._array import NpzFile, load_npy, load_npz
 from . import _gpu
-from ._gpu import (
-    CPUStorage,
-    CUDAConfig,
-    NvDecDecoder,
-    built_with_nvcodec,
-    built_with_nvjpeg,
-    cpu_storage,
-    cuda_config,
-    decode_image_nvjpeg,
-    decode_packets_nvdec,
-    load_image_batch_nvjpeg,
-    nv12_to_bgr,
-    nv12_to_rgb,
-    nvdec_decoder,
-    nvjpeg_fallback_reason,
-    nvjpeg_stats,
-    streaming_load_video_nvdec,
-    to_jax,
-    to_numba,
-    transfer_buffer,
-    transfer_buffer_cpu,
-    transfer_tensor,
-    transfer_tensor_d2h,
-    transfer_tensor_h2d,
-)
+from ._gpu import *  # noqa: F403  (the GPU half: its __all__ is part of this one)
+from ._gpu import CPUStorage
 from ._tar import iter_tarfile
 from ._wav import WAVHeader, load_wav, parse_wav
 
@@ -260,7 +237,6 @@ __all__ = [
     "decode_image_batch",
     "random_resized_crop",
     "CUDABuffer",
-    "transfer_buffer",
     "cuda_built",
     "cuda_available",
     "cuda_unavailable_reason",
@@ -282,8 +258,6 @@ __all__ = [
     "get_ffmpeg_log_level",
     "set_ffmpeg_log_level",
     "built_with_cuda",
-    "built_with_nvcodec",
-    "built_with_nvjpeg",
     "to_numpy",
     "to_torch",
     "load_decoder_plugin",
@@ -303,27 +277,9 @@ __all__ = [
     "ClipOptions",
     "VideoStageOptions",
     "AudioOptions",
-    "CUDAConfig",
-    "cuda_config",
-    "CPUStorage",
-    "cpu_storage",
-    "transfer_buffer_cpu",
-    "transfer_tensor",
-    "transfer_tensor_h2d",
-    "transfer_tensor_d2h",
-    "to_jax",
-    "to_numba",
-    "decode_image_nvjpeg",
-    "load_image_batch_nvjpeg",
-    "nvjpeg_fallback_reason",
-    "nvjpeg_stats",
-    "NvDecDecoder",
-    "nvdec_decoder",
-    "decode_packets_nvdec",
-    "streaming_load_video_nvdec",
-    "nv12_to_rgb",
-    "nv12_to_bgr",
 ]
+# The GPU half (spdl_rs/_gpu.py): cuda_config, transfer_*, nvJPEG, NVDEC, NV12.
+__all__ += _gpu.__all__
 
 #: A video/audio source: a local path, or the bytes of a whole file.
 Src = str | os.PathLike[str] | bytes | bytearray | memoryview

@@ -32,17 +32,8 @@ from .._errors import PipelineFailure
 from .._native import PipelineStats, QueueStats, StageStats, TimeSummary
 from . import config, defs
 from ._cache import cache_iterator
-from ._hooks import (
-    AsyncQueue,
-    QueuePerfStats,
-    StageInfo,
-    StatsQueue,
-    TaskHook,
-    TaskPerfStats,
-    TaskStatsHook,
-    is_eof,
-    is_epoch_end,
-)
+from . import _hooks
+from ._hooks import *  # noqa: F403
 from ._misc import BackgroundTask, BackgroundTaskFactory, create_task
 from ._pgrp_stats import ProcessGroupResourceUsage, ProcessGroupStatsMonitor
 from ._build import build_pipeline
@@ -80,15 +71,6 @@ __all__ = [
     "StageStats",
     "QueueStats",
     "TimeSummary",
-    "TaskHook",
-    "TaskStatsHook",
-    "TaskPerfStats",
-    "AsyncQueue",
-    "StatsQueue",
-    "QueuePerfStats",
-    "StageInfo",
-    "is_eof",
-    "is_epoch_end",
     "create_task",
     "BackgroundTask",
     "BackgroundTaskFactory",
@@ -100,3 +82,6 @@ __all__ = [
     "config",
     "defs",
 ]
+# Hooks, queues and their stats (_hooks.py): TaskHook, TaskStatsHook, TaskPerfStats, AsyncQueue,
+# StatsQueue, QueuePerfStats, StageInfo, is_eof, is_epoch_end.
+__all__ += _hooks.__all__

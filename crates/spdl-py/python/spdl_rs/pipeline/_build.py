@@ -345,7 +345,7 @@ def _run_async(op: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
 
 def _path_variants_stage(cfg: PathVariantsConfig[Any]) -> dict[str, Any]:
-    paths = []
+    paths: list[_Chain] = []
     conc = 1
     for i, path in enumerate(cfg.paths):
         ops = []
@@ -378,22 +378,13 @@ def _path_variants_stage(cfg: PathVariantsConfig[Any]) -> dict[str, Any]:
             else:
                 ops.append((op, kind == "gen"))
             conc = max(conc, p._args.concurrency)
-        paths.append(ops)
+        paths.append(_Chain(ops))
     router, n, batched = cfg.router, len(paths), cfg.batched
     if op_kind(router) == "async":
         router = _run_async(router)
 
     def run_path(idx: int, value: Any) -> list[Any]:
-        vals = [value]
-        for op, gen in paths[idx]:
-            nxt: list[Any] = []
-            for v in vals:
-                if gen:
-                    nxt.extend(op(v))
-                elif (r := op(v)) is not None:
-                    nxt.append(r)
-            vals = nxt
-        return vals
+        return paths[idx]([value])
 
     def check(idx: Any) -> int:
         if isinstance(idx, bool) or not isinstance(idx, int) or not 0 <= idx < n:

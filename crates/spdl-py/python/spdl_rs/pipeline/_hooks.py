@@ -206,6 +206,22 @@ async def _every(interval: float, done: asyncio.Event, fn: Callable[[], Any]) ->
             _LG.exception("interval stats callback failed")
 
 
+@asynccontextmanager
+async def _reporting(interval: float, fn: Callable[[], Any], name: str) -> AsyncIterator[None]:
+    """Awaits ``fn()`` every ``interval`` seconds (never if ``interval <= 0``) while the body
+    runs, in a task called ``name``; on exit, waits for a report in progress to end."""
+    if interval <= 0:
+        yield
+        return
+    done = asyncio.Event()
+    report = create_task(_every(interval, done, fn), name=name)
+    try:
+        yield
+    finally:
+        done.set()
+        await report
+
+
 @dataclass
 class TaskPerfStats:
     """Task statistics of one stage (SPDL's ``spdl.pipeline.TaskPerfStats``); times in
@@ -279,16 +295,10 @@ class TaskStatsHook(TaskHook):
     @asynccontextmanager
     async def stage_hook(self) -> AsyncIterator[None]:
         """Reports every ``interval`` seconds while the stage runs, and the totals at its end."""
-        report = None
-        done = asyncio.Event()
-        if self.interval > 0:
-            report = create_task(_every(self.interval, done, self._log_interval_stats), name=f"{self.info}_report")
         try:
-            yield
+            async with _reporting(self.interval, self._log_interval_stats, f"{self.info}_report"):
+                yield
         finally:
-            done.set()
-            if report is not None:
-                await report
             self._log_stats(self._total())
 
     @asynccontextmanager
@@ -445,16 +455,10 @@ class StatsQueue(AsyncQueue):
     async def stage_hook(self) -> AsyncIterator[None]:
         """Reports every ``interval`` seconds while the stage runs, and the totals at its end."""
         self._lap_t = time.monotonic()
-        done = asyncio.Event()
-        report = None
-        if self.interval > 0:
-            report = create_task(_every(self.interval, done, self._log_interval_stats), name=f"{self.info}_queue_report")
         try:
-            yield
+            async with _reporting(self.interval, self._log_interval_stats, f"{self.info}_queue_report"):
+                yield
         finally:
-            done.set()
-            if report is not None:
-                await report
             if (final := self._final()) is not None:
                 self._log_stats(final)
 

@@ -954,19 +954,12 @@ class _StageLifecycle:
         self.executors: list[Executor] = []  # made for PlacementConfig regions; shut down at stop
         self.on_stop: list[Callable[[], None]] = []  # e.g. a Merge source's shutdown
 
-        def stage_stats(i: int) -> Callable[[], Any]:
+        def engine_stats(kind: str, i: int) -> Callable[[], Any]:
+            """``() -> native.stats().<kind>[i]``, ``None`` once the pipeline is gone."""
+
             def get() -> Any:
                 try:
-                    return native.stats().stages[i]
-                except (RuntimeError, IndexError):
-                    return None
-
-            return get
-
-        def queue_stats(i: int) -> Callable[[], Any]:
-            def get() -> Any:
-                try:
-                    return native.stats().queues[i]
+                    return getattr(native.stats(), kind)[i]
                 except (RuntimeError, IndexError):
                     return None
 
@@ -975,9 +968,9 @@ class _StageLifecycle:
         for i, hs in enumerate(hooks):
             for h in hs:
                 if _engine_fed(h):
-                    h._engine = stage_stats(i)
+                    h._engine = engine_stats("stages", i)
         for i, q in enumerate(queues):
-            q._engine = queue_stats(i)
+            q._engine = engine_stats("queues", i)
         self._objs = [h for hs in hooks for h in hs] + list(queues)
 
     def enter(self, timeout: float | None) -> None:

@@ -119,9 +119,19 @@ def _from_shm(ref: _ShmArray) -> Any:
     return np.frombuffer(mm, dtype=dtype, count=count).reshape(ref.shape)
 
 
-def _encode(obj: Any) -> Any:
-    """Worker side: arrays (a ``CPUBuffer``, a NumPy array of 64 KiB or more) to shared
-    memory, inside tuples, lists and dicts too."""
+def _map_leaves(obj: Any, leaf: Callable[[Any], Any]) -> Any:
+    """``obj`` with ``leaf`` applied to what is not a tuple, list or dict, inside those too
+    (the containers are rebuilt; subclasses of them are leaves)."""
+    if type(obj) is tuple:
+        return tuple(_map_leaves(v, leaf) for v in obj)
+    if type(obj) is list:
+        return [_map_leaves(v, leaf) for v in obj]
+    if type(obj) is dict:
+        return {k: _map_leaves(v, leaf) for k, v in obj.items()}
+    return leaf(obj)
+
+
+def _encode_leaf(obj: Any) -> Any:
     from .. import _native
 
     if isinstance(obj, _native.CPUBuffer):
@@ -130,26 +140,22 @@ def _encode(obj: Any) -> Any:
         return _to_shm(np.asarray(obj))
     if type(obj).__name__ == "ndarray" and type(obj).__module__ == "numpy" and obj.nbytes >= _SHM_MIN_BYTES:
         return _to_shm(obj)
-    if type(obj) is tuple:
-        return tuple(_encode(v) for v in obj)
-    if type(obj) is list:
-        return [_encode(v) for v in obj]
-    if type(obj) is dict:
-        return {k: _encode(v) for k, v in obj.items()}
     return obj
+
+
+def _decode_leaf(obj: Any) -> Any:
+    return _from_shm(obj) if isinstance(obj, _ShmArray) else obj
+
+
+def _encode(obj: Any) -> Any:
+    """Worker side: arrays (a ``CPUBuffer``, a NumPy array of 64 KiB or more) to shared
+    memory, inside tuples, lists and dicts too."""
+    return _map_leaves(obj, _encode_leaf)
 
 
 def _decode(obj: Any) -> Any:
     """Parent side: the inverse of :func:`_encode`."""
-    if isinstance(obj, _ShmArray):
-        return _from_shm(obj)
-    if type(obj) is tuple:
-        return tuple(_decode(v) for v in obj)
-    if type(obj) is list:
-        return [_decode(v) for v in obj]
-    if type(obj) is dict:
-        return {k: _decode(v) for k, v in obj.items()}
-    return obj
+    return _map_leaves(obj, _decode_leaf)
 
 
 def _release(obj: Any) -> None:
@@ -602,27 +608,17 @@ def _rebuilt(ex: Any, daemon: bool) -> Any:
     if cls is concurrent.futures.ThreadPoolExecutor:
         if ex._threads:
             raise ValueError("A ThreadPoolExecutor of the config has already started threads; pass a fresh one.")
-        kwargs = dict(
-            max_workers=ex._max_workers,
-            thread_name_prefix=ex._thread_name_prefix,
-            initializer=ex._initializer,
-            initargs=ex._initargs,
-        )
+        names = ("max_workers", "thread_name_prefix", "initializer", "initargs")
     elif cls is concurrent.futures.ProcessPoolExecutor:
         if ex._processes:
             raise ValueError("A ProcessPoolExecutor of the config has already started processes; pass a fresh one.")
         if daemon:
             raise ValueError("A ProcessPoolExecutor stage cannot run in a daemon worker (daemon=True): it has no children.")
-        kwargs = dict(
-            max_workers=ex._max_workers,
-            mp_context=ex._mp_context,
-            initializer=ex._initializer,
-            initargs=ex._initargs,
-        )
-        if getattr(ex, "_max_tasks_per_child", None) is not None:
-            kwargs["max_tasks_per_child"] = ex._max_tasks_per_child
+        names = ("max_workers", "mp_context", "initializer", "initargs", "max_tasks_per_child")
     else:
         return ex
+    # The pools keep each argument as ``_<name>``; one left at None is left to the default.
+    kwargs = {n: v for n in names if (v := getattr(ex, f"_{n}", None)) is not None}
     return _RebuiltExecutor(cls, kwargs)
 
 
