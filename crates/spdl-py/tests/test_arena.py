@@ -8,6 +8,8 @@ import gc
 import os
 import pickle
 import signal
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -165,6 +167,20 @@ def test_cpu_buffer_arrives_as_a_view_on_the_pool(samples):
         assert any(lo <= got.ctypes.data < hi for lo, hi in maps)
         del got
     src.shutdown()
+
+
+def test_cpu_buffer_is_offloaded_in_a_worker_that_never_imported_numpy(samples):
+    # A subprocess worker may make a CPUBuffer without importing NumPy itself.
+    code = (
+        "import sys; from spdl_rs import io; from spdl_rs.pipeline._arena import _leaf\n"
+        f"buf = io.load_image_batch([{str(sorted(samples.glob('*.jpg'))[0])!r}], 32, 24)\n"
+        "assert 'numpy' not in sys.modules\n"
+        "kind, (dtype, shape), view = _leaf(buf)\n"
+        "print(kind, dtype, shape, view.nbytes)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["ndarray", "uint8", "(1,", "24,", "32,", "3)", str(24 * 32 * 3)]
 
 
 def test_pool_segment_reused_only_after_views_are_gone():

@@ -54,18 +54,20 @@ def _leaf(obj: Any) -> tuple[str, Any, memoryview] | None:
         if len(obj) >= _THRESHOLD:
             return (t.__name__, None, memoryview(obj))
         return None
-    np = sys.modules.get("numpy")
-    if np is None:
-        return None
-    if t is np.ndarray:
+    from .. import _native
+
+    if t is _native.CPUBuffer:
+        # A CPUBuffer is read through NumPy even in a worker that never imported it.
+        import numpy as np
+
+        obj = np.asarray(obj)
+    else:
+        # Any other array can only exist once NumPy is imported.
+        np = sys.modules.get("numpy")
+        if np is None or t is not np.ndarray:
+            return None
         if obj.dtype.hasobject or obj.nbytes < _THRESHOLD:
             return None
-    else:
-        from .. import _native
-
-        if t is not _native.CPUBuffer:
-            return None
-        obj = np.asarray(obj)
     arr = np.ascontiguousarray(obj)
     return ("ndarray", (arr.dtype, arr.shape), memoryview(arr.reshape(-1).view(np.uint8)))
 
