@@ -4,6 +4,7 @@
 //! `RUNS` epochs (the overhead itself, least disturbed by other processes), and for spdl-core
 //! also the median. Then the engine ceiling: items/s through 3 no-op stages at concurrency 8,
 //! and the CPU the scheduler thread spends per item (per item through the whole chain).
+//! `--ceiling` prints only the engine ceiling.
 
 use spdl_benches::overhead::{
     ceiling_configs, ns_per_item_stage, thread_cpu, time_epochs, Config, Floor, SpdlChain, ITEMS,
@@ -15,6 +16,14 @@ const RUNS: usize = 9;
 
 fn main() -> anyhow::Result<()> {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if !std::env::args().any(|a| a == "--ceiling") {
+        overhead_table(cpus)?;
+    }
+    ceiling_table()
+}
+
+/// Per-item overhead per stage against the crossbeam floor, for every [`Config`].
+fn overhead_table(cpus: usize) -> anyhow::Result<()> {
     println!(
         "{ITEMS} u64 items per epoch through no-op blocking stages, queues of {QUEUE}; \
          floor: one thread per stage; spdl-core: a worker pool of one thread per stage; \
@@ -44,6 +53,11 @@ fn main() -> anyhow::Result<()> {
             );
         }
     }
+    Ok(())
+}
+
+/// Items/s through 3 no-op stages at concurrency 8, and the scheduler thread's CPU per item.
+fn ceiling_table() -> anyhow::Result<()> {
     println!(
         "\nEngine ceiling: {ITEMS} items per epoch through 3 no-op stages at concurrency 8 \
          (3 workers); fastest (and median) of {RUNS} epochs; scheduler CPU over all {RUNS} \

@@ -79,6 +79,14 @@ impl QueueMeter {
         }
     }
 
+    /// `n` messages passed between two fused stages: through this queue's place at once.
+    pub(crate) fn pass(&self, n: u64) {
+        for _ in 0..n {
+            self.on_put(Duration::ZERO);
+            self.on_get(Duration::ZERO);
+        }
+    }
+
     /// A snapshot for [`crate::stats::PipelineStats`].
     pub(crate) fn snapshot(&self) -> QueueStats {
         let m = self.lock();
@@ -109,6 +117,11 @@ impl QueueMeter {
     }
 }
 
+/// The meter of a queue that two fused stages replace (items pass it without waiting).
+pub(crate) fn passing_meter(name: String, capacity: usize) -> Arc<QueueMeter> {
+    Arc::new(QueueMeter::new(name, capacity.max(1)))
+}
+
 /// Creates a bounded queue of `capacity` items named `name`.
 pub(crate) fn queue<T>(name: String, capacity: usize) -> (QueueTx<T>, QueueRx<T>, Arc<QueueMeter>) {
     let (tx, rx) = mpsc::channel(capacity.max(1));
@@ -136,22 +149,38 @@ pub(crate) struct QueueTx<T> {
 #[derive(Debug)]
 pub(crate) struct Closed;
 
+/// What a non-waiting put or get found instead of room or an item.
+pub(crate) enum Busy<T> {
+    /// The queue is full (put) or empty (get); a put hands the item back.
+    Wait(T),
+    /// The other side is gone (put), or gone with the queue empty (get).
+    Closed,
+}
+
 impl<T> QueueTx<T> {
-    /// Puts `item`, waiting while the queue is full.
-    pub(crate) async fn send(&self, item: T) -> Result<(), Closed> {
+    /// Puts `item` if there is room now, without waiting.
+    pub(crate) fn try_send(&self, item: T) -> Result<(), Busy<T>> {
         match self.tx.try_send(item) {
             Ok(()) => {
                 self.meter.on_put(Duration::ZERO);
                 Ok(())
             }
-            Err(mpsc::error::TrySendError::Closed(_)) => Err(Closed),
-            Err(mpsc::error::TrySendError::Full(item)) => {
-                let t = Instant::now();
-                self.tx.send(item).await.map_err(|_| Closed)?;
-                self.meter.on_put(t.elapsed());
-                Ok(())
-            }
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(Busy::Closed),
+            Err(mpsc::error::TrySendError::Full(item)) => Err(Busy::Wait(item)),
         }
+    }
+
+    /// Puts `item`, waiting while the queue is full.
+    pub(crate) async fn send(&self, item: T) -> Result<(), Closed> {
+        let item = match self.try_send(item) {
+            Ok(()) => return Ok(()),
+            Err(Busy::Closed) => return Err(Closed),
+            Err(Busy::Wait(item)) => item,
+        };
+        let t = Instant::now();
+        self.tx.send(item).await.map_err(|_| Closed)?;
+        self.meter.on_put(t.elapsed());
+        Ok(())
     }
 
     /// Waits for room, then puts the item `make` returns. Cancel-safe: if the wait is dropped,
@@ -168,19 +197,15 @@ impl<T> QueueTx<T> {
 
     /// Puts `item` from a thread outside the runtime, blocking while the queue is full.
     pub(crate) fn blocking_send(&self, item: T) -> Result<(), Closed> {
-        match self.tx.try_send(item) {
-            Ok(()) => {
-                self.meter.on_put(Duration::ZERO);
-                Ok(())
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => Err(Closed),
-            Err(mpsc::error::TrySendError::Full(item)) => {
-                let t = Instant::now();
-                self.tx.blocking_send(item).map_err(|_| Closed)?;
-                self.meter.on_put(t.elapsed());
-                Ok(())
-            }
-        }
+        let item = match self.try_send(item) {
+            Ok(()) => return Ok(()),
+            Err(Busy::Closed) => return Err(Closed),
+            Err(Busy::Wait(item)) => item,
+        };
+        let t = Instant::now();
+        self.tx.blocking_send(item).map_err(|_| Closed)?;
+        self.meter.on_put(t.elapsed());
+        Ok(())
     }
 }
 
@@ -206,15 +231,24 @@ pub(crate) struct QueueRx<T> {
 }
 
 impl<T> QueueRx<T> {
-    /// Takes the next item; `None` once every sender is gone and the queue is empty.
-    pub(crate) async fn recv(&mut self) -> Option<T> {
+    /// Takes the next item if one is queued now, without waiting.
+    pub(crate) fn try_recv(&mut self) -> Result<T, Busy<()>> {
         match self.rx.try_recv() {
             Ok(item) => {
                 self.meter.on_get(Duration::ZERO);
-                Some(item)
+                Ok(item)
             }
-            Err(mpsc::error::TryRecvError::Disconnected) => None,
-            Err(mpsc::error::TryRecvError::Empty) => {
+            Err(mpsc::error::TryRecvError::Disconnected) => Err(Busy::Closed),
+            Err(mpsc::error::TryRecvError::Empty) => Err(Busy::Wait(())),
+        }
+    }
+
+    /// Takes the next item; `None` once every sender is gone and the queue is empty.
+    pub(crate) async fn recv(&mut self) -> Option<T> {
+        match self.try_recv() {
+            Ok(item) => Some(item),
+            Err(Busy::Closed) => None,
+            Err(Busy::Wait(())) => {
                 let t = Instant::now();
                 let item = self.rx.recv().await?;
                 self.meter.on_get(t.elapsed());
@@ -237,8 +271,7 @@ impl<T> QueueRx<T> {
 
     /// Takes the next item from a thread outside the runtime, blocking until one arrives.
     pub(crate) fn blocking_recv(&mut self) -> Option<T> {
-        if let Ok(item) = self.rx.try_recv() {
-            self.meter.on_get(Duration::ZERO);
+        if let Ok(item) = self.try_recv() {
             return Some(item);
         }
         let t = Instant::now();

@@ -14,13 +14,14 @@ use super::handle::{Pipeline, Runtime};
 use crate::error::{BoxError, Error, ErrorKind, Result};
 use crate::exec::block_on::BlockingStream;
 use crate::exec::pool::{Submitter, WorkerPool};
-use crate::exec::queue::{queue, QueueMeter, QueueRx, QueueTx};
+use crate::exec::queue::{passing_meter, queue, QueueMeter, QueueRx, QueueTx};
 use crate::stage::aggregate::{run_aggregate, run_disaggregate, Aggregator, Batcher};
 use crate::stage::failures::Failures;
+use crate::stage::fused::{self, Account, Direct};
 use crate::stage::map::MapStage;
 use crate::stage::source::{run_source, BoxIter, SourceFn, StartEpoch};
 use crate::stage::stream::{run_stream, BoxStream};
-use crate::stage::{FailureBudget, Msg, Op, StageConfig};
+use crate::stage::{FailureBudget, Msg, Op, OpKind, Order, StageConfig};
 use crate::stats::StageMeter;
 
 type Task = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
@@ -28,6 +29,8 @@ type Task = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 /// What the chain of stage constructors writes into while a pipeline is built.
 pub(crate) struct BuildCtx {
     submitter: Submitter,
+    /// Worker threads: a stage fuses into the one before it only with at least this concurrency.
+    workers: usize,
     failures: Arc<Failures>,
     /// Stages and queues, collected sink-first and reversed at the end.
     stages: Vec<Arc<StageMeter>>,
@@ -38,7 +41,27 @@ pub(crate) struct BuildCtx {
     error: Option<Error>,
 }
 
-type Chain<T> = Box<dyn FnOnce(&mut BuildCtx, QueueTx<Msg<T>>) + Send + 'static>;
+/// Where a stage sends its outputs: a queue, or (a blocking stage only) the fused stages after
+/// it, which run on its lanes.
+enum Downstream<T> {
+    Queue(QueueTx<Msg<T>>),
+    Fused(Direct<T>),
+}
+
+impl<T> Downstream<T> {
+    /// The queue of a stage that no stage fuses into: only a blocking stage is offered a fused
+    /// downstream (`PipelineBuilder::pipe` checks `blocking_tail`).
+    fn queue(self) -> QueueTx<Msg<T>> {
+        match self {
+            Downstream::Queue(tx) => tx,
+            Downstream::Fused(_) => {
+                unreachable!("a fused downstream offered to a non-fusable stage")
+            }
+        }
+    }
+}
+
+type Chain<T> = Box<dyn FnOnce(&mut BuildCtx, Downstream<T>) + Send + 'static>;
 
 /// Builds a pipeline: a source, then stages, then a sink, as SPDL's `PipelineBuilder`.
 ///
@@ -69,6 +92,9 @@ pub struct PipelineBuilder<T> {
     max_failures: Option<FailureBudget>,
     report_interval: Option<Duration>,
     prefetch_epochs: Option<bool>,
+    /// The last stage is a blocking `pipe` with this concurrency and order: the next blocking
+    /// stage with the same may fuse into it.
+    blocking_tail: Option<(usize, Order)>,
 }
 
 impl<T: Send + 'static> PipelineBuilder<T> {
@@ -120,7 +146,7 @@ impl<T: Send + 'static> PipelineBuilder<T> {
                 let failures = ctx.failures.clone();
                 match std::thread::Builder::new()
                     .name("spdl-source".into())
-                    .spawn(move || run_source(f, cmd_rx, output, meter, failures))
+                    .spawn(move || run_source(f, cmd_rx, output.queue(), meter, failures))
                 {
                     Ok(h) => {
                         ctx.source_thread = Some(h);
@@ -140,6 +166,7 @@ impl<T: Send + 'static> PipelineBuilder<T> {
             max_failures: None,
             report_interval: None,
             prefetch_epochs: None,
+            blocking_tail: None,
         }
     }
 
@@ -164,9 +191,9 @@ impl<T: Send + 'static> PipelineBuilder<T> {
                 ctx.stages.push(meter.clone());
                 let (tx, rx, qm) = queue(queue_name, queue_size);
                 ctx.queues.push(qm);
-                let task = make(ctx, meter, rx, output);
+                let task = make(ctx, meter, rx, output.queue());
                 ctx.tasks.push(task);
-                prev(ctx, tx);
+                prev(ctx, Downstream::Queue(tx));
             }),
             stage_count: self.stage_count + 1,
             last: name,
@@ -174,11 +201,18 @@ impl<T: Send + 'static> PipelineBuilder<T> {
             max_failures: self.max_failures,
             report_interval: self.report_interval,
             prefetch_epochs: self.prefetch_epochs,
+            blocking_tail: None,
         }
     }
 
     /// Adds a per-item stage running `op` with `config`'s concurrency, order, name and failure
     /// budget. Its input queue holds `queue_size` items (default: `concurrency`).
+    ///
+    /// A blocking op right after another blocking stage with the same concurrency and order,
+    /// and a concurrency of at least the worker count, runs on that stage's lanes (fused, see
+    /// `stage::fused`): same outputs, order, statistics and failure accounting, without a
+    /// hand-off through the scheduler thread in between. There is no queue between fused
+    /// stages, so their `queue_size` bounds nothing (the queue's meter stays, with no wait).
     pub fn pipe<U: Send + 'static>(self, op: Op<T, U>, config: StageConfig) -> PipelineBuilder<U> {
         let StageConfig {
             name,
@@ -187,25 +221,75 @@ impl<T: Send + 'static> PipelineBuilder<T> {
             max_failures,
             queue_size,
         } = config;
+        let name = name.unwrap_or_else(|| format!("pipe_{}", self.stage_count));
+        let blocking = matches!(op.kind, OpKind::Blocking(_));
+        let fusable = blocking && self.blocking_tail == Some((concurrency, order));
         let queue_size = queue_size.unwrap_or(concurrency);
-        self.then(
-            "pipe",
-            name,
-            concurrency,
-            queue_size,
-            move |ctx, meter, input, output| {
-                let stage = MapStage::new(
-                    op,
-                    concurrency,
-                    order,
-                    max_failures,
-                    meter,
-                    ctx.failures.clone(),
-                    ctx.submitter.clone(),
-                );
-                Box::pin(stage.run(input, output))
-            },
-        )
+        let queue_name = format!("{}->{}", self.last, name);
+        let stage_name = name.clone();
+        let prev = self.chain;
+        PipelineBuilder {
+            chain: Box::new(move |ctx, downstream: Downstream<U>| {
+                let meter = Arc::new(StageMeter::new(stage_name, concurrency));
+                ctx.stages.push(meter.clone());
+                match op.kind {
+                    OpKind::Blocking(f) if fusable && concurrency >= ctx.workers => {
+                        // Runs on the previous stage's lanes; the queue between keeps its meter.
+                        let next = match downstream {
+                            Downstream::Fused(next) => next,
+                            Downstream::Queue(tx) => {
+                                let (next, task) = fused::tail(order == Order::Input, tx);
+                                ctx.tasks.push(task);
+                                next
+                            }
+                        };
+                        let passed = passing_meter(queue_name, queue_size);
+                        ctx.queues.push(passed.clone());
+                        let account = Account {
+                            meter,
+                            budget: max_failures,
+                            failures: ctx.failures.clone(),
+                        };
+                        let direct = fused::follower(f, account, passed, next);
+                        prev(ctx, Downstream::Fused(direct));
+                    }
+                    kind => {
+                        let (tx, rx, qm) = queue(queue_name, queue_size);
+                        ctx.queues.push(qm);
+                        let (output, next) = match downstream {
+                            Downstream::Queue(tx) => (Some(tx), None),
+                            Downstream::Fused(next) => (None, Some(next)),
+                        };
+                        let stage = MapStage::new(
+                            Op { kind },
+                            concurrency,
+                            order,
+                            max_failures,
+                            meter,
+                            ctx.failures.clone(),
+                            ctx.submitter.clone(),
+                            next.clone(),
+                        );
+                        let task: Task = match (output, next) {
+                            (_, Some(next)) => Box::pin(stage.run_head(rx, next)),
+                            (Some(output), None) => Box::pin(stage.run(rx, output)),
+                            (None, None) => {
+                                unreachable!("a stage has a queue or a fused downstream")
+                            }
+                        };
+                        ctx.tasks.push(task);
+                        prev(ctx, Downstream::Queue(tx));
+                    }
+                }
+            }),
+            stage_count: self.stage_count + 1,
+            last: name,
+            sink_size: self.sink_size,
+            max_failures: self.max_failures,
+            report_interval: self.report_interval,
+            prefetch_epochs: self.prefetch_epochs,
+            blocking_tail: blocking.then_some((concurrency, order)),
+        }
     }
 
     /// Adds a stream-to-stream stage: `f` is called once per epoch with that epoch's items and
@@ -307,6 +391,7 @@ impl<T: Send + 'static> PipelineBuilder<T> {
         let pool = WorkerPool::new("spdl-worker", num_threads.max(1))?;
         let mut ctx = BuildCtx {
             submitter: pool.submitter(),
+            workers: num_threads.max(1),
             failures: Arc::new(Failures::new(self.max_failures)),
             stages: Vec::new(),
             queues: Vec::new(),
@@ -317,7 +402,7 @@ impl<T: Send + 'static> PipelineBuilder<T> {
         };
         let (sink_tx, sink_rx, sink_meter) = queue(format!("{}->sink", self.last), self.sink_size);
         ctx.queues.push(sink_meter);
-        (self.chain)(&mut ctx, sink_tx);
+        (self.chain)(&mut ctx, Downstream::Queue(sink_tx));
         ctx.stages.reverse();
         ctx.queues.reverse();
         ctx.failures.set_stages(ctx.stages.clone());

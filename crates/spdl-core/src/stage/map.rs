@@ -25,10 +25,11 @@ use tracing::Instrument;
 
 use super::stream::BoxStream;
 use super::{FailureBudget, Ids, Msg, Op, OpKind, Order, Outputs, PartIter, StreamingFn};
-use crate::error::{BoxError, Error, ErrorKind};
+use crate::error::{Error, ErrorKind};
 use crate::exec::pool::Submitter;
-use crate::exec::queue::{QueueRx, QueueTx};
+use crate::exec::queue::{Busy, QueueRx, QueueTx};
 use crate::stage::failures::Failures;
+use crate::stage::fused::{self, Account, Batch, Control, Direct};
 use crate::stats::{StageMeter, TaskOutcome};
 
 /// One finished task: its ticket (input sequence in this stage), positions, outcome, duration.
@@ -39,18 +40,22 @@ struct Done<U> {
     took: Duration,
 }
 
-fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
-    if let Some(s) = p.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = p.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "panic with a non-string payload".to_string()
-    }
+/// Where a lane's results go.
+enum Report<U> {
+    /// Back to the stage's task, which settles them (`MapStage::settle`).
+    Engine(mpsc::UnboundedSender<Done<U>>),
+    /// The stage heads a fused group: the lane settles the call itself, then runs the fused
+    /// stages after it.
+    Fused(Account, Direct<U>),
 }
 
-fn op_error(e: BoxError) -> Error {
-    Error::from_op(ErrorKind::OpFailed, e)
+impl<U> Report<U> {
+    fn closed(&self) -> bool {
+        match self {
+            Report::Engine(results) => results.is_closed(),
+            Report::Fused(_, next) => next.group.closed(),
+        }
+    }
 }
 
 struct LaneShared<T, U> {
@@ -58,7 +63,7 @@ struct LaneShared<T, U> {
     active: AtomicUsize,
     max: usize,
     op: Arc<super::BlockingFn<T, U>>,
-    results: mpsc::UnboundedSender<Done<U>>,
+    report: Report<U>,
     /// Stage name, for the per-op tracing span.
     stage: Arc<str>,
 }
@@ -76,29 +81,34 @@ impl<T: Send + 'static, U: Send + 'static> LaneShared<T, U> {
     fn run_lane(self: Arc<Self>) {
         loop {
             while let Ok((ticket, ids, item)) = self.jobs.try_recv() {
-                if self.results.is_closed() {
+                if self.report.closed() {
                     break; // the pipeline is shutting down
                 }
                 let _span = tracing::trace_span!("op", stage = %self.stage).entered();
-                let start = Instant::now();
-                let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| (self.op)(item))) {
-                    Ok(r) => r.map_err(op_error),
-                    Err(p) => Err(Error::new(ErrorKind::OpPanicked, panic_message(p))),
-                };
-                let done = Done {
-                    ticket,
-                    ids,
-                    outcome,
-                    took: start.elapsed(),
-                };
-                if self.results.send(done).is_err() {
-                    break;
+                let (outcome, took) = fused::call(&*self.op, item);
+                match &self.report {
+                    Report::Engine(results) => {
+                        let done = Done {
+                            ticket,
+                            ids,
+                            outcome,
+                            took,
+                        };
+                        if results.send(done).is_err() {
+                            break;
+                        }
+                    }
+                    Report::Fused(account, next) => {
+                        let mut items = Vec::new();
+                        account.settle(&next.group, &ids, took, outcome, &mut items);
+                        (next.run)(Batch::of_call(ticket, ids, items));
+                    }
                 }
             }
             self.active.fetch_sub(1, AtomicOrdering::AcqRel);
             // An item queued between our last look and the release would otherwise wait for
             // the next submission: look again.
-            if self.jobs.is_empty() || self.results.is_closed() || !self.try_acquire() {
+            if self.jobs.is_empty() || self.report.closed() || !self.try_acquire() {
                 return;
             }
         }
@@ -170,17 +180,18 @@ fn streaming_call<T: Send + 'static, U: Send + 'static>(
                 let start = Instant::now();
                 let r = std::panic::catch_unwind(AssertUnwindSafe(move || {
                     let mut it = match step {
-                        Step::Start(item) => op(item).map_err(op_error)?,
+                        Step::Start(item) => op(item).map_err(super::op_error)?,
                         Step::Next(it) => it,
                     };
                     match it.next() {
                         None => Ok(None),
                         Some(Ok(u)) => Ok(Some((it, u))),
-                        Some(Err(e)) => Err(op_error(e)),
+                        Some(Err(e)) => Err(super::op_error(e)),
                     }
                 }));
-                let r =
-                    r.unwrap_or_else(|p| Err(Error::new(ErrorKind::OpPanicked, panic_message(p))));
+                let r = r.unwrap_or_else(|p| {
+                    Err(Error::new(ErrorKind::OpPanicked, super::panic_message(p)))
+                });
                 let _ = tx.send((r, start.elapsed()));
             };
             if !submitter.submit(job) {
@@ -213,11 +224,23 @@ fn streaming_call<T: Send + 'static, U: Send + 'static>(
 }
 
 impl<T: Send + 'static, U: Send + 'static> Exec<T, U> {
-    fn new(op: Op<T, U>, concurrency: usize, submitter: Submitter, stage: Arc<str>) -> Self {
+    /// `fused`: the stage heads a fused group (a blocking op only): its lanes settle each call
+    /// with this accounting and hand the outputs to the fused stages.
+    fn new(
+        op: Op<T, U>,
+        concurrency: usize,
+        submitter: Submitter,
+        stage: Arc<str>,
+        fused: Option<(Account, Direct<U>)>,
+    ) -> Self {
         match op.kind {
             OpKind::Blocking(op) => {
                 let (jobs_tx, jobs_rx) = crossbeam_channel::unbounded();
                 let (res_tx, res_rx) = mpsc::unbounded_channel();
+                let report = match fused {
+                    Some((account, next)) => Report::Fused(account, next),
+                    None => Report::Engine(res_tx),
+                };
                 Exec::Blocking {
                     jobs: jobs_tx,
                     shared: Arc::new(LaneShared {
@@ -225,7 +248,7 @@ impl<T: Send + 'static, U: Send + 'static> Exec<T, U> {
                         active: AtomicUsize::new(0),
                         max: concurrency,
                         op,
-                        results: res_tx,
+                        report,
                         stage,
                     }),
                     submitter,
@@ -281,8 +304,8 @@ impl<T: Send + 'static, U: Send + 'static> Exec<T, U> {
                 running.push(Box::pin(async move {
                     let start = Instant::now();
                     let outcome = match AssertUnwindSafe(fut).catch_unwind().await {
-                        Ok(r) => r.map_err(op_error),
-                        Err(p) => Err(Error::new(ErrorKind::OpPanicked, panic_message(p))),
+                        Ok(r) => r.map_err(super::op_error),
+                        Err(p) => Err(Error::new(ErrorKind::OpPanicked, super::panic_message(p))),
                     };
                     Done {
                         ticket,
@@ -312,6 +335,15 @@ impl<T: Send + 'static, U: Send + 'static> Exec<T, U> {
         }
     }
 
+    /// A finished task if one is ready now. Only lanes report through a channel that can be
+    /// read without waiting; async and streaming calls are polled by [`Exec::next_done`].
+    fn try_next_done(&mut self) -> Option<Done<U>> {
+        match self {
+            Exec::Blocking { results, .. } => results.try_recv().ok(),
+            Exec::Async { .. } | Exec::Streaming { .. } => None,
+        }
+    }
+
     async fn next_done(&mut self) -> Option<Done<U>> {
         match self {
             Exec::Blocking { results, .. } => results.recv().await,
@@ -338,6 +370,9 @@ pub(crate) struct MapStage<T, U> {
 }
 
 impl<T: Send + 'static, U: Send + 'static> MapStage<T, U> {
+    /// A stage of its own (`next: None`), or the head of a fused group whose next stages are
+    /// `next` (a blocking op only; see [`fused`]).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         op: Op<T, U>,
         concurrency: usize,
@@ -346,8 +381,17 @@ impl<T: Send + 'static, U: Send + 'static> MapStage<T, U> {
         meter: Arc<StageMeter>,
         failures: Arc<Failures>,
         submitter: Submitter,
+        next: Option<Direct<U>>,
     ) -> Self {
-        let exec = Exec::new(op, concurrency, submitter, Arc::from(meter.name()));
+        let fused = next.map(|next| {
+            let account = Account {
+                meter: meter.clone(),
+                budget,
+                failures: failures.clone(),
+            };
+            (account, next)
+        });
+        let exec = Exec::new(op, concurrency, submitter, Arc::from(meter.name()), fused);
         MapStage {
             exec,
             concurrency,
@@ -355,6 +399,62 @@ impl<T: Send + 'static, U: Send + 'static> MapStage<T, U> {
             budget,
             meter,
             failures,
+        }
+    }
+
+    /// The head of a fused group: admits items while the group holds less than the admission
+    /// limit, numbers them (tickets restore input order at the tail) and hands them to the
+    /// lanes, which run every fused stage; skips and epoch markers go straight to the tail.
+    /// Ends when the input closes (the lanes finish what was admitted) or the tail ends.
+    pub(crate) async fn run_head(mut self, mut input: QueueRx<Msg<T>>, next: Direct<U>) {
+        let limit = self.exec.admit_limit(self.concurrency);
+        let ordered = self.order == Order::Input;
+        let group = next.group.clone();
+        let mut ticket: u64 = 0;
+        loop {
+            if group.closed() {
+                return;
+            }
+            if group.stopped() || self.failures.aborted() {
+                // A budget was exceeded: what was admitted still drains downstream.
+                input.close();
+                return;
+            }
+            let can_take = !group.epoch_ending() && group.held() < limit;
+            let msg = if can_take {
+                match input.try_recv() {
+                    Ok(msg) => Some(msg),
+                    Err(Busy::Closed) => return,
+                    Err(Busy::Wait(())) => tokio::select! {
+                        msg = input.recv() => match msg {
+                            Some(msg) => Some(msg),
+                            None => return,
+                        },
+                        () = group.room() => None,
+                    },
+                }
+            } else {
+                group.room().await;
+                None
+            };
+            let Some(msg) = msg else { continue };
+            group.admit();
+            match msg {
+                Msg::Item(ids, item) => {
+                    self.meter.on_input();
+                    if !self.exec.submit(ticket, ids, item) {
+                        return;
+                    }
+                }
+                Msg::Skip(ids) => (next.control)(ticket, Control::Skip(ids)),
+                Msg::EndOfEpoch => {
+                    if !ordered {
+                        group.end_epoch();
+                    }
+                    (next.control)(ticket, Control::EndOfEpoch);
+                }
+            }
+            ticket += 1;
         }
     }
 
@@ -415,110 +515,216 @@ impl<T: Send + 'static, U: Send + 'static> MapStage<T, U> {
     /// Outputs wait in an outbox while the output queue is full, and the stage keeps taking
     /// input and running ops meanwhile, up to its admission limit: a full queue downstream
     /// stops a stage only once it holds `limit` items.
+    ///
+    /// Each wake-up first does all the work that needs no waiting (every finished task, every
+    /// queued input it may admit, every output the next queue has room for), so a busy stage
+    /// costs the scheduler thread one wake-up per burst of items rather than one per item.
     pub(crate) async fn run(mut self, mut input: QueueRx<Msg<T>>, output: QueueTx<Msg<U>>) {
-        let limit = self.exec.admit_limit(self.concurrency);
-        let ordered = self.order == Order::Input;
-        // Tickets number the stage's input (items and skips) so input order can be restored.
-        let mut next_ticket: u64 = 0;
-        let mut next_out: u64 = 0;
-        let mut ready: BTreeMap<u64, Settled<U>> = BTreeMap::new();
-        let mut outbox: VecDeque<Msg<U>> = VecDeque::new();
-        // A streaming op's outputs of calls not yet next in input order, by ticket.
-        let mut parts: BTreeMap<u64, Vec<U>> = BTreeMap::new();
-        let streams = self.exec.streams();
-        let mut running = 0usize;
-        let mut input_open = true;
-        let mut epoch_ending = false;
+        let mut flow = Flow::new(
+            self.exec.admit_limit(self.concurrency),
+            self.order == Order::Input,
+            self.exec.streams(),
+        );
         loop {
-            if epoch_ending && running == 0 && ready.is_empty() {
-                outbox.push_back(Msg::EndOfEpoch);
-                epoch_ending = false;
+            // Everything that needs no waiting, until nothing moves.
+            loop {
+                let mut moved = false;
+                while flow.wants_done() {
+                    let Some(done) = self.exec.try_next_done() else {
+                        break;
+                    };
+                    self.on_done(&mut flow, &mut input, done);
+                    moved = true;
+                }
+                while let Some(m) = flow.outbox.pop_front() {
+                    match output.try_send(m) {
+                        Ok(()) => moved = true,
+                        Err(Busy::Wait(m)) => {
+                            flow.outbox.push_front(m);
+                            break;
+                        }
+                        Err(Busy::Closed) => return,
+                    }
+                }
+                while flow.can_take() {
+                    match input.try_recv() {
+                        Ok(msg) => {
+                            if !self.on_input(&mut flow, msg) {
+                                return;
+                            }
+                        }
+                        Err(Busy::Wait(())) => break,
+                        Err(Busy::Closed) => flow.input_open = false,
+                    }
+                    moved = true;
+                }
+                if !moved {
+                    break;
+                }
             }
-            let held = running + ready.len() + outbox.len();
-            let can_take = input_open && !epoch_ending && held < limit;
+            if flow.input_open && self.failures.aborted() {
+                // Another stage exceeded the pipeline budget: stop taking input here too.
+                input.close();
+                flow.input_open = false;
+            }
+            let can_take = flow.can_take();
+            let wants_done = flow.wants_done();
             tokio::select! {
                 biased;
-                permit = output.reserve(), if !outbox.is_empty() => {
+                permit = output.reserve(), if !flow.outbox.is_empty() => {
                     let Ok(permit) = permit else { return };
-                    if let Some(m) = outbox.pop_front() {
+                    if let Some(m) = flow.outbox.pop_front() {
                         permit.send(m);
                     }
                 }
-                // A streaming op is asked for more only while the outbox has room.
-                done = self.exec.next_done(), if running > 0 && (!streams || outbox.len() < limit) => {
+                done = self.exec.next_done(), if wants_done => {
                     let Some(done) = done else { return };
-                    let ticket = done.ticket;
-                    let done = match done.outcome {
-                        Ok(Outputs::Part(u)) => {
-                            self.meter.on_output(1);
-                            if ordered && ticket != next_out {
-                                parts.entry(ticket).or_default().push(u);
-                            } else {
-                                outbox.push_back(Msg::Item(Ids::None, u));
-                            }
-                            continue;
-                        }
-                        outcome => Done { outcome, ..done },
-                    };
-                    running -= 1;
-                    let (mut settled, exceeded) = self.settle(done);
-                    if let Some(earlier) = parts.remove(&ticket) {
-                        settled = settled.after_parts(earlier);
-                    }
-                    if exceeded {
-                        // Upstream stops; what was admitted still drains downstream.
-                        input.close();
-                        input_open = false;
-                    }
-                    if ordered {
-                        ready.insert(ticket, settled);
-                    } else {
-                        settled.push_to(&mut outbox);
-                    }
+                    self.on_done(&mut flow, &mut input, done);
                 }
                 msg = input.recv(), if can_take => match msg {
-                    Some(Msg::Item(ids, item)) => {
-                        self.meter.on_input();
-                        if !self.exec.submit(next_ticket, ids, item) {
+                    Some(msg) => {
+                        if !self.on_input(&mut flow, msg) {
                             return;
                         }
-                        next_ticket += 1;
-                        running += 1;
                     }
-                    Some(Msg::Skip(ids)) => {
-                        if ordered {
-                            ready.insert(next_ticket, Settled::One(Msg::Skip(ids)));
-                            next_ticket += 1;
-                        } else {
-                            outbox.push_back(Msg::Skip(ids));
-                        }
-                    }
-                    // In input order the marker takes a ticket and the stage goes on taking the
-                    // next epoch's items (no drain at the boundary); in completion order it
-                    // waits for the items before it, so none of the next epoch overtakes it.
-                    Some(Msg::EndOfEpoch) if ordered => {
-                        ready.insert(next_ticket, Settled::One(Msg::EndOfEpoch));
-                        next_ticket += 1;
-                    }
-                    Some(Msg::EndOfEpoch) => epoch_ending = true,
-                    None => input_open = false,
+                    None => flow.input_open = false,
                 },
                 else => return,
             }
-            // Move whatever is next in input order to the outbox.
-            while let Some(settled) = ready.remove(&next_out) {
-                next_out += 1;
-                settled.push_to(&mut outbox);
+        }
+    }
+
+    /// One finished task (or one output of a streaming call) into the flow.
+    fn on_done(&self, flow: &mut Flow<U>, input: &mut QueueRx<Msg<T>>, done: Done<U>) {
+        let ticket = done.ticket;
+        let done = match done.outcome {
+            Ok(Outputs::Part(u)) => {
+                self.meter.on_output(1);
+                if flow.ordered && ticket != flow.next_out {
+                    flow.parts.entry(ticket).or_default().push(u);
+                } else {
+                    flow.outbox.push_back(Msg::Item(Ids::None, u));
+                }
+                return;
             }
-            // The call now next in input order streams straight to the outbox from here on.
-            if let Some(earlier) = parts.remove(&next_out) {
-                outbox.extend(earlier.into_iter().map(|u| Msg::Item(Ids::None, u)));
+            outcome => Done { outcome, ..done },
+        };
+        flow.running -= 1;
+        let (mut settled, exceeded) = self.settle(done);
+        if let Some(earlier) = flow.parts.remove(&ticket) {
+            settled = settled.after_parts(earlier);
+        }
+        if exceeded {
+            // Upstream stops; what was admitted still drains downstream.
+            input.close();
+            flow.input_open = false;
+        }
+        if flow.ordered {
+            flow.ready.insert(ticket, settled);
+        } else {
+            settled.push_to(&mut flow.outbox);
+        }
+        flow.release_ready();
+    }
+
+    /// One input message into the flow; `false` once the worker pool is gone (shutdown).
+    fn on_input(&mut self, flow: &mut Flow<U>, msg: Msg<T>) -> bool {
+        match msg {
+            Msg::Item(ids, item) => {
+                self.meter.on_input();
+                if !self.exec.submit(flow.next_ticket, ids, item) {
+                    return false;
+                }
+                flow.next_ticket += 1;
+                flow.running += 1;
             }
-            if input_open && self.failures.aborted() {
-                // Another stage exceeded the pipeline budget: stop taking input here too.
-                input.close();
-                input_open = false;
+            Msg::Skip(ids) => {
+                if flow.ordered {
+                    flow.ready
+                        .insert(flow.next_ticket, Settled::One(Msg::Skip(ids)));
+                    flow.next_ticket += 1;
+                } else {
+                    flow.outbox.push_back(Msg::Skip(ids));
+                }
             }
+            // In input order the marker takes a ticket and the stage goes on taking the next
+            // epoch's items (no drain at the boundary); in completion order it waits for the
+            // items before it, so none of the next epoch overtakes it.
+            Msg::EndOfEpoch if flow.ordered => {
+                flow.ready
+                    .insert(flow.next_ticket, Settled::One(Msg::EndOfEpoch));
+                flow.next_ticket += 1;
+            }
+            Msg::EndOfEpoch => flow.epoch_ending = true,
+        }
+        flow.release_ready();
+        true
+    }
+}
+
+/// What a running stage holds between events: tickets, results waiting for their turn in input
+/// order, outputs waiting for room downstream.
+struct Flow<U> {
+    /// Items the stage may hold (running, waiting in order, or in the outbox).
+    limit: usize,
+    ordered: bool,
+    /// The op streams its outputs (`Op::flat_map_iter`): asked for more only while the outbox
+    /// has room.
+    streams: bool,
+    /// Tickets number the stage's input (items, skips, markers) so input order can be restored.
+    next_ticket: u64,
+    next_out: u64,
+    ready: BTreeMap<u64, Settled<U>>,
+    outbox: VecDeque<Msg<U>>,
+    /// A streaming op's outputs of calls not yet next in input order, by ticket.
+    parts: BTreeMap<u64, Vec<U>>,
+    running: usize,
+    input_open: bool,
+    /// An end-of-epoch marker (completion order) waits for the items admitted before it.
+    epoch_ending: bool,
+}
+
+impl<U> Flow<U> {
+    fn new(limit: usize, ordered: bool, streams: bool) -> Self {
+        Flow {
+            limit,
+            ordered,
+            streams,
+            next_ticket: 0,
+            next_out: 0,
+            ready: BTreeMap::new(),
+            outbox: VecDeque::new(),
+            parts: BTreeMap::new(),
+            running: 0,
+            input_open: true,
+            epoch_ending: false,
+        }
+    }
+
+    fn can_take(&self) -> bool {
+        let held = self.running + self.ready.len() + self.outbox.len();
+        self.input_open && !self.epoch_ending && held < self.limit
+    }
+
+    fn wants_done(&self) -> bool {
+        self.running > 0 && (!self.streams || self.outbox.len() < self.limit)
+    }
+
+    /// Moves whatever is next in input order to the outbox, and the end-of-epoch marker once
+    /// the items before it are out.
+    fn release_ready(&mut self) {
+        while let Some(settled) = self.ready.remove(&self.next_out) {
+            self.next_out += 1;
+            settled.push_to(&mut self.outbox);
+        }
+        // The call now next in input order streams straight to the outbox from here on.
+        if let Some(earlier) = self.parts.remove(&self.next_out) {
+            self.outbox
+                .extend(earlier.into_iter().map(|u| Msg::Item(Ids::None, u)));
+        }
+        if self.epoch_ending && self.running == 0 && self.ready.is_empty() {
+            self.outbox.push_back(Msg::EndOfEpoch);
+            self.epoch_ending = false;
         }
     }
 }

@@ -11,6 +11,7 @@
 
 pub(crate) mod aggregate;
 pub(crate) mod failures;
+pub(crate) mod fused;
 pub(crate) mod map;
 pub(crate) mod source;
 pub(crate) mod stream;
@@ -22,6 +23,22 @@ use std::sync::Arc;
 use crate::error::BoxError;
 
 pub use aggregate::{Aggregator, Batcher};
+
+/// The message of a caught panic.
+fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic with a non-string payload".to_string()
+    }
+}
+
+/// An op's error, as the stage reports it.
+fn op_error(e: BoxError) -> crate::error::Error {
+    crate::error::Error::from_op(crate::error::ErrorKind::OpFailed, e)
+}
 
 /// What an op returns for one item: `Ok(Some(out))` passes `out` on, `Ok(None)` drops the item
 /// (a filter, counted as filtered), `Err(e)` is a failure (counted, logged, the item dropped).

@@ -1,0 +1,422 @@
+//! Fused blocking stages: adjacent blocking stages that run on one lane, so an item goes from
+//! one op to the next on the same worker thread, without a queue or the scheduler thread in
+//! between.
+//!
+//! A group is a *head* (the first stage: it admits items from its input queue, numbers them
+//! with tickets and hands them to its lanes), *followers* (their ops run on the head's lanes,
+//! right after the op before them) and a *tail* task (the last stage's place on the scheduler:
+//! it restores input order if asked and passes the outputs on, with backpressure). Per item, the
+//! scheduler thread sees one hand-off in and one out instead of one pair per stage.
+//!
+//! What stays exact: every stage keeps its own statistics (items in, outputs, filtered, failed,
+//! task times), its failure budget and its name in errors; the queue between two fused stages
+//! keeps its meter (a message passes it without waiting); the order of outputs (tickets of the
+//! head's input), epoch markers and backpressure (the group holds at most the head's admission
+//! limit of items). The builder fuses a blocking stage into the one before it only when nothing
+//! observable changes: both blocking, the same concurrency and order, and a concurrency of at
+//! least the worker count (so fusing takes no parallelism away). There is no queue between fused
+//! stages: fewer items are alive, never more. The tail passes one skip per dropped source item,
+//! where unfused stages pass one per dropped intermediate output (a skip with no position).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::{mpsc, Notify};
+
+use super::{FailureBudget, Ids, Msg, Outputs};
+use crate::error::{Error, ErrorKind};
+use crate::exec::queue::{Busy, QueueMeter, QueueTx};
+use crate::stage::failures::Failures;
+use crate::stats::{StageMeter, TaskOutcome};
+
+/// What the head and the tail of a group share.
+pub(crate) struct Group {
+    /// Tickets admitted by the head and not yet moved to the tail's outbox.
+    in_flight: AtomicUsize,
+    /// Messages in the tail's outbox.
+    outbox: AtomicUsize,
+    /// A completion-order epoch marker waits for the items before it: the head admits no more.
+    epoch_ending: AtomicBool,
+    /// A fused stage exceeded its failure budget: the head takes no more input.
+    stop: AtomicBool,
+    /// The tail ended (its output closed): the head ends too.
+    closed: AtomicBool,
+    /// The tail released room (or ended, or an epoch marker went out).
+    room: Notify,
+}
+
+impl Group {
+    fn new() -> Self {
+        Group {
+            in_flight: AtomicUsize::new(0),
+            outbox: AtomicUsize::new(0),
+            epoch_ending: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            room: Notify::new(),
+        }
+    }
+
+    /// Items the group holds (running, waiting for their turn, or in the tail's outbox).
+    pub(crate) fn held(&self) -> usize {
+        self.in_flight.load(Ordering::Acquire) + self.outbox.load(Ordering::Acquire)
+    }
+
+    /// The head admitted one more ticket.
+    pub(crate) fn admit(&self) {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A completion-order epoch marker was admitted: no more until the tail lets it out.
+    pub(crate) fn end_epoch(&self) {
+        self.epoch_ending.store(true, Ordering::Release);
+    }
+
+    pub(crate) fn epoch_ending(&self) -> bool {
+        self.epoch_ending.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Waits until the tail releases room, ends, or lets an epoch marker out.
+    pub(crate) async fn room(&self) {
+        self.room.notified().await
+    }
+}
+
+/// One admitted ticket's outputs of the stage before, on their way through the fused stages.
+pub(crate) struct Batch<U> {
+    pub(crate) ticket: u64,
+    pub(crate) ids: Ids,
+    pub(crate) items: Vec<U>,
+    /// The messages these stood for between unfused stages: one per output, one skip per call
+    /// that gave none (for the meters of the queues fusing replaced).
+    pub(crate) messages: u64,
+}
+
+impl<U> Batch<U> {
+    /// The batch of one call's outputs.
+    pub(crate) fn of_call(ticket: u64, ids: Ids, items: Vec<U>) -> Self {
+        let messages = items.len().max(1) as u64;
+        Batch {
+            ticket,
+            ids,
+            items,
+            messages,
+        }
+    }
+}
+
+/// What the head passes to the tail without running anything.
+pub(crate) enum Control {
+    Skip(Ids),
+    EndOfEpoch,
+}
+
+/// The fused stages after a lane's op, as the stage before them sees them (their own types are
+/// hidden behind the closures).
+pub(crate) struct Direct<U> {
+    /// Runs the fused stages on one ticket's outputs (on the calling lane) and hands the result
+    /// to the tail.
+    pub(crate) run: Arc<dyn Fn(Batch<U>) + Send + Sync>,
+    /// Passes a skip or an epoch marker, with its ticket, to the tail.
+    pub(crate) control: Arc<dyn Fn(u64, Control) + Send + Sync>,
+    pub(crate) group: Arc<Group>,
+}
+
+impl<U> Clone for Direct<U> {
+    fn clone(&self) -> Self {
+        Direct {
+            run: self.run.clone(),
+            control: self.control.clone(),
+            group: self.group.clone(),
+        }
+    }
+}
+
+/// One fused stage's accounting, done on the lane: what a stage task does in `settle`.
+pub(crate) struct Account {
+    pub(crate) meter: Arc<StageMeter>,
+    pub(crate) budget: Option<FailureBudget>,
+    pub(crate) failures: Arc<Failures>,
+}
+
+impl Account {
+    /// Records one call's outcome; returns its outputs (none for a filter or a failure).
+    /// A failure is named with the stage and the ticket's first position; an exceeded budget
+    /// stops the group's input.
+    pub(crate) fn settle<U>(
+        &self,
+        group: &Group,
+        ids: &Ids,
+        took: std::time::Duration,
+        outcome: Result<Outputs<U>, Error>,
+        out: &mut Vec<U>,
+    ) {
+        match outcome {
+            Ok(Outputs::One(u)) => {
+                self.meter.on_task(took, TaskOutcome::Produced(1));
+                out.push(u);
+            }
+            Ok(Outputs::Many(v)) if !v.is_empty() => {
+                self.meter.on_task(took, TaskOutcome::Produced(v.len()));
+                out.extend(v);
+            }
+            Ok(_) => self.meter.on_task(took, TaskOutcome::Filtered),
+            Err(e) => {
+                self.meter.on_task(took, TaskOutcome::Failed);
+                let mut e = e.with_stage(self.meter.name());
+                if let Some(p) = ids.first() {
+                    e = e.with_position(p);
+                }
+                if self.failures.record(&self.meter, self.budget, &e) {
+                    group.stop.store(true, Ordering::Release);
+                }
+            }
+        }
+    }
+}
+
+/// Runs one call of a blocking op, catching a panic: its outcome and how long it took.
+pub(crate) fn call<T, U>(
+    op: &super::BlockingFn<T, U>,
+    item: T,
+) -> (Result<Outputs<U>, Error>, std::time::Duration) {
+    let start = Instant::now();
+    let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| op(item))) {
+        Ok(r) => r.map_err(super::op_error),
+        Err(p) => Err(Error::new(ErrorKind::OpPanicked, super::panic_message(p))),
+    };
+    (outcome, start.elapsed())
+}
+
+/// A follower: `op` runs on each item of a batch, then the stages after it.
+pub(crate) fn follower<U: Send + 'static, V: Send + 'static>(
+    op: Arc<super::BlockingFn<U, V>>,
+    account: Account,
+    passed: Arc<QueueMeter>,
+    next: Direct<V>,
+) -> Direct<U> {
+    let group = next.group.clone();
+    let forward = next.control.clone();
+    let passed_control = passed.clone();
+    // Skips and markers pass this queue's place too (as they would pass the queue).
+    let control = Arc::new(move |ticket: u64, c: Control| {
+        passed_control.pass(1);
+        forward(ticket, c);
+    });
+    let run = Arc::new(move |batch: Batch<U>| {
+        passed.pass(batch.messages);
+        // Skips (calls before that gave nothing) pass this stage as they came.
+        let mut messages = batch.messages - batch.items.len() as u64;
+        let mut out = Vec::new();
+        for item in batch.items {
+            if next.group.closed() {
+                break; // the pipeline is shutting down
+            }
+            account.meter.on_input();
+            let _span = tracing::trace_span!("op", stage = %account.meter.name()).entered();
+            let (outcome, took) = call(&*op, item);
+            let before = out.len();
+            account.settle(&next.group, &batch.ids, took, outcome, &mut out);
+            messages += (out.len() - before).max(1) as u64;
+        }
+        (next.run)(Batch {
+            ticket: batch.ticket,
+            ids: batch.ids,
+            items: out,
+            messages,
+        });
+    });
+    Direct {
+        run,
+        control,
+        group,
+    }
+}
+
+/// What reaches the tail: a ticket's messages, or an epoch marker's ticket.
+enum ToTail<W> {
+    Ticket(u64, Vec<Msg<W>>),
+    Marker(u64),
+}
+
+/// The tail of a group: its task (to spawn on the scheduler) and the entry for the stages
+/// before it.
+pub(crate) fn tail<W: Send + 'static>(
+    ordered: bool,
+    output: QueueTx<Msg<W>>,
+) -> (
+    Direct<W>,
+    std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+) {
+    let group = Arc::new(Group::new());
+    let (tx, rx) = mpsc::unbounded_channel::<ToTail<W>>();
+    let run_tx = tx.clone();
+    let run = Arc::new(move |batch: Batch<W>| {
+        let n = batch.items.len();
+        let mut ids = Some(batch.ids);
+        let mut msgs: Vec<Msg<W>> = batch
+            .items
+            .into_iter()
+            .enumerate()
+            .map(|(i, w)| {
+                // Only the last output carries the positions: the source item counts as
+                // delivered once all its outputs are.
+                let ids = if i + 1 == n {
+                    ids.take().unwrap_or_default()
+                } else {
+                    Ids::None
+                };
+                Msg::Item(ids, w)
+            })
+            .collect();
+        if let Some(ids) = ids.filter(|ids| ids.len() > 0) {
+            msgs.push(Msg::Skip(ids)); // filtered or failed on the way
+        }
+        let _ = run_tx.send(ToTail::Ticket(batch.ticket, msgs));
+    });
+    let control = Arc::new(move |ticket: u64, c: Control| {
+        let _ = tx.send(match c {
+            Control::Skip(ids) => ToTail::Ticket(ticket, vec![Msg::Skip(ids)]),
+            Control::EndOfEpoch => ToTail::Marker(ticket),
+        });
+    });
+    let task = Box::pin(run_tail(ordered, group.clone(), rx, output));
+    (
+        Direct {
+            run,
+            control,
+            group,
+        },
+        task,
+    )
+}
+
+/// The tail's task: takes each ticket's messages as the lanes finish them, puts them in input
+/// order if asked, and passes them on while the next queue has room.
+async fn run_tail<W: Send + 'static>(
+    ordered: bool,
+    group: Arc<Group>,
+    mut rx: mpsc::UnboundedReceiver<ToTail<W>>,
+    output: QueueTx<Msg<W>>,
+) {
+    let mut tail = Tail {
+        ordered,
+        group: group.clone(),
+        ready: BTreeMap::new(),
+        next_out: 0,
+        settled: 0,
+        marker: None,
+        outbox: VecDeque::new(),
+    };
+    let mut open = true;
+    loop {
+        while let Ok(m) = rx.try_recv() {
+            tail.take(m);
+        }
+        while let Some(m) = tail.outbox.pop_front() {
+            match output.try_send(m) {
+                Ok(()) => {}
+                Err(Busy::Wait(m)) => {
+                    tail.outbox.push_front(m);
+                    break;
+                }
+                Err(Busy::Closed) => return,
+            }
+        }
+        tail.publish();
+        if !open && tail.outbox.is_empty() {
+            return;
+        }
+        tokio::select! {
+            biased;
+            permit = output.reserve(), if !tail.outbox.is_empty() => {
+                let Ok(permit) = permit else { return };
+                if let Some(m) = tail.outbox.pop_front() {
+                    permit.send(m);
+                }
+            }
+            m = rx.recv(), if open => match m {
+                Some(m) => tail.take(m),
+                None => open = false,
+            },
+        }
+    }
+}
+
+struct Tail<W> {
+    ordered: bool,
+    group: Arc<Group>,
+    /// Input order: tickets' messages waiting for the tickets before them.
+    ready: BTreeMap<u64, Vec<Msg<W>>>,
+    next_out: u64,
+    /// Completion order: tickets released so far, and a marker waiting for the ones before it.
+    settled: u64,
+    marker: Option<u64>,
+    outbox: VecDeque<Msg<W>>,
+}
+
+impl<W> Tail<W> {
+    fn take(&mut self, m: ToTail<W>) {
+        let (ticket, msgs) = match m {
+            ToTail::Ticket(t, msgs) => (t, msgs),
+            ToTail::Marker(t) if self.ordered => (t, vec![Msg::EndOfEpoch]),
+            ToTail::Marker(t) => {
+                self.marker = Some(t);
+                self.release_marker();
+                return;
+            }
+        };
+        if self.ordered {
+            self.ready.insert(ticket, msgs);
+            while let Some(msgs) = self.ready.remove(&self.next_out) {
+                self.next_out += 1;
+                self.release(msgs);
+            }
+        } else {
+            self.release(msgs);
+            self.release_marker();
+        }
+    }
+
+    fn release(&mut self, msgs: Vec<Msg<W>>) {
+        self.outbox.extend(msgs);
+        self.settled += 1;
+        self.group.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// In completion order the marker goes out once every ticket before it is out.
+    fn release_marker(&mut self) {
+        if self.marker == Some(self.settled) {
+            self.marker = None;
+            self.release(vec![Msg::EndOfEpoch]);
+            self.group.epoch_ending.store(false, Ordering::Release);
+        }
+    }
+
+    /// Tells the head how much the group holds now.
+    fn publish(&self) {
+        self.group
+            .outbox
+            .store(self.outbox.len(), Ordering::Release);
+        self.group.room.notify_one();
+    }
+}
+
+/// The tail ended, returned or aborted with its task: the head and the lanes stop.
+impl<W> Drop for Tail<W> {
+    fn drop(&mut self) {
+        self.group.closed.store(true, Ordering::Release);
+        self.group.room.notify_one();
+    }
+}

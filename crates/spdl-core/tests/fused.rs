@@ -1,0 +1,236 @@
+//! Fused blocking stages (adjacent blocking stages on one lane, `stage::fused`) deliver what the
+//! same stages deliver unfused: outputs, order, epoch boundaries, statistics, failures, budgets
+//! and resumable state. A stage fuses when its concurrency is at least the worker count, so each
+//! test builds the same chain twice: with 2 workers (fused) and 64 (not fused).
+
+use std::collections::BTreeSet;
+
+use spdl_core::{ErrorKind, Op, Order, Pipeline, PipelineBuilder, StageConfig};
+
+const FUSED: usize = 2;
+const UNFUSED: usize = 64;
+
+/// source -> x+1 -> flat_map to [x, x+1000] unless x % 7 == 0 (filtered) -> fails on x % 5 == 0
+/// -> panics on x == 31 -> x*2, every stage at concurrency 4.
+fn chain(order: Order, workers: usize, epoch_len: u64) -> Pipeline<u64> {
+    let cfg = |name: &str| StageConfig::named(name).concurrency(4).order(order);
+    PipelineBuilder::source(move |epoch| (epoch * epoch_len)..((epoch + 1) * epoch_len))
+        .pipe(Op::blocking(|x: u64| Ok(Some(x + 1))), cfg("inc"))
+        .pipe(
+            Op::flat_map(|x: u64| {
+                Ok(if x % 7 == 0 {
+                    Vec::new()
+                } else {
+                    vec![x, x + 1000]
+                })
+            }),
+            cfg("split"),
+        )
+        .pipe(
+            Op::blocking(|x: u64| {
+                if x % 5 == 0 {
+                    Err(format!("{x} is a multiple of 5").into())
+                } else {
+                    Ok(Some(x))
+                }
+            }),
+            cfg("check"),
+        )
+        .pipe(
+            Op::blocking(|x: u64| {
+                assert_ne!(x, 31, "31 panics");
+                Ok(Some(x * 2))
+            }),
+            cfg("double"),
+        )
+        .build(workers)
+        .unwrap()
+}
+
+/// What every source item becomes, in input order.
+fn expected(items: std::ops::Range<u64>) -> Vec<u64> {
+    items
+        .map(|x| x + 1)
+        .filter(|x| x % 7 != 0)
+        .flat_map(|x| [x, x + 1000])
+        .filter(|x| x % 5 != 0 && *x != 31)
+        .map(|x| x * 2)
+        .collect()
+}
+
+#[test]
+fn fused_chains_deliver_in_input_order_with_exact_epochs() {
+    for workers in [FUSED, UNFUSED] {
+        let mut p = chain(Order::Input, workers, 200);
+        for epoch in 0..3u64 {
+            let got: Vec<u64> = p.iter().map(|r| r.unwrap()).collect();
+            assert_eq!(
+                got,
+                expected(epoch * 200..(epoch + 1) * 200),
+                "epoch {epoch}, {workers} workers"
+            );
+        }
+    }
+}
+
+#[test]
+fn fused_chains_deliver_every_item_in_completion_order() {
+    for workers in [FUSED, UNFUSED] {
+        let mut p = chain(Order::Completion, workers, 300);
+        for epoch in 0..3u64 {
+            let got: Vec<u64> = p.iter().map(|r| r.unwrap()).collect();
+            let want = expected(epoch * 300..(epoch + 1) * 300);
+            assert_eq!(got.len(), want.len(), "no duplicates, {workers} workers");
+            assert_eq!(
+                got.into_iter().collect::<BTreeSet<_>>(),
+                want.into_iter().collect::<BTreeSet<_>>(),
+                "epoch {epoch}, {workers} workers"
+            );
+        }
+    }
+}
+
+#[test]
+fn fused_stages_keep_their_own_statistics_and_queues() {
+    let counts = |workers| {
+        let mut p = chain(Order::Input, workers, 500);
+        assert_eq!(p.iter().count(), expected(0..500).len());
+        let stats = p.stats();
+        let stages: Vec<_> = stats
+            .stages
+            .iter()
+            .map(|s| {
+                (
+                    s.name.clone(),
+                    s.items_in,
+                    s.items_out,
+                    s.filtered,
+                    s.failures,
+                )
+            })
+            .collect();
+        let queues: Vec<_> = stats
+            .queues
+            .iter()
+            .map(|q| (q.name.clone(), q.items))
+            .collect();
+        (stages, queues, p.last_errors().len())
+    };
+    let (stages, mut queues, errors) = counts(FUSED);
+    let (unfused_stages, unfused_queues, unfused_errors) = counts(UNFUSED);
+    assert_eq!((&stages, errors), (&unfused_stages, unfused_errors));
+    // The queues fusing replaced count the messages that would have passed them; the group's
+    // tail passes one skip per dropped source item where unfused stages pass one per dropped
+    // intermediate output (a skip with no position): 843 against 930 into the sink.
+    let sink = queues.pop().unwrap();
+    assert_eq!(queues[..], unfused_queues[..4]);
+    let per_source_item: usize = (0..500).map(|x| expected(x..x + 1).len().max(1)).sum();
+    assert_eq!(sink.1, per_source_item as u64 + 1); // + the epoch marker
+    assert_eq!(unfused_queues[4].1, 930);
+    // inc: 500 in, 500 out; split: 500 in, 71 filtered (x+1 = 7k), 858 out; check: fails the
+    // multiples of 5; double: one panic (31).
+    assert_eq!(stages[1], ("inc".into(), 500, 500, 0, 0));
+    assert_eq!(stages[2], ("split".into(), 500, 858, 71, 0));
+    let fives = (1..=500u64)
+        .filter(|x| x % 7 != 0)
+        .flat_map(|x| [x, x + 1000])
+        .filter(|x| x % 5 == 0)
+        .count() as u64;
+    assert_eq!(stages[3], ("check".into(), 858, 858 - fives, 0, fives));
+    assert_eq!(
+        stages[4],
+        ("double".into(), 858 - fives, 858 - fives - 1, 0, 1)
+    );
+    let names: Vec<&str> = queues
+        .iter()
+        .chain([&sink])
+        .map(|(n, _)| n.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "source->inc",
+            "inc->split",
+            "split->check",
+            "check->double",
+            "double->sink"
+        ]
+    );
+    // Messages through split->check: 858 outputs, 71 skips, the epoch marker.
+    assert_eq!(queues[2].1, 858 + 71 + 1);
+}
+
+#[test]
+fn a_follower_budget_stops_the_group_and_names_its_stage() {
+    let mut p = PipelineBuilder::source(|_| 0..1000u64)
+        .pipe(
+            Op::blocking(|x: u64| Ok(Some(x))),
+            StageConfig::named("first")
+                .concurrency(2)
+                .order(Order::Input),
+        )
+        .pipe(
+            Op::blocking(|x: u64| {
+                if x % 10 == 9 {
+                    Err("bad".into())
+                } else {
+                    Ok(Some(x))
+                }
+            }),
+            StageConfig::named("second")
+                .concurrency(2)
+                .order(Order::Input)
+                .max_failures(3),
+        )
+        .build(FUSED)
+        .unwrap();
+    let mut items = Vec::new();
+    let mut err = None;
+    for r in p.iter() {
+        match r {
+            Ok(x) => items.push(x),
+            Err(e) => err = Some(e),
+        }
+    }
+    let err = err.expect("the budget error comes last");
+    assert_eq!(err.kind(), ErrorKind::TooManyFailures);
+    assert_eq!(err.stage(), Some("second"));
+    // In order, every item before the fourth failure (39) that is not a failure was delivered.
+    assert_eq!(
+        &items[..36],
+        &(0..39).filter(|x| x % 10 != 9).collect::<Vec<_>>()[..]
+    );
+    assert!(items.len() < 1000 - 100, "the group stopped taking input");
+    assert!(
+        p.last_errors()[0].contains("stage=second"),
+        "{:?}",
+        p.last_errors()
+    );
+}
+
+#[test]
+fn fused_state_dict_resumes_exactly() {
+    // One output per item (a flat-map's item counts as done only after its last output, so a
+    // stop between two outputs of one item re-delivers the first, fused or not).
+    let build = || {
+        let cfg = |name: &str| StageConfig::named(name).concurrency(4).order(Order::Input);
+        PipelineBuilder::source(|_| 0..400u64)
+            .pipe(
+                Op::blocking(|x: u64| Ok((x % 7 != 0).then_some(x))),
+                cfg("filter"),
+            )
+            .pipe(Op::blocking(|x: u64| Ok(Some(x * 3))), cfg("triple"))
+            .build(FUSED)
+            .unwrap()
+    };
+    let mut first = build();
+    let taken: Vec<u64> = first.iter().take(100).map(|r| r.unwrap()).collect();
+    let state = first.state_dict();
+    drop(first);
+    let mut second = build();
+    second.load_state_dict(&state).unwrap();
+    let rest: Vec<u64> = second.iter().map(|r| r.unwrap()).collect();
+    let all: Vec<u64> = taken.into_iter().chain(rest).collect();
+    let want: Vec<u64> = (0..400).filter(|x| x % 7 != 0).map(|x| x * 3).collect();
+    assert_eq!(all, want, "nothing lost, nothing twice, in order");
+}
