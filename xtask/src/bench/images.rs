@@ -283,9 +283,13 @@ pub(crate) fn run(args: &Args) -> Result<()> {
                 eprintln!("bench images: spdl_rs wheel not installed ({e:#}); the spdl_rs Python systems will be skipped if it is missing");
             }
         }
-        match ensure_venv313(!args.no_install) {
-            Ok(p) => python313 = Some(p),
-            Err(reason) => skips.push(reason),
+        // dataloader-rs's own venv only when it is among the systems.
+        let systems = args.systems.as_deref().or(preset.systems);
+        if systems.is_none_or(|s| s.split(',').any(|n| n == "dataloader_rs")) {
+            match ensure_venv313(!args.no_install) {
+                Ok(p) => python313 = Some(p),
+                Err(reason) => skips.push(reason),
+            }
         }
         py(&venv)
     };
