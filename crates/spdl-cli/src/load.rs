@@ -396,7 +396,10 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
                 .concurrency(decode_concurrency)
                 .order(order),
         )
-        .aggregate(args.batch_size, false);
+        .aggregate(args.batch_size, false)
+        // Epoch e + 1's first batches load while epoch e's tail is consumed (no bubble at the
+        // boundary); nothing past the last epoch.
+        .prefetch_epochs_of(args.epochs);
 
     let mut report = Report::new(&shown, &args, threads, per_epoch, layout, dtype);
     if args.dump.is_some() && device::is_gpu(&args.device)? {

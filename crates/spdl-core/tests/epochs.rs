@@ -234,3 +234,33 @@ fn prefetch_off_never_sources_an_epoch_before_it_starts() {
         assert_eq!(*calls.lock().unwrap(), (0..=epoch).collect::<Vec<_>>());
     }
 }
+
+#[test]
+fn prefetching_a_run_of_n_epochs_loads_nothing_past_the_last() {
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let source_calls = calls.clone();
+    let mut p = PipelineBuilder::source(move |epoch| {
+        source_calls.lock().unwrap().push(epoch);
+        (0..PER_EPOCH).map(move |i| epoch * 100 + i)
+    })
+    .pipe(
+        Op::blocking(|x: u64| Ok(Some(x))),
+        StageConfig::named("pass")
+            .concurrency(2)
+            .order(Order::Input),
+    )
+    .sink(64)
+    .prefetch_epochs_of(2)
+    .build(2)
+    .unwrap();
+    let first: Vec<u64> = p.iter().map(|r| r.unwrap()).collect();
+    assert_eq!(first, (0..PER_EPOCH).collect::<Vec<_>>());
+    // Epoch 1 was sourced while epoch 0 ended.
+    wait_until("epoch 1 is prefetched", || calls.lock().unwrap().len() == 2);
+    let second: Vec<u64> = p.iter().map(|r| r.unwrap()).collect();
+    assert_eq!(second, (0..PER_EPOCH).map(|i| 100 + i).collect::<Vec<_>>());
+    // The run has two epochs: epoch 2 is never sourced.
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(*calls.lock().unwrap(), [0, 1]);
+    assert_eq!(p.stats().stages[1].items_in, 2 * PER_EPOCH);
+}

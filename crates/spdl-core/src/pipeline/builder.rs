@@ -91,7 +91,8 @@ pub struct PipelineBuilder<T> {
     sink_size: usize,
     max_failures: Option<FailureBudget>,
     report_interval: Option<Duration>,
-    prefetch_epochs: Option<bool>,
+    /// Epochs before this one are prefetched (0: none).
+    prefetch_epochs: u64,
     /// The last stage is a blocking `pipe` with this concurrency and order: the next blocking
     /// stage with the same may fuse into it.
     blocking_tail: Option<(usize, Order)>,
@@ -165,7 +166,7 @@ impl<T: Send + 'static> PipelineBuilder<T> {
             sink_size: 3,
             max_failures: None,
             report_interval: None,
-            prefetch_epochs: None,
+            prefetch_epochs: 0,
             blocking_tail: None,
         }
     }
@@ -360,7 +361,15 @@ impl<T: Send + 'static> PipelineBuilder<T> {
     /// [`crate::Pipeline::stats`] are running counters: once epoch `e + 1` loads they include
     /// its first items and failures, so per-epoch differences of them are no longer exact.
     pub fn prefetch_epochs(mut self, on: bool) -> Self {
-        self.prefetch_epochs = Some(on);
+        self.prefetch_epochs = if on { u64::MAX } else { 0 };
+        self
+    }
+
+    /// [`prefetch_epochs`](Self::prefetch_epochs)`(true)` for a run of `epochs` epochs: no item
+    /// of epoch `epochs` (one past the last) is loaded, so nothing is read, decoded or counted
+    /// in the stats after the run's last epoch.
+    pub fn prefetch_epochs_of(mut self, epochs: u64) -> Self {
+        self.prefetch_epochs = epochs;
         self
     }
 

@@ -167,7 +167,8 @@ pub struct Pipeline<T> {
     /// Positions to skip in the next epoch started (from `load_state_dict`).
     resume: Option<Progress>,
     /// Prefetch the next epoch (`Some(true)`) or not (`None`, `Some(false)`: the default).
-    prefetch_epochs: Option<bool>,
+    /// Epochs before this one are prefetched (0: none).
+    prefetch_epochs: u64,
     /// Epochs started by the consumer so far.
     epochs_started: u64,
     /// The epoch the source is producing ahead of the consumer, if any.
@@ -218,7 +219,7 @@ impl<T: Send + 'static> Pipeline<T> {
             epoch: 0,
             progress: Progress::new(),
             resume: None,
-            prefetch_epochs: None,
+            prefetch_epochs: 0,
             epochs_started: 0,
             prefetched: None,
             stop_handle,
@@ -226,8 +227,8 @@ impl<T: Send + 'static> Pipeline<T> {
     }
 
     /// Whether the next epoch is prefetched (see [`crate::PipelineBuilder::prefetch_epochs`]).
-    pub(crate) fn set_prefetch_epochs(&mut self, on: Option<bool>) {
-        self.prefetch_epochs = on;
+    pub(crate) fn set_prefetch_epochs(&mut self, before: u64) {
+        self.prefetch_epochs = before;
     }
 
     /// A handle that stops this pipeline without blocking, usable from anywhere (an op, a
@@ -271,7 +272,7 @@ impl<T: Send + 'static> Pipeline<T> {
         self.epochs_started += 1;
         // Off unless asked for: the stats are running counters, so with the next epoch loading
         // they would mix its failures into this epoch's.
-        let prefetch_next = self.prefetch_epochs.unwrap_or(false);
+        let prefetch_next = self.epoch + 1 < self.prefetch_epochs;
         let started = self.commands.as_ref().is_some_and(|c| {
             c.send(StartEpoch {
                 epoch: self.epoch,
