@@ -11,10 +11,7 @@ use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressStyle};
 use spdl_core::{Op, Order, PipelineBuilder, StageConfig};
-use spdl_io::{
-    collate, collate_normalized, BatchItem, ImageLoader, ImageOptions, Normalize, SampleContext,
-    TransformKind,
-};
+use spdl_io::{load_batch, BatchSample, ImageLoader, ImageOptions, Normalize, TransformKind};
 use spdl_sources::shards::{list_shards_with, ShardSource};
 use spdl_sources::{
     read_list_file, walk_dir_with, Bytes, DistInfo, Extensions, FetchOptions, Fetcher, ImageFolder,
@@ -354,32 +351,13 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
             }
         })
     };
-    let decode = {
-        let (loader, failures) = (loader.clone(), failures.clone());
-        Op::blocking(move |f: Fetched| {
-            let key = spdl_io::key_from_path(&f.job.path);
-            let ctx = SampleContext {
-                key: &key,
-                index: f.job.index,
-                epoch: f.job.epoch,
-            };
-            match loader.load(&f.bytes, &ctx) {
-                Ok(image) => Ok(Some(BatchItem {
-                    key,
-                    label: f.job.label,
-                    image,
-                })),
-                Err(e) => Err(Failure::record(&failures, &f.job.path, e)),
-            }
-        })
-    };
     // Completion order keeps the workers busy; a dump must show the listing's first samples.
     let order = if args.dump.is_some() {
         Order::Input
     } else {
         Order::Completion
     };
-    let batches = PipelineBuilder::source(source)
+    let fetched = PipelineBuilder::source(source)
         .pipe(
             read,
             StageConfig::named("read")
@@ -390,13 +368,6 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
                 )
                 .order(order),
         )
-        .pipe(
-            decode,
-            StageConfig::named("decode")
-                .concurrency(decode_concurrency)
-                .order(order),
-        )
-        .aggregate(args.batch_size, false)
         // Epoch e + 1's first batches load while epoch e's tail is consumed (no bubble at the
         // boundary); nothing past the last epoch.
         .prefetch_epochs_of(args.epochs);
@@ -408,6 +379,34 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
     let run = if device::is_gpu(&args.device)? {
         #[cfg(feature = "cuda")]
         {
+            // Decoded one by one, then collated into pinned memory for the copy.
+            let decode = {
+                let (loader, failures) = (loader.clone(), failures.clone());
+                Op::blocking(move |f: Fetched| {
+                    let key = spdl_io::key_from_path(&f.job.path);
+                    let ctx = spdl_io::SampleContext {
+                        key: &key,
+                        index: f.job.index,
+                        epoch: f.job.epoch,
+                    };
+                    match loader.load(&f.bytes, &ctx) {
+                        Ok(image) => Ok(Some(spdl_io::BatchItem {
+                            key,
+                            label: f.job.label,
+                            image,
+                        })),
+                        Err(e) => Err(Failure::record(&failures, &f.job.path, e)),
+                    }
+                })
+            };
+            let batches = fetched
+                .pipe(
+                    decode,
+                    StageConfig::named("decode")
+                        .concurrency(decode_concurrency)
+                        .order(order),
+                )
+                .aggregate(args.batch_size, false);
             let normalize = dtype == DtypeArg::F32;
             let (pipeline, transfer) =
                 device::build_gpu(batches, &args.device, normalize, threads)?;
@@ -418,18 +417,48 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
         #[cfg(not(feature = "cuda"))]
         return Err(device::no_cuda(&args.device));
     } else {
-        let collate_op = Op::blocking(move |items: Vec<BatchItem>| {
-            let batch = match dtype {
-                DtypeArg::U8 => collate(items)?,
-                DtypeArg::F32 => collate_normalized(items, &Normalize::imagenet())?,
-            };
-            Ok(Some(batch))
-        });
-        let pipeline = batches
+        // A batch's samples decode straight into their rows of one buffer (no copy after
+        // decoding); a sample that fails is recorded and its row dropped.
+        let decode_batch = {
+            let (loader, failures) = (loader.clone(), failures.clone());
+            let normalize = (dtype == DtypeArg::F32).then(Normalize::imagenet);
+            Op::blocking(move |fetched: Vec<Fetched>| {
+                let samples: Vec<BatchSample> = fetched
+                    .iter()
+                    .map(|f| BatchSample {
+                        key: spdl_io::key_from_path(&f.job.path),
+                        label: f.job.label,
+                        index: f.job.index,
+                        epoch: f.job.epoch,
+                    })
+                    .collect();
+                let loaded = match load_batch(&loader, &samples, normalize.as_ref(), 1, |i| {
+                    Ok(&fetched[i].bytes[..])
+                }) {
+                    Ok(loaded) => loaded,
+                    Err(e) => {
+                        // The batch as a whole is refused (its size is over the limits before
+                        // any decoding): each of its samples failed for that reason.
+                        for (f, s) in fetched.iter().zip(&samples) {
+                            let each = spdl_io::Error::new(e.kind(), e.message()).with_key(&s.key);
+                            Failure::record(&failures, &f.job.path, each);
+                        }
+                        return Ok(None);
+                    }
+                };
+                let (batch, failed) = loaded.into_delivered();
+                for (row, e) in failed {
+                    Failure::record(&failures, &fetched[row].job.path, e);
+                }
+                Ok((!batch.is_empty()).then_some(batch))
+            })
+        };
+        let pipeline = fetched
+            .aggregate(args.batch_size, false)
             .pipe(
-                collate_op,
-                StageConfig::named("collate")
-                    .concurrency(threads.min(2))
+                decode_batch,
+                StageConfig::named("decode")
+                    .concurrency(decode_concurrency)
                     .order(order),
             )
             .sink(3)

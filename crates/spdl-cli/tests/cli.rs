@@ -37,10 +37,7 @@ fn loads_the_bundled_photos_with_zero_failures() {
         .iter()
         .map(|s| s["name"].as_str().unwrap())
         .collect();
-    assert_eq!(
-        names,
-        ["source", "read", "decode", "aggregate_3", "collate"]
-    );
+    assert_eq!(names, ["source", "read", "aggregate_2", "decode"]);
 }
 
 #[test]
@@ -202,9 +199,10 @@ fn writes_a_chrome_trace() {
         .iter()
         .filter(|e| e["name"] == "op" && e["args"]["stage"] == "decode")
         .count();
+    // The 14 bundled photos in batches of 32: one decode call for the batch.
     assert!(
-        decode_spans >= 14,
-        "one span per decoded image, got {decode_spans}"
+        decode_spans >= 1,
+        "one span per decoded batch, got {decode_spans}"
     );
 }
 

@@ -52,6 +52,49 @@ impl LoadedBatch {
     }
 }
 
+impl LoadedBatch {
+    /// The batch without its failed rows (the rows after a failure move up, in place; nothing
+    /// is copied when none failed), and the failures: `[N - failed, ...]` with the keys and
+    /// labels of the rows kept. For a loader that drops bad samples rather than zero them.
+    pub fn into_delivered(self) -> (ImageBatch, Vec<(usize, Error)>) {
+        let LoadedBatch { mut batch, failed } = self;
+        if failed.is_empty() {
+            return (batch, failed);
+        }
+        let n = batch.shape[0];
+        let per = batch.shape[1..].iter().product::<usize>();
+        let keep: Vec<usize> = {
+            let mut bad = failed.iter().map(|(row, _)| *row).peekable();
+            (0..n)
+                .filter(|&row| {
+                    let is_bad = bad.peek() == Some(&row);
+                    if is_bad {
+                        bad.next();
+                    }
+                    !is_bad
+                })
+                .collect()
+        };
+        fn compact<T: Copy>(data: &mut Vec<T>, keep: &[usize], per: usize) {
+            for (to, &from) in keep.iter().enumerate() {
+                if to != from {
+                    data.copy_within(from * per..(from + 1) * per, to * per);
+                }
+            }
+            data.truncate(keep.len() * per);
+        }
+        match &mut batch.data {
+            BatchData::U8(d) => compact(d, &keep, per),
+            BatchData::U16(d) => compact(d, &keep, per),
+            BatchData::F32(d) => compact(d, &keep, per),
+        }
+        batch.keys = keep.iter().map(|&i| std::mem::take(&mut batch.keys[i])).collect();
+        batch.labels = keep.iter().map(|&i| batch.labels[i]).collect();
+        batch.shape[0] = keep.len();
+        (batch, failed)
+    }
+}
+
 /// Threads for a batch of `n` samples: `requested`, else the CPUs (at most 8), within `1..=n`.
 pub fn batch_threads(requested: Option<usize>, n: usize) -> usize {
     requested

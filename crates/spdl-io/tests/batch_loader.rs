@@ -91,6 +91,32 @@ fn rows_equal_single_loads_and_failures_are_zero_rows() {
 }
 
 #[test]
+fn delivered_batches_drop_the_failed_rows_and_keep_the_others_in_order() {
+    let mut photos = photos();
+    photos[0].1.truncate(300);
+    photos[5].1 = b"<html>not an image</html>".to_vec();
+    let samples = samples(&photos);
+    let loader = loader(TransformKind::Eval, ColorMode::Rgb);
+    let out = load_batch(&loader, &samples, None, 2, |i| Ok(&photos[i].1[..])).unwrap();
+    let full = out.batch.clone();
+    let (batch, failed) = out.into_delivered();
+    assert_eq!(failed.iter().map(|(r, _)| *r).collect::<Vec<_>>(), [0, 5]);
+    let kept: Vec<usize> = (0..photos.len()).filter(|i| *i != 0 && *i != 5).collect();
+    assert_eq!(batch.shape, [kept.len(), 96, 96, 3]);
+    let keys: Vec<&str> = kept.iter().map(|&i| photos[i].0.as_str()).collect();
+    assert_eq!(batch.keys, keys);
+    assert_eq!(batch.labels, kept.iter().map(|&i| full.labels[i]).collect::<Vec<_>>());
+    let (BatchData::U8(got), BatchData::U8(all)) = (&batch.data, &full.data) else {
+        panic!("u8 batches")
+    };
+    let per = 96 * 96 * 3;
+    assert_eq!(got.len(), kept.len() * per);
+    for (row, &i) in kept.iter().enumerate() {
+        assert_eq!(got[row * per..(row + 1) * per], all[i * per..(i + 1) * per], "row {i}");
+    }
+}
+
+#[test]
 fn normalized_rows_equal_collate_normalized() {
     let photos = photos();
     let samples = samples(&photos);
