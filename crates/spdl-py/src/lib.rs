@@ -37,6 +37,8 @@ mod media_encode;
 mod media_frames;
 #[cfg(feature = "decode-ffmpeg")]
 mod media_graph;
+#[cfg(feature = "decode-ffmpeg")]
+mod media_props;
 mod ops;
 mod options;
 mod pipeline;
