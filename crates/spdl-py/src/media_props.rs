@@ -124,96 +124,43 @@ macro_rules! media_pymethods {
         $crate::media_props::media_pymethods!(@next [$ty $kind [$($done)* $($item)*] $props $methods]);
     };
 
-    // Codec, packets and frames.
-    (@width Codec $s:tt) => { $crate::media_props::media_pymethods!(@emit $s
-        /// Width in pixels (coded).
-        #[getter]
-        fn width(&self) -> u32 { self.src().width() }
-    ); };
-    (@width Frames $s:tt) => { $crate::media_props::media_pymethods!(@emit $s
-        /// Width in pixels.
-        #[getter]
-        fn width(&self) -> usize { self.src().width() }
-    ); };
-    (@height Codec $s:tt) => { $crate::media_props::media_pymethods!(@emit $s
-        /// Height in pixels (coded).
-        #[getter]
-        fn height(&self) -> u32 { self.src().height() }
-    ); };
-    (@height Frames $s:tt) => { $crate::media_props::media_pymethods!(@emit $s
-        /// Height in pixels.
-        #[getter]
-        fn height(&self) -> usize { self.src().height() }
-    ); };
-    (@pix_fmt $kind:ident $s:tt) => { $crate::media_props::media_pymethods!(@emit $s
-        /// Pixel format name, e.g. `"yuv420p"`, `"rgb24"`.
-        #[getter]
-        fn pix_fmt(&self) -> String { self.src().format_name() }
-    ); };
-    (@sample_fmt $kind:ident $s:tt) => { $crate::media_props::media_pymethods!(@emit $s
-        /// Sample format name, e.g. `"fltp"`, `"s16"`.
-        #[getter]
-        fn sample_fmt(&self) -> String { self.src().format_name() }
-    ); };
-    (@sample_rate $kind:ident $s:tt) => { $crate::media_props::media_pymethods!(@emit $s
-        /// Sample rate in Hz.
-        #[getter]
-        fn sample_rate(&self) -> u32 { self.src().sample_rate() }
-    ); };
-    (@num_channels $kind:ident $s:tt) => { $crate::media_props::media_pymethods!(@emit $s
-        /// Number of audio channels.
-        #[getter]
-        fn num_channels(&self) -> usize { self.src().num_channels() }
-    ); };
-    (@time_base $kind:ident $s:tt) => { $crate::media_props::media_pymethods!(@emit $s
-        /// Time base `(num, den)` of the stream (of `get_pts()` for frames).
-        #[getter]
-        fn time_base(&self) -> (i32, i32) { self.src().time_base() }
-    ); };
+    (@get $s:tt $doc:literal $name:ident: $ret:ty = $method:ident) => {
+        $crate::media_props::media_pymethods!(@emit $s
+            #[doc = $doc]
+            #[getter]
+            fn $name(&self) -> $ret {
+                self.src().$method()
+            }
+        );
+    };
 
-    // Codec and packets only.
-    (@name Codec $s:tt) => { $crate::media_props::media_pymethods!(@emit $s
-        /// Codec name, e.g. `"h264"`, `"aac"`, `"png"`.
-        #[getter]
-        fn name(&self) -> String { self.src().name() }
-    ); };
-    (@frame_rate Codec $s:tt) => { $crate::media_props::media_pymethods!(@emit $s
-        /// Average frame rate `(num, den)` from the header.
-        #[getter]
-        fn frame_rate(&self) -> (i32, i32) { self.src().frame_rate() }
-    ); };
-    (@sample_aspect_ratio Codec $s:tt) => { $crate::media_props::media_pymethods!(@emit $s
-        /// Sample aspect ratio `(num, den)`.
-        #[getter]
-        fn sample_aspect_ratio(&self) -> (i32, i32) { self.src().sample_aspect_ratio() }
-    ); };
-    (@rotation Codec $s:tt) => { $crate::media_props::media_pymethods!(@emit $s
-        /// Display rotation in degrees counterclockwise (0, 90, 180, 270); not applied.
-        #[getter]
-        fn rotation(&self) -> i32 { self.src().rotation() }
-    ); };
-    (@channel_layout Codec $s:tt) => { $crate::media_props::media_pymethods!(@emit $s
-        /// Channel layout as FFmpeg names it (`"stereo"`, `"5.1"`).
-        #[getter]
-        fn channel_layout(&self) -> String { self.src().channel_layout() }
-    ); };
+    // The properties: `(@<name> <kind> $s) => <doc>, <name>: <type> = <method of the source>`.
+    // Codec, packets and frames:
+    (@width Codec $s:tt) => { $crate::media_props::media_pymethods!(@get $s "Width in pixels (coded)." width: u32 = width); };
+    (@width Frames $s:tt) => { $crate::media_props::media_pymethods!(@get $s "Width in pixels." width: usize = width); };
+    (@height Codec $s:tt) => { $crate::media_props::media_pymethods!(@get $s "Height in pixels (coded)." height: u32 = height); };
+    (@height Frames $s:tt) => { $crate::media_props::media_pymethods!(@get $s "Height in pixels." height: usize = height); };
+    (@pix_fmt $k:ident $s:tt) => { $crate::media_props::media_pymethods!(@get $s "Pixel format name, e.g. `\"yuv420p\"`, `\"rgb24\"`." pix_fmt: String = format_name); };
+    (@sample_fmt $k:ident $s:tt) => { $crate::media_props::media_pymethods!(@get $s "Sample format name, e.g. `\"fltp\"`, `\"s16\"`." sample_fmt: String = format_name); };
+    (@sample_rate $k:ident $s:tt) => { $crate::media_props::media_pymethods!(@get $s "Sample rate in Hz." sample_rate: u32 = sample_rate); };
+    (@num_channels $k:ident $s:tt) => { $crate::media_props::media_pymethods!(@get $s "Number of audio channels." num_channels: usize = num_channels); };
+    (@time_base $k:ident $s:tt) => { $crate::media_props::media_pymethods!(@get $s "Time base `(num, den)` of the stream (of `get_pts()` for frames)." time_base: (i32, i32) = time_base); };
+    // Codec and packets:
+    (@name Codec $s:tt) => { $crate::media_props::media_pymethods!(@get $s "Codec name, e.g. `\"h264\"`, `\"aac\"`, `\"png\"`." name: String = name); };
+    (@frame_rate Codec $s:tt) => { $crate::media_props::media_pymethods!(@get $s "Average frame rate `(num, den)` from the header." frame_rate: (i32, i32) = frame_rate); };
+    (@sample_aspect_ratio Codec $s:tt) => { $crate::media_props::media_pymethods!(@get $s "Sample aspect ratio `(num, den)`." sample_aspect_ratio: (i32, i32) = sample_aspect_ratio); };
+    (@rotation Codec $s:tt) => { $crate::media_props::media_pymethods!(@get $s "Display rotation in degrees counterclockwise (0, 90, 180, 270); not applied." rotation: i32 = rotation); };
+    (@channel_layout Codec $s:tt) => { $crate::media_props::media_pymethods!(@get $s "Channel layout as FFmpeg names it (`\"stereo\"`, `\"5.1\"`)." channel_layout: String = channel_layout); };
+    // Frames:
+    (@num_planes Frames $s:tt) => { $crate::media_props::media_pymethods!(@get $s "Planes of the pixel format (3 for `yuv420p`, 1 for `rgb24`)." num_planes: usize = num_planes); };
+    (@num_samples Frames $s:tt) => { $crate::media_props::media_pymethods!(@get $s "Samples per channel over all frames." num_samples: usize = num_samples); };
 
-    // Frames only.
+    // Frames only, the methods:
     (@num_frames Frames $s:tt) => { $crate::media_props::media_pymethods!(@emit $s
         /// Number of frames (FFmpeg frames: for audio, each holds many samples).
         #[getter]
         fn num_frames(&self) -> usize { self.src().len() }
         fn __len__(&self) -> usize { self.src().len() }
-    ); };
-    (@num_planes Frames $s:tt) => { $crate::media_props::media_pymethods!(@emit $s
-        /// Planes of the pixel format (3 for `yuv420p`, 1 for `rgb24`).
-        #[getter]
-        fn num_planes(&self) -> usize { self.src().num_planes() }
-    ); };
-    (@num_samples Frames $s:tt) => { $crate::media_props::media_pymethods!(@emit $s
-        /// Samples per channel over all frames.
-        #[getter]
-        fn num_samples(&self) -> usize { self.src().num_samples() }
     ); };
     (@get_pts Frames $s:tt) => { $crate::media_props::media_pymethods!(@emit $s
         /// Presentation timestamps of the frames in `time_base` units.
