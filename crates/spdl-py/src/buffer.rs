@@ -218,30 +218,31 @@ impl CpuBuffer {
         }
     }
 
+    /// One sample of `shape` (`key`, no label) held in `wrap(data)`; the vector is moved, not
+    /// copied. `data.len()` must equal the product of `shape`.
+    #[cfg_attr(not(feature = "decode-ffmpeg"), allow(dead_code))]
+    fn from_vec<T>(
+        data: Vec<T>,
+        shape: Vec<usize>,
+        key: String,
+        wrap: fn(Box<[T]>) -> Storage,
+    ) -> Self {
+        debug_assert_eq!(data.len(), shape.iter().product::<usize>());
+        CpuBuffer::new(wrap(data.into_boxed_slice()), shape, vec![key], vec![None])
+    }
+
     /// `u8` samples of `shape` (e.g. video frames `[T, H, W, C]`); the vector is moved, not
     /// copied. `data.len()` must equal the product of `shape`.
     #[cfg_attr(not(feature = "decode-ffmpeg"), allow(dead_code))]
     pub(crate) fn from_u8(data: Vec<u8>, shape: Vec<usize>, key: String) -> Self {
-        debug_assert_eq!(data.len(), shape.iter().product::<usize>());
-        CpuBuffer::new(
-            Storage::U8(data.into_boxed_slice()),
-            shape,
-            vec![key],
-            vec![None],
-        )
+        CpuBuffer::from_vec(data, shape, key, Storage::U8)
     }
 
     /// `f32` samples of `shape` (e.g. a waveform `[C, S]`); the vector is moved, not copied.
     /// `data.len()` must equal the product of `shape`.
     #[cfg_attr(not(feature = "decode-ffmpeg"), allow(dead_code))]
     pub(crate) fn from_f32(data: Vec<f32>, shape: Vec<usize>, key: String) -> Self {
-        debug_assert_eq!(data.len(), shape.iter().product::<usize>());
-        CpuBuffer::new(
-            Storage::F32(data.into_boxed_slice()),
-            shape,
-            vec![key],
-            vec![None],
-        )
+        CpuBuffer::from_vec(data, shape, key, Storage::F32)
     }
 
     /// Another `CPUBuffer` over the same memory (no copy): the memory lives while either does.
