@@ -47,8 +47,32 @@ class CPUBuffer:
     if sys.version_info >= (3, 12):  # PEP 688; the buffer protocol itself works on 3.11
         def __buffer__(self, flags: int, /) -> memoryview: ...
 
+@type_check_only
+class _CudaExport:
+    """Stub-only (no such class at run time): the export protocols of ``CUDABuffer``, which
+    ``_ExportProbe`` runs over host memory."""
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        """Version 3; ``stream`` is the copy stream, or ``None`` once the copy is complete."""
+    def __dlpack__(
+        self,
+        *,
+        stream: int | None = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> Any:
+        """A ``"dltensor"`` capsule (``"dltensor_versioned"`` for ``max_version >= (1, 0)``)
+        sharing the device memory. ``stream``: the consumer's stream (``None``/``1`` legacy
+        default, ``2`` per-thread default, else a ``cudaStream_t``), made to wait on the GPU
+        for the copy; ``-1``: no synchronization; ``0``: ``ValueError``. ``BufferError`` for
+        ``copy=True`` or another ``dl_device``."""
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """``(2, device_index)``: kDLCUDA."""
+
 @final
-class CUDABuffer:
+class CUDABuffer(_CudaExport):
     """Contiguous row-major array in CUDA device memory: a batch ``[N, H, W, C]`` (``uint8``;
     ``uint16`` for 16-bit images) or a normalized batch ``[N, C, H, W]`` (``float32``), made by
     ``ops.to_device()`` or ``io.transfer_buffer()``. Zero-copy through DLPack (``kDLCUDA``)
@@ -78,45 +102,15 @@ class CUDABuffer:
     def keys(self) -> list[str]: ...
     @property
     def labels(self) -> list[int | None]: ...
-    @property
-    def __cuda_array_interface__(self) -> dict[str, Any]:
-        """Version 3; ``stream`` is the copy stream, or ``None`` once the copy is complete."""
     def __len__(self) -> int: ...
     def synchronize(self) -> None:
         """Blocks (GIL released) until the copy is complete. ``RuntimeError`` on a CUDA error."""
     def to_host(self) -> CPUBuffer:
         """A copy in CPU memory (for checks). ``RuntimeError`` on a CUDA error."""
-    def __dlpack__(
-        self,
-        *,
-        stream: int | None = None,
-        max_version: tuple[int, int] | None = None,
-        dl_device: tuple[int, int] | None = None,
-        copy: bool | None = None,
-    ) -> Any:
-        """A ``"dltensor"`` capsule (``"dltensor_versioned"`` for ``max_version >= (1, 0)``)
-        sharing the device memory. ``stream``: the consumer's stream (``None``/``1`` legacy
-        default, ``2`` per-thread default, else a ``cudaStream_t``), made to wait on the GPU
-        for the copy; ``-1``: no synchronization; ``0``: ``ValueError``. ``BufferError`` for
-        ``copy=True`` or another ``dl_device``."""
-    def __dlpack_device__(self) -> tuple[int, int]:
-        """``(2, device_index)``: kDLCUDA."""
 
 @final
-class _ExportProbe:
+class _ExportProbe(_CudaExport):
     """Test stand-in: a CPUBuffer's memory through CUDABuffer's export code."""
-
-    @property
-    def __cuda_array_interface__(self) -> dict[str, Any]: ...
-    def __dlpack__(
-        self,
-        *,
-        stream: int | None = None,
-        max_version: tuple[int, int] | None = None,
-        dl_device: tuple[int, int] | None = None,
-        copy: bool | None = None,
-    ) -> Any: ...
-    def __dlpack_device__(self) -> tuple[int, int]: ...
 
 @final
 class NativeOp:
