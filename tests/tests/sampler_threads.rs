@@ -19,14 +19,7 @@ fn delay(index: u64) -> Duration {
 /// What rank `rank` of `world` receives of `epoch`, in arrival order, through a pipeline with
 /// `threads` worker threads, a blocking stage and batches of 8.
 fn run(rank: u64, world: u64, epoch: u64, threads: usize, order: Order) -> Vec<SampledIndex> {
-    let options = SamplerOptions {
-        shuffle: true,
-        seed: 42,
-        remainder: Remainder::Pad,
-    };
-    let mut sampler = Sampler::new(LEN, DistInfo::new(rank, world).unwrap(), options).unwrap();
-    sampler.set_epoch(epoch);
-    let mut pipeline = PipelineBuilder::source_iter(sampler.iter())
+    let mut pipeline = PipelineBuilder::source_iter(sampler(rank, world, epoch).iter())
         .pipe(
             Op::blocking(|s: SampledIndex| {
                 std::thread::sleep(delay(s.index));
@@ -41,7 +34,8 @@ fn run(rank: u64, world: u64, epoch: u64, threads: usize, order: Order) -> Vec<S
     pipeline.iter().flat_map(|b| b.unwrap()).collect()
 }
 
-fn sampler_order(rank: u64, world: u64, epoch: u64) -> Vec<SampledIndex> {
+/// Rank `rank` of `world`'s sampler over `LEN` samples (shuffled, seed 42, padded), at `epoch`.
+fn sampler(rank: u64, world: u64, epoch: u64) -> Sampler {
     let options = SamplerOptions {
         shuffle: true,
         seed: 42,
@@ -49,7 +43,11 @@ fn sampler_order(rank: u64, world: u64, epoch: u64) -> Vec<SampledIndex> {
     };
     let mut s = Sampler::new(LEN, DistInfo::new(rank, world).unwrap(), options).unwrap();
     s.set_epoch(epoch);
-    s.iter().collect()
+    s
+}
+
+fn sampler_order(rank: u64, world: u64, epoch: u64) -> Vec<SampledIndex> {
+    sampler(rank, world, epoch).iter().collect()
 }
 
 #[test]

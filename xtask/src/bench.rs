@@ -5,10 +5,12 @@
 //! image-pipeline, training-loop and video benchmarks; `shards` is tar shards from S3 against
 //! files, and the decoded cache.
 
+use std::path::{Path, PathBuf};
+
 use anyhow::Result;
 use clap::Subcommand;
 
-use crate::cmd::{cargo, cargo_release};
+use crate::cmd::{cargo, cargo_release, corpus, Cmd};
 
 mod decode;
 mod images;
@@ -21,6 +23,35 @@ mod video;
 pub(crate) struct Args {
     #[command(subcommand)]
     what: What,
+}
+
+/// The arguments every corpus benchmark takes (`decode`, `shards`, `train`).
+#[derive(clap::Args)]
+pub(crate) struct CorpusArgs {
+    /// The corpus folder [default: the one `cargo xtask corpus` builds, 2,000 JPEGs].
+    #[arg(long)]
+    corpus: Option<PathBuf>,
+    /// Rounds per configuration (the tables show the median; `decode` also the min and max).
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Decode threads of spdl-rs (`spdl load`, `spdl_rs`).
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+}
+
+impl CorpusArgs {
+    /// The corpus folder, built first when none is given.
+    fn corpus(&self) -> Result<PathBuf> {
+        corpus(self.corpus.as_ref())
+    }
+
+    /// `cmd` with `--corpus`, `--rounds` and `--threads` for a Python harness in `bench/`.
+    fn pass_on(&self, cmd: Cmd, corpus: &Path) -> Cmd {
+        cmd.arg("--corpus")
+            .arg(corpus)
+            .args(["--rounds", &self.rounds.to_string()])
+            .args(["--threads", &self.threads.to_string()])
+    }
 }
 
 #[derive(Subcommand)]

@@ -53,6 +53,15 @@ pub(crate) fn corpus(given: Option<&PathBuf>) -> Result<PathBuf> {
     Ok(corpus)
 }
 
+/// Arguments that a command passes on, as given, to the program it runs (`demo`, `corpus`:
+/// each command's help names them).
+#[derive(clap::Args)]
+pub(crate) struct PassOn {
+    /// Passed on as given.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub(crate) args: Vec<String>,
+}
+
 /// A process to run from the repository root, echoed as `$ program args`.
 pub(crate) struct Cmd {
     inner: Command,

@@ -5,18 +5,11 @@
 
 use anyhow::Result;
 
-use crate::cmd::cargo_release;
+use crate::cmd::{cargo_release, PassOn};
 use crate::setup;
 
-/// Arguments of `cargo xtask corpus`, all for the generator.
-#[derive(clap::Args)]
-pub(crate) struct Args {
-    /// --out DIR, --count N, --large, --photos DIR, --seed N, --classes N, --help.
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    args: Vec<String>,
-}
-
-pub(crate) fn run(args: &Args) -> Result<()> {
+/// `args` all go to the generator.
+pub(crate) fn run(args: &PassOn) -> Result<()> {
     setup::system()?;
     cargo_release("run", "xtask-corpus")
         .arg("--")

@@ -4,18 +4,11 @@
 
 use anyhow::Result;
 
-use crate::cmd::cargo_release;
+use crate::cmd::{cargo_release, PassOn};
 use crate::setup;
 
-/// Arguments of `cargo xtask demo`.
-#[derive(clap::Args)]
-pub(crate) struct Args {
-    /// Passed on to `spdl load` (a path, --batch-size, --size, --threads, --json, ...).
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-    args: Vec<String>,
-}
-
-pub(crate) fn run(args: &Args) -> Result<()> {
+/// `args` all go to `spdl load`.
+pub(crate) fn run(args: &PassOn) -> Result<()> {
     setup::system()?;
     cargo_release("run", "spdl-cli")
         .args(["--bin", "spdl", "--", "load"])

@@ -39,14 +39,20 @@ enum Command {
     /// Install what this machine lacks: apt packages, rustfmt/clippy, the test venv.
     Setup(setup::Args),
     /// Setup, then `spdl load` on the bundled sample photos (extra args are passed on).
-    Demo(demo::Args),
+    ///
+    /// The arguments are passed on to `spdl load` (a path, --batch-size, --size, --threads,
+    /// --json, ...).
+    Demo(cmd::PassOn),
     /// Setup, then fmt, clippy, tests, docs and the Python tests; prints `N passed, N failed`.
     Test(test::Args),
     /// The documentation site (MkDocs, strict) into `target/site`, with the rustdoc.
     Docs,
     /// Build the deterministic ImageNet-like JPEG corpus (run `cargo xtask corpus --help`).
+    ///
+    /// The arguments, all for the generator: --out DIR, --count N, --large, --photos DIR,
+    /// --seed N, --classes N, --help.
     #[command(disable_help_flag = true)]
-    Corpus(corpus::Args),
+    Corpus(cmd::PassOn),
     /// The Python wheels: `--release` builds and checks the distributable ones.
     Wheel(wheel::Args),
     /// Run every cargo-fuzz target in `fuzz/` for `--seconds N` each (needs cargo-fuzz).

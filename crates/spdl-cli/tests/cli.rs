@@ -14,6 +14,18 @@ fn hard_cases() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../spdl-io/tests/fixtures/hard")
 }
 
+/// Runs `cmd` with `--dump` into a temporary file and returns the saved u8 batch: its shape and
+/// its samples.
+fn dumped(cmd: &mut Command) -> (Vec<u64>, Vec<u8>) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("batch.npy");
+    let status = cmd.arg("--dump").arg(&out).status().expect("run spdl");
+    assert!(status.success());
+    let bytes = std::fs::read(&out).unwrap();
+    let npy = npyz::NpyFile::new(bytes.as_slice()).unwrap();
+    (npy.shape().to_vec(), npy.into_vec().unwrap())
+}
+
 fn json(cmd: &mut Command) -> serde_json::Value {
     let out = cmd.arg("--json").output().expect("run spdl");
     assert!(
@@ -332,37 +344,28 @@ fn loads_from_a_local_s3_server() {
 
 #[test]
 fn dump_saves_the_first_batch_in_listing_order() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("batch.npy");
-    let status = spdl()
-        .args([
-            "load",
-            "--limit",
-            "5",
-            "--batch-size",
-            "5",
-            "--threads",
-            "2",
-        ])
-        .args([
-            "--size",
-            "64",
-            "--transform",
-            "train",
-            "--seed",
-            "7",
-            "--quiet",
-        ])
-        .arg("--dump")
-        .arg(&out)
-        .status()
-        .expect("run spdl");
-    assert!(status.success());
-
-    let bytes = std::fs::read(&out).unwrap();
-    let npy = npyz::NpyFile::new(bytes.as_slice()).unwrap();
-    assert_eq!(npy.shape(), &[5, 64, 64, 3]);
-    let got: Vec<u8> = npy.into_vec().unwrap();
+    let (shape, got) = dumped(
+        spdl()
+            .args([
+                "load",
+                "--limit",
+                "5",
+                "--batch-size",
+                "5",
+                "--threads",
+                "2",
+            ])
+            .args([
+                "--size",
+                "64",
+                "--transform",
+                "train",
+                "--seed",
+                "7",
+                "--quiet",
+            ]),
+    );
+    assert_eq!(shape, [5, 64, 64, 3]);
 
     // The same five samples (listing order, index = position), decoded directly.
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/samples");
@@ -458,28 +461,20 @@ mod listing_cases;
 
 /// The `[N, S, S, 3]` u8 batch `spdl load DIR --transform resize --size S --dump` saves.
 fn dump_batch(dir: &Path, size: usize, batch: usize, extra: &[&str]) -> Vec<[u8; 3]> {
-    let out = tempfile::tempdir().unwrap();
-    let npy_path = out.path().join("batch.npy");
-    let status = spdl()
-        .arg("load")
-        .arg(dir)
-        .args(["--transform", "resize", "--quiet"])
-        .args([
-            "--size",
-            &size.to_string(),
-            "--batch-size",
-            &batch.to_string(),
-        ])
-        .args(extra)
-        .arg("--dump")
-        .arg(&npy_path)
-        .status()
-        .expect("run spdl");
-    assert!(status.success());
-    let bytes = std::fs::read(&npy_path).unwrap();
-    let npy = npyz::NpyFile::new(bytes.as_slice()).unwrap();
-    assert_eq!(npy.shape(), &[batch as u64, size as u64, size as u64, 3]);
-    let pixels: Vec<u8> = npy.into_vec().unwrap();
+    let (shape, pixels) = dumped(
+        spdl()
+            .arg("load")
+            .arg(dir)
+            .args(["--transform", "resize", "--quiet"])
+            .args([
+                "--size",
+                &size.to_string(),
+                "--batch-size",
+                &batch.to_string(),
+            ])
+            .args(extra),
+    );
+    assert_eq!(shape, [batch as u64, size as u64, size as u64, 3]);
     // One colour per image: every image here is a solid colour.
     pixels
         .chunks(size * size * 3)

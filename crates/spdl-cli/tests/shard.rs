@@ -13,18 +13,20 @@ fn write(root: &Path, rel: &str, data: &[u8]) {
     std::fs::write(p, data).unwrap();
 }
 
+/// A temporary folder holding `files` (path relative to it, contents).
+fn folder(files: &[(&str, &[u8])]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (rel, data) in files {
+        write(dir.path(), rel, data);
+    }
+    dir
+}
+
+/// `spdl shard ARGS`, which must succeed; its stdout.
 fn shard(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_spdl"))
-        .arg("shard")
-        .args(args)
-        .output()
-        .expect("run spdl");
-    assert!(
-        out.status.success(),
-        "spdl shard failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    let (ok, stdout, stderr) = spdl(&[&["shard"], args].concat());
+    assert!(ok, "spdl shard failed: {stderr}");
+    stdout
 }
 
 /// A sample read back: `(key, [(field, bytes)])`.
@@ -50,11 +52,12 @@ fn read_back(out: &Path) -> Vec<Sample> {
 
 #[test]
 fn a_folder_becomes_samples_grouped_by_key() {
-    let src = tempfile::tempdir().unwrap();
-    write(src.path(), "x/0001.jpg", b"jpeg one");
-    write(src.path(), "x/0001.json", b"{\"a\": 1}");
-    write(src.path(), "x/0002.jpg", b"jpeg two");
-    write(src.path(), "y/0003.txt", b"");
+    let src = folder(&[
+        ("x/0001.jpg", b"jpeg one"),
+        ("x/0001.json", b"{\"a\": 1}"),
+        ("x/0002.jpg", b"jpeg two"),
+        ("y/0003.txt", b""),
+    ]);
     let out = tempfile::tempdir().unwrap();
     let report = shard(&[
         src.path().to_str().unwrap(),
@@ -94,10 +97,11 @@ fn a_folder_becomes_samples_grouped_by_key() {
 
 #[test]
 fn an_image_folder_gets_a_cls_field() {
-    let src = tempfile::tempdir().unwrap();
-    write(src.path(), "cat/a.JPG", b"cat a");
-    write(src.path(), "dog/b.png", b"dog b");
-    write(src.path(), "dog/c.d.jpg", b"dog c");
+    let src = folder(&[
+        ("cat/a.JPG", b"cat a"),
+        ("dog/b.png", b"dog b"),
+        ("dog/c.d.jpg", b"dog c"),
+    ]);
     let out = tempfile::tempdir().unwrap();
     shard(&[
         src.path().to_str().unwrap(),
@@ -127,18 +131,12 @@ fn an_image_folder_gets_a_cls_field() {
 #[test]
 fn bad_arguments_are_errors() {
     let src = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_spdl"))
-        .args(["shard", src.path().to_str().unwrap(), "/tmp/unused-shards"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("no file to pack"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (ok, _, stderr) = spdl(&["shard", src.path().to_str().unwrap(), "/tmp/unused-shards"]);
+    assert!(!ok);
+    assert!(stderr.contains("no file to pack"), "{stderr}");
 }
 
+/// `spdl ARGS`: whether it succeeded, its stdout and its stderr.
 fn spdl(args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_spdl"))
         .args(args)

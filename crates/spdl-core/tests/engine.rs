@@ -1,10 +1,14 @@
 //! Behaviour of the engine: failures and budgets, epochs, resumable state, op shapes, timeouts.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use spdl_core::{ErrorKind, Op, Order, PipelineBuilder, StageConfig};
+
+use common::{in_order, outputs};
 
 fn fail_every(k: u64) -> Op<u64, u64> {
     Op::blocking(move |x: u64| {
@@ -22,7 +26,7 @@ fn failures_are_counted_and_the_pipeline_goes_on() {
         .pipe(fail_every(10), StageConfig::named("check").concurrency(4))
         .build(2)
         .unwrap();
-    let got: BTreeSet<u64> = p.iter().map(|r| r.unwrap()).collect();
+    let got: BTreeSet<u64> = outputs(&mut p);
     assert_eq!(got, (0..100).filter(|x| x % 10 != 0).collect());
     let stats = p.stats();
     assert_eq!(stats.stages[1].failures, 10);
@@ -47,13 +51,11 @@ fn panics_are_caught_and_counted() {
                 }
                 Ok(Some(x))
             }),
-            StageConfig::named("risky")
-                .concurrency(2)
-                .order(Order::Input),
+            in_order("risky", 2),
         )
         .build(2)
         .unwrap();
-    let got: Vec<u64> = p.iter().map(|r| r.unwrap()).collect();
+    let got: Vec<u64> = outputs(&mut p);
     assert_eq!(got, (0..20).filter(|&x| x != 7).collect::<Vec<_>>());
     assert_eq!(p.stats().stages[1].failures, 1);
     assert!(p.last_errors()[0].contains("boom on 7"));
@@ -62,13 +64,7 @@ fn panics_are_caught_and_counted() {
 #[test]
 fn stage_budget_delivers_produced_items_then_errors() {
     let mut p = PipelineBuilder::source(|_| 0..1000u64)
-        .pipe(
-            fail_every(5),
-            StageConfig::named("check")
-                .concurrency(1)
-                .order(Order::Input)
-                .max_failures(3),
-        )
+        .pipe(fail_every(5), in_order("check", 1).max_failures(3))
         .build(1)
         .unwrap();
     let mut items = Vec::new();
@@ -105,7 +101,7 @@ fn a_stage_budget_replaces_the_pipeline_budget_for_that_stage() {
         .max_failures(1)
         .build(1)
         .unwrap();
-    let got: Vec<u64> = p.iter().map(|r| r.unwrap()).collect();
+    let got: Vec<u64> = outputs(&mut p);
     assert_eq!(got.len(), 90);
     // Without one, the pipeline's budget counts the failures of every stage.
     let mut p = PipelineBuilder::source(|_| 1..100u64)
@@ -185,7 +181,7 @@ fn epochs_rerun_the_source_with_the_epoch_number() {
         .unwrap();
     for epoch in 0..3 {
         assert_eq!(p.epoch(), epoch);
-        let got: Vec<u64> = p.iter().map(|r| r.unwrap()).collect();
+        let got: Vec<u64> = outputs(&mut p);
         assert_eq!(got, (0..5).map(|i| epoch * 100 + i).collect::<Vec<_>>());
     }
     assert_eq!(p.epoch(), 3);
@@ -201,7 +197,7 @@ fn an_iterator_dropped_mid_epoch_resumes_the_same_epoch() {
         .build(1)
         .unwrap();
     let first: Vec<u64> = p.iter().take(4).map(|r| r.unwrap()).collect();
-    let rest: Vec<u64> = p.iter().map(|r| r.unwrap()).collect();
+    let rest: Vec<u64> = outputs(&mut p);
     assert_eq!(first, vec![0, 1, 2, 3]);
     assert_eq!(rest, vec![4, 5, 6, 7, 8, 9]);
 }
@@ -231,7 +227,7 @@ fn resume_case(order: Order, take: usize) {
     let mut second = build();
     let t = Instant::now();
     second.load_state_dict(&state).unwrap();
-    let rest: Vec<(u64, u64)> = second.iter().map(|r| r.unwrap()).collect();
+    let rest: Vec<(u64, u64)> = outputs(&mut second);
     let _resume_and_finish = t.elapsed();
     let mut all: Vec<(u64, u64)> = seen.iter().chain(rest.iter()).copied().collect();
     all.sort();
@@ -260,22 +256,18 @@ fn flat_map_and_async_ops() {
     let mut p = PipelineBuilder::source(|_| 0..10u64)
         .pipe(
             Op::flat_map(|x: u64| Ok((0..x % 3).map(|k| x * 10 + k).collect())),
-            StageConfig::named("split")
-                .concurrency(2)
-                .order(Order::Input),
+            in_order("split", 2),
         )
         .pipe(
             Op::future(|x: u64| async move {
                 tokio::time::sleep(Duration::from_millis(x % 5)).await;
                 Ok(Some(x + 1))
             }),
-            StageConfig::named("fetch")
-                .concurrency(8)
-                .order(Order::Input),
+            in_order("fetch", 8),
         )
         .build(2)
         .unwrap();
-    let got: Vec<u64> = p.iter().map(|r| r.unwrap()).collect();
+    let got: Vec<u64> = outputs(&mut p);
     let expected: Vec<u64> = (0..10u64)
         .flat_map(|x| (0..x % 3).map(move |k| x * 10 + k + 1))
         .collect();
@@ -298,7 +290,7 @@ fn stream_stage_owns_its_concurrency() {
         .build(1)
         .unwrap();
     for _epoch in 0..2 {
-        let mut got: Vec<u64> = p.iter().map(|r| r.unwrap()).collect();
+        let mut got: Vec<u64> = outputs(&mut p);
         got.sort();
         assert_eq!(got, (0..20).map(|x| x * 2).collect::<Vec<_>>());
     }
@@ -357,7 +349,7 @@ fn stats_table_names_every_stage_and_queue() {
         .aggregate(8, true)
         .build(2)
         .unwrap();
-    let batches: Vec<Vec<u64>> = p.iter().map(|r| r.unwrap()).collect();
+    let batches: Vec<Vec<u64>> = outputs(&mut p);
     assert_eq!(batches.len(), 6, "drop_last drops the short batch of 2");
     let stats = p.stats();
     let names: Vec<&str> = stats.stages.iter().map(|s| s.name.as_str()).collect();

@@ -1,11 +1,15 @@
 //! Epoch prefetching: the next epoch's items load while the current epoch ends, and the
 //! consumer still sees exact epochs, exact boundaries and an exact `state_dict()`.
 
+mod common;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use spdl_core::{ErrorKind, Op, Order, Pipeline, PipelineBuilder, PipelineState, StageConfig};
+
+use common::{in_order, outputs};
 
 const PER_EPOCH: u64 = 23;
 
@@ -66,7 +70,7 @@ fn prefetched_epochs_keep_exact_item_sets_and_boundaries() {
             let mut p = build(order, prefetch, calls.clone());
             for epoch in 0..4 {
                 assert_eq!(p.epoch(), epoch);
-                let mut got: Vec<u64> = p.iter().map(|r| r.unwrap()).collect();
+                let mut got: Vec<u64> = outputs(&mut p);
                 if order == Order::Completion {
                     got.sort();
                 }
@@ -101,10 +105,7 @@ fn the_next_epoch_loads_while_the_current_one_ends() {
                 counts[e as usize].fetch_add(1, Ordering::SeqCst);
                 Ok(Some((e, i)))
             }),
-            StageConfig::named("count")
-                .concurrency(2)
-                .order(Order::Input)
-                .queue_size(16),
+            in_order("count", 2).queue_size(16),
         )
         .sink(16)
         .prefetch_epochs(true)
@@ -123,7 +124,7 @@ fn the_next_epoch_loads_while_the_current_one_ends() {
     assert_eq!(p.epoch(), 1);
     // Epoch 2 waits for the consumer to start epoch 1: the source is one epoch ahead at most.
     assert_eq!(processed[2].load(Ordering::SeqCst), 0);
-    let second: Vec<(u64, u64)> = p.iter().map(|r| r.unwrap()).collect();
+    let second: Vec<(u64, u64)> = outputs(&mut p);
     assert_eq!(second, (0..10).map(|i| (1, i)).collect::<Vec<_>>());
     wait_until("epoch 2 loads once epoch 1 started", || {
         processed[2].load(Ordering::SeqCst) == 10
@@ -134,7 +135,7 @@ fn the_next_epoch_loads_while_the_current_one_ends() {
 fn a_single_epoch_run_never_sources_a_second_epoch_by_default() {
     let calls = Arc::new(Mutex::new(Vec::new()));
     let mut p = build(Order::Input, None, calls.clone());
-    let got: Vec<u64> = p.iter().map(|r| r.unwrap()).collect();
+    let got: Vec<u64> = outputs(&mut p);
     assert_eq!(got, expected(0));
     drop(p);
     assert_eq!(*calls.lock().unwrap(), vec![0]);
@@ -162,7 +163,7 @@ fn by_default_no_epoch_is_sourced_before_it_starts() {
     let calls = Arc::new(Mutex::new(Vec::new()));
     let mut p = build(Order::Input, None, calls.clone());
     for epoch in 0..3 {
-        let got: Vec<u64> = p.iter().map(|r| r.unwrap()).collect();
+        let got: Vec<u64> = outputs(&mut p);
         assert_eq!(got, expected(epoch));
         assert_eq!(*calls.lock().unwrap(), (0..=epoch).collect::<Vec<_>>());
     }
@@ -186,7 +187,7 @@ fn state_dict_resumes_exactly_while_the_next_epoch_is_prefetched() {
 
             let mut second = build(order, Some(true), Arc::new(Mutex::new(Vec::new())));
             second.load_state_dict(&state).unwrap();
-            let rest: Vec<u64> = second.iter().map(|r| r.unwrap()).collect();
+            let rest: Vec<u64> = outputs(&mut second);
             let mut all: Vec<u64> = seen.iter().chain(rest.iter()).copied().collect();
             all.sort();
             assert_eq!(
@@ -195,7 +196,7 @@ fn state_dict_resumes_exactly_while_the_next_epoch_is_prefetched() {
                 "no repeat, no skip ({order:?}, take {take})"
             );
             // The following epoch, prefetched after a resumed one, is whole.
-            let mut next: Vec<u64> = second.iter().map(|r| r.unwrap()).collect();
+            let mut next: Vec<u64> = outputs(&mut second);
             next.sort();
             assert_eq!(next, expected(2));
         }
@@ -218,7 +219,7 @@ fn load_state_dict_at_a_prefetched_boundary() {
     let err = p.load_state_dict(&other).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);
     assert!(err.to_string().contains("prefetched"), "{err}");
-    let got: Vec<u64> = p.iter().map(|r| r.unwrap()).collect();
+    let got: Vec<u64> = outputs(&mut p);
     assert_eq!(got, expected(1));
 }
 
@@ -227,7 +228,7 @@ fn prefetch_off_never_sources_an_epoch_before_it_starts() {
     let calls = Arc::new(Mutex::new(Vec::new()));
     let mut p = build(Order::Completion, Some(false), calls.clone());
     for epoch in 0..3 {
-        let mut got: Vec<u64> = p.iter().map(|r| r.unwrap()).collect();
+        let mut got: Vec<u64> = outputs(&mut p);
         got.sort();
         assert_eq!(got, expected(epoch));
         // Every epoch so far ended at the consumer: the source has run exactly those.

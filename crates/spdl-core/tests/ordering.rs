@@ -18,15 +18,37 @@ fn fate() -> impl Strategy<Value = Fate> {
     prop_oneof![6 => Just(Fate::Pass), 1 => Just(Fate::Filter), 1 => Just(Fate::Fail)]
 }
 
-fn run(
+/// One random run: the items (a delay in µs and a fate each), the op stage's concurrency and
+/// queue size, the sink's size, and whether the op is a future or a blocking call.
+#[derive(Debug, Clone)]
+struct Case {
     items: Vec<(u64, Fate)>,
     concurrency: usize,
     queue: usize,
     sink: usize,
-    order: Order,
     async_op: bool,
-) -> (Vec<usize>, u64, u64) {
-    let spec = items.clone();
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    (
+        prop::collection::vec((0u64..2000, fate()), 0..60),
+        1usize..=16,
+        1usize..=8,
+        1usize..=8,
+        any::<bool>(),
+    )
+        .prop_map(|(items, concurrency, queue, sink, async_op)| Case {
+            items,
+            concurrency,
+            queue,
+            sink,
+            async_op,
+        })
+}
+
+/// Runs `case` with both stages in `order`: the outputs, the op's failures and filtered items.
+fn run(case: &Case, order: Order) -> (Vec<usize>, u64, u64) {
+    let spec = case.items.clone();
     let op = move |(i, (delay_us, fate)): (usize, (u64, Fate))| -> spdl_core::OpResult<usize> {
         match fate {
             Fate::Pass => Ok(Some(i)),
@@ -36,10 +58,10 @@ fn run(
     };
     let builder = PipelineBuilder::source_iter(spec.into_iter().enumerate());
     let cfg = StageConfig::named("op")
-        .concurrency(concurrency)
-        .queue_size(queue)
+        .concurrency(case.concurrency)
+        .queue_size(case.queue)
         .order(order);
-    let builder = if async_op {
+    let builder = if case.async_op {
         builder.pipe(
             Op::future(move |x: (usize, (u64, Fate))| async move {
                 tokio::time::sleep(Duration::from_micros(x.1 .0)).await;
@@ -62,7 +84,7 @@ fn run(
             Op::blocking(|i: usize| Ok(Some(i))),
             StageConfig::named("pass").concurrency(3).order(order),
         )
-        .sink(sink)
+        .sink(case.sink)
         .build(4)
         .unwrap();
     let out: Vec<usize> = pipeline.iter().map(|r| r.unwrap()).collect();
@@ -83,29 +105,18 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
     #[test]
-    fn input_order_is_source_order_minus_dropped(
-        items in prop::collection::vec((0u64..2000, fate()), 0..60),
-        concurrency in 1usize..=16,
-        queue in 1usize..=8,
-        sink in 1usize..=8,
-        async_op in any::<bool>(),
-    ) {
-        let (out, failures, filtered) = run(items.clone(), concurrency, queue, sink, Order::Input, async_op);
-        prop_assert_eq!(&out, &expected(&items));
+    fn input_order_is_source_order_minus_dropped(case in case()) {
+        let (out, failures, filtered) = run(&case, Order::Input);
+        let items = &case.items;
+        prop_assert_eq!(&out, &expected(items));
         prop_assert_eq!(failures, items.iter().filter(|(_, f)| matches!(f, Fate::Fail)).count() as u64);
         prop_assert_eq!(filtered, items.iter().filter(|(_, f)| matches!(f, Fate::Filter)).count() as u64);
     }
 
     #[test]
-    fn completion_order_is_the_same_multiset(
-        items in prop::collection::vec((0u64..2000, fate()), 0..60),
-        concurrency in 1usize..=16,
-        queue in 1usize..=8,
-        sink in 1usize..=8,
-        async_op in any::<bool>(),
-    ) {
-        let (mut out, _, _) = run(items.clone(), concurrency, queue, sink, Order::Completion, async_op);
+    fn completion_order_is_the_same_multiset(case in case()) {
+        let (mut out, _, _) = run(&case, Order::Completion);
         out.sort_unstable();
-        prop_assert_eq!(out, expected(&items));
+        prop_assert_eq!(out, expected(&case.items));
     }
 }

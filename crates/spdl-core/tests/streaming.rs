@@ -1,12 +1,16 @@
 //! `Op::flat_map_iter` passes each output on as the iterator yields it, and stopping or
 //! dropping a pipeline from one of its own threads neither panics nor hangs.
 
+mod common;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use spdl_core::{Aggregator, ErrorKind, Op, Order, Pipeline, PipelineBuilder, StageConfig};
+use spdl_core::{Aggregator, ErrorKind, Op, Pipeline, PipelineBuilder, StageConfig};
+
+use common::{in_order, outputs};
 
 #[test]
 fn outputs_move_on_before_the_call_ends() {
@@ -33,7 +37,7 @@ fn outputs_move_on_before_the_call_ends() {
     let first = pipeline.next_item(None).unwrap();
     assert_eq!(first, Some(0));
     seen_tx.send(()).unwrap();
-    let rest: Vec<u32> = pipeline.iter().map(|r| r.unwrap()).collect();
+    let rest: Vec<u32> = outputs(&mut pipeline);
     assert_eq!(rest, vec![10, 20]);
     let stats = pipeline.stats();
     let gen = &stats.stages[1]; // 0 is the source
@@ -55,15 +59,10 @@ fn demux(
 #[test]
 fn input_order_counts_and_failures() {
     let mut pipeline = PipelineBuilder::source(|_| 0..20u64)
-        .pipe(
-            Op::flat_map_iter(demux),
-            StageConfig::named("demux")
-                .concurrency(4)
-                .order(Order::Input),
-        )
+        .pipe(Op::flat_map_iter(demux), in_order("demux", 4))
         .build(3)
         .unwrap();
-    let got: Vec<u64> = pipeline.iter().map(|r| r.unwrap()).collect();
+    let got: Vec<u64> = outputs(&mut pipeline);
     let mut want = Vec::new();
     for x in 0..20u64 {
         let n = if x == 7 { 2 } else { x % 4 };
@@ -96,7 +95,7 @@ fn completion_order_gives_the_same_items() {
         .build(2)
         .unwrap();
     for _epoch in 0..2 {
-        let mut got: Vec<u64> = pipeline.iter().map(|r| r.unwrap()).collect();
+        let mut got: Vec<u64> = outputs(&mut pipeline);
         got.sort_unstable();
         let mut want = Vec::new();
         for x in 0..20u64 {

@@ -338,7 +338,7 @@ impl TensorExport {
         Box::into_raw(Box::new(DLManagedTensorVersioned {
             version: DLPackVersion { major: 1, minor: 0 },
             manager_ctx,
-            deleter: Some(delete_versioned),
+            deleter: Some(delete_managed),
             flags: 0,
             dl_tensor,
         }))
@@ -364,34 +364,37 @@ impl TensorExport {
     }
 }
 
-/// The deleter of [`TensorExport::into_dlpack`].
-///
-/// # Safety
-/// `p` is null or a pointer from `into_dlpack`, not yet deleted.
-unsafe extern "C" fn delete_managed(p: *mut DLManagedTensor) {
-    if p.is_null() {
-        return;
-    }
-    // SAFETY: `p` came from `Box::into_raw` in `into_dlpack` and is deleted once (caller's
-    // contract); its `manager_ctx` came from `Box::into_raw` of a `Holder`.
-    unsafe {
-        let m = Box::from_raw(p);
-        drop(Box::from_raw(m.manager_ctx.cast::<Holder>()));
+/// The two managed-tensor structs, to one deleter: where each keeps its `manager_ctx`.
+trait Managed {
+    fn manager_ctx(&self) -> *mut c_void;
+}
+
+impl Managed for DLManagedTensor {
+    fn manager_ctx(&self) -> *mut c_void {
+        self.manager_ctx
     }
 }
 
-/// The deleter of [`TensorExport::into_dlpack_versioned`].
+impl Managed for DLManagedTensorVersioned {
+    fn manager_ctx(&self) -> *mut c_void {
+        self.manager_ctx
+    }
+}
+
+/// The deleter of [`TensorExport::into_dlpack`] (`M` = [`DLManagedTensor`]) and
+/// [`TensorExport::into_dlpack_versioned`] (`M` = [`DLManagedTensorVersioned`]).
 ///
 /// # Safety
-/// `p` is null or a pointer from `into_dlpack_versioned`, not yet deleted.
-unsafe extern "C" fn delete_versioned(p: *mut DLManagedTensorVersioned) {
+/// `p` is null or a pointer from the matching `into_dlpack*`, not yet deleted.
+unsafe extern "C" fn delete_managed<M: Managed>(p: *mut M) {
     if p.is_null() {
         return;
     }
-    // SAFETY: as in `delete_managed`.
+    // SAFETY: `p` came from `Box::into_raw` in `into_dlpack*` and is deleted once (caller's
+    // contract); its `manager_ctx` came from `Box::into_raw` of a `Holder`.
     unsafe {
         let m = Box::from_raw(p);
-        drop(Box::from_raw(m.manager_ctx.cast::<Holder>()));
+        drop(Box::from_raw(m.manager_ctx().cast::<Holder>()));
     }
 }
 

@@ -39,6 +39,7 @@ pub mod batch;
 pub mod bench;
 pub mod dlpack;
 pub mod driver;
+mod dylib;
 mod error;
 pub mod jpeg_probe;
 pub mod nv12;

@@ -7,7 +7,7 @@ mod video_util;
 
 use spdl_io::audio::load_audio;
 use spdl_io::{AudioOptions, ErrorKind, MediaSource};
-use video_util::{max_diff, media, npy, read};
+use video_util::{fixture, max_diff, media, npy, read};
 
 const CASE: &str = "16-audio-odd-rates-channels";
 
@@ -143,6 +143,11 @@ fn resampling_carries_no_state_between_files() {
     });
 }
 
+/// The 8 kHz mono f32 sine of case 16, loaded with `opts`.
+fn load_sine_8k(opts: AudioOptions) -> Result<spdl_io::Audio, spdl_io::Error> {
+    load_audio(&media(&format!("{CASE}/sine_8000Hz_mono_f32.wav")), &opts)
+}
+
 #[test]
 fn resampled_tone_keeps_its_pitch_and_level() {
     let a = to_16k_mono("sine440_11025Hz_mono_s16.wav");
@@ -150,13 +155,10 @@ fn resampled_tone_keeps_its_pitch_and_level() {
     assert!((f - 440.0).abs() < 10.0, "{f} Hz");
     assert!((peak(a.channel(0).unwrap()) - 0.125).abs() < 0.01);
     // Upmix mono -> stereo: both channels carry the tone.
-    let b = load_audio(
-        &media(&format!("{CASE}/sine_8000Hz_mono_f32.wav")),
-        &AudioOptions {
-            channels: Some(2),
-            ..Default::default()
-        },
-    )
+    let b = load_sine_8k(AudioOptions {
+        channels: Some(2),
+        ..Default::default()
+    })
     .unwrap();
     assert_eq!(b.shape(), [2, 8000]);
     assert!(peak(b.channel(1).unwrap()) > 0.05);
@@ -164,38 +166,28 @@ fn resampled_tone_keeps_its_pitch_and_level() {
 
 #[test]
 fn time_window_cuts_at_sample_precision() {
-    let path = media(&format!("{CASE}/sine_8000Hz_mono_f32.wav"));
-    let full = load_audio(&path, &AudioOptions::default()).unwrap();
-    let w = load_audio(
-        &path,
-        &AudioOptions {
-            window: Some((0.25, 0.5)),
-            ..Default::default()
-        },
-    )
+    let full = load_sine_8k(AudioOptions::default()).unwrap();
+    let w = load_sine_8k(AudioOptions {
+        window: Some((0.25, 0.5)),
+        ..Default::default()
+    })
     .unwrap();
     assert_eq!(w.samples, 2000);
     assert!((w.start - 0.25).abs() < 1e-9);
     assert_eq!(w.data, full.data[2000..4000]);
     // Open end, resampled.
-    let w = load_audio(
-        &path,
-        &AudioOptions {
-            window: Some((0.5, f64::INFINITY)),
-            sample_rate: Some(16_000),
-            ..Default::default()
-        },
-    )
+    let w = load_sine_8k(AudioOptions {
+        window: Some((0.5, f64::INFINITY)),
+        sample_rate: Some(16_000),
+        ..Default::default()
+    })
     .unwrap();
     assert!(w.samples.abs_diff(8000) <= 2, "{}", w.samples);
     // Past the end.
-    let err = load_audio(
-        &path,
-        &AudioOptions {
-            window: Some((5.0, 6.0)),
-            ..Default::default()
-        },
-    )
+    let err = load_sine_8k(AudioOptions {
+        window: Some((5.0, 6.0)),
+        ..Default::default()
+    })
     .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
 }
@@ -254,13 +246,10 @@ fn bad_inputs_are_named_errors_never_panics() {
         Ok(a) => assert!(a.samples < 100_000),
         Err(e) => assert_eq!(e.key(), "damaged.mp3", "{e}"),
     }
-    let err = load_audio(
-        &media(&format!("{CASE}/sine_8000Hz_mono_f32.wav")),
-        &AudioOptions {
-            sample_rate: Some(0),
-            ..Default::default()
-        },
-    )
+    let err = load_sine_8k(AudioOptions {
+        sample_rate: Some(0),
+        ..Default::default()
+    })
     .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument);
 }
@@ -269,8 +258,7 @@ fn bad_inputs_are_named_errors_never_panics() {
 /// swresample refuse the ratio and ffmpeg-next leak its context; it is refused first, by name.
 #[test]
 fn absurd_sample_rates_are_refused_before_resampling() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/fuzz/wav_rate_268mhz.wav");
+    let path = fixture("fuzz/wav_rate_268mhz.wav");
     let native = load_audio(&path, &AudioOptions::default()).unwrap();
     assert_eq!(native.sample_rate, 268_442_806);
     let err = load_audio(

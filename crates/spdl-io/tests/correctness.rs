@@ -46,12 +46,7 @@ fn turbojpeg_and_image_rs_agree_on_photos() {
         let b = ImageRsDecoder::new().decode(&bytes, &opts).unwrap();
         assert_eq!(a.shape(), b.shape(), "{name}");
         let (sa, sb) = (samples(&a), samples(&b));
-        let max = sa
-            .iter()
-            .zip(&sb)
-            .map(|(x, y)| x.abs_diff(*y))
-            .max()
-            .unwrap();
+        let max = largest_diff(&sa, &sb);
         let mean = sa
             .iter()
             .zip(&sb)
@@ -97,12 +92,7 @@ fn region_decode_matches_full_decode_then_crop() {
             let part = dec.decode_region(&bytes, &opts, region).unwrap();
             let want = crop(&full, region).unwrap();
             assert_eq!(part.shape(), want.shape());
-            let max = samples(&part)
-                .iter()
-                .zip(samples(&want))
-                .map(|(a, b)| a.abs_diff(b))
-                .max()
-                .unwrap();
+            let max = largest_diff(&samples(&part), &samples(&want));
             assert!(max <= 2, "{name} {region:?}: max diff {max}");
         }
     }
@@ -168,14 +158,7 @@ fn bilinear_downscale_matches_triangle_filter_reference() {
     let img = gradient(64, 48);
     let out = spdl_io::transform::resize(&img, 32, 24, Filter::Bilinear).unwrap();
     let want = reference_half(&img);
-    let max = out
-        .as_u8()
-        .unwrap()
-        .iter()
-        .zip(&want)
-        .map(|(a, b)| a.abs_diff(*b))
-        .max()
-        .unwrap();
+    let max = largest_diff(out.as_u8().unwrap(), &want);
     assert!(max <= 1, "max diff {max}");
 }
 
@@ -287,12 +270,7 @@ fn region_and_full_decode_loaders_agree() {
                 full.load(&bytes, &ctx(i, 0)).unwrap(),
             );
             assert_eq!(a.shape(), [224, 224, 3]);
-            let max = samples(&a)
-                .iter()
-                .zip(samples(&b))
-                .map(|(x, y)| x.abs_diff(y))
-                .max()
-                .unwrap();
+            let max = largest_diff(&samples(&a), &samples(&b));
             assert!(max <= 3, "{transform:?} sample {i}: max diff {max}");
         }
     }

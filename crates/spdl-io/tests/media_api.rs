@@ -8,7 +8,6 @@
 mod video_util;
 
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 
 use spdl_io::ffmpeg::bsf::{apply_bsf, Bsf};
@@ -19,41 +18,38 @@ use spdl_io::ffmpeg::graph::FilterGraph;
 use spdl_io::ffmpeg::packets::Packets;
 use spdl_io::ffmpeg::{DecodeConfig, DemuxConfig};
 use spdl_io::{ErrorKind, MediaSource};
-use video_util::{max_diff, media, npy, read};
+use video_util::{ffmpeg, ffmpeg_rgb, largest_diff, max_diff, media, npy, read};
 
 const BBB: &str = "clips/bbb_320x180_bframes.mp4";
 const RGB: Option<&str> = Some("format=pix_fmts=rgb24");
 
-fn ffmpeg(input: &Path, args: &[&str]) -> Vec<u8> {
-    let out = Command::new("ffmpeg")
-        .args(["-nostdin", "-v", "error", "-threads", "1", "-i"])
-        .arg(input)
-        .args(args)
-        .arg("-")
-        .output()
-        .expect("the ffmpeg command line (cargo xtask setup installs it)");
-    assert!(
-        out.status.success(),
-        "ffmpeg {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
-
-fn ffmpeg_rgb(input: &Path, desc: &str) -> Vec<u8> {
+/// The first three frames of `path` as raw `rgb24` at 32x18: bytes that no probe recognizes.
+fn raw_rgb_frames(path: &Path) -> Vec<u8> {
     ffmpeg(
-        input,
+        path,
         &[
-            "-vf",
-            desc,
-            "-fps_mode",
-            "passthrough",
+            "-frames:v",
+            "3",
             "-f",
             "rawvideo",
             "-pix_fmt",
             "rgb24",
+            "-s",
+            "32x18",
         ],
     )
+}
+
+/// What demuxes [`raw_rgb_frames`]: the format forced, with its options.
+fn raw_rgb_demux() -> DemuxConfig {
+    DemuxConfig {
+        format: Some("rawvideo".into()),
+        format_options: vec![
+            ("video_size".into(), "32x18".into()),
+            ("pixel_format".into(), "rgb24".into()),
+        ],
+        buffer_size: 8096,
+    }
 }
 
 fn video(path: &Path) -> Packets {
@@ -603,27 +599,8 @@ fn configs_bsf_and_serialized_packets() {
         ErrorKind::Corrupt
     );
     // A forced format with options: raw video the demuxer cannot probe.
-    let raw = ffmpeg(
-        &path,
-        &[
-            "-frames:v",
-            "3",
-            "-f",
-            "rawvideo",
-            "-pix_fmt",
-            "rgb24",
-            "-s",
-            "32x18",
-        ],
-    );
-    let cfg = DemuxConfig {
-        format: Some("rawvideo".into()),
-        format_options: vec![
-            ("video_size".into(), "32x18".into()),
-            ("pixel_format".into(), "rgb24".into()),
-        ],
-        buffer_size: 8096,
-    };
+    let raw = raw_rgb_frames(&path);
+    let cfg = raw_rgb_demux();
     let src = MediaSource::bytes("raw", &raw);
     let p = Demuxer::open(&src, &cfg)
         .unwrap()
@@ -788,12 +765,7 @@ mod encoding {
         cfg.qscale = 2;
         encode_image(&jpg, &smooth, &[24, 40, 3], "rgb24", Some(&cfg)).unwrap();
         let got = ffmpeg(&jpg, &["-f", "rawvideo", "-pix_fmt", "rgb24"]);
-        let d = got
-            .iter()
-            .zip(&smooth)
-            .map(|(a, b)| a.abs_diff(*b))
-            .max()
-            .unwrap();
+        let d = largest_diff(&got, &smooth);
         assert!(d <= 24, "JPEG differs by {d}");
         let e =
             encode_image(&tmp("img.nosuchext"), &data, &[24, 40, 3], "rgb24", None).unwrap_err();
@@ -829,12 +801,9 @@ mod encoding {
             .add_encode_stream(&EncodeConfig::Video(vcfg), Some("ffv1"), &[])
             .unwrap();
         let acfg = AudioEncodeConfig {
-            num_channels: 2,
             sample_fmt: Some("s16".into()),
             sample_rate: Some(8000),
-            bit_rate: -1,
-            compression_level: -1,
-            qscale: -1,
+            ..AudioEncodeConfig::new(2)
         };
         let mut aenc = mux
             .add_encode_stream(&EncodeConfig::Audio(acfg), Some("pcm_s16le"), &[])
@@ -948,28 +917,9 @@ fn load_video_and_load_audio_honour_demux_and_decode_configs() {
     use spdl_io::{AudioOptions, VideoOptions};
     let path = media(BBB);
     // A forced format with options: raw frames no probe recognizes, returned unchanged.
-    let raw = ffmpeg(
-        &path,
-        &[
-            "-frames:v",
-            "3",
-            "-f",
-            "rawvideo",
-            "-pix_fmt",
-            "rgb24",
-            "-s",
-            "32x18",
-        ],
-    );
+    let raw = raw_rgb_frames(&path);
     let opts = VideoOptions {
-        demux: DemuxConfig {
-            format: Some("rawvideo".into()),
-            format_options: vec![
-                ("video_size".into(), "32x18".into()),
-                ("pixel_format".into(), "rgb24".into()),
-            ],
-            buffer_size: 8096,
-        },
+        demux: raw_rgb_demux(),
         ..Default::default()
     };
     let v = load_video(MediaSource::bytes("raw", &raw), &opts).unwrap();
@@ -1247,12 +1197,9 @@ mod bad_inputs {
         );
         let mut mux = Muxer::new(&tmp("a.mkv"), None).unwrap();
         let cfg = AudioEncodeConfig {
-            num_channels: 2,
             sample_fmt: Some("flt".into()),
             sample_rate: Some(22050),
-            bit_rate: -1,
-            compression_level: -1,
-            qscale: -1,
+            ..AudioEncodeConfig::new(2)
         };
         let mut enc = mux
             .add_encode_stream(&EncodeConfig::Audio(cfg), Some("pcm_f32le"), &[])

@@ -8,6 +8,48 @@ use common::*;
 use proptest::prelude::*;
 use spdl_io::{ColorMode, DecodeOptions, Decoder, ImageLoader, Registry, SampleContext, Transform};
 
+/// The four property tests of one parser, in a module `$name`: random bytes (up to `bytes`
+/// long), random bytes (up to `tail`) after one of the `magics`, the first `n` of the real
+/// files from `seeds` truncated, and the same files with a few bytes changed.
+macro_rules! never_panics {
+    ($name:ident: $check:ident on $n:literal $seeds:ident(), cases $cases:literal, bytes $bytes:literal, tail $tail:literal, magics $magics:expr) => {
+        mod $name {
+            use super::*;
+
+            proptest! {
+                #![proptest_config(ProptestConfig { cases: $cases, ..ProptestConfig::default() })]
+
+                #[test]
+                fn random_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..$bytes)) {
+                    $check(&bytes);
+                }
+
+                #[test]
+                fn random_bytes_with_magic(which in 0usize..4, tail in proptest::collection::vec(any::<u8>(), 0..$tail)) {
+                    let magics: [&[u8]; 4] = $magics;
+                    $check(&[magics[which], &tail].concat());
+                }
+
+                #[test]
+                fn truncated_real_files(which in 0usize..$n, cut in 0.0f64..1.0) {
+                    let file = &$seeds()[which];
+                    $check(&file[..(file.len() as f64 * cut) as usize]);
+                }
+
+                #[test]
+                fn mutated_real_files(which in 0usize..$n, edits in proptest::collection::vec((0.0f64..1.0, any::<u8>()), 1..8)) {
+                    let mut file = $seeds()[which].clone();
+                    for (at, value) in edits {
+                        let i = ((file.len() as f64 * at) as usize).min(file.len() - 1);
+                        file[i] = value;
+                    }
+                    $check(&file);
+                }
+            }
+        }
+    };
+}
+
 fn seeds() -> Vec<Vec<u8>> {
     [
         ("02-truncated-jpeg-png", "good.jpg"),
@@ -53,40 +95,16 @@ fn decode_all(bytes: &[u8]) {
     );
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
-
-    #[test]
-    fn random_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
-        decode_all(&bytes);
-    }
-
-    #[test]
-    fn random_bytes_with_magic(which in 0usize..4, tail in proptest::collection::vec(any::<u8>(), 0..256)) {
-        let magic: &[u8] = [&b"\xFF\xD8\xFF"[..], b"\x89PNG\r\n\x1a\n", b"GIF89a", b"II*\0"][which];
-        decode_all(&[magic, &tail].concat());
-    }
-
-    #[test]
-    fn truncated_real_files(which in 0usize..7, cut in 0.0f64..1.0) {
-        let file = &seeds()[which];
-        decode_all(&file[..(file.len() as f64 * cut) as usize]);
-    }
-
-    #[test]
-    fn mutated_real_files(which in 0usize..7, edits in proptest::collection::vec((0.0f64..1.0, any::<u8>()), 1..8)) {
-        let mut file = seeds()[which].clone();
-        for (at, value) in edits {
-            let i = ((file.len() as f64 * at) as usize).min(file.len() - 1);
-            file[i] = value;
-        }
-        decode_all(&file);
-    }
-}
+never_panics!(images: decode_all on 7 seeds(), cases 200, bytes 512, tail 256, magics [
+    &b"\xFF\xD8\xFF"[..],
+    b"\x89PNG\r\n\x1a\n",
+    b"GIF89a",
+    b"II*\0",
+]);
 
 /// Real NPY, NPZ, tar and WAV files (written by NumPy, tarfile, GNU tar, wave, ffmpeg).
 fn array_seeds() -> Vec<Vec<u8>> {
-    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/arrays");
+    let dir = fixture("arrays");
     [
         "npy/le_f8.npy",
         "npy/le_i4_fortran.npy",
@@ -131,36 +149,12 @@ fn parse_arrays(bytes: &[u8]) {
     let _ = wav::load_wav(bytes, Some(0.001), Some(0.5));
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 1000, ..ProptestConfig::default() })]
-
-    #[test]
-    fn arrays_random_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..1200)) {
-        parse_arrays(&bytes);
-    }
-
-    #[test]
-    fn arrays_random_bytes_with_magic(which in 0usize..4, tail in proptest::collection::vec(any::<u8>(), 0..1200)) {
-        let magic: &[u8] = [&b"\x93NUMPY\x01\x00"[..], b"PK\x03\x04", b"RIFF\x00\x00\x00\x00WAVEfmt ", b"PK\x05\x06"][which];
-        parse_arrays(&[magic, &tail].concat());
-    }
-
-    #[test]
-    fn arrays_truncated_real_files(which in 0usize..8, cut in 0.0f64..1.0) {
-        let file = &array_seeds()[which];
-        parse_arrays(&file[..(file.len() as f64 * cut) as usize]);
-    }
-
-    #[test]
-    fn arrays_mutated_real_files(which in 0usize..8, edits in proptest::collection::vec((0.0f64..1.0, any::<u8>()), 1..8)) {
-        let mut file = array_seeds()[which].clone();
-        for (at, value) in edits {
-            let i = ((file.len() as f64 * at) as usize).min(file.len() - 1);
-            file[i] = value;
-        }
-        parse_arrays(&file);
-    }
-}
+never_panics!(arrays: parse_arrays on 8 array_seeds(), cases 1000, bytes 1200, tail 1200, magics [
+    &b"\x93NUMPY\x01\x00"[..],
+    b"PK\x03\x04",
+    b"RIFF\x00\x00\x00\x00WAVEfmt ",
+    b"PK\x05\x06",
+]);
 
 /// A requested output larger than the limits is a named error before anything is allocated
 /// (a 100000x100000 resize would otherwise abort the process on allocation failure).
@@ -195,7 +189,7 @@ fn huge_output_sizes_are_limit_errors() {
 /// by every backend without a panic, and refused with an error (each is a broken file).
 #[test]
 fn fuzz_findings_are_clear_errors() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fuzz");
+    let dir = fixture("fuzz");
     let mut n = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
@@ -217,8 +211,7 @@ fn fuzz_findings_are_clear_errors() {
 /// number of RGB entries; the decoder refuses it first, naming the chunk.
 #[test]
 fn png_with_a_ragged_palette_is_corrupt() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/fuzz/png_plte_not_multiple_of_3.png");
+    let path = fixture("fuzz/png_plte_not_multiple_of_3.png");
     let err = spdl_io::decode::ImageRsDecoder::new()
         .decode(&read(&path), &DecodeOptions::default())
         .unwrap_err();
@@ -230,8 +223,7 @@ fn png_with_a_ragged_palette_is_corrupt() {
 /// into an image without pixels; the decoder refuses it, naming the size.
 #[test]
 fn gif_without_width_is_corrupt() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/fuzz/gif_zero_width.gif");
+    let path = fixture("fuzz/gif_zero_width.gif");
     let bytes = read(&path);
     for decoded in [
         spdl_io::decode::ImageRsDecoder::new().decode(&bytes, &DecodeOptions::default()),

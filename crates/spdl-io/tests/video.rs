@@ -25,6 +25,14 @@ fn opts(selection: FrameSelection) -> VideoOptions {
     }
 }
 
+/// `selection` decoded on `threads` threads.
+fn threaded(selection: FrameSelection, threads: usize) -> VideoOptions {
+    VideoOptions {
+        threads,
+        ..opts(selection)
+    }
+}
+
 fn pixel(v: &spdl_io::Video, t: usize, x: usize, y: usize) -> [u8; 3] {
     let [_, _, w, c] = v.shape;
     let f = v.frame(t).unwrap();
@@ -303,11 +311,7 @@ fn random_access_on_b_frames_equals_sequential_decode_every_run() {
         for _run in 0..3 {
             let v = load_video(
                 src(),
-                &VideoOptions {
-                    selection: FrameSelection::Indices(picks.clone()),
-                    threads,
-                    ..Default::default()
-                },
+                &threaded(FrameSelection::Indices(picks.clone()), threads),
             )
             .unwrap();
             for (slot, &i) in picks.iter().enumerate() {
@@ -321,11 +325,7 @@ fn random_access_on_b_frames_equals_sequential_decode_every_run() {
     for threads in [1, 2] {
         let w = load_video(
             src(),
-            &VideoOptions {
-                selection: FrameSelection::Window { start, end },
-                threads,
-                ..Default::default()
-            },
+            &threaded(FrameSelection::Window { start, end }, threads),
         )
         .unwrap();
         assert_eq!(w.shape[0], 25);
@@ -392,11 +392,7 @@ fn far_indices_and_steps_seek_and_equal_sequential_decode() {
         for (threads, picks) in [(1, &far), (2, &far), (1, &near), (2, &near)] {
             let v = load_video(
                 src(),
-                &VideoOptions {
-                    selection: FrameSelection::Indices(picks.clone()),
-                    threads,
-                    ..Default::default()
-                },
+                &threaded(FrameSelection::Indices(picks.clone()), threads),
             )
             .unwrap();
             assert_eq!(v.shape[0], picks.len());
@@ -412,11 +408,7 @@ fn far_indices_and_steps_seek_and_equal_sequential_decode() {
             // One frame at the very end alone.
             let last = load_video(
                 src(),
-                &VideoOptions {
-                    selection: FrameSelection::Indices(vec![1499]),
-                    threads,
-                    ..Default::default()
-                },
+                &threaded(FrameSelection::Indices(vec![1499]), threads),
             )
             .unwrap();
             assert!(last.frame(0) == all.frame(1499), "{name}: last frame");

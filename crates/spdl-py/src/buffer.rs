@@ -218,30 +218,31 @@ impl CpuBuffer {
         }
     }
 
+    /// One sample of `shape` (`key`, no label) held in `wrap(data)`; the vector is moved, not
+    /// copied. `data.len()` must equal the product of `shape`.
+    #[cfg_attr(not(feature = "decode-ffmpeg"), allow(dead_code))]
+    fn from_vec<T>(
+        data: Vec<T>,
+        shape: Vec<usize>,
+        key: String,
+        wrap: fn(Box<[T]>) -> Storage,
+    ) -> Self {
+        debug_assert_eq!(data.len(), shape.iter().product::<usize>());
+        CpuBuffer::new(wrap(data.into_boxed_slice()), shape, vec![key], vec![None])
+    }
+
     /// `u8` samples of `shape` (e.g. video frames `[T, H, W, C]`); the vector is moved, not
     /// copied. `data.len()` must equal the product of `shape`.
     #[cfg_attr(not(feature = "decode-ffmpeg"), allow(dead_code))]
     pub(crate) fn from_u8(data: Vec<u8>, shape: Vec<usize>, key: String) -> Self {
-        debug_assert_eq!(data.len(), shape.iter().product::<usize>());
-        CpuBuffer::new(
-            Storage::U8(data.into_boxed_slice()),
-            shape,
-            vec![key],
-            vec![None],
-        )
+        CpuBuffer::from_vec(data, shape, key, Storage::U8)
     }
 
     /// `f32` samples of `shape` (e.g. a waveform `[C, S]`); the vector is moved, not copied.
     /// `data.len()` must equal the product of `shape`.
     #[cfg_attr(not(feature = "decode-ffmpeg"), allow(dead_code))]
     pub(crate) fn from_f32(data: Vec<f32>, shape: Vec<usize>, key: String) -> Self {
-        debug_assert_eq!(data.len(), shape.iter().product::<usize>());
-        CpuBuffer::new(
-            Storage::F32(data.into_boxed_slice()),
-            shape,
-            vec![key],
-            vec![None],
-        )
+        CpuBuffer::from_vec(data, shape, key, Storage::F32)
     }
 
     /// Another `CPUBuffer` over the same memory (no copy): the memory lives while either does.
@@ -420,47 +421,90 @@ impl CpuBuffer {
         view: *mut ffi::Py_buffer,
         flags: c_int,
     ) -> PyResult<()> {
+        let this = slf.get();
+        let layout = BufferLayout {
+            buf: this.mem.ptr,
+            len: this.nbytes(),
+            itemsize: this.dtype.size(),
+            format: this.dtype.format(),
+            shape: &this.shape,
+            strides: Some(&this.strides),
+        };
+        // SAFETY: `view` is the interpreter's; every pointer of `layout` points into `this`,
+        // which the view keeps alive (and immutable: the class is frozen) until release.
+        unsafe { layout.fill(slf.as_any(), view, flags) }
+    }
+
+    unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {}
+}
+
+/// What a `__getbuffer__` exposes: a writable, C-contiguous block of `len` bytes at `buf`, items
+/// of `itemsize` bytes (struct `format`), laid out as `shape` (and `strides`; `None` for a
+/// block that the shape alone describes).
+pub(crate) struct BufferLayout<'a> {
+    pub(crate) buf: *mut c_void,
+    pub(crate) len: usize,
+    pub(crate) itemsize: usize,
+    pub(crate) format: &'static std::ffi::CStr,
+    pub(crate) shape: &'a [isize],
+    pub(crate) strides: Option<&'a [isize]>,
+}
+
+impl BufferLayout<'_> {
+    /// Fills the interpreter's `view` for a `__getbuffer__(flags)` request on `owner`, which
+    /// the view then holds (a new reference, dropped by `PyBuffer_Release`). The format, shape
+    /// and strides are given only when `flags` asks for them. `BufferError` for a null `view`,
+    /// or `"<type> is C-contiguous, not Fortran-contiguous"` when a Fortran-contiguous view is
+    /// asked of a block with more than one dimension over 1.
+    ///
+    /// # Safety
+    /// `view` is null or the interpreter's `Py_buffer`; `buf`, `shape`, `strides` and their
+    /// contents stay valid and unchanged while `owner` lives.
+    pub(crate) unsafe fn fill(
+        self,
+        owner: &Bound<'_, PyAny>,
+        view: *mut ffi::Py_buffer,
+        flags: c_int,
+    ) -> PyResult<()> {
         if view.is_null() {
             return Err(PyBufferError::new_err("view is null"));
         }
-        let this = slf.get();
-        if (flags & ffi::PyBUF_F_CONTIGUOUS) == ffi::PyBUF_F_CONTIGUOUS
-            && this.shape.iter().filter(|&&d| d > 1).count() > 1
-        {
-            return Err(PyBufferError::new_err(
-                "CPUBuffer is C-contiguous, not Fortran-contiguous",
-            ));
+        let asked = |flag: c_int| (flags & flag) == flag;
+        if asked(ffi::PyBUF_F_CONTIGUOUS) && self.shape.iter().filter(|&&d| d > 1).count() > 1 {
+            return Err(PyBufferError::new_err(format!(
+                "{} is C-contiguous, not Fortran-contiguous",
+                owner.get_type().name()?
+            )));
         }
-        // SAFETY: `view` is a valid Py_buffer provided by the interpreter; every pointer stored
-        // in it points into `this`, which `obj` keeps alive (and immutable: the class is frozen)
-        // until `PyBuffer_Release`.
+        let ptr_if = |flag: c_int, p: *const isize| {
+            if asked(flag) {
+                p.cast_mut()
+            } else {
+                std::ptr::null_mut()
+            }
+        };
+        // SAFETY: `view` is a valid Py_buffer (above, and the caller's contract); what it is
+        // given points into `owner`, which it keeps alive.
         unsafe {
-            (*view).obj = slf.clone().into_any().into_ptr();
-            (*view).buf = this.mem.ptr;
-            (*view).len = this.nbytes() as isize;
+            (*view).obj = owner.clone().into_ptr();
+            (*view).buf = self.buf;
+            (*view).len = self.len as isize;
             (*view).readonly = 0;
-            (*view).itemsize = this.dtype.size() as isize;
-            (*view).format = if (flags & ffi::PyBUF_FORMAT) == ffi::PyBUF_FORMAT {
-                this.dtype.format().as_ptr().cast_mut()
+            (*view).itemsize = self.itemsize as isize;
+            (*view).format = if asked(ffi::PyBUF_FORMAT) {
+                self.format.as_ptr().cast_mut()
             } else {
                 std::ptr::null_mut()
             };
-            (*view).ndim = this.shape.len() as c_int;
-            (*view).shape = if (flags & ffi::PyBUF_ND) == ffi::PyBUF_ND {
-                this.shape.as_ptr().cast_mut()
-            } else {
-                std::ptr::null_mut()
-            };
-            (*view).strides = if (flags & ffi::PyBUF_STRIDES) == ffi::PyBUF_STRIDES {
-                this.strides.as_ptr().cast_mut()
-            } else {
-                std::ptr::null_mut()
+            (*view).ndim = self.shape.len() as c_int;
+            (*view).shape = ptr_if(ffi::PyBUF_ND, self.shape.as_ptr());
+            (*view).strides = match self.strides {
+                Some(s) => ptr_if(ffi::PyBUF_STRIDES, s.as_ptr()),
+                None => std::ptr::null_mut(),
             };
             (*view).suboffsets = std::ptr::null_mut();
             (*view).internal = std::ptr::null_mut();
         }
         Ok(())
     }
-
-    unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {}
 }

@@ -4,12 +4,12 @@
 use std::ffi::c_int;
 use std::sync::Arc;
 
-use pyo3::exceptions::{PyBufferError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use spdl_core::buffer::{BufferPool, Pool, PoolConfig, PooledBuffer};
 
-use crate::buffer::CpuBuffer;
+use crate::buffer::{BufferLayout, CpuBuffer};
 use crate::cuda::{GpuError, BUILT_WITH_CUDA, NOT_BUILT};
 
 /// SPDL's `CUDAConfig`: the CUDA device (and stream) of a GPU call, from `cuda_config`.
@@ -136,34 +136,18 @@ impl CpuStorage {
         view: *mut ffi::Py_buffer,
         flags: c_int,
     ) -> PyResult<()> {
-        if view.is_null() {
-            return Err(PyBufferError::new_err("view is null"));
-        }
         let this = slf.get();
-        // SAFETY: `view` is the interpreter's Py_buffer; every pointer stored points into
-        // `this`, which `obj` keeps alive (and unmoved: the class is frozen) until release.
-        unsafe {
-            (*view).obj = slf.clone().into_any().into_ptr();
-            (*view).buf = this.ptr as *mut std::ffi::c_void;
-            (*view).len = this.shape[0];
-            (*view).readonly = 0;
-            (*view).itemsize = 1;
-            (*view).format = if (flags & ffi::PyBUF_FORMAT) == ffi::PyBUF_FORMAT {
-                c"B".as_ptr().cast_mut()
-            } else {
-                std::ptr::null_mut()
-            };
-            (*view).ndim = 1;
-            (*view).shape = if (flags & ffi::PyBUF_ND) == ffi::PyBUF_ND {
-                this.shape.as_ptr().cast_mut()
-            } else {
-                std::ptr::null_mut()
-            };
-            (*view).strides = std::ptr::null_mut();
-            (*view).suboffsets = std::ptr::null_mut();
-            (*view).internal = std::ptr::null_mut();
-        }
-        Ok(())
+        let layout = BufferLayout {
+            buf: this.ptr as *mut std::ffi::c_void,
+            len: this.buffer.len(),
+            itemsize: 1,
+            format: c"B",
+            shape: &this.shape,
+            strides: None,
+        };
+        // SAFETY: `view` is the interpreter's; every pointer of `layout` points into `this`,
+        // which the view keeps alive (and unmoved: the class is frozen) until release.
+        unsafe { layout.fill(slf.as_any(), view, flags) }
     }
 
     unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {}

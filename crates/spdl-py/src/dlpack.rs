@@ -8,6 +8,7 @@ use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
+use spdl_cuda::dlpack::{DLManagedTensor, DLManagedTensorVersioned};
 use spdl_cuda::{ConsumerStream, TensorExport};
 
 /// `BufferError` for a copy or another device demanded of a zero-copy export.
@@ -77,33 +78,81 @@ pub(crate) fn cai_dict<'py>(
 const NAME: &CStr = c"dltensor";
 const NAME_VERSIONED: &CStr = c"dltensor_versioned";
 
-/// Frees an unconsumed `"dltensor"` capsule's tensor (a consumer renames the capsule to
-/// `"used_dltensor"` and calls the deleter itself).
-unsafe extern "C" fn destructor(capsule: *mut ffi::PyObject) {
-    // SAFETY: called by the interpreter with a live capsule; `PyCapsule_IsValid` sets no
-    // exception; a valid `"dltensor"` capsule of ours holds a pointer from `into_dlpack`.
+/// The two DLPack managed-tensor structs (`"dltensor"` and `"dltensor_versioned"`), to the
+/// code that frees them: each has a deleter of its own type.
+trait Managed {
+    fn deleter(&self) -> Option<unsafe extern "C" fn(*mut Self)>;
+}
+
+impl Managed for DLManagedTensor {
+    fn deleter(&self) -> Option<unsafe extern "C" fn(*mut Self)> {
+        self.deleter
+    }
+}
+
+impl Managed for DLManagedTensorVersioned {
+    fn deleter(&self) -> Option<unsafe extern "C" fn(*mut Self)> {
+        self.deleter
+    }
+}
+
+/// Calls `m`'s deleter (which frees it).
+///
+/// # Safety
+/// `m` is a live tensor from `into_dlpack*`, not deleted yet.
+unsafe fn delete<T: Managed>(m: *mut T) {
+    // SAFETY: `m` is live (the caller's contract).
     unsafe {
-        if ffi::PyCapsule_IsValid(capsule, NAME.as_ptr()) == 1 {
-            let m = ffi::PyCapsule_GetPointer(capsule, NAME.as_ptr())
-                .cast::<spdl_cuda::dlpack::DLManagedTensor>();
-            if let Some(d) = (*m).deleter {
-                d(m);
-            }
+        if let Some(d) = (*m).deleter() {
+            d(m);
         }
     }
 }
 
+/// Frees the tensor of an unconsumed capsule named `name` (a consumer renames the capsule to
+/// `"used_dltensor"` / `"used_dltensor_versioned"` and calls the deleter itself).
+///
+/// # Safety
+/// `capsule` is live; when it is named `name`, it holds a `T` from `into_dlpack*`.
+unsafe fn free_unconsumed<T: Managed>(capsule: *mut ffi::PyObject, name: &CStr) {
+    // SAFETY: `PyCapsule_IsValid` sets no exception; the pointer is a `T` (the contract).
+    unsafe {
+        if ffi::PyCapsule_IsValid(capsule, name.as_ptr()) == 1 {
+            delete(ffi::PyCapsule_GetPointer(capsule, name.as_ptr()).cast::<T>());
+        }
+    }
+}
+
+/// The destructor of a `"dltensor"` capsule: frees its tensor if no consumer took it.
+unsafe extern "C" fn destructor(capsule: *mut ffi::PyObject) {
+    // SAFETY: called by the interpreter with a live capsule; ours hold a `DLManagedTensor`.
+    unsafe { free_unconsumed::<DLManagedTensor>(capsule, NAME) }
+}
+
 /// As [`destructor`], for `"dltensor_versioned"`.
 unsafe extern "C" fn destructor_versioned(capsule: *mut ffi::PyObject) {
-    // SAFETY: as in `destructor`, with a pointer from `into_dlpack_versioned`.
+    // SAFETY: as in `destructor`, with a `DLManagedTensorVersioned`.
+    unsafe { free_unconsumed::<DLManagedTensorVersioned>(capsule, NAME_VERSIONED) }
+}
+
+/// A new capsule named `name` owning `m` (with `destructor`), or null with the Python error
+/// set, `m` deleted.
+///
+/// # Safety
+/// `m` is a live tensor from `into_dlpack*`, owned by the caller, of the type `destructor`
+/// frees for `name`.
+unsafe fn new_capsule<T: Managed>(
+    m: *mut T,
+    name: &CStr,
+    destructor: unsafe extern "C" fn(*mut ffi::PyObject),
+) -> *mut ffi::PyObject {
+    // SAFETY: the caller's contract; on failure the capsule never owned `m`.
     unsafe {
-        if ffi::PyCapsule_IsValid(capsule, NAME_VERSIONED.as_ptr()) == 1 {
-            let m = ffi::PyCapsule_GetPointer(capsule, NAME_VERSIONED.as_ptr())
-                .cast::<spdl_cuda::dlpack::DLManagedTensorVersioned>();
-            if let Some(d) = (*m).deleter {
-                d(m);
-            }
+        let cap = ffi::PyCapsule_New(m.cast(), name.as_ptr(), Some(destructor));
+        if cap.is_null() {
+            delete(m);
         }
+        cap
     }
 }
 
@@ -114,31 +163,17 @@ pub(crate) fn capsule(
     export: TensorExport,
     versioned: bool,
 ) -> PyResult<Py<PyAny>> {
-    // SAFETY: the pointers come from `into_dlpack*` (heap, owned by the capsule from here);
-    // if the capsule cannot be made, the tensor is deleted once, here.
+    // SAFETY: the pointers come from `into_dlpack*` (heap, owned by the capsule from here),
+    // with the destructor of their type.
     unsafe {
         let cap = if versioned {
-            let m = export.into_dlpack_versioned();
-            let cap = ffi::PyCapsule_New(
-                m.cast(),
-                NAME_VERSIONED.as_ptr(),
-                Some(destructor_versioned),
-            );
-            if cap.is_null() {
-                if let Some(d) = (*m).deleter {
-                    d(m);
-                }
-            }
-            cap
+            new_capsule(
+                export.into_dlpack_versioned(),
+                NAME_VERSIONED,
+                destructor_versioned,
+            )
         } else {
-            let m = export.into_dlpack();
-            let cap = ffi::PyCapsule_New(m.cast(), NAME.as_ptr(), Some(destructor));
-            if cap.is_null() {
-                if let Some(d) = (*m).deleter {
-                    d(m);
-                }
-            }
-            cap
+            new_capsule(export.into_dlpack(), NAME, destructor)
         };
         if cap.is_null() {
             return Err(PyErr::fetch(py));

@@ -325,6 +325,34 @@ fn packets_config(
     )
 }
 
+/// The `VideoPackets` `packets`, an NVDEC decoder on device `device_index` for their codec and
+/// coded size (cropped then scaled), and the Annex-B converter made from their extradata
+/// (`None` for codecs that need none), opened with the GIL released. Errors: those of
+/// `video_packets` and `packets_config`, then the decoder's or the converter's.
+#[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
+fn open_for_packets(
+    py: Python<'_>,
+    packets: &Bound<'_, PyAny>,
+    device_index: usize,
+    crop: [usize; 4],
+    scale_width: i64,
+    scale_height: i64,
+) -> PyResult<(
+    std::sync::Arc<Packets>,
+    spdl_cuda::nvdec::NvdecDecoder,
+    Option<spdl_cuda::nvdec::AnnexB>,
+)> {
+    let pk = video_packets(packets)?;
+    let config = packets_config(&pk, crop, scale_width, scale_height)?;
+    let (dec, annexb) = py.detach(|| -> Result<_, GpuError> {
+        let limits = spdl_io::Limits::default();
+        let dec = spdl_cuda::nvdec::NvdecDecoder::new(device_index, config, &limits)?;
+        let annexb = spdl_cuda::nvdec::AnnexB::new(&pk.codec().name(), pk.codec().extradata())?;
+        Ok((dec, annexb))
+    })?;
+    Ok((pk, dec, annexb))
+}
+
 /// Seconds per tick of `pk`'s stream time base.
 #[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
 fn seconds_per_tick(pk: &Packets) -> f64 {
@@ -358,13 +386,9 @@ pub(crate) fn _nvdec_decode(
     let crop = [crop_left, crop_top, crop_right, crop_bottom];
     #[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
     {
-        let pk = video_packets(packets)?;
-        let config = packets_config(&pk, crop, scale_width, scale_height)?;
+        let (pk, dec, mut annexb) =
+            open_for_packets(py, packets, device_index, crop, scale_width, scale_height)?;
         let out = py.detach(|| -> Result<_, GpuError> {
-            let limits = spdl_io::Limits::default();
-            let dec = spdl_cuda::nvdec::NvdecDecoder::new(device_index, config, &limits)?;
-            let mut annexb =
-                spdl_cuda::nvdec::AnnexB::new(&pk.codec().name(), pk.codec().extradata())?;
             let owned = nvdec_input(&pk, annexb.as_mut())?;
             let refs: Vec<(&[u8], i64)> = owned.iter().map(|(b, t)| (b.as_slice(), *t)).collect();
             Ok(dec.decode(&refs, frames_per_batch.max(1))?)
@@ -526,16 +550,13 @@ pub(crate) fn _nvdec_session(
     let crop = [crop_left, crop_top, crop_right, crop_bottom];
     #[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
     {
-        let pk = video_packets(packets)?;
-        let config = packets_config(&pk, crop, scale_width, scale_height)?;
+        let (pk, dec, annexb) =
+            open_for_packets(py, packets, device_index, crop, scale_width, scale_height)?;
         let live = py.detach(|| -> Result<_, GpuError> {
-            let limits = spdl_io::Limits::default();
-            let dec = spdl_cuda::nvdec::NvdecDecoder::new(device_index, config, &limits)?;
-            let codec = pk.codec().name();
             Ok(LiveSession {
-                annexb: spdl_cuda::nvdec::AnnexB::new(&codec, pk.codec().extradata())?,
+                annexb,
                 session: dec.session()?,
-                codec,
+                codec: pk.codec().name(),
                 seconds_per_tick: seconds_per_tick(&pk),
                 frames_per_batch,
             })

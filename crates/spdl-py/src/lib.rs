@@ -37,6 +37,8 @@ mod media_encode;
 mod media_frames;
 #[cfg(feature = "decode-ffmpeg")]
 mod media_graph;
+#[cfg(feature = "decode-ffmpeg")]
+mod media_props;
 mod ops;
 mod options;
 mod pipeline;
@@ -67,6 +69,20 @@ pub(crate) fn with_gil<T>(f: impl for<'py> FnOnce(Python<'py>) -> T) -> T {
     Python::attach(f)
 }
 
+/// Adds the listed items to the module `m`, in order: `class path::Type;` (a `#[pyclass]`) or
+/// `function path::function;` (a `#[pyfunction]`). In a function returning `PyResult`.
+macro_rules! register {
+    ($m:ident; $($kind:ident $item:path;)*) => {
+        $(register!(@$kind $m $item);)*
+    };
+    (@class $m:ident $item:path) => {
+        $m.add_class::<$item>()?;
+    };
+    (@function $m:ident $item:path) => {
+        $m.add_function(wrap_pyfunction!($item, $m)?)?;
+    };
+}
+
 /// How many times pipeline threads have taken the GIL since the module was loaded (to check
 /// that native stages never do).
 #[pyfunction]
@@ -89,52 +105,48 @@ fn init_logging(level: &str) -> PyResult<()> {
 /// `RuntimeError` for these names otherwise).
 #[cfg(feature = "decode-ffmpeg")]
 fn add_media_api(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<media_frames::VideoFrames>()?;
-    m.add_class::<media_frames::AudioFrames>()?;
-    m.add_class::<media_frames::ImageFrames>()?;
-    m.add_function(wrap_pyfunction!(media_frames::convert_frames, m)?)?;
-    m.add_function(wrap_pyfunction!(media_frames::convert_array, m)?)?;
-    m.add_function(wrap_pyfunction!(
-        media_frames::create_reference_video_frame,
-        m
-    )?)?;
-    m.add_function(wrap_pyfunction!(
-        media_frames::create_reference_audio_frame,
-        m
-    )?)?;
-    m.add_function(wrap_pyfunction!(media_frames::_filter_images, m)?)?;
-    m.add_class::<media_graph::FilterGraph>()?;
-    m.add_class::<media_config::DemuxConfig>()?;
-    m.add_function(wrap_pyfunction!(media_config::demux_config, m)?)?;
-    m.add_class::<media_demux::VideoCodec>()?;
-    m.add_class::<media_demux::AudioCodec>()?;
-    m.add_class::<media_demux::ImageCodec>()?;
-    m.add_class::<media_demux::VideoPackets>()?;
-    m.add_class::<media_demux::AudioPackets>()?;
-    m.add_class::<media_demux::ImagePackets>()?;
-    m.add_class::<media_demux::Demuxer>()?;
-    m.add_class::<media_demux::StreamingDemuxIter>()?;
-    m.add_function(wrap_pyfunction!(media_demux::demux_video, m)?)?;
-    m.add_function(wrap_pyfunction!(media_demux::demux_audio, m)?)?;
-    m.add_function(wrap_pyfunction!(media_demux::demux_image, m)?)?;
-    m.add_class::<media_demux::Bsf>()?;
-    m.add_function(wrap_pyfunction!(media_demux::apply_bsf, m)?)?;
-    m.add_class::<media_config::DecodeConfig>()?;
-    m.add_function(wrap_pyfunction!(media_config::decode_config, m)?)?;
-    m.add_function(wrap_pyfunction!(media_decode::decode_packets, m)?)?;
-    m.add_function(wrap_pyfunction!(media_decode::sample_decode_video, m)?)?;
-    m.add_class::<media_decode::Decoder>()?;
-    m.add_class::<media_decode::VideoDecoder>()?;
-    m.add_class::<media_decode::AudioDecoder>()?;
-    m.add_class::<media_encode::VideoEncodeConfig>()?;
-    m.add_class::<media_encode::AudioEncodeConfig>()?;
-    m.add_function(wrap_pyfunction!(media_encode::video_encode_config, m)?)?;
-    m.add_function(wrap_pyfunction!(media_encode::audio_encode_config, m)?)?;
-    m.add_class::<media_encode::Encoder>()?;
-    m.add_class::<media_encode::VideoEncoder>()?;
-    m.add_class::<media_encode::AudioEncoder>()?;
-    m.add_class::<media_encode::Muxer>()?;
-    m.add_function(wrap_pyfunction!(media_encode::encode_image, m)?)?;
+    register!(m;
+        class media_frames::VideoFrames;
+        class media_frames::AudioFrames;
+        class media_frames::ImageFrames;
+        function media_frames::convert_frames;
+        function media_frames::convert_array;
+        function media_frames::create_reference_video_frame;
+        function media_frames::create_reference_audio_frame;
+        function media_frames::_filter_images;
+        class media_graph::FilterGraph;
+        class media_config::DemuxConfig;
+        function media_config::demux_config;
+        class media_demux::VideoCodec;
+        class media_demux::AudioCodec;
+        class media_demux::ImageCodec;
+        class media_demux::VideoPackets;
+        class media_demux::AudioPackets;
+        class media_demux::ImagePackets;
+        class media_demux::Demuxer;
+        class media_demux::StreamingDemuxIter;
+        function media_demux::demux_video;
+        function media_demux::demux_audio;
+        function media_demux::demux_image;
+        class media_demux::Bsf;
+        function media_demux::apply_bsf;
+        class media_config::DecodeConfig;
+        function media_config::decode_config;
+        function media_decode::decode_packets;
+        function media_decode::sample_decode_video;
+        class media_decode::Decoder;
+        class media_decode::VideoDecoder;
+        class media_decode::AudioDecoder;
+        class media_encode::VideoEncodeConfig;
+        class media_encode::AudioEncodeConfig;
+        function media_encode::video_encode_config;
+        function media_encode::audio_encode_config;
+        class media_encode::Encoder;
+        class media_encode::VideoEncoder;
+        class media_encode::AudioEncoder;
+        class media_encode::Muxer;
+        function media_encode::encode_image;
+    );
     Ok(())
 }
 
@@ -150,83 +162,87 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     });
     // The crate's version (the workspace's), so Python and `spdl --version` always agree.
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    m.add_class::<buffer::CpuBuffer>()?;
-    m.add_class::<cuda::CudaBuffer>()?;
-    m.add_class::<cuda::ExportProbe>()?;
-    m.add_function(wrap_pyfunction!(cuda::transfer_buffer, m)?)?;
-    m.add_class::<config::CudaConfig>()?;
-    m.add_class::<config::CpuStorage>()?;
-    m.add_function(wrap_pyfunction!(config::cuda_config, m)?)?;
-    m.add_function(wrap_pyfunction!(config::cpu_storage, m)?)?;
-    m.add_function(wrap_pyfunction!(config::_copy_into_storage, m)?)?;
-    m.add_function(wrap_pyfunction!(gpu_decode::built_with_nvjpeg, m)?)?;
-    m.add_function(wrap_pyfunction!(gpu_decode::built_with_nvcodec, m)?)?;
-    m.add_function(wrap_pyfunction!(gpu_decode::nvjpeg_fallback_reason, m)?)?;
-    m.add_function(wrap_pyfunction!(gpu_decode::nvjpeg_stats, m)?)?;
-    m.add_function(wrap_pyfunction!(gpu_decode::_decode_image_nvjpeg, m)?)?;
-    m.add_function(wrap_pyfunction!(gpu_decode::_nvdec_open, m)?)?;
-    m.add_function(wrap_pyfunction!(gpu_decode::_nvdec_decode, m)?)?;
-    m.add_function(wrap_pyfunction!(gpu_decode::_nvdec_session, m)?)?;
-    m.add_class::<gpu_decode::NvdecSession>()?;
-    m.add_function(wrap_pyfunction!(gpu_decode::_packets_annexb, m)?)?;
-    m.add_function(wrap_pyfunction!(gpu_decode::_nv12_to_planar, m)?)?;
-    m.add_function(wrap_pyfunction!(cuda::cuda_built, m)?)?;
-    m.add_function(wrap_pyfunction!(cuda::cuda_available, m)?)?;
-    m.add_function(wrap_pyfunction!(cuda::cuda_unavailable_reason, m)?)?;
-    m.add_function(wrap_pyfunction!(cuda::export_probe, m)?)?;
-    m.add_function(wrap_pyfunction!(ops::to_device, m)?)?;
-    m.add_class::<ops::NativeOp>()?;
-    m.add_class::<sources::SampleList>()?;
-    m.add_function(wrap_pyfunction!(sources::sample_list_from_parts, m)?)?;
-    m.add_class::<sources::Sampler>()?;
-    m.add_class::<pipeline::PyPipeline>()?;
-    m.add_class::<stats::PipelineStats>()?;
-    m.add_class::<stats::StageStats>()?;
-    m.add_class::<stats::QueueStats>()?;
-    m.add_class::<stats::TimeSummary>()?;
-    m.add_function(wrap_pyfunction!(io::load_image, m)?)?;
-    m.add_function(wrap_pyfunction!(io::decode_image, m)?)?;
-    m.add_function(wrap_pyfunction!(io::load_image_batch, m)?)?;
-    m.add_function(wrap_pyfunction!(io::random_resized_crop, m)?)?;
-    m.add_function(wrap_pyfunction!(io::decode_image_batch, m)?)?;
-    m.add_function(wrap_pyfunction!(plugin::load_decoder_plugin, m)?)?;
-    m.add_function(wrap_pyfunction!(ops::read_file, m)?)?;
-    m.add_function(wrap_pyfunction!(ops::image, m)?)?;
-    m.add_function(wrap_pyfunction!(ops::collate, m)?)?;
-    m.add_function(wrap_pyfunction!(ops::load_npy, m)?)?;
-    m.add_function(wrap_pyfunction!(ops::load_wav, m)?)?;
-    m.add_function(wrap_pyfunction!(sources::list_files, m)?)?;
-    m.add_function(wrap_pyfunction!(sources::image_folder, m)?)?;
-    m.add_function(wrap_pyfunction!(sources::merge_states, m)?)?;
-    m.add_function(wrap_pyfunction!(pipeline::build_pipeline, m)?)?;
-    m.add_class::<media::VideoFrames>()?;
-    m.add_class::<media::AudioFrames>()?;
-    m.add_function(wrap_pyfunction!(media::load_media, m)?)?;
-    m.add_function(wrap_pyfunction!(media::ffmpeg_versions, m)?)?;
-    m.add_function(wrap_pyfunction!(media::get_ffmpeg_versions, m)?)?;
-    m.add_function(wrap_pyfunction!(media::get_ffmpeg_filters, m)?)?;
-    m.add_function(wrap_pyfunction!(media::get_ffmpeg_log_level, m)?)?;
-    m.add_function(wrap_pyfunction!(media::set_ffmpeg_log_level, m)?)?;
-    m.add_function(wrap_pyfunction!(ops::media, m)?)?;
+    register!(m;
+        class buffer::CpuBuffer;
+        class cuda::CudaBuffer;
+        class cuda::ExportProbe;
+        function cuda::transfer_buffer;
+        class config::CudaConfig;
+        class config::CpuStorage;
+        function config::cuda_config;
+        function config::cpu_storage;
+        function config::_copy_into_storage;
+        function gpu_decode::built_with_nvjpeg;
+        function gpu_decode::built_with_nvcodec;
+        function gpu_decode::nvjpeg_fallback_reason;
+        function gpu_decode::nvjpeg_stats;
+        function gpu_decode::_decode_image_nvjpeg;
+        function gpu_decode::_nvdec_open;
+        function gpu_decode::_nvdec_decode;
+        function gpu_decode::_nvdec_session;
+        class gpu_decode::NvdecSession;
+        function gpu_decode::_packets_annexb;
+        function gpu_decode::_nv12_to_planar;
+        function cuda::cuda_built;
+        function cuda::cuda_available;
+        function cuda::cuda_unavailable_reason;
+        function cuda::export_probe;
+        function ops::to_device;
+        class ops::NativeOp;
+        class sources::SampleList;
+        function sources::sample_list_from_parts;
+        class sources::Sampler;
+        class pipeline::PyPipeline;
+        class stats::PipelineStats;
+        class stats::StageStats;
+        class stats::QueueStats;
+        class stats::TimeSummary;
+        function io::load_image;
+        function io::decode_image;
+        function io::load_image_batch;
+        function io::random_resized_crop;
+        function io::decode_image_batch;
+        function plugin::load_decoder_plugin;
+        function ops::read_file;
+        function ops::image;
+        function ops::collate;
+        function ops::load_npy;
+        function ops::load_wav;
+        function sources::list_files;
+        function sources::image_folder;
+        function sources::merge_states;
+        function pipeline::build_pipeline;
+        class media::VideoFrames;
+        class media::AudioFrames;
+        function media::load_media;
+        function media::ffmpeg_versions;
+        function media::get_ffmpeg_versions;
+        function media::get_ffmpeg_filters;
+        function media::get_ffmpeg_log_level;
+        function media::set_ffmpeg_log_level;
+        function ops::media;
+    );
     #[cfg(feature = "decode-ffmpeg")]
     add_media_api(m)?;
-    m.add_function(wrap_pyfunction!(arrays::_parse_npy, m)?)?;
-    m.add_class::<arrays::NpzIndex>()?;
-    m.add_class::<arrays::TarMembers>()?;
-    m.add_class::<arrays::TarStream>()?;
-    m.add_class::<arrays::WavHeader>()?;
-    m.add_function(wrap_pyfunction!(arrays::parse_wav, m)?)?;
-    m.add_function(wrap_pyfunction!(arrays::_load_wav, m)?)?;
-    m.add_class::<cache::DecodedCache>()?;
-    m.add_function(wrap_pyfunction!(cache::build_decoded_cache, m)?)?;
-    m.add_class::<shards::TarShards>()?;
-    m.add_class::<shards::TarShardIter>()?;
-    m.add_function(wrap_pyfunction!(_gil_acquisitions, m)?)?;
-    m.add_function(wrap_pyfunction!(init_logging, m)?)?;
-    m.add_class::<trace::TraceSlice>()?;
-    m.add_function(wrap_pyfunction!(trace::_trace_start, m)?)?;
-    m.add_function(wrap_pyfunction!(trace::_trace_stop, m)?)?;
-    m.add_function(wrap_pyfunction!(trace::_trace_begin, m)?)?;
-    m.add_function(wrap_pyfunction!(trace::_trace_counter, m)?)?;
+    register!(m;
+        function arrays::_parse_npy;
+        class arrays::NpzIndex;
+        class arrays::TarMembers;
+        class arrays::TarStream;
+        class arrays::WavHeader;
+        function arrays::parse_wav;
+        function arrays::_load_wav;
+        class cache::DecodedCache;
+        function cache::build_decoded_cache;
+        class shards::TarShards;
+        class shards::TarShardIter;
+        function _gil_acquisitions;
+        function init_logging;
+        class trace::TraceSlice;
+        function trace::_trace_start;
+        function trace::_trace_stop;
+        function trace::_trace_begin;
+        function trace::_trace_counter;
+    );
     Ok(())
 }

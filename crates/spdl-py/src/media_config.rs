@@ -79,24 +79,12 @@ pub(crate) fn demux_config(
     DemuxConfig::new(format, format_options, buffer_size)
 }
 
+/// The settings of a `demux_config=` argument: the defaults for `None`; `TypeError` for
+/// anything but a `DemuxConfig`.
 pub(crate) fn demux_config_of(
     c: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<spdl_io::ffmpeg::DemuxConfig> {
-    match c {
-        None => Ok(Default::default()),
-        Some(c) if c.is_none() => Ok(Default::default()),
-        Some(c) => Ok(c
-            .cast::<DemuxConfig>()
-            .map_err(|_| {
-                PyTypeError::new_err(format!(
-                    "demux_config must be a DemuxConfig (from demux_config()), got {}",
-                    type_name(c)
-                ))
-            })?
-            .get()
-            .inner
-            .clone()),
-    }
+    settings_of(c, "demux_config", "DemuxConfig", |d: &DemuxConfig| &d.inner)
 }
 
 /// How packets are decoded, as SPDL's `spdl.io.DecodeConfig` (made by `decode_config`):
@@ -156,22 +144,37 @@ pub(crate) fn decode_config(
     DecodeConfig::new(decoder, decoder_options)
 }
 
+/// The settings of a `decode_config=` argument: the defaults for `None`; `TypeError` for
+/// anything but a `DecodeConfig`.
 pub(crate) fn decode_config_of(
     c: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<spdl_io::ffmpeg::DecodeConfig> {
-    match c {
-        None => Ok(Default::default()),
-        Some(c) if c.is_none() => Ok(Default::default()),
-        Some(c) => Ok(c
-            .cast::<DecodeConfig>()
-            .map_err(|_| {
-                PyTypeError::new_err(format!(
-                    "decode_config must be a DecodeConfig (from decode_config()), got {}",
-                    type_name(c)
-                ))
-            })?
-            .get()
-            .inner
-            .clone()),
-    }
+    settings_of(c, "decode_config", "DecodeConfig", |d: &DecodeConfig| {
+        &d.inner
+    })
+}
+
+/// The settings held by `c`, an optional `class` object (from `what()`): the default settings
+/// for `None`, `TypeError` `"<what> must be a <class> (from <what>()), got <type>"` for any
+/// other object.
+fn settings_of<T, C>(
+    c: Option<&Bound<'_, PyAny>>,
+    what: &str,
+    class: &str,
+    inner: impl FnOnce(&T) -> &C,
+) -> PyResult<C>
+where
+    T: pyo3::PyClass<Frozen = pyo3::pyclass::boolean_struct::True> + Sync,
+    C: Default + Clone,
+{
+    let Some(c) = c.filter(|c| !c.is_none()) else {
+        return Ok(C::default());
+    };
+    let held = c.cast::<T>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "{what} must be a {class} (from {what}()), got {}",
+            type_name(c)
+        ))
+    })?;
+    Ok(inner(held.get()).clone())
 }

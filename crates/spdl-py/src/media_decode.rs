@@ -233,64 +233,51 @@ impl Decoder {
     }
 }
 
-/// A decoder of `kind` packets, or `TypeError` naming the codec's kind.
-fn typed_decoder(
-    codec: &Bound<'_, PyAny>,
-    filter_desc: Option<&str>,
-    decode_config: Option<&Bound<'_, PyAny>>,
-    kind: MediaKind,
-) -> PyResult<Decoder> {
-    let c: Codec = codec_of(codec)?;
-    if c.kind() != kind {
-        return Err(PyTypeError::new_err(format!(
-            "a {}Decoder needs a {} codec, got a {} codec",
-            if kind == MediaKind::Video {
-                "Video"
-            } else {
-                "Audio"
-            },
-            kind.name(),
-            c.kind().name()
-        )));
-    }
-    Decoder::new(codec, filter_desc, decode_config)
+/// Declares `$class`, SPDL's decoder of `$kind` packets: a [`Decoder`] subclass
+/// (`streaming_decode_packets`, `flush`, `decode` inherited) made as `$class(codec, *,
+/// filter_desc=<default>, decode_config=None)`, which raises `TypeError` "a $class needs a
+/// <kind> codec, got a <kind> codec" for a codec of another kind.
+macro_rules! typed_decoder {
+    ($(#[$doc:meta])* $class:ident, $kind:expr) => {
+        $(#[$doc])*
+        #[pyclass(frozen, extends = Decoder, module = "spdl_rs.io")]
+        pub(crate) struct $class;
+
+        #[pymethods]
+        impl $class {
+            #[new]
+            #[pyo3(signature = (codec, *, filter_desc=FILTER_DESC_DEFAULT, decode_config=None))]
+            fn new(
+                codec: &Bound<'_, PyAny>,
+                filter_desc: Option<&str>,
+                decode_config: Option<&Bound<'_, PyAny>>,
+            ) -> PyResult<PyClassInitializer<Self>> {
+                let c: Codec = codec_of(codec)?;
+                if c.kind() != $kind {
+                    return Err(PyTypeError::new_err(format!(
+                        concat!("a ", stringify!($class), " needs a {} codec, got a {} codec"),
+                        $kind.name(),
+                        c.kind().name()
+                    )));
+                }
+                let d = Decoder::new(codec, filter_desc, decode_config)?;
+                Ok(PyClassInitializer::from(d).add_subclass($class))
+            }
+        }
+    };
 }
 
-/// SPDL's `spdl.io.VideoDecoder`: a [`Decoder`] of video packets (`streaming_decode_packets`,
-/// `flush`, `decode` inherited). `VideoDecoder(codec, *, filter_desc=<default>,
-/// decode_config=None)`; `TypeError` for a codec that is not video.
-#[pyclass(frozen, extends = Decoder, module = "spdl_rs.io", name = "VideoDecoder")]
-pub(crate) struct VideoDecoder;
+typed_decoder!(
+    /// SPDL's `spdl.io.VideoDecoder`: a [`Decoder`] of video packets (`streaming_decode_packets`,
+    /// `flush`, `decode` inherited). `VideoDecoder(codec, *, filter_desc=<default>,
+    /// decode_config=None)`; `TypeError` for a codec that is not video.
+    VideoDecoder,
+    MediaKind::Video
+);
 
-#[pymethods]
-impl VideoDecoder {
-    #[new]
-    #[pyo3(signature = (codec, *, filter_desc=FILTER_DESC_DEFAULT, decode_config=None))]
-    fn new(
-        codec: &Bound<'_, PyAny>,
-        filter_desc: Option<&str>,
-        decode_config: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<PyClassInitializer<Self>> {
-        let d = typed_decoder(codec, filter_desc, decode_config, MediaKind::Video)?;
-        Ok(PyClassInitializer::from(d).add_subclass(VideoDecoder))
-    }
-}
-
-/// SPDL's `spdl.io.AudioDecoder`: a [`Decoder`] of audio packets. `AudioDecoder(codec, *,
-/// filter_desc=<default>, decode_config=None)`; `TypeError` for a codec that is not audio.
-#[pyclass(frozen, extends = Decoder, module = "spdl_rs.io", name = "AudioDecoder")]
-pub(crate) struct AudioDecoder;
-
-#[pymethods]
-impl AudioDecoder {
-    #[new]
-    #[pyo3(signature = (codec, *, filter_desc=FILTER_DESC_DEFAULT, decode_config=None))]
-    fn new(
-        codec: &Bound<'_, PyAny>,
-        filter_desc: Option<&str>,
-        decode_config: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<PyClassInitializer<Self>> {
-        let d = typed_decoder(codec, filter_desc, decode_config, MediaKind::Audio)?;
-        Ok(PyClassInitializer::from(d).add_subclass(AudioDecoder))
-    }
-}
+typed_decoder!(
+    /// SPDL's `spdl.io.AudioDecoder`: a [`Decoder`] of audio packets. `AudioDecoder(codec, *,
+    /// filter_desc=<default>, decode_config=None)`; `TypeError` for a codec that is not audio.
+    AudioDecoder,
+    MediaKind::Audio
+);

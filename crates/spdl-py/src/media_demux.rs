@@ -19,254 +19,100 @@ use spdl_io::MediaSource;
 
 use crate::error::io_err;
 use crate::media::{extract_src, Src};
-use crate::media_frames::type_name;
-
-// ------------------------------------------------------------------ configs
+use crate::media_props::{media_classes, media_pymethods};
 
 // ------------------------------------------------------------------ codecs
 
-/// The codec of a video stream, as SPDL's `spdl.io.VideoCodec`: `name`, `width`, `height`,
-/// `pix_fmt`, `frame_rate` / `time_base` / `sample_aspect_ratio` as `(num, den)`, and (spdl_rs)
-/// `rotation` (display rotation in degrees counterclockwise, not applied by decoding).
-#[pyclass(frozen, module = "spdl_rs.io", name = "VideoCodec")]
-pub(crate) struct VideoCodec {
-    pub(crate) inner: Codec,
+media_classes! {
+    Codec;
+    /// The codec of a video stream, as SPDL's `spdl.io.VideoCodec`: `name`, `width`, `height`,
+    /// `pix_fmt`, `frame_rate` / `time_base` / `sample_aspect_ratio` as `(num, den)`, and
+    /// (spdl_rs) `rotation` (display rotation in degrees counterclockwise, not applied by
+    /// decoding).
+    VideoCodec,
+    /// The codec of an audio stream, as SPDL's `spdl.io.AudioCodec`: `name`, `sample_rate`,
+    /// `num_channels`, `sample_fmt`, `time_base`, `channel_layout`.
+    AudioCodec,
+    /// The codec of an image, as SPDL's `spdl.io.ImageCodec`: `name`, `width`, `height`,
+    /// `pix_fmt`, `time_base`, `sample_aspect_ratio`.
+    ImageCodec;
+    /// `c` as the codec object of its media kind.
+    codec_to_py;
+    /// The codec of a `VideoCodec` / `AudioCodec` / `ImageCodec`; `TypeError` otherwise.
+    codec_of;
 }
 
-/// The codec of an audio stream, as SPDL's `spdl.io.AudioCodec`: `name`, `sample_rate`,
-/// `num_channels`, `sample_fmt`, `time_base`, `channel_layout`.
-#[pyclass(frozen, module = "spdl_rs.io", name = "AudioCodec")]
-pub(crate) struct AudioCodec {
-    pub(crate) inner: Codec,
-}
-
-/// The codec of an image, as SPDL's `spdl.io.ImageCodec`: `name`, `width`, `height`,
-/// `pix_fmt`, `time_base`, `sample_aspect_ratio`.
-#[pyclass(frozen, module = "spdl_rs.io", name = "ImageCodec")]
-pub(crate) struct ImageCodec {
-    pub(crate) inner: Codec,
-}
-
-pub(crate) fn codec_to_py(py: Python<'_>, c: Codec) -> PyResult<Py<PyAny>> {
-    Ok(match c.kind() {
-        MediaKind::Video => Py::new(py, VideoCodec { inner: c })?.into_any(),
-        MediaKind::Audio => Py::new(py, AudioCodec { inner: c })?.into_any(),
-        MediaKind::Image => Py::new(py, ImageCodec { inner: c })?.into_any(),
-    })
-}
-
-/// The codec of a `VideoCodec` / `AudioCodec` / `ImageCodec`; `TypeError` otherwise.
-pub(crate) fn codec_of(obj: &Bound<'_, PyAny>) -> PyResult<Codec> {
-    if let Ok(c) = obj.cast::<VideoCodec>() {
-        return Ok(c.get().inner.clone());
-    }
-    if let Ok(c) = obj.cast::<AudioCodec>() {
-        return Ok(c.get().inner.clone());
-    }
-    if let Ok(c) = obj.cast::<ImageCodec>() {
-        return Ok(c.get().inner.clone());
-    }
-    Err(PyTypeError::new_err(format!(
-        "expected VideoCodec, AudioCodec or ImageCodec, got {}",
-        type_name(obj)
-    )))
-}
-
-#[pymethods]
-impl VideoCodec {
-    /// Codec name, e.g. `"h264"`.
-    #[getter]
-    fn name(&self) -> String {
-        self.inner.name()
-    }
-    /// Coded width in pixels.
-    #[getter]
-    fn width(&self) -> u32 {
-        self.inner.width()
-    }
-    /// Coded height in pixels.
-    #[getter]
-    fn height(&self) -> u32 {
-        self.inner.height()
-    }
-    /// Coded pixel format, e.g. `"yuv420p"`.
-    #[getter]
-    fn pix_fmt(&self) -> String {
-        self.inner.format_name()
-    }
-    /// Average frame rate `(num, den)` from the header.
-    #[getter]
-    fn frame_rate(&self) -> (i32, i32) {
-        self.inner.frame_rate()
-    }
-    /// Stream time base `(num, den)`.
-    #[getter]
-    fn time_base(&self) -> (i32, i32) {
-        self.inner.time_base()
-    }
-    /// Sample aspect ratio `(num, den)`.
-    #[getter]
-    fn sample_aspect_ratio(&self) -> (i32, i32) {
-        self.inner.sample_aspect_ratio()
-    }
-    /// Display rotation in degrees counterclockwise (0, 90, 180, 270); not applied.
-    #[getter]
-    fn rotation(&self) -> i32 {
-        self.inner.rotation()
-    }
-    fn __repr__(&self) -> String {
-        let c = &self.inner;
-        format!(
-            "VideoCodec(name={:?}, width={}, height={}, pix_fmt={:?}, frame_rate={:?}, time_base={:?})",
-            c.name(),
-            c.width(),
-            c.height(),
-            c.format_name(),
-            c.frame_rate(),
-            c.time_base()
-        )
+media_pymethods! {
+    impl VideoCodec, Codec from |c| &c.inner,
+    [name, width, height, pix_fmt, frame_rate, time_base, sample_aspect_ratio, rotation] {
+        fn __repr__(&self) -> String {
+            let c = &self.inner;
+            format!(
+                "VideoCodec(name={:?}, width={}, height={}, pix_fmt={:?}, frame_rate={:?}, time_base={:?})",
+                c.name(),
+                c.width(),
+                c.height(),
+                c.format_name(),
+                c.frame_rate(),
+                c.time_base()
+            )
+        }
     }
 }
 
-#[pymethods]
-impl AudioCodec {
-    /// Codec name, e.g. `"aac"`.
-    #[getter]
-    fn name(&self) -> String {
-        self.inner.name()
-    }
-    /// Sample rate in Hz.
-    #[getter]
-    fn sample_rate(&self) -> u32 {
-        self.inner.sample_rate()
-    }
-    /// Number of channels.
-    #[getter]
-    fn num_channels(&self) -> usize {
-        self.inner.num_channels()
-    }
-    /// Decoded sample format, e.g. `"fltp"`.
-    #[getter]
-    fn sample_fmt(&self) -> String {
-        self.inner.format_name()
-    }
-    /// Stream time base `(num, den)`.
-    #[getter]
-    fn time_base(&self) -> (i32, i32) {
-        self.inner.time_base()
-    }
-    /// Channel layout as FFmpeg names it (`"stereo"`, `"5.1"`).
-    #[getter]
-    fn channel_layout(&self) -> String {
-        self.inner.channel_layout()
-    }
-    fn __repr__(&self) -> String {
-        let c = &self.inner;
-        format!(
-            "AudioCodec(name={:?}, sample_rate={}, num_channels={}, sample_fmt={:?})",
-            c.name(),
-            c.sample_rate(),
-            c.num_channels(),
-            c.format_name()
-        )
+media_pymethods! {
+    impl AudioCodec, Codec from |c| &c.inner,
+    [name, sample_rate, num_channels, sample_fmt, time_base, channel_layout] {
+        fn __repr__(&self) -> String {
+            let c = &self.inner;
+            format!(
+                "AudioCodec(name={:?}, sample_rate={}, num_channels={}, sample_fmt={:?})",
+                c.name(),
+                c.sample_rate(),
+                c.num_channels(),
+                c.format_name()
+            )
+        }
     }
 }
 
-#[pymethods]
-impl ImageCodec {
-    /// Codec name, e.g. `"png"`, `"mjpeg"`.
-    #[getter]
-    fn name(&self) -> String {
-        self.inner.name()
-    }
-    /// Width in pixels.
-    #[getter]
-    fn width(&self) -> u32 {
-        self.inner.width()
-    }
-    /// Height in pixels.
-    #[getter]
-    fn height(&self) -> u32 {
-        self.inner.height()
-    }
-    /// Coded pixel format.
-    #[getter]
-    fn pix_fmt(&self) -> String {
-        self.inner.format_name()
-    }
-    /// Time base `(num, den)`.
-    #[getter]
-    fn time_base(&self) -> (i32, i32) {
-        self.inner.time_base()
-    }
-    /// Sample aspect ratio `(num, den)`.
-    #[getter]
-    fn sample_aspect_ratio(&self) -> (i32, i32) {
-        self.inner.sample_aspect_ratio()
-    }
-    fn __repr__(&self) -> String {
-        let c = &self.inner;
-        format!(
-            "ImageCodec(name={:?}, width={}, height={}, pix_fmt={:?})",
-            c.name(),
-            c.width(),
-            c.height(),
-            c.format_name()
-        )
+media_pymethods! {
+    impl ImageCodec, Codec from |c| &c.inner,
+    [name, width, height, pix_fmt, time_base, sample_aspect_ratio] {
+        fn __repr__(&self) -> String {
+            let c = &self.inner;
+            format!(
+                "ImageCodec(name={:?}, width={}, height={}, pix_fmt={:?})",
+                c.name(),
+                c.width(),
+                c.height(),
+                c.format_name()
+            )
+        }
     }
 }
 
 // ------------------------------------------------------------------ packets
 
-/// Demuxed video packets with their codec, as SPDL's `spdl.io.VideoPackets`: `len()`,
-/// `timestamp` (the window they were demuxed for, or `None`), `codec` (`VideoCodec`),
-/// `pix_fmt` / `width` / `height` / `frame_rate`, `get_timestamps(*, raw=False)` (pts in
-/// seconds, or time-base units with `raw`, decode order), `clone()` (shares the data).
-/// Picklable (`pickle.dumps(packets)`, also `__getstate__` / `deserialize(bytes)`), to be
-/// decoded in another process.
-#[pyclass(frozen, module = "spdl_rs.io", name = "VideoPackets")]
-pub(crate) struct VideoPackets {
-    pub(crate) inner: Arc<Packets>,
-}
-
-/// Demuxed audio packets, as SPDL's `spdl.io.AudioPackets`: `len()`, `timestamp`, `codec`
-/// (`AudioCodec`), `sample_rate`, `num_channels`, `get_timestamps()`, `clone()`; picklable.
-#[pyclass(frozen, module = "spdl_rs.io", name = "AudioPackets")]
-pub(crate) struct AudioPackets {
-    pub(crate) inner: Arc<Packets>,
-}
-
-/// The packet of an image, as SPDL's `spdl.io.ImagePackets`: `codec` (`ImageCodec`),
-/// `pix_fmt`, `width`, `height`, `clone()`; picklable.
-#[pyclass(frozen, module = "spdl_rs.io", name = "ImagePackets")]
-pub(crate) struct ImagePackets {
-    pub(crate) inner: Arc<Packets>,
-}
-
-pub(crate) fn packets_to_py(py: Python<'_>, p: Packets) -> PyResult<Py<PyAny>> {
-    let inner = Arc::new(p);
-    Ok(match inner.kind() {
-        MediaKind::Video => Py::new(py, VideoPackets { inner })?.into_any(),
-        MediaKind::Audio => Py::new(py, AudioPackets { inner })?.into_any(),
-        MediaKind::Image => Py::new(py, ImagePackets { inner })?.into_any(),
-    })
-}
-
-/// The packets of a `VideoPackets` / `AudioPackets` / `ImagePackets`; `TypeError` otherwise.
-pub(crate) fn packets_of(obj: &Bound<'_, PyAny>) -> PyResult<Arc<Packets>> {
-    if let Ok(p) = obj.cast::<VideoPackets>() {
-        return Ok(Arc::clone(&p.get().inner));
-    }
-    if let Ok(p) = obj.cast::<AudioPackets>() {
-        return Ok(Arc::clone(&p.get().inner));
-    }
-    if let Ok(p) = obj.cast::<ImagePackets>() {
-        return Ok(Arc::clone(&p.get().inner));
-    }
-    Err(PyTypeError::new_err(format!(
-        "expected VideoPackets, AudioPackets or ImagePackets, got {}",
-        type_name(obj)
-    )))
+media_classes! {
+    Arc<Packets>;
+    /// Demuxed video packets with their codec, as SPDL's `spdl.io.VideoPackets`: `len()`,
+    /// `timestamp` (the window they were demuxed for, or `None`), `codec` (`VideoCodec`),
+    /// `pix_fmt` / `width` / `height` / `frame_rate`, `get_timestamps(*, raw=False)` (pts in
+    /// seconds, or time-base units with `raw`, decode order), `clone()` (shares the data).
+    /// Picklable (`pickle.dumps(packets)`, also `__getstate__` / `deserialize(bytes)`), to be
+    /// decoded in another process.
+    VideoPackets,
+    /// Demuxed audio packets, as SPDL's `spdl.io.AudioPackets`: `len()`, `timestamp`, `codec`
+    /// (`AudioCodec`), `sample_rate`, `num_channels`, `get_timestamps()`, `clone()`; picklable.
+    AudioPackets,
+    /// The packet of an image, as SPDL's `spdl.io.ImagePackets`: `codec` (`ImageCodec`),
+    /// `pix_fmt`, `width`, `height`, `clone()`; picklable.
+    ImagePackets;
+    /// `p` as the packet object of its media kind.
+    packets_to_py;
+    /// The packets of a `VideoPackets` / `AudioPackets` / `ImagePackets`; `TypeError` otherwise.
+    packets_of;
 }
 
 fn deserialize_as(py: Python<'_>, data: &[u8], kind: MediaKind) -> PyResult<Arc<Packets>> {
@@ -301,122 +147,77 @@ fn packets_repr(name: &str, p: &Packets) -> String {
     )
 }
 
+/// The methods of the packet class `$ty` of media kind `$kind`: its properties `[...]` (read
+/// from the codec) and those every packet class has.
 macro_rules! packets_class {
-    ($ty:ident, $kind:expr, $name:literal, { $($extra:tt)* }) => {
-        #[pymethods]
-        impl $ty {
-            $($extra)*
-
-            fn __len__(&self) -> usize {
-                self.inner.len()
-            }
-
-            /// The time window `(start, end)` in seconds the packets were demuxed for.
-            #[getter]
-            fn timestamp(&self) -> Option<(f64, f64)> {
-                self.inner.timestamp()
-            }
-
-            /// The codec object of the stream.
-            #[getter]
-            fn codec(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-                codec_to_py(py, self.inner.codec().clone())
-            }
-
-            /// Packet presentation timestamps, decode order: seconds, or time-base units with
-            /// `raw=True`.
-            #[pyo3(signature = (*, raw=false))]
-            fn get_timestamps(&self, raw: bool) -> Vec<f64> {
-                self.inner.timestamps(raw)
-            }
-
-            /// A copy sharing the packet data.
-            fn clone(&self) -> Self {
-                $ty {
-                    inner: Arc::new((*self.inner).clone()),
+    ($ty:ident, $kind:expr, [$($prop:ident),*]) => {
+        media_pymethods! {
+            impl $ty, Codec from |p| p.inner.codec(), [$($prop),*] {
+                fn __len__(&self) -> usize {
+                    self.inner.len()
                 }
-            }
 
-            /// The packets as bytes (see `deserialize`).
-            fn __getstate__<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-                let data = py.detach(|| self.inner.serialize());
-                PyBytes::new(py, &data)
-            }
+                /// The time window `(start, end)` in seconds the packets were demuxed for.
+                #[getter]
+                fn timestamp(&self) -> Option<(f64, f64)> {
+                    self.inner.timestamp()
+                }
 
-            /// Packets from `__getstate__`'s bytes (in this or another process; trusted input,
-            /// as any pickle). `ValueError` for damaged bytes or another media type.
-            #[staticmethod]
-            fn deserialize(py: Python<'_>, data: &[u8]) -> PyResult<Self> {
-                Ok($ty {
-                    inner: deserialize_as(py, data, $kind)?,
-                })
-            }
+                /// The codec object of the stream.
+                #[getter]
+                fn codec(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+                    codec_to_py(py, self.inner.codec().clone())
+                }
 
-            fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
-                let inner = Arc::clone(&slf.get().inner);
-                reduce(slf.as_any(), &inner)
-            }
+                /// Packet presentation timestamps, decode order: seconds, or time-base units
+                /// with `raw=True`.
+                #[pyo3(signature = (*, raw=false))]
+                fn get_timestamps(&self, raw: bool) -> Vec<f64> {
+                    self.inner.timestamps(raw)
+                }
 
-            fn __repr__(&self) -> String {
-                packets_repr($name, &self.inner)
+                /// A copy sharing the packet data.
+                fn clone(&self) -> Self {
+                    $ty {
+                        inner: Arc::new((*self.inner).clone()),
+                    }
+                }
+
+                /// The packets as bytes (see `deserialize`).
+                fn __getstate__<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+                    let data = py.detach(|| self.inner.serialize());
+                    PyBytes::new(py, &data)
+                }
+
+                /// Packets from `__getstate__`'s bytes (in this or another process; trusted
+                /// input, as any pickle). `ValueError` for damaged bytes or another media type.
+                #[staticmethod]
+                fn deserialize(py: Python<'_>, data: &[u8]) -> PyResult<Self> {
+                    Ok($ty {
+                        inner: deserialize_as(py, data, $kind)?,
+                    })
+                }
+
+                fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
+                    let inner = Arc::clone(&slf.get().inner);
+                    reduce(slf.as_any(), &inner)
+                }
+
+                fn __repr__(&self) -> String {
+                    packets_repr(stringify!($ty), &self.inner)
+                }
             }
         }
     };
 }
 
-packets_class!(VideoPackets, MediaKind::Video, "VideoPackets", {
-    /// Coded pixel format.
-    #[getter]
-    fn pix_fmt(&self) -> String {
-        self.inner.codec().format_name()
-    }
-    /// Coded width.
-    #[getter]
-    fn width(&self) -> u32 {
-        self.inner.codec().width()
-    }
-    /// Coded height.
-    #[getter]
-    fn height(&self) -> u32 {
-        self.inner.codec().height()
-    }
-    /// Average frame rate `(num, den)`.
-    #[getter]
-    fn frame_rate(&self) -> (i32, i32) {
-        self.inner.codec().frame_rate()
-    }
-});
-
-packets_class!(AudioPackets, MediaKind::Audio, "AudioPackets", {
-    /// Sample rate in Hz.
-    #[getter]
-    fn sample_rate(&self) -> u32 {
-        self.inner.codec().sample_rate()
-    }
-    /// Number of channels.
-    #[getter]
-    fn num_channels(&self) -> usize {
-        self.inner.codec().num_channels()
-    }
-});
-
-packets_class!(ImagePackets, MediaKind::Image, "ImagePackets", {
-    /// Coded pixel format.
-    #[getter]
-    fn pix_fmt(&self) -> String {
-        self.inner.codec().format_name()
-    }
-    /// Width.
-    #[getter]
-    fn width(&self) -> u32 {
-        self.inner.codec().width()
-    }
-    /// Height.
-    #[getter]
-    fn height(&self) -> u32 {
-        self.inner.codec().height()
-    }
-});
+packets_class!(
+    VideoPackets,
+    MediaKind::Video,
+    [pix_fmt, width, height, frame_rate]
+);
+packets_class!(AudioPackets, MediaKind::Audio, [sample_rate, num_channels]);
+packets_class!(ImagePackets, MediaKind::Image, [pix_fmt, width, height]);
 
 // ------------------------------------------------------------------ demuxer
 

@@ -19,63 +19,33 @@ use spdl_io::ffmpeg::frames::{
 
 use crate::buffer::CpuBuffer;
 use crate::error::io_err;
+use crate::media_props::{media_classes, media_pymethods};
 
-/// Decoded video frames (FFmpeg frames, not yet an array). As SPDL's `spdl.io.VideoFrames`:
-/// `num_frames` / `len()`, `num_planes`, `width`, `height`, `pix_fmt`, `time_base`,
-/// `get_pts()` (in `time_base` units), `get_timestamps()` (seconds), `frames[i]` (an
-/// `ImageFrames`), `frames[a:b]` / `frames[[i, j]]` (a `VideoFrames`), `clone()`.
-/// `convert_frames(frames)` gives the pixels: `[N, H, W, C]` `uint8` for packed RGB formats,
-/// `[N, C, H, W]` for planar ones, `[N, 1, H*3/2, W]` for `yuv420p` / `nv12`.
-#[pyclass(frozen, module = "spdl_rs.io", name = "VideoFrames")]
-pub(crate) struct VideoFrames {
-    pub(crate) inner: Arc<Frames>,
-}
-
-/// Decoded audio frames. As SPDL's `spdl.io.AudioFrames`: `num_frames` / `len()` (FFmpeg
-/// frames, each many samples), `sample_rate`, `num_channels`, `sample_fmt`, `num_samples`,
-/// `time_base`, `get_pts()`, `get_timestamps()`, `clone()`. `convert_frames(frames)` gives
-/// `[C, S]` for planar sample formats (`fltp`, the default after `decode_packets`) and
-/// `[S, C]` for packed ones, `float32` (other sample types raise `ValueError`: convert with
-/// `aformat=sample_fmts=fltp`).
-#[pyclass(frozen, module = "spdl_rs.io", name = "AudioFrames")]
-pub(crate) struct AudioFrames {
-    pub(crate) inner: Arc<Frames>,
-}
-
-/// One decoded picture. As SPDL's `spdl.io.ImageFrames`: `num_planes`, `width`, `height`,
-/// `pix_fmt`, `metadata` (FFmpeg frame metadata), `pts` (seconds, for a frame taken out of a
-/// `VideoFrames`), `clone()`. `convert_frames(frame)` gives `[H, W, C]` (packed RGB) or
-/// `[C, H, W]` (planar) `uint8`.
-#[pyclass(frozen, module = "spdl_rs.io", name = "ImageFrames")]
-pub(crate) struct ImageFrames {
-    pub(crate) inner: Arc<Frames>,
-}
-
-/// The Python frame object of `frames`' kind.
-pub(crate) fn frames_to_py(py: Python<'_>, frames: Frames) -> PyResult<Py<PyAny>> {
-    let inner = Arc::new(frames);
-    Ok(match inner.kind() {
-        MediaKind::Video => Py::new(py, VideoFrames { inner })?.into_any(),
-        MediaKind::Audio => Py::new(py, AudioFrames { inner })?.into_any(),
-        MediaKind::Image => Py::new(py, ImageFrames { inner })?.into_any(),
-    })
-}
-
-/// The frames of a `VideoFrames`, `AudioFrames` or `ImageFrames`; `TypeError` otherwise.
-pub(crate) fn frames_of(obj: &Bound<'_, PyAny>) -> PyResult<Arc<Frames>> {
-    if let Ok(v) = obj.cast::<VideoFrames>() {
-        return Ok(Arc::clone(&v.get().inner));
-    }
-    if let Ok(a) = obj.cast::<AudioFrames>() {
-        return Ok(Arc::clone(&a.get().inner));
-    }
-    if let Ok(i) = obj.cast::<ImageFrames>() {
-        return Ok(Arc::clone(&i.get().inner));
-    }
-    Err(PyTypeError::new_err(format!(
-        "expected VideoFrames, AudioFrames or ImageFrames, got {}",
-        type_name(obj)
-    )))
+media_classes! {
+    Arc<Frames>;
+    /// Decoded video frames (FFmpeg frames, not yet an array). As SPDL's `spdl.io.VideoFrames`:
+    /// `num_frames` / `len()`, `num_planes`, `width`, `height`, `pix_fmt`, `time_base`,
+    /// `get_pts()` (in `time_base` units), `get_timestamps()` (seconds), `frames[i]` (an
+    /// `ImageFrames`), `frames[a:b]` / `frames[[i, j]]` (a `VideoFrames`), `clone()`.
+    /// `convert_frames(frames)` gives the pixels: `[N, H, W, C]` `uint8` for packed RGB formats,
+    /// `[N, C, H, W]` for planar ones, `[N, 1, H*3/2, W]` for `yuv420p` / `nv12`.
+    VideoFrames,
+    /// Decoded audio frames. As SPDL's `spdl.io.AudioFrames`: `num_frames` / `len()` (FFmpeg
+    /// frames, each many samples), `sample_rate`, `num_channels`, `sample_fmt`, `num_samples`,
+    /// `time_base`, `get_pts()`, `get_timestamps()`, `clone()`. `convert_frames(frames)` gives
+    /// `[C, S]` for planar sample formats (`fltp`, the default after `decode_packets`) and
+    /// `[S, C]` for packed ones, `float32` (other sample types raise `ValueError`: convert with
+    /// `aformat=sample_fmts=fltp`).
+    AudioFrames,
+    /// One decoded picture. As SPDL's `spdl.io.ImageFrames`: `num_planes`, `width`, `height`,
+    /// `pix_fmt`, `metadata` (FFmpeg frame metadata), `pts` (seconds, for a frame taken out of a
+    /// `VideoFrames`), `clone()`. `convert_frames(frame)` gives `[H, W, C]` (packed RGB) or
+    /// `[C, H, W]` (planar) `uint8`.
+    ImageFrames;
+    /// The Python frame object of `frames`' kind.
+    frames_to_py;
+    /// The frames of a `VideoFrames`, `AudioFrames` or `ImageFrames`; `TypeError` otherwise.
+    frames_of;
 }
 
 pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
@@ -85,246 +55,102 @@ pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
-fn copy_of(f: &Frames) -> PyResult<Arc<Frames>> {
-    Ok(Arc::new(f.try_clone().map_err(io_err)?))
-}
-
-#[pymethods]
-impl VideoFrames {
-    /// Number of frames.
-    #[getter]
-    fn num_frames(&self) -> usize {
-        self.inner.len()
-    }
-
-    fn __len__(&self) -> usize {
-        self.inner.len()
-    }
-
-    /// Planes of the pixel format (3 for `yuv420p`, 1 for `rgb24`).
-    #[getter]
-    fn num_planes(&self) -> usize {
-        self.inner.num_planes()
-    }
-
-    /// Width in pixels.
-    #[getter]
-    fn width(&self) -> usize {
-        self.inner.width()
-    }
-
-    /// Height in pixels.
-    #[getter]
-    fn height(&self) -> usize {
-        self.inner.height()
-    }
-
-    /// Pixel format name, e.g. `"rgb24"`, `"yuv420p"`.
-    #[getter]
-    fn pix_fmt(&self) -> String {
-        self.inner.format_name()
-    }
-
-    /// Time base of `get_pts()` as `(num, den)`.
-    #[getter]
-    fn time_base(&self) -> (i32, i32) {
-        self.inner.time_base()
-    }
-
-    /// Presentation timestamps in `time_base` units.
-    fn get_pts(&self) -> Vec<i64> {
-        self.inner.pts()
-    }
-
-    /// Presentation timestamps in seconds.
-    fn get_timestamps(&self) -> Vec<f64> {
-        self.inner.timestamps()
-    }
-
-    /// `frames[i]` -> `ImageFrames`; `frames[a:b:c]` or `frames[[i, j, ...]]` -> `VideoFrames`
-    /// (sharing the data). `IndexError` out of range.
-    fn __getitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        let n = self.inner.len();
-        if let Ok(i) = key.extract::<isize>() {
-            let j = if i < 0 { i + n as isize } else { i };
-            if j < 0 || j as usize >= n {
-                return Err(PyIndexError::new_err(format!(
-                    "frame index {i} out of range for {n} frames"
-                )));
+media_pymethods! {
+    impl VideoFrames, Frames from |f| &f.inner,
+    [num_frames, num_planes, width, height, pix_fmt, time_base, get_pts, clone] {
+        /// `frames[i]` -> `ImageFrames`; `frames[a:b:c]` or `frames[[i, j, ...]]` ->
+        /// `VideoFrames` (sharing the data). `IndexError` out of range.
+        fn __getitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+            let n = self.inner.len();
+            if let Ok(i) = key.extract::<isize>() {
+                let j = if i < 0 { i + n as isize } else { i };
+                if j < 0 || j as usize >= n {
+                    return Err(PyIndexError::new_err(format!(
+                        "frame index {i} out of range for {n} frames"
+                    )));
+                }
+                let f = self
+                    .inner
+                    .select(&[j as usize], MediaKind::Image)
+                    .map_err(io_err)?;
+                return frames_to_py(py, f);
             }
-            let f = self
-                .inner
-                .select(&[j as usize], MediaKind::Image)
-                .map_err(io_err)?;
-            return frames_to_py(py, f);
-        }
-        let idx: Vec<usize> = if let Ok(s) = key.cast::<PySlice>() {
-            let ind = s.indices(n as isize)?;
-            (0..ind.slicelength)
-                .map(|k| (ind.start + k as isize * ind.step) as usize)
-                .collect()
-        } else {
-            let list: Vec<isize> = key.extract().map_err(|_| {
-                PyTypeError::new_err(format!(
-                    "VideoFrames indices must be an int, a slice or a sequence of ints, got {}",
-                    type_name(key)
-                ))
-            })?;
-            list.into_iter()
-                .map(|i| {
-                    let j = if i < 0 { i + n as isize } else { i };
-                    usize::try_from(j).ok().filter(|&j| j < n).ok_or_else(|| {
-                        PyIndexError::new_err(format!(
-                            "frame index {i} out of range for {n} frames"
-                        ))
+            let idx: Vec<usize> = if let Ok(s) = key.cast::<PySlice>() {
+                let ind = s.indices(n as isize)?;
+                (0..ind.slicelength)
+                    .map(|k| (ind.start + k as isize * ind.step) as usize)
+                    .collect()
+            } else {
+                let list: Vec<isize> = key.extract().map_err(|_| {
+                    PyTypeError::new_err(format!(
+                        "VideoFrames indices must be an int, a slice or a sequence of ints, got {}",
+                        type_name(key)
+                    ))
+                })?;
+                list.into_iter()
+                    .map(|i| {
+                        let j = if i < 0 { i + n as isize } else { i };
+                        usize::try_from(j).ok().filter(|&j| j < n).ok_or_else(|| {
+                            PyIndexError::new_err(format!(
+                                "frame index {i} out of range for {n} frames"
+                            ))
+                        })
                     })
-                })
-                .collect::<PyResult<_>>()?
-        };
-        let f = self.inner.select(&idx, MediaKind::Video).map_err(io_err)?;
-        frames_to_py(py, f)
-    }
+                    .collect::<PyResult<_>>()?
+            };
+            let f = self.inner.select(&idx, MediaKind::Video).map_err(io_err)?;
+            frames_to_py(py, f)
+        }
 
-    /// A copy sharing the frame data.
-    fn clone(&self) -> PyResult<VideoFrames> {
-        Ok(VideoFrames {
-            inner: copy_of(&self.inner)?,
-        })
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "VideoFrames(num_frames={}, width={}, height={}, pix_fmt={:?})",
-            self.inner.len(),
-            self.inner.width(),
-            self.inner.height(),
-            self.inner.format_name()
-        )
+        fn __repr__(&self) -> String {
+            format!(
+                "VideoFrames(num_frames={}, width={}, height={}, pix_fmt={:?})",
+                self.inner.len(),
+                self.inner.width(),
+                self.inner.height(),
+                self.inner.format_name()
+            )
+        }
     }
 }
 
-#[pymethods]
-impl AudioFrames {
-    /// Number of FFmpeg audio frames.
-    #[getter]
-    fn num_frames(&self) -> usize {
-        self.inner.len()
-    }
-
-    fn __len__(&self) -> usize {
-        self.inner.len()
-    }
-
-    /// Sample rate in Hz.
-    #[getter]
-    fn sample_rate(&self) -> u32 {
-        self.inner.sample_rate()
-    }
-
-    /// Number of channels.
-    #[getter]
-    fn num_channels(&self) -> usize {
-        self.inner.num_channels()
-    }
-
-    /// Samples per channel over all frames.
-    #[getter]
-    fn num_samples(&self) -> usize {
-        self.inner.num_samples()
-    }
-
-    /// Sample format name, e.g. `"fltp"`, `"s16"`.
-    #[getter]
-    fn sample_fmt(&self) -> String {
-        self.inner.format_name()
-    }
-
-    /// Time base of `get_pts()` as `(num, den)`.
-    #[getter]
-    fn time_base(&self) -> (i32, i32) {
-        self.inner.time_base()
-    }
-
-    /// Presentation timestamps of the frames in `time_base` units.
-    fn get_pts(&self) -> Vec<i64> {
-        self.inner.pts()
-    }
-
-    /// Presentation timestamps of the frames in seconds.
-    fn get_timestamps(&self) -> Vec<f64> {
-        self.inner.timestamps()
-    }
-
-    /// A copy sharing the sample data.
-    fn clone(&self) -> PyResult<AudioFrames> {
-        Ok(AudioFrames {
-            inner: copy_of(&self.inner)?,
-        })
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "AudioFrames(num_frames={}, sample_rate={}, num_channels={}, sample_fmt={:?})",
-            self.inner.len(),
-            self.inner.sample_rate(),
-            self.inner.num_channels(),
-            self.inner.format_name()
-        )
+media_pymethods! {
+    impl AudioFrames, Frames from |f| &f.inner,
+    [num_frames, sample_rate, num_channels, num_samples, sample_fmt, time_base, get_pts, clone] {
+        fn __repr__(&self) -> String {
+            format!(
+                "AudioFrames(num_frames={}, sample_rate={}, num_channels={}, sample_fmt={:?})",
+                self.inner.len(),
+                self.inner.sample_rate(),
+                self.inner.num_channels(),
+                self.inner.format_name()
+            )
+        }
     }
 }
 
-#[pymethods]
-impl ImageFrames {
-    /// Planes of the pixel format.
-    #[getter]
-    fn num_planes(&self) -> usize {
-        self.inner.num_planes()
-    }
+media_pymethods! {
+    impl ImageFrames, Frames from |f| &f.inner, [num_planes, width, height, pix_fmt, clone] {
+        /// FFmpeg frame metadata (what filters such as `cropdetect` attach).
+        #[getter]
+        fn metadata(&self) -> std::collections::BTreeMap<String, String> {
+            self.inner.metadata().into_iter().collect()
+        }
 
-    /// Width in pixels.
-    #[getter]
-    fn width(&self) -> usize {
-        self.inner.width()
-    }
+        /// Presentation time in seconds (meaningful for a frame taken out of a `VideoFrames`).
+        #[getter]
+        fn pts(&self) -> f64 {
+            self.inner.timestamps().first().copied().unwrap_or(0.0)
+        }
 
-    /// Height in pixels.
-    #[getter]
-    fn height(&self) -> usize {
-        self.inner.height()
-    }
-
-    /// Pixel format name.
-    #[getter]
-    fn pix_fmt(&self) -> String {
-        self.inner.format_name()
-    }
-
-    /// FFmpeg frame metadata (what filters such as `cropdetect` attach).
-    #[getter]
-    fn metadata(&self) -> std::collections::BTreeMap<String, String> {
-        self.inner.metadata().into_iter().collect()
-    }
-
-    /// Presentation time in seconds (meaningful for a frame taken out of a `VideoFrames`).
-    #[getter]
-    fn pts(&self) -> f64 {
-        self.inner.timestamps().first().copied().unwrap_or(0.0)
-    }
-
-    /// A copy sharing the pixel data.
-    fn clone(&self) -> PyResult<ImageFrames> {
-        Ok(ImageFrames {
-            inner: copy_of(&self.inner)?,
-        })
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "ImageFrames(width={}, height={}, pix_fmt={:?})",
-            self.inner.width(),
-            self.inner.height(),
-            self.inner.format_name()
-        )
+        fn __repr__(&self) -> String {
+            format!(
+                "ImageFrames(width={}, height={}, pix_fmt={:?})",
+                self.inner.width(),
+                self.inner.height(),
+                self.inner.format_name()
+            )
+        }
     }
 }
 

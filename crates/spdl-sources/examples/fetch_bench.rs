@@ -13,11 +13,14 @@
 //! HTTP/1.1 keep-alive, one thread per connection: latency is applied per request, so
 //! throughput with `n` requests in flight is at most `n / latency`.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+
+#[path = "../tests/common/http_request.rs"]
+mod http_request;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
@@ -115,18 +118,8 @@ fn serve(
 ) -> std::io::Result<()> {
     conn.set_nodelay(true)?;
     let mut reader = BufReader::new(conn.try_clone()?);
-    loop {
-        let mut request_line = String::new();
-        if reader.read_line(&mut request_line)? == 0 {
-            return Ok(());
-        }
-        loop {
-            let mut line = String::new();
-            if reader.read_line(&mut line)? == 0 || line == "\r\n" || line == "\n" {
-                break;
-            }
-        }
-        let path = request_line.split_whitespace().nth(1).unwrap_or("/");
+    while let Some(path) = http_request::next_target(&mut reader)? {
+        let path = path.as_str();
         std::thread::sleep(latency);
         let body = if path == "/manifest.txt" {
             Some(manifest.to_vec())
@@ -155,4 +148,5 @@ fn serve(
         }
         conn.flush()?;
     }
+    Ok(())
 }

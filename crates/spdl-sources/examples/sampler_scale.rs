@@ -19,7 +19,21 @@ fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
     (out, start.elapsed())
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+type BoxError = Box<dyn std::error::Error>;
+
+/// A sampler made by `make`, and how long making it and drawing its first item took.
+fn timed_to_first(
+    make: impl FnOnce() -> Result<Sampler, BoxError>,
+) -> Result<(Sampler, Duration), BoxError> {
+    let (made, t) = timed(|| {
+        let s = make()?;
+        std::hint::black_box(s.iter().next());
+        Ok::<_, BoxError>(s)
+    });
+    Ok((made?, t))
+}
+
+fn main() -> Result<(), BoxError> {
     let options = SamplerOptions {
         shuffle: true,
         seed: 1234,
@@ -53,12 +67,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         json.len()
     );
 
-    let (restored, t) = timed(|| -> Result<_, Box<dyn std::error::Error>> {
-        let s = Sampler::from_state(&serde_json::from_str(&json)?)?;
-        let first = s.iter().next();
-        Ok((s, first))
-    });
-    let (restored, _) = restored?;
+    let (restored, t) = timed_to_first(|| Ok(Sampler::from_state(&serde_json::from_str(&json)?)?))?;
     println!(
         "resume, same world size (parse + from_state + first item): {t:.2?}; {} items left",
         restored.iter().len()
@@ -71,12 +80,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "merge of {OLD_WORLD} states: {t_merge:.2?}; epoch progress: {} bytes of JSON",
         progress_json.len()
     );
-    let (resumed, t) = timed(|| -> Result<_, Box<dyn std::error::Error>> {
-        let s = Sampler::resume(&progress, DistInfo::new(0, NEW_WORLD)?, Remainder::Pad)?;
-        let first = s.iter().next();
-        Ok((s, first))
-    });
-    let (resumed, _) = resumed?;
+    let (resumed, t) = timed_to_first(|| {
+        Ok(Sampler::resume(
+            &progress,
+            DistInfo::new(0, NEW_WORLD)?,
+            Remainder::Pad,
+        )?)
+    })?;
     println!(
         "resume, {OLD_WORLD} -> {NEW_WORLD} ranks (resume + first item): {t:.2?}; {} items for rank 0",
         resumed.iter().len()

@@ -4,6 +4,8 @@
 //! epoch going on.
 
 mod common;
+#[path = "common/tar_shards.rs"]
+mod tar_shards;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -14,31 +16,21 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{sha256_hex, S3Server};
-use spdl_io::array::tar::TarWriter;
 use spdl_sources::shards::{
-    list_shards_with, ShardErrorKind, ShardSample, ShardSource, ShardState,
+    list_shards_with, EpochSamples, ShardErrorKind, ShardSample, ShardSource, ShardState,
 };
 use spdl_sources::{DistInfo, FetchOptions, Fetcher, Remainder, RetryPolicy, SamplerOptions, Uri};
+use tar_shards::write_tar_shards;
 
 /// Shard `s` holds samples `s*per .. (s+1)*per`: `k/{i:05}.jpg` (`size` bytes derived from
 /// `i`) and `k/{i:05}.cls`. Returns the paths.
 fn write_shards(dir: &Path, n: usize, per: usize, size: usize) -> Vec<PathBuf> {
-    std::fs::create_dir_all(dir).unwrap();
-    (0..n)
-        .map(|s| {
-            let path = dir.join(format!("train-{s:04}.tar"));
-            let mut w = TarWriter::new(std::fs::File::create(&path).unwrap());
-            for j in 0..per {
-                let i = s * per + j;
-                w.append(&format!("k/{i:05}.jpg"), &payload(i, size))
-                    .unwrap();
-                w.append(&format!("k/{i:05}.cls"), (i % 7).to_string().as_bytes())
-                    .unwrap();
-            }
-            w.finish().unwrap();
-            path
-        })
-        .collect()
+    write_tar_shards(dir, n, per, |i| {
+        vec![
+            (format!("k/{i:05}.jpg"), payload(i, size)),
+            (format!("k/{i:05}.cls"), (i % 7).to_string().into()),
+        ]
+    })
 }
 
 fn payload(i: usize, size: usize) -> Vec<u8> {
@@ -51,13 +43,29 @@ fn payload(i: usize, size: usize) -> Vec<u8> {
         .collect()
 }
 
-/// `(key, sha256 of jpg, cls)`.
-fn digest(s: &ShardSample) -> (String, String, Vec<u8>) {
+/// `(key, sha256 of jpg, cls)` of a sample.
+type Digest = (String, String, Vec<u8>);
+
+fn digest(s: &ShardSample) -> Digest {
     (
         s.key.clone(),
         sha256_hex(s.get("jpg").unwrap()),
         s.get("cls").unwrap().to_vec(),
     )
+}
+
+/// The digests of `samples`, every one read without error.
+fn digests(samples: EpochSamples) -> Vec<Digest> {
+    samples.map(|s| digest(&s.unwrap())).collect()
+}
+
+/// Epoch `epoch` of `src` with its first `n` samples read (without error).
+fn after(src: &ShardSource, epoch: u64, n: usize) -> EpochSamples {
+    let mut it = src.epoch(epoch);
+    for _ in 0..n {
+        it.next().unwrap().unwrap();
+    }
+    it
 }
 
 fn in_order() -> SamplerOptions {
@@ -84,14 +92,14 @@ fn quick_retries(options: FetchOptions) -> Fetcher {
 }
 
 /// The samples of `paths` read from local disk, in order.
-fn local_digests(paths: &[PathBuf]) -> Vec<(String, String, Vec<u8>)> {
+fn local_digests(paths: &[PathBuf]) -> Vec<Digest> {
     let src = ShardSource::new(
         paths.iter().cloned().map(Uri::Local).collect(),
         DistInfo::single(),
         in_order(),
     )
     .unwrap();
-    src.epoch(0).map(|s| digest(&s.unwrap())).collect()
+    digests(src.epoch(0))
 }
 
 /// A loopback HTTP server for files of a folder: `Range: bytes=N-` answered with 206, requests
@@ -238,17 +246,9 @@ fn http_shards_from_a_manifest_and_braces_byte_exact_with_resume_by_range() {
     }
 
     // Resume after sample 8 (inside shard 1): one ranged request for shard 1, none from 0.
-    let mut it = src.epoch(0);
-    for _ in 0..9 {
-        it.next().unwrap().unwrap();
-    }
-    let state = it.state();
+    let state = after(&src, 0, 9).state();
     assert_eq!(state, all[8].state(0));
-    let rest: Vec<_> = src
-        .resume(&state)
-        .unwrap()
-        .map(|s| digest(&s.unwrap()))
-        .collect();
+    let rest = digests(src.resume(&state).unwrap());
     assert_eq!(rest, got[9..]);
     assert_eq!(server.hits("train-0001.tar").1, 1);
     assert_eq!(server.hits("train-0000.tar"), (2, 0));
@@ -323,7 +323,7 @@ fn s3_shards_from_a_prefix_and_braces_byte_exact_with_a_shuffle_buffer_and_resum
     let src = ShardSource::new(listed.clone(), DistInfo::single(), in_order())
         .unwrap()
         .with_fetcher(fetcher.clone());
-    let got: Vec<_> = src.epoch(0).map(|s| digest(&s.unwrap())).collect();
+    let got = digests(src.epoch(0));
     assert_eq!(got, local_digests(&paths));
 
     // Shuffled shards and a buffer of 7: the same samples, in another order; a resume from
@@ -340,25 +340,18 @@ fn s3_shards_from_a_prefix_and_braces_byte_exact_with_a_shuffle_buffer_and_resum
     .unwrap()
     .with_fetcher(fetcher)
     .with_shuffle_buffer(7);
-    let full: Vec<_> = shuffled.epoch(1).map(|s| digest(&s.unwrap())).collect();
+    let full = digests(shuffled.epoch(1));
     let (mut a, mut b) = (full.clone(), got.clone());
     a.sort();
     b.sort();
     assert_eq!(a, b);
     assert_ne!(full, got);
-    let mut it = shuffled.epoch(1);
-    for _ in 0..9 {
-        it.next().unwrap().unwrap();
-    }
     let state: ShardState =
-        serde_json::from_str(&serde_json::to_string(&it.state()).unwrap()).unwrap();
+        serde_json::from_str(&serde_json::to_string(&after(&shuffled, 1, 9).state()).unwrap())
+            .unwrap();
     assert_eq!(state.draws, 9);
     assert_eq!(state.buffered.len(), 6); // filled to 7, one drawn
-    let rest: Vec<_> = shuffled
-        .resume(&state)
-        .unwrap()
-        .map(|s| digest(&s.unwrap()))
-        .collect();
+    let rest = digests(shuffled.resume(&state).unwrap());
     assert_eq!(rest, full[9..]);
 }
 

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use common::{sha256_hex, S3Server, SECRET_KEY};
 use spdl_core::{Op, PipelineBuilder, StageConfig};
-use spdl_sources::{ErrorKind, FetchOptions, Fetcher, RetryPolicy, Uri};
+use spdl_sources::{ErrorKind, FetchOptions, Fetcher, RetryPolicy, SampleList, Uri};
 
 const FIXTURE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -65,6 +65,11 @@ fn fetcher(server: &S3Server, retry: RetryPolicy) -> Fetcher {
     .unwrap()
 }
 
+/// The samples of `uri` as `fetcher` lists them.
+async fn list_uri(fetcher: &Fetcher, uri: &str) -> SampleList {
+    fetcher.list(&Uri::parse(uri).unwrap()).await.unwrap()
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn special_keys_round_trip_and_list_byte_exact() {
     let data = tempfile::tempdir().unwrap();
@@ -78,10 +83,7 @@ async fn special_keys_round_trip_and_list_byte_exact() {
 
     // Listing the prefix gives exactly the stored keys, byte-exact (`a b`, `a+b`, `100%`,
     // `100%25`, unicode, trailing space all distinct and undecoded).
-    let list = fetcher
-        .list(&Uri::parse("s3://bucket/corpus/").unwrap())
-        .await
-        .unwrap();
+    let list = list_uri(&fetcher, "s3://bucket/corpus/").await;
     let listed: BTreeSet<String> = list
         .iter()
         .map(|s| s.path.to_string_lossy().into_owned())
@@ -94,10 +96,7 @@ async fn special_keys_round_trip_and_list_byte_exact() {
     assert_eq!(listed, expected);
     assert_eq!(list.len(), 16);
     // Without the trailing slash the key is taken as a prefix all the same.
-    let again = fetcher
-        .list(&Uri::parse("s3://bucket/corpus").unwrap())
-        .await
-        .unwrap();
+    let again = list_uri(&fetcher, "s3://bucket/corpus").await;
     assert_eq!(again.len(), 16);
 
     // Every listed sample round-trips with its checksum: no two keys alias.
@@ -163,10 +162,7 @@ async fn manifests_and_bad_credentials() {
     );
     let server = S3Server::start(data.path());
     let fetcher = fetcher(&server, RetryPolicy::default());
-    let list = fetcher
-        .list(&Uri::parse("s3://bucket/lists/train.txt").unwrap())
-        .await
-        .unwrap();
+    let list = list_uri(&fetcher, "s3://bucket/lists/train.txt").await;
     let got: Vec<_> = list
         .iter()
         .map(|s| (s.location().to_string(), s.label))

@@ -9,6 +9,10 @@ use spdl_io::array::tar::TarWriter;
 use spdl_sources::shards::{list_shards, ShardErrorKind, ShardSource, ShardState};
 use spdl_sources::{DistInfo, Remainder, SamplerOptions, Uri};
 
+#[path = "common/tar_shards.rs"]
+mod tar_shards;
+use tar_shards::write_tar_shards;
+
 /// `n_shards` shards of `per_shard` samples; sample `i` is `s/{i:05}` with fields `jpg`
 /// (its index as text, repeated) and `cls` (`i % 10`). Returns the shard paths.
 fn write_shards(dir: &Path, n_shards: usize, per_shard: usize) -> Vec<PathBuf> {
@@ -17,24 +21,12 @@ fn write_shards(dir: &Path, n_shards: usize, per_shard: usize) -> Vec<PathBuf> {
 
 /// As [`write_shards`], the `jpg` field `repeat` times the index.
 fn write_sized(dir: &Path, n_shards: usize, per_shard: usize, repeat: usize) -> Vec<PathBuf> {
-    (0..n_shards)
-        .map(|s| {
-            let path = dir.join(format!("train-{s:04}.tar"));
-            let mut w = TarWriter::new(std::fs::File::create(&path).unwrap());
-            for j in 0..per_shard {
-                let i = s * per_shard + j;
-                w.append(
-                    &format!("s/{i:05}.jpg"),
-                    i.to_string().repeat(repeat).as_bytes(),
-                )
-                .unwrap();
-                w.append(&format!("s/{i:05}.cls"), (i % 10).to_string().as_bytes())
-                    .unwrap();
-            }
-            w.finish().unwrap();
-            path
-        })
-        .collect()
+    write_tar_shards(dir, n_shards, per_shard, |i| {
+        vec![
+            (format!("s/{i:05}.jpg"), i.to_string().repeat(repeat).into()),
+            (format!("s/{i:05}.cls"), (i % 10).to_string().into()),
+        ]
+    })
 }
 
 fn uris(paths: &[PathBuf]) -> Vec<Uri> {

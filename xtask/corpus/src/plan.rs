@@ -79,6 +79,24 @@ pub(crate) struct Spec {
     pub(crate) progressive: bool,
 }
 
+/// What a plan draws for each image, in this order after its class and photo: the long side,
+/// the aspect, the sampling, then the crop (scale, position, mirror), the quality and whether
+/// it is progressive.
+struct Mix {
+    /// The long side, px.
+    long: fn(&mut Rng) -> u32,
+    /// The third aspect (10%) as the short side's share `(num, den)` of the long one; the
+    /// others are 4:3 (60%), 3:4 (20%) and 16:9 (10%).
+    third_aspect: (u32, u32),
+    sampling: fn(&mut Rng) -> Sampling,
+    /// The smallest crop, relative to the largest of its aspect (the scale is uniform up to 1).
+    crop_min: f64,
+    /// The JPEG quality range, both ends included.
+    quality: (u32, u32),
+    /// The share of progressive images; `None`: none is progressive (and nothing is drawn).
+    progressive: Option<f64>,
+}
+
 /// The plan for `count` images over `classes` classes from `photos` photos.
 ///
 /// Image `i` is in class `i % classes` and is cut from one of the class's photos (photo `p`
@@ -87,23 +105,17 @@ pub(crate) struct Spec {
 /// 3:4, 1:1 and 16:9. Encoding: quality 75..=95; 3% grayscale, otherwise 4:2:0 (75%),
 /// 4:4:4 (15%) or 4:2:2 (10%); 10% progressive.
 pub(crate) fn plan(seed: u64, count: usize, classes: usize, photos: usize) -> Vec<Spec> {
-    let mut rng = Rng::new(seed);
-    (0..count)
-        .map(|i| {
-            let (class, photo) = class_and_photo(&mut rng, i, classes, photos);
-            let long = if rng.chance(0.8) {
+    const MIX: Mix = Mix {
+        long: |rng| {
+            if rng.chance(0.8) {
                 500
             } else {
                 rng.between(333, 640)
-            };
-            let short = |num: u32, den: u32| (long * num + den / 2) / den;
-            let (width, height) = match rng.below(20) {
-                0..=11 => (long, short(3, 4)),  // 4:3, 60%
-                12..=15 => (short(3, 4), long), // 3:4, 20%
-                16..=17 => (long, long),        // 1:1, 10%
-                _ => (long, short(9, 16)),      // 16:9, 10%
-            };
-            let sampling = if rng.chance(0.03) {
+            }
+        },
+        third_aspect: (1, 1),
+        sampling: |rng| {
+            if rng.chance(0.03) {
                 Sampling::Gray
             } else {
                 match rng.below(20) {
@@ -111,19 +123,61 @@ pub(crate) fn plan(seed: u64, count: usize, classes: usize, photos: usize) -> Ve
                     15..=17 => Sampling::S444,
                     _ => Sampling::S422,
                 }
+            }
+        },
+        crop_min: 0.35,
+        quality: (75, 95),
+        progressive: Some(0.1),
+    };
+    draw(&MIX, seed, count, classes, photos)
+}
+
+/// The plan of the large-photo corpus (`--large`): like [`plan`], but the long side is uniform
+/// in 1,600..=4,000 px (photo-camera sizes), crops keep at least 60% of the largest one (less
+/// upscaling of the smaller source photos), quality 85..=95, and no image is progressive.
+pub(crate) fn plan_large(seed: u64, count: usize, classes: usize, photos: usize) -> Vec<Spec> {
+    const MIX: Mix = Mix {
+        long: |rng| rng.between(1600, 4000),
+        third_aspect: (2, 3),
+        sampling: |rng| match rng.below(20) {
+            0..=15 => Sampling::S420,
+            16..=18 => Sampling::S422,
+            _ => Sampling::S444,
+        },
+        crop_min: 0.6,
+        quality: (85, 95),
+        progressive: None,
+    };
+    draw(&MIX, seed, count, classes, photos)
+}
+
+/// `count` images after `mix`, all drawn from one RNG seeded with `seed`.
+fn draw(mix: &Mix, seed: u64, count: usize, classes: usize, photos: usize) -> Vec<Spec> {
+    let mut rng = Rng::new(seed);
+    (0..count)
+        .map(|i| {
+            let (class, photo) = class_and_photo(&mut rng, i, classes, photos);
+            let long = (mix.long)(&mut rng);
+            let short = |(num, den): (u32, u32)| (long * num + den / 2) / den;
+            let (width, height) = match rng.below(20) {
+                0..=11 => (long, short((3, 4))),            // 4:3, 60%
+                12..=15 => (short((3, 4)), long),           // 3:4, 20%
+                16..=17 => (long, short(mix.third_aspect)), // 10%
+                _ => (long, short((9, 16))),                // 16:9, 10%
             };
+            let sampling = (mix.sampling)(&mut rng);
             Spec {
                 path: format!("class_{class:02}/img_{i:06}.JPEG"),
                 photo,
                 width,
                 height,
-                crop_scale: 0.35 + 0.65 * rng.unit(),
+                crop_scale: mix.crop_min + (1.0 - mix.crop_min) * rng.unit(),
                 crop_x: rng.unit(),
                 crop_y: rng.unit(),
                 mirror: rng.chance(0.5),
-                quality: rng.between(75, 95) as i32,
+                quality: rng.between(mix.quality.0, mix.quality.1) as i32,
                 sampling,
-                progressive: rng.chance(0.1),
+                progressive: mix.progressive.is_some_and(|p| rng.chance(p)),
             }
         })
         .collect()
@@ -142,56 +196,21 @@ fn class_and_photo(rng: &mut Rng, i: usize, classes: usize, photos: usize) -> (u
     (class, photo)
 }
 
-/// The plan of the large-photo corpus (`--large`): like [`plan`], but the long side is uniform
-/// in 1,600..=4,000 px (photo-camera sizes), crops keep at least 60% of the largest one (less
-/// upscaling of the smaller source photos), quality 85..=95, and no image is progressive.
-pub(crate) fn plan_large(seed: u64, count: usize, classes: usize, photos: usize) -> Vec<Spec> {
-    let mut rng = Rng::new(seed);
-    (0..count)
-        .map(|i| {
-            let (class, photo) = class_and_photo(&mut rng, i, classes, photos);
-            let long = rng.between(1600, 4000);
-            let short = |num: u32, den: u32| (long * num + den / 2) / den;
-            let (width, height) = match rng.below(20) {
-                0..=11 => (long, short(3, 4)),  // 4:3, 60%
-                12..=15 => (short(3, 4), long), // 3:4, 20%
-                16..=17 => (long, short(2, 3)), // 3:2, 10%
-                _ => (long, short(9, 16)),      // 16:9, 10%
-            };
-            let sampling = match rng.below(20) {
-                0..=15 => Sampling::S420,
-                16..=18 => Sampling::S422,
-                _ => Sampling::S444,
-            };
-            Spec {
-                path: format!("class_{class:02}/img_{i:06}.JPEG"),
-                photo,
-                width,
-                height,
-                crop_scale: 0.6 + 0.4 * rng.unit(),
-                crop_x: rng.unit(),
-                crop_y: rng.unit(),
-                mirror: rng.chance(0.5),
-                quality: rng.between(85, 95) as i32,
-                sampling,
-                progressive: false,
-            }
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Whether two plans are the same, spec for spec.
+    fn same(a: &[Spec], b: &[Spec]) -> bool {
+        a.len() == b.len()
+            && a.iter()
+                .zip(b)
+                .all(|(x, y)| format!("{x:?}") == format!("{y:?}"))
+    }
+
     #[test]
     fn same_seed_same_plan() {
-        let a = plan(7, 500, 10, 39);
-        let b = plan(7, 500, 10, 39);
-        assert!(a
-            .iter()
-            .zip(&b)
-            .all(|(x, y)| format!("{x:?}") == format!("{y:?}")));
+        assert!(same(&plan(7, 500, 10, 39), &plan(7, 500, 10, 39)));
     }
 
     #[test]
@@ -206,11 +225,7 @@ mod tests {
         }
         let longs: Vec<u32> = p.iter().map(|s| s.width.max(s.height)).collect();
         assert!(longs.iter().any(|&l| l < 2000) && longs.iter().any(|&l| l > 3600));
-        let again = plan_large(3, 300, 10, 39);
-        assert!(p
-            .iter()
-            .zip(&again)
-            .all(|(x, y)| format!("{x:?}") == format!("{y:?}")));
+        assert!(same(&p, &plan_large(3, 300, 10, 39)));
     }
 
     #[test]

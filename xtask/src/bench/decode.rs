@@ -3,52 +3,43 @@
 //! alternating the two so drift on a shared machine falls on both, each run a fresh process.
 //! Writes a Markdown table to `bench/results/decode.md`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
-use crate::cmd::{cargo_release, corpus, repo_root, Cmd};
+use crate::cmd::{cargo_release, repo_root, Cmd};
 
 /// Arguments of `cargo xtask bench decode`.
 #[derive(clap::Args)]
 pub(crate) struct Args {
-    /// The corpus folder [default: the one `cargo xtask corpus` builds].
-    #[arg(long)]
-    corpus: Option<PathBuf>,
-    /// Rounds per configuration (the table shows the median, min and max).
-    #[arg(long, default_value_t = 3)]
-    rounds: usize,
-    /// Decode threads for `spdl load`.
-    #[arg(long, default_value_t = 2)]
-    threads: usize,
+    #[command(flatten)]
+    common: super::CorpusArgs,
     /// Tiny run on the bundled photos, one round (for CI).
     #[arg(long)]
     smoke: bool,
 }
 
-struct Config {
-    name: &'static str,
-    flags: &'static [&'static str],
-}
-
-const CONFIGS: &[Config] = &[
-    Config {
-        name: "eval (256, center crop 224)",
-        flags: &["--transform", "eval"],
-    },
-    Config {
-        name: "eval, no region decode",
-        flags: &["--transform", "eval", "--no-region-decode"],
-    },
-    Config {
-        name: "train (random resized crop 224, flip)",
-        flags: &["--transform", "train"],
-    },
-    Config {
-        name: "train, no region decode",
-        flags: &["--transform", "train", "--no-region-decode"],
-    },
+/// The transforms measured (`--transform` and the table's name for it), each then again
+/// without region decode.
+const TRANSFORMS: &[(&str, &str)] = &[
+    ("eval", "eval (256, center crop 224)"),
+    ("train", "train (random resized crop 224, flip)"),
 ];
+
+/// The configurations in table order: a name and the flags of `spdl load` and `spdl limit`.
+fn configs() -> Vec<(String, Vec<&'static str>)> {
+    TRANSFORMS
+        .iter()
+        .flat_map(|&(transform, name)| {
+            let flags = vec!["--transform", transform];
+            let no_region = [flags.as_slice(), &["--no-region-decode"]].concat();
+            [
+                (name.to_owned(), flags),
+                (format!("{transform}, no region decode"), no_region),
+            ]
+        })
+        .collect()
+}
 
 /// Reads every file once so the first measured run does not pay for the disk.
 fn warm_page_cache(dir: &Path) -> Result<u64> {
@@ -93,19 +84,19 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     let (corpus, rounds) = if args.smoke {
         (root.join("data/samples"), 1)
     } else {
-        (corpus(args.corpus.as_ref())?, args.rounds.max(1))
+        (args.common.corpus()?, args.common.rounds.max(1))
     };
     cargo_release("build", "spdl-cli").run()?;
     let spdl = root.join("target/release/spdl");
     let bytes = warm_page_cache(&corpus)?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let corpus_arg = corpus.display().to_string();
-    let threads = args.threads.to_string();
+    let threads = args.common.threads.to_string();
     let cores_arg = cores.to_string();
     eprintln!("bench decode: {corpus_arg} ({:.1} MB), {rounds} round(s), load on {threads} threads, limit on {cores} cores", bytes as f64 / 1e6);
 
     let mut rows = Vec::new();
-    for config in CONFIGS {
+    for (name, flags) in configs() {
         let mut load = Vec::new();
         let mut limit = Vec::new();
         for _ in 0..rounds {
@@ -120,7 +111,7 @@ pub(crate) fn run(args: &Args) -> Result<()> {
                 "--size",
                 "224",
             ];
-            a.extend_from_slice(config.flags);
+            a.extend_from_slice(&flags);
             load.push(images_per_second(&spdl, &a)?);
             let mut b: Vec<&str> = vec![
                 "limit",
@@ -130,14 +121,14 @@ pub(crate) fn run(args: &Args) -> Result<()> {
                 "--size",
                 "224",
             ];
-            b.extend_from_slice(config.flags);
+            b.extend_from_slice(&flags);
             limit.push(images_per_second(&spdl, &b)?);
         }
         let (lm, lmin, lmax) = summary(load);
         let (bm, bmin, bmax) = summary(limit);
         let row = format!(
             "| {} | {lm:.0} ({lmin:.0}–{lmax:.0}) | {bm:.0} ({bmin:.0}–{bmax:.0}) | {:.2} |",
-            config.name,
+            name,
             lm / bm
         );
         eprintln!("{row}");
@@ -163,4 +154,26 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     )?;
     println!("{table}");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn configs_are_each_transform_then_it_without_region_decode() {
+        let configs = configs();
+        let names: Vec<&str> = configs.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "eval (256, center crop 224)",
+                "eval, no region decode",
+                "train (random resized crop 224, flip)",
+                "train, no region decode",
+            ]
+        );
+        assert_eq!(configs[0].1, ["--transform", "eval"]);
+        assert_eq!(configs[3].1, ["--transform", "train", "--no-region-decode"]);
+    }
 }

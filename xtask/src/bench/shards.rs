@@ -13,21 +13,14 @@ use std::path::PathBuf;
 use anyhow::Result;
 
 use super::images;
-use crate::cmd::{cargo_release, corpus, repo_root, Cmd};
+use crate::cmd::{cargo_release, repo_root, Cmd};
 use crate::setup;
 
 /// Arguments of `cargo xtask bench shards`.
 #[derive(clap::Args)]
 pub(crate) struct Args {
-    /// The corpus folder [default: the one `cargo xtask corpus` builds, 2,000 JPEGs].
-    #[arg(long)]
-    corpus: Option<PathBuf>,
-    /// Rounds (the tables show the median).
-    #[arg(long, default_value_t = 3)]
-    rounds: usize,
-    /// Decode threads.
-    #[arg(long, default_value_t = 2)]
-    threads: usize,
+    #[command(flatten)]
+    common: super::CorpusArgs,
     /// Latency the proxy adds to every S3 request, ms.
     #[arg(long, default_value_t = 20.0)]
     latency_ms: f64,
@@ -41,7 +34,7 @@ pub(crate) struct Args {
 
 pub(crate) fn run(args: &Args) -> Result<()> {
     let root = repo_root();
-    let corpus = corpus(args.corpus.as_ref())?;
+    let corpus = args.common.corpus()?;
     let s3s_fs = setup::ensure_s3s_fs()?;
     cargo_release("build", "spdl-cli")
         .args(["--features", "source-http,source-s3"])
@@ -68,16 +61,14 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         }
         images::py(&venv)
     };
-    let mut cmd = Cmd::new(python)
-        .arg(root.join("bench/shards_cache.py"))
+    let harness = Cmd::new(python).arg(root.join("bench/shards_cache.py"));
+    let mut cmd = args
+        .common
+        .pass_on(harness, &corpus)
         .arg("--spdl")
         .arg(root.join("target/release/spdl"))
-        .arg("--corpus")
-        .arg(&corpus)
         .arg("--s3s-fs")
         .arg(&s3s_fs)
-        .args(["--rounds", &args.rounds.to_string()])
-        .args(["--threads", &args.threads.to_string()])
         .args(["--latency-ms", &args.latency_ms.to_string()])
         .arg("--out")
         .arg(root.join("bench/results/shards_cache.md"));

@@ -7,19 +7,16 @@
 //! torchvision from PyPI, about 5 GB once) with the test wheel installed, and the corpus of
 //! `cargo xtask corpus`.
 
-use std::path::PathBuf;
-
 use anyhow::{bail, Result};
 
 use super::images;
-use crate::cmd::{corpus, repo_root, Cmd};
+use crate::cmd::{repo_root, Cmd};
 
 /// Arguments of `cargo xtask bench train`.
 #[derive(clap::Args)]
 pub(crate) struct Args {
-    /// The corpus folder [default: the one `cargo xtask corpus` builds, 2,000 JPEGs].
-    #[arg(long)]
-    corpus: Option<PathBuf>,
+    #[command(flatten)]
+    common: super::CorpusArgs,
     /// Epochs per run.
     #[arg(long, default_value_t = 2)]
     epochs: usize,
@@ -29,15 +26,9 @@ pub(crate) struct Args {
     /// Images per batch.
     #[arg(long, default_value_t = 16)]
     batch_size: usize,
-    /// spdl_rs threads.
-    #[arg(long, default_value_t = 2)]
-    threads: usize,
     /// DataLoader `num_workers`.
     #[arg(long, default_value_t = 2)]
     workers: usize,
-    /// Rounds (the table shows the median).
-    #[arg(long, default_value_t = 3)]
-    rounds: usize,
     /// Only the first N images of the corpus (quick runs).
     #[arg(long)]
     limit: Option<usize>,
@@ -48,7 +39,7 @@ pub(crate) struct Args {
 
 pub(crate) fn run(args: &Args) -> Result<()> {
     let root = repo_root();
-    let corpus = corpus(args.corpus.as_ref())?;
+    let corpus = args.common.corpus()?;
     let venv = images::bench_venv();
     if !args.no_install {
         let skipped = images::ensure_venv(&venv)?;
@@ -57,16 +48,14 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         }
         images::install_wheel(&venv)?;
     }
-    let mut cmd = Cmd::new(images::py(&venv))
-        .arg(root.join("bench/train.py"))
-        .arg("--corpus")
-        .arg(&corpus)
+    let harness = Cmd::new(images::py(&venv)).arg(root.join("bench/train.py"));
+    let mut cmd = args
+        .common
+        .pass_on(harness, &corpus)
         .args(["--epochs", &args.epochs.to_string()])
         .args(["--step-ms", &args.step_ms])
         .args(["--batch-size", &args.batch_size.to_string()])
-        .args(["--threads", &args.threads.to_string()])
         .args(["--workers", &args.workers.to_string()])
-        .args(["--rounds", &args.rounds.to_string()])
         .arg("--out")
         .arg(root.join("bench/results/train"));
     if let Some(n) = args.limit {

@@ -235,49 +235,27 @@ impl Api {
                 }
             };
         }
-        let create_video_parser = sym!("cuvidCreateVideoParser");
-        let parse_video_data = sym!("cuvidParseVideoData");
-        let destroy_video_parser = sym!("cuvidDestroyVideoParser");
-        let get_decoder_caps = sym!("cuvidGetDecoderCaps");
-        let create_decoder = sym!("cuvidCreateDecoder");
-        let destroy_decoder = sym!("cuvidDestroyDecoder");
-        let decode_picture = sym!("cuvidDecodePicture");
-        let map_video_frame64 = sym!("cuvidMapVideoFrame64");
-        let unmap_video_frame64 = sym!("cuvidUnmapVideoFrame64");
-        match (
-            create_video_parser,
-            parse_video_data,
-            destroy_video_parser,
-            get_decoder_caps,
-            create_decoder,
-            destroy_decoder,
-            decode_picture,
-            map_video_frame64,
-            unmap_video_frame64,
-        ) {
-            (
-                Some(create_video_parser),
-                Some(parse_video_data),
-                Some(destroy_video_parser),
-                Some(get_decoder_caps),
-                Some(create_decoder),
-                Some(destroy_decoder),
-                Some(decode_picture),
-                Some(map_video_frame64),
-                Some(unmap_video_frame64),
-            ) => Ok(Api {
-                create_video_parser,
-                parse_video_data,
-                destroy_video_parser,
-                get_decoder_caps,
-                create_decoder,
-                destroy_decoder,
-                decode_picture,
-                map_video_frame64,
-                unmap_video_frame64,
-                _lib: lib,
-            }),
-            _ => Err(format!("missing {}", missing.join(", "))),
+        // Every symbol looked up (so that the error names all that are missing), then the
+        // table built if none is.
+        macro_rules! api {
+            ($($field:ident: $name:literal),* $(,)?) => {{
+                $(let $field = sym!($name);)*
+                match ($($field,)*) {
+                    ($(Some($field),)*) => Ok(Api { $($field,)* _lib: lib }),
+                    _ => Err(format!("missing {}", missing.join(", "))),
+                }
+            }};
+        }
+        api! {
+            create_video_parser: "cuvidCreateVideoParser",
+            parse_video_data: "cuvidParseVideoData",
+            destroy_video_parser: "cuvidDestroyVideoParser",
+            get_decoder_caps: "cuvidGetDecoderCaps",
+            create_decoder: "cuvidCreateDecoder",
+            destroy_decoder: "cuvidDestroyDecoder",
+            decode_picture: "cuvidDecodePicture",
+            map_video_frame64: "cuvidMapVideoFrame64",
+            unmap_video_frame64: "cuvidUnmapVideoFrame64",
         }
     }
 }

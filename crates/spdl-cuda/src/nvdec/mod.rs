@@ -61,17 +61,7 @@ impl NvcuvidLibrary {
 
 /// Where [`load_library`] looks, in order.
 pub fn candidate_paths() -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    if let Some(p) = std::env::var_os(PATH_ENV).filter(|p| !p.is_empty()) {
-        let p = PathBuf::from(p);
-        if p.is_dir() {
-            out.extend(SONAMES.iter().map(|s| p.join(s)));
-        } else {
-            out.push(p);
-        }
-    }
-    out.extend(SONAMES.iter().map(PathBuf::from));
-    out
+    crate::dylib::env_then_sonames(PATH_ENV, &SONAMES)
 }
 
 /// Loads `libnvcuvid` once per process; later calls return the same library. A failure is
@@ -95,25 +85,18 @@ pub fn load_library() -> Result<Arc<NvcuvidLibrary>> {
 #[cfg(feature = "decode-nvdec")]
 fn load_library_impl() -> Result<Arc<NvcuvidLibrary>> {
     static LIB: std::sync::Mutex<Option<Arc<NvcuvidLibrary>>> = std::sync::Mutex::new(None);
-    let mut slot = LIB.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(l) = slot.as_ref() {
-        return Ok(Arc::clone(l));
-    }
-    let mut tried = Vec::new();
-    for path in candidate_paths() {
-        match ffi::Api::load(&path) {
-            Ok(api) => {
-                let lib = Arc::new(NvcuvidLibrary { api, path });
-                *slot = Some(Arc::clone(&lib));
-                return Ok(lib);
-            }
-            Err(e) => tried.push(format!("{}: {e}", path.display())),
-        }
-    }
-    Err(Error::NvdecUnavailable(format!(
-        "libnvcuvid.so.1 not found (it comes with the NVIDIA driver; or set {PATH_ENV}); tried: {}",
-        tried.join("; ")
-    )))
+    crate::dylib::load_once(&LIB, candidate_paths(), |path| {
+        let api = ffi::Api::load(path)?;
+        Ok(NvcuvidLibrary {
+            api,
+            path: path.to_path_buf(),
+        })
+    })
+    .map_err(|tried| {
+        Error::NvdecUnavailable(format!(
+            "libnvcuvid.so.1 not found (it comes with the NVIDIA driver; or set {PATH_ENV}); tried: {tried}"
+        ))
+    })
 }
 
 /// The `cudaVideoCodec` value of an FFmpeg codec name, for the codecs NVDEC decodes.

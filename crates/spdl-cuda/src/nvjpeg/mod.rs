@@ -96,16 +96,7 @@ pub(crate) fn check(call: &'static str, status: ffi::Status) -> Result<()> {
 
 /// Where [`load_library`] looks, in order (files and sonames).
 pub fn candidate_paths() -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    if let Some(p) = std::env::var_os(PATH_ENV).filter(|p| !p.is_empty()) {
-        let p = PathBuf::from(p);
-        if p.is_dir() {
-            out.extend(SONAMES.iter().map(|s| p.join(s)));
-        } else {
-            out.push(p);
-        }
-    }
-    out.extend(SONAMES.iter().map(PathBuf::from));
+    let mut out = crate::dylib::env_then_sonames(PATH_ENV, &SONAMES);
     for sp in site_packages() {
         for sub in ["nvidia/nvjpeg/lib", "nvidia/cu13/lib", "nvidia/cu12/lib"] {
             for s in SONAMES {
@@ -154,38 +145,32 @@ fn site_packages() -> Vec<PathBuf> {
 /// [`Error::NvjpegUnavailable`] listing every place tried and why each failed.
 pub fn load_library() -> Result<Arc<NvjpegLibrary>> {
     static LIB: Mutex<Option<Arc<NvjpegLibrary>>> = Mutex::new(None);
-    let mut slot = LIB.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(l) = slot.as_ref() {
-        return Ok(Arc::clone(l));
-    }
-    let mut tried = Vec::new();
-    for path in candidate_paths() {
-        match ffi::Api::load(&path) {
-            Ok(api) => {
-                let prop = |t| {
-                    let mut v = 0;
-                    // SAFETY: `v` is a valid out-pointer; the library is loaded.
-                    let st = unsafe { (api.get_property)(t, &mut v) };
-                    if st == 0 {
-                        v
-                    } else {
-                        -1
-                    }
-                };
-                let version = (
-                    prop(ffi::MAJOR_VERSION),
-                    prop(ffi::MINOR_VERSION),
-                    prop(ffi::PATCH_LEVEL),
-                );
-                let lib = Arc::new(NvjpegLibrary { api, path, version });
-                *slot = Some(Arc::clone(&lib));
-                return Ok(lib);
+    crate::dylib::load_once(&LIB, candidate_paths(), |path| {
+        let api = ffi::Api::load(path)?;
+        let prop = |t| {
+            let mut v = 0;
+            // SAFETY: `v` is a valid out-pointer; the library is loaded.
+            let st = unsafe { (api.get_property)(t, &mut v) };
+            if st == 0 {
+                v
+            } else {
+                -1
             }
-            Err(e) => tried.push(format!("{}: {e}", path.display())),
-        }
-    }
-    Err(Error::NvjpegUnavailable(format!(
-        "libnvjpeg not found (pip install nvidia-nvjpeg-cu12, or set {PATH_ENV}); tried: {}",
-        tried.join("; ")
-    )))
+        };
+        let version = (
+            prop(ffi::MAJOR_VERSION),
+            prop(ffi::MINOR_VERSION),
+            prop(ffi::PATCH_LEVEL),
+        );
+        Ok(NvjpegLibrary {
+            api,
+            path: path.to_path_buf(),
+            version,
+        })
+    })
+    .map_err(|tried| {
+        Error::NvjpegUnavailable(format!(
+            "libnvjpeg not found (pip install nvidia-nvjpeg-cu12, or set {PATH_ENV}); tried: {tried}"
+        ))
+    })
 }

@@ -43,28 +43,19 @@ impl Limits {
         channels: usize,
         bytes_per_sample: usize,
     ) -> Result<()> {
-        let pixels = (width as u64).saturating_mul(height as u64);
+        let (pixels, bytes) = sizes(width, height, channels, bytes_per_sample);
         if pixels > self.max_pixels {
-            return Err(Error::new(
-                ErrorKind::LimitExceeded,
-                format!(
-                    "image is {width}x{height} ({pixels} pixels), exceeds the limit of {} pixels \
-                     (possible decompression bomb)",
-                    self.max_pixels
-                ),
-            ));
+            return Err(exceeded(format!(
+                "image is {width}x{height} ({pixels} pixels), exceeds the limit of {} pixels \
+                 (possible decompression bomb)",
+                self.max_pixels
+            )));
         }
-        let bytes = pixels
-            .saturating_mul(channels as u64)
-            .saturating_mul(bytes_per_sample as u64);
         if bytes > self.max_bytes {
-            return Err(Error::new(
-                ErrorKind::LimitExceeded,
-                format!(
-                    "image is {width}x{height}x{channels}, {bytes} bytes decoded, exceeds the limit of {} bytes",
-                    self.max_bytes
-                ),
-            ));
+            return Err(exceeded(format!(
+                "image is {width}x{height}x{channels}, {bytes} bytes decoded, exceeds the limit of {} bytes",
+                self.max_bytes
+            )));
         }
         Ok(())
     }
@@ -85,22 +76,31 @@ impl Limits {
         channels: usize,
         bytes_per_sample: usize,
     ) -> Result<()> {
-        let pixels = (width as u64).saturating_mul(height as u64);
-        let bytes = pixels
-            .saturating_mul(channels as u64)
-            .saturating_mul(bytes_per_sample as u64);
+        let (pixels, bytes) = sizes(width, height, channels, bytes_per_sample);
         if pixels > self.max_pixels || bytes > self.max_bytes {
-            return Err(Error::new(
-                ErrorKind::LimitExceeded,
-                format!(
-                    "output of {width}x{height}x{channels} ({bytes} bytes) exceeds the limit of \
-                     {} pixels / {} bytes: ask for a smaller size",
-                    self.max_pixels, self.max_bytes
-                ),
-            ));
+            return Err(exceeded(format!(
+                "output of {width}x{height}x{channels} ({bytes} bytes) exceeds the limit of \
+                 {} pixels / {} bytes: ask for a smaller size",
+                self.max_pixels, self.max_bytes
+            )));
         }
         Ok(())
     }
+}
+
+/// `(pixels, bytes)` of a `width x height` image of `channels` samples of `bytes_per_sample`
+/// bytes, saturating at `u64::MAX`.
+fn sizes(width: usize, height: usize, channels: usize, bytes_per_sample: usize) -> (u64, u64) {
+    let pixels = (width as u64).saturating_mul(height as u64);
+    let bytes = pixels
+        .saturating_mul(channels as u64)
+        .saturating_mul(bytes_per_sample as u64);
+    (pixels, bytes)
+}
+
+/// A [`ErrorKind::LimitExceeded`] error.
+fn exceeded(message: String) -> Error {
+    Error::new(ErrorKind::LimitExceeded, message)
 }
 
 impl Default for Limits {

@@ -289,36 +289,13 @@ pub(crate) fn open_context(
         })?,
     };
     let opts = super::dictionary("decoder option", &config.decoder_options)?;
-    // SAFETY: `ctx` is a fresh context from the parameters; the packet
-    // time base is set before opening; `opts` is handed over and taken
-    // back with `own` (what is left are the options nobody took).
-    let (ret, unused) = unsafe {
+    // SAFETY: `ctx` is a fresh context from the parameters, used only here; the packet
+    // time base is set before opening.
+    unsafe {
         let p = ctx.as_mut_ptr();
         (*p).pkt_timebase = time_base.into();
-        let mut raw = opts.disown();
-        let ret = ffi::avcodec_open2(p, decoder_codec.as_ptr(), &mut raw);
-        let left = ff::Dictionary::own(raw);
-        let unused: Vec<String> = left.iter().map(|(k, _)| k.to_owned()).collect();
-        (ret, unused)
-    };
-    if ret < 0 {
-        return Err(ff_err(
-            ErrorKind::Corrupt,
-            &format!("opening the {} decoder", decoder_codec.name()),
-            ff::Error::from(ret),
-        ));
+        super::open_codec(p, &decoder_codec, opts, "decoder", ErrorKind::Corrupt)
     }
-    if !unused.is_empty() {
-        return Err(Error::new(
-            ErrorKind::InvalidArgument,
-            format!(
-                "decoder option(s) not recognized by {}: {}",
-                decoder_codec.name(),
-                unused.join(", ")
-            ),
-        ));
-    }
-    Ok(())
 }
 
 /// Decodes all of `packets` (the frames inside their time window, when

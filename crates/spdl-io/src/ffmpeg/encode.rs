@@ -82,6 +82,21 @@ pub struct AudioEncodeConfig {
     pub qscale: i32,
 }
 
+impl AudioEncodeConfig {
+    /// `num_channels` channels with FFmpeg's defaults for the rest (the sample format as
+    /// [`AudioEncodeConfig::sample_fmt`] says for `None`, 44100 Hz).
+    pub fn new(num_channels: usize) -> Self {
+        AudioEncodeConfig {
+            num_channels,
+            sample_fmt: None,
+            sample_rate: None,
+            bit_rate: -1,
+            compression_level: -1,
+            qscale: -1,
+        }
+    }
+}
+
 /// A video or audio encoder setting.
 #[derive(Debug, Clone, PartialEq)]
 pub enum EncodeConfig {
@@ -217,31 +232,9 @@ impl Encoder {
             }
             time_base = ff::Rational::from((*p).time_base);
         }
-        let mut raw = super::dictionary("encoder option", options)?;
-        // SAFETY: opens the context with the codec; `raw` is handed over and taken back.
-        let (ret, unused) = unsafe {
-            let mut d = raw.disown();
-            let r = ffi::avcodec_open2(p, found.as_ptr(), &mut d);
-            raw = ff::Dictionary::own(d);
-            (r, raw.iter().map(|(k, _)| k.to_owned()).collect::<Vec<_>>())
-        };
-        if ret < 0 {
-            return Err(ff_err(
-                ErrorKind::InvalidArgument,
-                &format!("opening the {} encoder", found.name()),
-                ff::Error::from(ret),
-            ));
-        }
-        if !unused.is_empty() {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                format!(
-                    "encoder option(s) not recognized by {}: {}",
-                    found.name(),
-                    unused.join(", ")
-                ),
-            ));
-        }
+        let options = super::dictionary("encoder option", options)?;
+        // SAFETY: `p` is the fresh context of `found`, owned by `ctx` and used only here.
+        unsafe { super::open_codec(p, &found, options, "encoder", ErrorKind::InvalidArgument)? };
         let mut params = codec::Parameters::new();
         // SAFETY: the context is open; parameters are copied out of it.
         let frame_size = unsafe {

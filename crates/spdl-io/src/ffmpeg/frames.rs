@@ -7,7 +7,7 @@
 //! The frames are reference counted by FFmpeg: slicing and cloning share the
 //! pixel/sample data; nothing is copied until [`Frames::to_array`].
 
-use std::ffi::{CStr, CString};
+use std::ffi::{c_char, CStr, CString};
 
 use ffmpeg_next::{self as ff, ffi};
 
@@ -133,60 +133,69 @@ pub(crate) unsafe fn owned_frame(p: *mut ffi::AVFrame) -> ff::Frame {
 fn pix_fmt_name(fmt: i32) -> String {
     // SAFETY: `fmt` is an AVPixelFormat value (or -1); the name is a static
     // string or null.
-    let p =
-        unsafe { ffi::av_get_pix_fmt_name(std::mem::transmute::<i32, ffi::AVPixelFormat>(fmt)) };
-    if p.is_null() {
-        return "none".into();
-    }
-    // SAFETY: a static NUL-terminated string.
-    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+    static_name(unsafe {
+        ffi::av_get_pix_fmt_name(std::mem::transmute::<i32, ffi::AVPixelFormat>(fmt))
+    })
 }
 
 fn sample_fmt_name(fmt: i32) -> String {
     // SAFETY: as pix_fmt_name, for AVSampleFormat.
-    let p = unsafe {
+    static_name(unsafe {
         ffi::av_get_sample_fmt_name(std::mem::transmute::<i32, ffi::AVSampleFormat>(fmt))
-    };
+    })
+}
+
+/// A format's name as FFmpeg returns it: a static NUL-terminated string, or null for an
+/// unknown format (`"none"`).
+fn static_name(p: *const c_char) -> String {
     if p.is_null() {
         return "none".into();
     }
-    // SAFETY: a static NUL-terminated string.
+    // SAFETY: a static NUL-terminated string (the callers' FFmpeg functions return no other).
     unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
 }
 
 /// The AVPixelFormat called `name` (`"rgb24"`, `"yuv420p"`, ...).
 pub(crate) fn pix_fmt_from_name(name: &str) -> Result<ffi::AVPixelFormat> {
-    let c = CString::new(name).map_err(|_| {
-        Error::new(
-            ErrorKind::InvalidArgument,
-            "pixel format name has a NUL byte",
-        )
-    })?;
-    // SAFETY: a valid C string; returns AV_PIX_FMT_NONE when unknown.
-    let f = unsafe { ffi::av_get_pix_fmt(c.as_ptr()) };
-    if f == ffi::AVPixelFormat::AV_PIX_FMT_NONE {
-        return Err(Error::new(
-            ErrorKind::InvalidArgument,
-            format!("unknown pixel format {name:?}"),
-        ));
-    }
-    Ok(f)
+    fmt_from_name(
+        name,
+        "pixel",
+        ffi::av_get_pix_fmt,
+        ffi::AVPixelFormat::AV_PIX_FMT_NONE,
+    )
 }
 
 /// The AVSampleFormat called `name` (`"fltp"`, `"s16"`, ...).
 pub(crate) fn sample_fmt_from_name(name: &str) -> Result<ffi::AVSampleFormat> {
+    fmt_from_name(
+        name,
+        "sample",
+        ffi::av_get_sample_fmt,
+        ffi::AVSampleFormat::AV_SAMPLE_FMT_NONE,
+    )
+}
+
+/// The format called `name`, looked up by FFmpeg's `lookup` (`av_get_pix_fmt`,
+/// `av_get_sample_fmt`), which returns `none` for a name it does not know; `what`
+/// (`"pixel"`, `"sample"`) is the kind of format errors name.
+fn fmt_from_name<F: PartialEq>(
+    name: &str,
+    what: &str,
+    lookup: unsafe extern "C" fn(*const c_char) -> F,
+    none: F,
+) -> Result<F> {
     let c = CString::new(name).map_err(|_| {
         Error::new(
             ErrorKind::InvalidArgument,
-            "sample format name has a NUL byte",
+            format!("{what} format name has a NUL byte"),
         )
     })?;
-    // SAFETY: a valid C string; returns AV_SAMPLE_FMT_NONE when unknown.
-    let f = unsafe { ffi::av_get_sample_fmt(c.as_ptr()) };
-    if f == ffi::AVSampleFormat::AV_SAMPLE_FMT_NONE {
+    // SAFETY: a valid C string; `lookup` takes any and returns `none` when unknown.
+    let f = unsafe { lookup(c.as_ptr()) };
+    if f == none {
         return Err(Error::new(
             ErrorKind::InvalidArgument,
-            format!("unknown sample format {name:?}"),
+            format!("unknown {what} format {name:?}"),
         ));
     }
     Ok(f)

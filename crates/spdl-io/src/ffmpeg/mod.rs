@@ -579,6 +579,50 @@ pub(crate) fn no_nul(what: &str, s: &str) -> Result<()> {
     Ok(())
 }
 
+/// Opens the codec context `ctx` with `codec` and `options` (`avcodec_open2`); `role`
+/// (`"decoder"` or `"encoder"`) is how errors name it. A failure to open is an `open_kind`
+/// error; an option the codec did not take is `InvalidArgument` naming it, e.g. `"decoder
+/// option(s) not recognized by h264: nosuchoption"`.
+///
+/// # Safety
+/// `ctx` is a valid codec context of `codec`, not yet open, that nothing else uses during the
+/// call.
+pub(crate) unsafe fn open_codec(
+    ctx: *mut ffi::AVCodecContext,
+    codec: &ff::Codec,
+    options: ff::Dictionary<'static>,
+    role: &str,
+    open_kind: ErrorKind,
+) -> Result<()> {
+    // SAFETY: `ctx` as the caller promises; `options` is handed over and taken back with
+    // `own` (what is left are the options nobody took).
+    let (ret, unused) = unsafe {
+        let mut raw = options.disown();
+        let ret = ffi::avcodec_open2(ctx, codec.as_ptr(), &mut raw);
+        let left = ff::Dictionary::own(raw);
+        let unused: Vec<String> = left.iter().map(|(k, _)| k.to_owned()).collect();
+        (ret, unused)
+    };
+    if ret < 0 {
+        return Err(ff_err(
+            open_kind,
+            &format!("opening the {} {role}", codec.name()),
+            ff::Error::from(ret),
+        ));
+    }
+    if !unused.is_empty() {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!(
+                "{role} option(s) not recognized by {}: {}",
+                codec.name(),
+                unused.join(", ")
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// An FFmpeg dictionary of `options` (`what`: "decoder option", ...);
 /// `InvalidArgument` for a key or value with a NUL byte.
 pub(crate) fn dictionary(

@@ -13,6 +13,36 @@ use ffmpeg_next::{self as ff, codec, ffi};
 use super::frames::MediaKind;
 use crate::{Error, ErrorKind, Result};
 
+/// The accessors every list of demuxed packets has ([`Packets`], and
+/// [`crate::video::VideoPackets`]), inside its `impl`: `key`, `len`, `is_empty` and
+/// `timestamp`, of the fields `key: String`, `packets: Vec<ff::Packet>` and
+/// `window: Option<(f64, f64)>`.
+macro_rules! packet_list_accessors {
+    () => {
+        /// The source's name (as in errors).
+        pub fn key(&self) -> &str {
+            &self.key
+        }
+
+        /// Number of packets (for video in MP4, MKV, WebM or AVI, one per frame).
+        pub fn len(&self) -> usize {
+            self.packets.len()
+        }
+
+        /// Whether there is no packet.
+        pub fn is_empty(&self) -> bool {
+            self.packets.is_empty()
+        }
+
+        /// The time window `(start, end)` in seconds the packets were demuxed
+        /// for: decoding returns only the frames inside it.
+        pub fn timestamp(&self) -> Option<(f64, f64)> {
+            self.window
+        }
+    };
+}
+pub(crate) use packet_list_accessors;
+
 /// The codec parameters of a stream (an `AVCodecParameters` copy).
 pub(crate) struct Params(pub(crate) codec::Parameters);
 
@@ -227,30 +257,11 @@ impl Packets {
         self.codec.kind
     }
 
-    /// The source's name (as in errors).
-    pub fn key(&self) -> &str {
-        &self.key
-    }
+    packet_list_accessors!();
 
     /// The codec of the stream.
     pub fn codec(&self) -> &Codec {
         &self.codec
-    }
-
-    /// Number of packets.
-    pub fn len(&self) -> usize {
-        self.packets.len()
-    }
-
-    /// Whether there is no packet.
-    pub fn is_empty(&self) -> bool {
-        self.packets.is_empty()
-    }
-
-    /// The time window `(start, end)` in seconds the packets were demuxed
-    /// for: decoding returns only the frames inside it.
-    pub fn timestamp(&self) -> Option<(f64, f64)> {
-        self.window
     }
 
     /// The packets' presentation timestamps: seconds, or stream time base

@@ -901,18 +901,17 @@ fn filtered_pass(
             "the video stream has packets but no frame could be decoded",
         ));
     }
-    let (h, w, c, rotation_applied) = shape_of(session, out.conv.as_ref(), opts);
     let seeked = check_start.is_some();
     let indexed = !seeked && graph_desc.is_none();
-    Ok(Some(Video {
-        shape: [out.pts.len(), h, w, c],
-        data: out.data,
-        pts: out.pts,
-        indices: indexed.then_some(out.indices),
-        rotation_applied,
-        frames_decoded: (!seeked && end.eof).then_some(end.frames),
-        info: session.info.clone(),
-    }))
+    Ok(Some(assemble(
+        &session.info,
+        out.conv.as_ref(),
+        opts,
+        out.data,
+        out.pts,
+        indexed.then_some(out.indices),
+        (!seeked && end.eof).then_some(end.frames),
+    )))
 }
 
 /// The filter graph description `opts.filter_desc` becomes for a stream
@@ -999,29 +998,92 @@ impl Collector<'_> {
     }
 }
 
-/// Output `(H, W, C, rotation)`; without any frame, the header's size.
-fn shape_of(
-    session: &Session<'_>,
-    conv: Option<&Converter>,
-    opts: &VideoOptions,
-) -> (usize, usize, usize, i32) {
-    shape_of_info(&session.info, conv, opts)
-}
-
-/// [`shape_of`] for a stream with `info`.
-fn shape_of_info(
+/// The [`Video`] of the stream with `info`: `data` holds one frame per entry of `pts`, of the
+/// size `conv` converts to (without any frame, `0 x 0` and the channels `opts` asks for).
+fn assemble(
     info: &VideoInfo,
     conv: Option<&Converter>,
     opts: &VideoOptions,
-) -> (usize, usize, usize, i32) {
-    let rotation = if opts.apply_rotation {
+    data: Vec<u8>,
+    pts: Vec<f64>,
+    indices: Option<Vec<usize>>,
+    frames_decoded: Option<usize>,
+) -> Video {
+    let rotation_applied = if opts.apply_rotation {
         info.rotation
     } else {
         0
     };
-    match conv {
-        Some(c) => (c.height, c.width, c.channels, rotation),
-        None => (0, 0, opts.pixel_format.channels(), rotation),
+    let (h, w, c) = match conv {
+        Some(c) => (c.height, c.width, c.channels),
+        None => (0, 0, opts.pixel_format.channels()),
+    };
+    Video {
+        shape: [pts.len(), h, w, c],
+        data,
+        pts,
+        indices,
+        rotation_applied,
+        frames_decoded,
+        info: info.clone(),
+    }
+}
+
+/// Frames wanted by index (any order, repeats allowed) and the output they fill: each is
+/// converted once, into its first slot, and copied to the slots that repeat it.
+struct Slots {
+    /// Frame index -> its output slots.
+    of_frame: BTreeMap<usize, Vec<usize>>,
+    /// The slots' frames, one after another (allocated at the first frame, after the limit
+    /// check).
+    data: Vec<u8>,
+    /// Each slot's pts, in seconds.
+    pts: Vec<f64>,
+    /// Whether each slot has its frame.
+    filled: Vec<bool>,
+}
+
+impl Slots {
+    /// Slot `s` is to hold frame `indices[s]`.
+    fn new(indices: &[usize]) -> Self {
+        let mut of_frame: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for (slot, &i) in indices.iter().enumerate() {
+            of_frame.entry(i).or_default().push(slot);
+        }
+        Slots {
+            of_frame,
+            data: Vec::new(),
+            pts: vec![0.0; indices.len()],
+            filled: vec![false; indices.len()],
+        }
+    }
+
+    /// Frame `i` (at `pts` seconds), converted by `conv`, into the slots that want it.
+    fn put(
+        &mut self,
+        conv: &mut Converter,
+        frame: &ff::frame::Video,
+        i: usize,
+        pts: f64,
+        opts: &VideoOptions,
+    ) -> Result<()> {
+        let (t, n) = (self.pts.len(), conv.frame_len());
+        if self.data.is_empty() {
+            check_limit(t, n, opts)?;
+            self.data = vec![0; t * n];
+        }
+        if let Some(to) = self.of_frame.get(&i) {
+            let first = to[0];
+            conv.convert(frame, &mut self.data[first * n..(first + 1) * n])?;
+            for &s in &to[1..] {
+                self.data.copy_within(first * n..(first + 1) * n, s * n);
+            }
+            for &s in to {
+                self.pts[s] = pts;
+                self.filled[s] = true;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -1153,17 +1215,10 @@ fn load_indices_sequential(
 ) -> Result<Video> {
     let mut session = Session::with_opts(src, opts)?;
     let t = indices.len();
-    // frame index -> output slots.
-    let mut slots: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-    for (slot, &i) in indices.iter().enumerate() {
-        slots.entry(i).or_default().push(slot);
-    }
+    let mut out = Slots::new(indices);
     let max = indices.iter().copied().max();
     let mut conv: Option<Converter> = None;
-    let mut data: Vec<u8> = Vec::new();
-    let mut pts_out = vec![0.0; t];
     let mut idx_out = indices.to_vec();
-    let mut filled = vec![false; t];
     let mut last: Option<(ff::frame::Video, usize, f64)> = None;
     let end = match max {
         None => RunEnd {
@@ -1172,22 +1227,7 @@ fn load_indices_sequential(
         },
         Some(max) => {
             session_run_with_converter(&mut session, opts, &mut conv, |conv, frame, i, pts| {
-                let n = conv.frame_len();
-                if data.is_empty() {
-                    check_limit(t, n, opts)?;
-                    data = vec![0; t * n];
-                }
-                if let Some(targets) = slots.get(&i) {
-                    let first = targets[0];
-                    conv.convert(frame, &mut data[first * n..(first + 1) * n])?;
-                    for &s in &targets[1..] {
-                        data.copy_within(first * n..(first + 1) * n, s * n);
-                    }
-                    for &s in targets {
-                        pts_out[s] = pts;
-                        filled[s] = true;
-                    }
-                }
+                out.put(conv, frame, i, pts, opts)?;
                 if i >= max {
                     return Ok(Flow::Stop);
                 }
@@ -1198,16 +1238,16 @@ fn load_indices_sequential(
             })?
         }
     };
-    if filled.iter().any(|f| !f) {
+    if out.filled.iter().any(|f| !f) {
         let decoded = end.frames;
         if clamp {
             if let (Some((frame, i, pts)), Some(conv)) = (last.as_ref(), conv.as_mut()) {
                 let n = conv.frame_len();
                 let mut buf = vec![0; n];
                 conv.convert(frame, &mut buf)?;
-                for s in (0..t).filter(|&s| !filled[s]) {
-                    data[s * n..(s + 1) * n].copy_from_slice(&buf);
-                    pts_out[s] = *pts;
+                for s in (0..t).filter(|&s| !out.filled[s]) {
+                    out.data[s * n..(s + 1) * n].copy_from_slice(&buf);
+                    out.pts[s] = *pts;
                     idx_out[s] = *i;
                 }
             } else {
@@ -1231,16 +1271,15 @@ fn load_indices_sequential(
             ));
         }
     }
-    let (h, w, c, rotation_applied) = shape_of(&session, conv.as_ref(), opts);
-    Ok(Video {
-        shape: [t, h, w, c],
-        data,
-        pts: pts_out,
-        indices: Some(idx_out),
-        rotation_applied,
-        frames_decoded: end.eof.then_some(end.frames),
-        info: session.info.clone(),
-    })
+    Ok(assemble(
+        &session.info,
+        conv.as_ref(),
+        opts,
+        out.data,
+        out.pts,
+        Some(idx_out),
+        end.eof.then_some(end.frames),
+    ))
 }
 
 /// PlayedAt: the frame with `pts <= t < next pts` for each time.
@@ -1371,16 +1410,15 @@ fn load_played_at(src: &MediaSource<'_>, opts: &VideoOptions, times: &[f64]) -> 
             }
         }
     }
-    let (h, w, c, rotation_applied) = shape_of(&session, conv.as_ref(), opts);
-    Ok(Video {
-        shape: [t, h, w, c],
+    Ok(assemble(
+        &session.info,
+        conv.as_ref(),
+        opts,
         data,
-        pts: pts_out,
-        indices: Some(idx_out),
-        rotation_applied,
-        frames_decoded: end.eof.then_some(end.frames),
-        info: session.info.clone(),
-    })
+        pts_out,
+        Some(idx_out),
+        end.eof.then_some(end.frames),
+    ))
 }
 
 /// A new reference to `frame`'s buffers (`av_frame_ref`: no pixel copy,

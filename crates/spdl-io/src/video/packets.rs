@@ -7,7 +7,7 @@
 use ffmpeg_next::{self as ff, codec, media};
 
 use super::{
-    check_limit, graph_plan, shape_of_info, Collector, ConverterFactory, Session, Video, VideoInfo,
+    assemble, check_limit, graph_plan, Collector, ConverterFactory, Session, Video, VideoInfo,
     VideoOptions,
 };
 use crate::ffmpeg::filter::FilterGraph;
@@ -59,26 +59,7 @@ impl Clone for VideoPackets {
 }
 
 impl VideoPackets {
-    /// Number of packets (one per frame for MP4, MKV, WebM, AVI).
-    pub fn len(&self) -> usize {
-        self.packets.len()
-    }
-
-    /// Whether there is no packet.
-    pub fn is_empty(&self) -> bool {
-        self.packets.is_empty()
-    }
-
-    /// The time window `(start, end)` in seconds the packets were demuxed
-    /// for; [`decode_packets`] returns only the frames inside it.
-    pub fn timestamp(&self) -> Option<(f64, f64)> {
-        self.window
-    }
-
-    /// The source's name (as in errors).
-    pub fn key(&self) -> &str {
-        &self.key
-    }
+    crate::ffmpeg::packets::packet_list_accessors!();
 
     /// Header information of the stream.
     pub fn info(&self) -> &VideoInfo {
@@ -280,14 +261,13 @@ fn decode(packets: &VideoPackets, opts: &VideoOptions, limit: Option<usize>) -> 
         check_limit(out.pts.len(), conv.frame_len(), opts)?;
         out.data.truncate(out.pts.len() * conv.frame_len());
     }
-    let (h, w, c, rotation_applied) = shape_of_info(&packets.info, out.conv.as_ref(), opts);
-    Ok(Video {
-        shape: [out.pts.len(), h, w, c],
-        data: out.data,
-        pts: out.pts,
-        indices: None,
-        rotation_applied,
-        frames_decoded: None,
-        info: packets.info.clone(),
-    })
+    Ok(assemble(
+        &packets.info,
+        out.conv.as_ref(),
+        opts,
+        out.data,
+        out.pts,
+        None,
+        None,
+    ))
 }

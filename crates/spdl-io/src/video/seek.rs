@@ -20,12 +20,12 @@
 //! [`FrameSelection::Indices`]: super::FrameSelection::Indices
 //! [`FrameSelection::Step`]: super::FrameSelection::Step
 
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap};
 
 use ff::packet::Ref as _;
 use ffmpeg_next as ff;
 
-use super::{check_limit, shape_of, Converter, ConverterFactory, Session, Video, VideoOptions};
+use super::{assemble, Converter, ConverterFactory, Session, Slots, Video, VideoOptions};
 use crate::ffmpeg::{seconds, Demuxer, MediaSource};
 use crate::Result;
 
@@ -174,20 +174,13 @@ fn decode_into(
     opts: &VideoOptions,
     wanted: Vec<usize>,
 ) -> Result<Option<Video>> {
-    let t = wanted.len();
-    // frame index -> output slots.
-    let mut slots: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-    for (slot, &i) in wanted.iter().enumerate() {
-        slots.entry(i).or_default().push(slot);
-    }
-    let targets: Vec<usize> = slots.keys().copied().collect();
+    let mut out = Slots::new(&wanted);
+    let targets: Vec<usize> = out.of_frame.keys().copied().collect();
     let factory = ConverterFactory {
         info: session.info.clone(),
         opts,
     };
     let mut conv: Option<Converter> = None;
-    let mut data: Vec<u8> = Vec::new();
-    let mut pts_out = vec![0.0; t];
     let pass = run(session, map, &targets, |frame, i, pts| {
         if conv.is_none() {
             conv = Some(factory.build(frame)?);
@@ -195,36 +188,20 @@ fn decode_into(
         let Some(conv) = conv.as_mut() else {
             return Ok(());
         };
-        let n = conv.frame_len();
-        if data.is_empty() {
-            check_limit(t, n, opts)?;
-            data = vec![0; t * n];
-        }
-        if let Some(to) = slots.get(&i) {
-            let first = to[0];
-            conv.convert(frame, &mut data[first * n..(first + 1) * n])?;
-            for &s in &to[1..] {
-                data.copy_within(first * n..(first + 1) * n, s * n);
-            }
-            for &s in to {
-                pts_out[s] = pts;
-            }
-        }
-        Ok(())
+        out.put(conv, frame, i, pts, opts)
     })?;
     if matches!(pass, Pass::Fallback) {
         return Ok(None);
     }
-    let (h, w, c, rotation_applied) = shape_of(session, conv.as_ref(), opts);
-    Ok(Some(Video {
-        shape: [t, h, w, c],
-        data,
-        pts: pts_out,
-        indices: Some(wanted),
-        rotation_applied,
-        frames_decoded: None,
-        info: session.info.clone(),
-    }))
+    Ok(Some(assemble(
+        &session.info,
+        conv.as_ref(),
+        opts,
+        out.data,
+        out.pts,
+        Some(wanted),
+        None,
+    )))
 }
 
 /// Decodes the frames `targets` (sorted, distinct indices of `map`), seeking

@@ -1,44 +1,25 @@
 //! Test helpers: fixture paths and a minimal `.npy` reader (u8 / little-endian u16).
-#![allow(dead_code)]
+// Each test binary uses some of the helpers (and of the shared ones re-exported here).
+#![allow(dead_code, unused_imports)]
 
-#[path = "npy.rs"]
-mod npy_format;
+#[path = "fixtures.rs"]
+mod fixtures;
 
 use std::path::PathBuf;
 
+pub(crate) use fixtures::{fixture, largest_diff, read};
 use spdl_io::{DecodeOptions, Error, Image, Registry};
 
 pub(crate) fn hard(case: &str, file: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/hard")
-        .join(case)
-        .join(file)
-}
-
-pub(crate) fn read(path: &PathBuf) -> Vec<u8> {
-    std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    fixtures::fixture("hard").join(case).join(file)
 }
 
 /// A reference array: shape and samples widened to u16.
-#[derive(Debug)]
-pub(crate) struct Npy {
-    pub(crate) shape: Vec<usize>,
-    pub(crate) data: Vec<u16>,
-}
+pub(crate) type Npy = fixtures::Npy<u16>;
 
 /// Parses `.npy` with dtype `|u1` or `<u2`.
 pub(crate) fn npy(path: &PathBuf) -> Npy {
-    let bytes = read(path);
-    let (shape, descr, body) = npy_format::parse(&bytes);
-    let data = match descr.as_str() {
-        "|u1" => body.iter().map(|&v| u16::from(v)).collect(),
-        "<u2" => body
-            .chunks_exact(2)
-            .map(|c| u16::from_le_bytes([c[0], c[1]]))
-            .collect(),
-        other => panic!("unsupported dtype {other} in {}", path.display()),
-    };
-    Npy { shape, data }
+    fixtures::load(path, "<u2", 2, |c| u16::from_le_bytes([c[0], c[1]]))
 }
 
 pub(crate) fn samples(img: &Image) -> Vec<u16> {

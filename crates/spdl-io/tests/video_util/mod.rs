@@ -1,41 +1,63 @@
-//! Helpers for the video and audio tests: fixture paths and a `.npy` reader
-//! (`|u1` and `<f4`, C order).
-#![allow(dead_code)]
+//! Helpers for the video and audio tests: fixture paths, a `.npy` reader
+//! (`|u1` and `<f4`, C order) and the `ffmpeg` command line as a reference.
+// Each test binary uses some of the helpers (and of the shared ones re-exported here).
+#![allow(dead_code, unused_imports)]
 
-#[path = "../common/npy.rs"]
-mod npy_format;
+#[path = "../common/fixtures.rs"]
+mod fixtures;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub(crate) use fixtures::{fixture, largest_diff, read};
 
 pub(crate) fn media(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/media")
-        .join(rel)
-}
-
-pub(crate) fn read(path: &PathBuf) -> Vec<u8> {
-    std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    fixtures::fixture("media").join(rel)
 }
 
 /// A reference array: shape and values as f64.
-#[derive(Debug)]
-pub(crate) struct Npy {
-    pub(crate) shape: Vec<usize>,
-    pub(crate) data: Vec<f64>,
+pub(crate) type Npy = fixtures::Npy<f64>;
+
+/// Parses `.npy` with dtype `|u1` or `<f4`.
+pub(crate) fn npy(path: &PathBuf) -> Npy {
+    fixtures::load(path, "<f4", 4, |c| {
+        f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+    })
 }
 
-pub(crate) fn npy(path: &PathBuf) -> Npy {
-    let bytes = read(path);
-    let (shape, descr, body) = npy_format::parse(&bytes);
-    let data = match descr.as_str() {
-        "|u1" => body.iter().map(|&v| f64::from(v)).collect(),
-        "<f4" => body
-            .chunks_exact(4)
-            .map(|c| f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]])))
-            .collect(),
-        other => panic!("unsupported dtype {other} in {}", path.display()),
-    };
-    Npy { shape, data }
+/// Runs the `ffmpeg` command line (installed by `cargo xtask setup`) on `input` with `args`
+/// and `-` as the output, and returns its stdout.
+pub(crate) fn ffmpeg(input: &Path, args: &[&str]) -> Vec<u8> {
+    let out = Command::new("ffmpeg")
+        .args(["-nostdin", "-v", "error", "-threads", "1", "-i"])
+        .arg(input)
+        .args(args)
+        .arg("-")
+        .output()
+        .expect("the ffmpeg command line (cargo xtask setup installs it)");
+    assert!(
+        out.status.success(),
+        "ffmpeg {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// `rgb24` frames of `input` through `-vf desc`, as raw bytes.
+pub(crate) fn ffmpeg_rgb(input: &Path, desc: &str) -> Vec<u8> {
+    ffmpeg(
+        input,
+        &[
+            "-vf",
+            desc,
+            "-fps_mode",
+            "passthrough",
+            "-f",
+            "rawvideo",
+            "-pix_fmt",
+            "rgb24",
+        ],
+    )
 }
 
 /// Largest absolute difference.

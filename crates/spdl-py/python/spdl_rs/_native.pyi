@@ -3,7 +3,7 @@
 import sys
 from collections.abc import Iterator, Sequence
 from os import PathLike
-from typing import Any, Unpack, final
+from typing import Any, Generic, Self, TypeVar, Unpack, final, type_check_only
 
 from . import _options as _o
 
@@ -47,8 +47,32 @@ class CPUBuffer:
     if sys.version_info >= (3, 12):  # PEP 688; the buffer protocol itself works on 3.11
         def __buffer__(self, flags: int, /) -> memoryview: ...
 
+@type_check_only
+class _CudaExport:
+    """Stub-only (no such class at run time): the export protocols of ``CUDABuffer``, which
+    ``_ExportProbe`` runs over host memory."""
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        """Version 3; ``stream`` is the copy stream, or ``None`` once the copy is complete."""
+    def __dlpack__(
+        self,
+        *,
+        stream: int | None = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> Any:
+        """A ``"dltensor"`` capsule (``"dltensor_versioned"`` for ``max_version >= (1, 0)``)
+        sharing the device memory. ``stream``: the consumer's stream (``None``/``1`` legacy
+        default, ``2`` per-thread default, else a ``cudaStream_t``), made to wait on the GPU
+        for the copy; ``-1``: no synchronization; ``0``: ``ValueError``. ``BufferError`` for
+        ``copy=True`` or another ``dl_device``."""
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """``(2, device_index)``: kDLCUDA."""
+
 @final
-class CUDABuffer:
+class CUDABuffer(_CudaExport):
     """Contiguous row-major array in CUDA device memory: a batch ``[N, H, W, C]`` (``uint8``;
     ``uint16`` for 16-bit images) or a normalized batch ``[N, C, H, W]`` (``float32``), made by
     ``ops.to_device()`` or ``io.transfer_buffer()``. Zero-copy through DLPack (``kDLCUDA``)
@@ -78,45 +102,15 @@ class CUDABuffer:
     def keys(self) -> list[str]: ...
     @property
     def labels(self) -> list[int | None]: ...
-    @property
-    def __cuda_array_interface__(self) -> dict[str, Any]:
-        """Version 3; ``stream`` is the copy stream, or ``None`` once the copy is complete."""
     def __len__(self) -> int: ...
     def synchronize(self) -> None:
         """Blocks (GIL released) until the copy is complete. ``RuntimeError`` on a CUDA error."""
     def to_host(self) -> CPUBuffer:
         """A copy in CPU memory (for checks). ``RuntimeError`` on a CUDA error."""
-    def __dlpack__(
-        self,
-        *,
-        stream: int | None = None,
-        max_version: tuple[int, int] | None = None,
-        dl_device: tuple[int, int] | None = None,
-        copy: bool | None = None,
-    ) -> Any:
-        """A ``"dltensor"`` capsule (``"dltensor_versioned"`` for ``max_version >= (1, 0)``)
-        sharing the device memory. ``stream``: the consumer's stream (``None``/``1`` legacy
-        default, ``2`` per-thread default, else a ``cudaStream_t``), made to wait on the GPU
-        for the copy; ``-1``: no synchronization; ``0``: ``ValueError``. ``BufferError`` for
-        ``copy=True`` or another ``dl_device``."""
-    def __dlpack_device__(self) -> tuple[int, int]:
-        """``(2, device_index)``: kDLCUDA."""
 
 @final
-class _ExportProbe:
+class _ExportProbe(_CudaExport):
     """Test stand-in: a CPUBuffer's memory through CUDABuffer's export code."""
-
-    @property
-    def __cuda_array_interface__(self) -> dict[str, Any]: ...
-    def __dlpack__(
-        self,
-        *,
-        stream: int | None = None,
-        max_version: tuple[int, int] | None = None,
-        dl_device: tuple[int, int] | None = None,
-        copy: bool | None = None,
-    ) -> Any: ...
-    def __dlpack_device__(self) -> tuple[int, int]: ...
 
 @final
 class NativeOp:
@@ -385,8 +379,19 @@ def _export_probe(
 
 _Src = str | PathLike[str] | bytes | bytearray | memoryview
 
+@type_check_only
+class _Decoded:
+    """Stub-only (no such class at run time): what ``DecodedVideo`` and ``DecodedAudio`` have."""
+
+    @property
+    def codec(self) -> str: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def label(self) -> int | None: ...
+
 @final
-class DecodedVideo:
+class DecodedVideo(_Decoded):
     """Decoded frames (``load_video``): ``frames`` ``uint8`` ``[T, H, W, C]`` (``[N, T, H, W, C]`` for clips),
     ``pts`` in seconds, decoded-frame ``indices`` (``None`` after a time-window seek)."""
 
@@ -404,16 +409,10 @@ class DecodedVideo:
     def stream_rotation(self) -> int: ...
     @property
     def num_decoded(self) -> int | None: ...
-    @property
-    def codec(self) -> str: ...
-    @property
-    def key(self) -> str: ...
-    @property
-    def label(self) -> int | None: ...
     def __len__(self) -> int: ...
 
 @final
-class DecodedAudio:
+class DecodedAudio(_Decoded):
     """Decoded waveform (``load_audio``): ``waveform`` ``float32`` ``[C, S]``, ``sample_rate`` in Hz."""
 
     @property
@@ -430,12 +429,6 @@ class DecodedAudio:
     def start(self) -> float: ...
     @property
     def duration(self) -> float: ...
-    @property
-    def codec(self) -> str: ...
-    @property
-    def key(self) -> str: ...
-    @property
-    def label(self) -> int | None: ...
 
 def load_media(
     func: str, src: _Src, timestamp: tuple[float, float] | None = None, *, name: str | None = None, **options: Any
@@ -447,66 +440,106 @@ def load_media(
 
 _Window = tuple[float, float]
 
-@final
-class VideoFrames:
-    """Decoded video frames kept as FFmpeg frames (SPDL's ``VideoFrames``)."""
+# Stub-only bases (no such classes at run time, as in SPDL): the members that the video / audio
+# / image codec, packet and frame classes share, stated once (the extension writes each of them
+# once too, `media_props.rs`).
 
-    @property
-    def num_frames(self) -> int: ...
-    @property
-    def num_planes(self) -> int: ...
+@type_check_only
+class _Picture:
+    """Stub-only: the picture of a video / image codec, packets or frames."""
+
     @property
     def width(self) -> int: ...
     @property
     def height(self) -> int: ...
     @property
     def pix_fmt(self) -> str: ...
-    @property
-    def time_base(self) -> tuple[int, int]: ...
-    def get_pts(self) -> list[int]: ...
-    def get_timestamps(self) -> list[float]: ...
-    def __len__(self) -> int: ...
-    def __getitem__(self, key: int | slice | Sequence[int]) -> VideoFrames | ImageFrames: ...
-    def clone(self) -> VideoFrames: ...
 
-@final
-class AudioFrames:
-    """Decoded audio frames (SPDL's ``AudioFrames``)."""
+@type_check_only
+class _Sound:
+    """Stub-only: the sound of an audio codec, packets or frames."""
 
-    @property
-    def num_frames(self) -> int: ...
     @property
     def sample_rate(self) -> int: ...
     @property
     def num_channels(self) -> int: ...
+
+@type_check_only
+class _Codec:
+    """Stub-only: what every codec class has."""
+
     @property
-    def num_samples(self) -> int: ...
+    def name(self) -> str: ...
     @property
-    def sample_fmt(self) -> str: ...
+    def time_base(self) -> tuple[int, int]: ...
+
+_C = TypeVar("_C", bound=_Codec)
+
+@type_check_only
+class _PacketsOf(Generic[_C]):
+    """Stub-only: what every packet class has (``_C``: its codec class)."""
+
+    def __len__(self) -> int: ...
+    @property
+    def codec(self) -> _C: ...
+    def clone(self) -> Self: ...
+
+@type_check_only
+class _StreamPacketsOf(_PacketsOf[_C]):
+    """Stub-only: what the video and audio packet classes add."""
+
+    @property
+    def timestamp(self) -> _Window | None: ...
+    def get_timestamps(self, *, raw: bool = False) -> list[float]: ...
+
+@type_check_only
+class _FramesBase:
+    """Stub-only: what every frame class has."""
+
+    def clone(self) -> Self: ...
+
+@type_check_only
+class _FrameSequence(_FramesBase):
+    """Stub-only: what the video and audio frame classes add."""
+
+    @property
+    def num_frames(self) -> int: ...
     @property
     def time_base(self) -> tuple[int, int]: ...
     def get_pts(self) -> list[int]: ...
     def get_timestamps(self) -> list[float]: ...
     def __len__(self) -> int: ...
-    def clone(self) -> AudioFrames: ...
 
-@final
-class ImageFrames:
-    """One decoded picture (SPDL's ``ImageFrames``)."""
+@type_check_only
+class _PictureFrames(_FramesBase, _Picture):
+    """Stub-only: what the video and image frame classes add."""
 
     @property
     def num_planes(self) -> int: ...
+
+@final
+class VideoFrames(_FrameSequence, _PictureFrames):
+    """Decoded video frames kept as FFmpeg frames (SPDL's ``VideoFrames``)."""
+
+    def __getitem__(self, key: int | slice | Sequence[int]) -> VideoFrames | ImageFrames: ...
+
+@final
+class AudioFrames(_FrameSequence, _Sound):
+    """Decoded audio frames (SPDL's ``AudioFrames``)."""
+
     @property
-    def width(self) -> int: ...
+    def num_samples(self) -> int: ...
     @property
-    def height(self) -> int: ...
-    @property
-    def pix_fmt(self) -> str: ...
+    def sample_fmt(self) -> str: ...
+
+@final
+class ImageFrames(_PictureFrames):
+    """One decoded picture (SPDL's ``ImageFrames``)."""
+
     @property
     def metadata(self) -> dict[str, str]: ...
     @property
     def pts(self) -> float: ...
-    def clone(self) -> ImageFrames: ...
 
 _Frames = VideoFrames | AudioFrames | ImageFrames
 
@@ -560,114 +593,52 @@ def demux_config(
     """SPDL's ``demux_config``."""
 
 @final
-class VideoCodec:
+class VideoCodec(_Codec, _Picture):
     """A video stream's codec (SPDL's ``VideoCodec``)."""
 
     @property
-    def name(self) -> str: ...
-    @property
-    def width(self) -> int: ...
-    @property
-    def height(self) -> int: ...
-    @property
-    def pix_fmt(self) -> str: ...
-    @property
     def frame_rate(self) -> tuple[int, int]: ...
-    @property
-    def time_base(self) -> tuple[int, int]: ...
     @property
     def sample_aspect_ratio(self) -> tuple[int, int]: ...
     @property
     def rotation(self) -> int: ...
 
 @final
-class AudioCodec:
+class AudioCodec(_Codec, _Sound):
     """An audio stream's codec (SPDL's ``AudioCodec``)."""
 
     @property
-    def name(self) -> str: ...
-    @property
-    def sample_rate(self) -> int: ...
-    @property
-    def num_channels(self) -> int: ...
-    @property
     def sample_fmt(self) -> str: ...
-    @property
-    def time_base(self) -> tuple[int, int]: ...
     @property
     def channel_layout(self) -> str: ...
 
 @final
-class ImageCodec:
+class ImageCodec(_Codec, _Picture):
     """An image's codec (SPDL's ``ImageCodec``)."""
 
-    @property
-    def name(self) -> str: ...
-    @property
-    def width(self) -> int: ...
-    @property
-    def height(self) -> int: ...
-    @property
-    def pix_fmt(self) -> str: ...
-    @property
-    def time_base(self) -> tuple[int, int]: ...
     @property
     def sample_aspect_ratio(self) -> tuple[int, int]: ...
 
 @final
-class VideoPackets:
+class VideoPackets(_StreamPacketsOf[VideoCodec], _Picture):
     """Demuxed video packets (SPDL's ``VideoPackets``); picklable."""
 
-    def __len__(self) -> int: ...
-    @property
-    def timestamp(self) -> _Window | None: ...
-    @property
-    def codec(self) -> VideoCodec: ...
-    @property
-    def pix_fmt(self) -> str: ...
-    @property
-    def width(self) -> int: ...
-    @property
-    def height(self) -> int: ...
     @property
     def frame_rate(self) -> tuple[int, int]: ...
-    def get_timestamps(self, *, raw: bool = False) -> list[float]: ...
-    def clone(self) -> VideoPackets: ...
     @staticmethod
     def deserialize(data: bytes) -> VideoPackets: ...
 
 @final
-class AudioPackets:
+class AudioPackets(_StreamPacketsOf[AudioCodec], _Sound):
     """Demuxed audio packets (SPDL's ``AudioPackets``); picklable."""
 
-    def __len__(self) -> int: ...
-    @property
-    def timestamp(self) -> _Window | None: ...
-    @property
-    def codec(self) -> AudioCodec: ...
-    @property
-    def sample_rate(self) -> int: ...
-    @property
-    def num_channels(self) -> int: ...
-    def get_timestamps(self, *, raw: bool = False) -> list[float]: ...
-    def clone(self) -> AudioPackets: ...
     @staticmethod
     def deserialize(data: bytes) -> AudioPackets: ...
 
 @final
-class ImagePackets:
+class ImagePackets(_PacketsOf[ImageCodec], _Picture):
     """An image's packet (SPDL's ``ImagePackets``); picklable."""
 
-    def __len__(self) -> int: ...
-    @property
-    def codec(self) -> ImageCodec: ...
-    @property
-    def pix_fmt(self) -> str: ...
-    @property
-    def width(self) -> int: ...
-    @property
-    def height(self) -> int: ...
-    def clone(self) -> ImagePackets: ...
     @staticmethod
     def deserialize(data: bytes) -> ImagePackets: ...
 

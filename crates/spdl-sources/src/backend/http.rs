@@ -24,12 +24,7 @@ pub(crate) struct HttpBackend;
 
 impl Backend for HttpBackend {
     fn capability(&self) -> Capability {
-        Capability {
-            read: true,
-            read_range: true,
-            list: false,
-            retry: true,
-        }
+        Capability::remote(false)
     }
 
     fn read<'a>(
@@ -39,9 +34,7 @@ impl Backend for HttpBackend {
         range: Option<Range<u64>>,
     ) -> BoxFuture<'a, Result<Bytes>> {
         Box::pin(async move {
-            let Uri::Http(url) = uri else {
-                return Err(super::unsupported(uri));
-            };
+            let url = http_url(uri)?;
             super::with_retries(opts, uri, || get(opts, url, range.clone())).await
         })
     }
@@ -67,21 +60,22 @@ impl Backend for HttpBackend {
         start: u64,
     ) -> BoxFuture<'a, Result<Opened>> {
         Box::pin(async move {
-            let Uri::Http(url) = uri else {
-                return Err(super::unsupported(uri));
-            };
+            let url = http_url(uri)?;
             super::with_retries(opts, uri, || open(opts, url, start)).await
         })
     }
 }
 
-/// One attempt at a streaming GET of `url` from byte `start` (`Range: bytes=START-` when
-/// `start > 0`). A server that ignores the range (200) has its first `start` bytes dropped
-/// here; 416 (nothing from `start` on) is an empty body.
-async fn open(opts: &FetchOptions, url: &str, start: u64) -> Result<Opened> {
+/// Sends a GET of `url` (with `range` as its `Range` header) and waits for the response
+/// headers, within the stall timeout.
+async fn send(
+    opts: &FetchOptions,
+    url: &str,
+    range: Option<String>,
+) -> Result<http::Response<opendal::HttpBody>> {
     let mut req = http::Request::get(url);
-    if start > 0 {
-        req = req.header(RANGE, format!("bytes={start}-"));
+    if let Some(range) = range {
+        req = req.header(RANGE, range);
     }
     let req = req.body(Buffer::new()).map_err(|e| {
         Error::new(
@@ -90,18 +84,32 @@ async fn open(opts: &FetchOptions, url: &str, start: u64) -> Result<Opened> {
         )
     })?;
     let transport = HttpTransporter::default();
-    let resp = match tokio::time::timeout(opts.stall_timeout, transport.fetch(req)).await {
-        Ok(r) => r.map_err(|e| super::from_opendal_transport(&e, "sending the request"))?,
-        Err(_) => {
-            return Err(Error::new(
-                ErrorKind::Stalled,
-                format!(
-                    "no response headers within {} (stall timeout)",
-                    super::secs(opts.stall_timeout)
-                ),
-            ))
-        }
-    };
+    match tokio::time::timeout(opts.stall_timeout, transport.fetch(req)).await {
+        Ok(r) => r.map_err(|e| super::from_opendal_transport(&e, "sending the request")),
+        Err(_) => Err(Error::new(
+            ErrorKind::Stalled,
+            format!(
+                "no response headers within {} (stall timeout)",
+                super::secs(opts.stall_timeout)
+            ),
+        )),
+    }
+}
+
+/// The URL of an `http(s)://` URI.
+fn http_url(uri: &Uri) -> Result<&str> {
+    match uri {
+        Uri::Http(url) => Ok(url),
+        other => Err(super::unsupported(other)),
+    }
+}
+
+/// One attempt at a streaming GET of `url` from byte `start` (`Range: bytes=START-` when
+/// `start > 0`). A server that ignores the range (200) has its first `start` bytes dropped
+/// here; 416 (nothing from `start` on) is an empty body.
+async fn open(opts: &FetchOptions, url: &str, start: u64) -> Result<Opened> {
+    let range = (start > 0).then(|| format!("bytes={start}-"));
+    let resp = send(opts, url, range).await?;
     let status = resp.status();
     let skip = match status {
         StatusCode::OK => start,
@@ -175,29 +183,10 @@ pub(crate) async fn get(
     url: &str,
     range: Option<Range<u64>>,
 ) -> Result<Bytes> {
-    let mut req = http::Request::get(url);
-    if let Some(r) = &range {
-        req = req.header(RANGE, format!("bytes={}-{}", r.start, r.end - 1));
-    }
-    let req = req.body(Buffer::new()).map_err(|e| {
-        Error::new(
-            ErrorKind::InvalidUri,
-            format!("not a valid request URL: {e}"),
-        )
-    })?;
-    let transport = HttpTransporter::default();
-    let resp = match tokio::time::timeout(opts.stall_timeout, transport.fetch(req)).await {
-        Ok(r) => r.map_err(|e| super::from_opendal_transport(&e, "sending the request"))?,
-        Err(_) => {
-            return Err(Error::new(
-                ErrorKind::Stalled,
-                format!(
-                    "no response headers within {} (stall timeout)",
-                    super::secs(opts.stall_timeout)
-                ),
-            ))
-        }
-    };
+    let header = range
+        .as_ref()
+        .map(|r| format!("bytes={}-{}", r.start, r.end - 1));
+    let resp = send(opts, url, header).await?;
     let status = resp.status();
     let header = |name| {
         resp.headers()

@@ -39,6 +39,19 @@ pub struct Capability {
     pub retry: bool,
 }
 
+impl Capability {
+    /// A remote backend's: reads, ranges and retries, and a listing when `list`.
+    #[cfg(feature = "remote")]
+    pub(crate) const fn remote(list: bool) -> Self {
+        Self {
+            read: true,
+            read_range: true,
+            list,
+            retry: true,
+        }
+    }
+}
+
 /// A boxed future: [`Backend`] is used as a trait object.
 pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 

@@ -25,16 +25,19 @@ impl S3Backend {
             clients: S3Clients::new(options),
         }
     }
+
+    /// The operator of an `s3://` URI's bucket, the bucket and the key.
+    fn target<'u>(&self, uri: &'u Uri) -> Result<(Operator, &'u str, &'u str)> {
+        let Uri::S3 { bucket, key } = uri else {
+            return Err(super::unsupported(uri));
+        };
+        Ok((self.clients.operator(bucket, uri)?, bucket, key))
+    }
 }
 
 impl Backend for S3Backend {
     fn capability(&self) -> Capability {
-        Capability {
-            read: true,
-            read_range: true,
-            list: true,
-            retry: true,
-        }
+        Capability::remote(true)
     }
 
     fn read<'a>(
@@ -44,10 +47,7 @@ impl Backend for S3Backend {
         range: Option<Range<u64>>,
     ) -> BoxFuture<'a, Result<Bytes>> {
         Box::pin(async move {
-            let Uri::S3 { bucket, key } = uri else {
-                return Err(super::unsupported(uri));
-            };
-            let op = self.clients.operator(bucket, uri)?;
+            let (op, _, key) = self.target(uri)?;
             super::with_retries(opts, uri, || get(opts, &op, key, range.clone())).await
         })
     }
@@ -58,12 +58,9 @@ impl Backend for S3Backend {
         uri: &'a Uri,
     ) -> BoxFuture<'a, Result<SampleList>> {
         Box::pin(async move {
-            let Uri::S3 { bucket, key } = uri else {
-                return Err(super::unsupported(uri));
-            };
-            let op = self.clients.operator(bucket, uri)?;
+            let (op, bucket, key) = self.target(uri)?;
             let prefix = if key.is_empty() || key.ends_with('/') {
-                key.clone()
+                key.to_owned()
             } else {
                 format!("{key}/")
             };
@@ -78,10 +75,7 @@ impl Backend for S3Backend {
         start: u64,
     ) -> BoxFuture<'a, Result<Opened>> {
         Box::pin(async move {
-            let Uri::S3 { bucket, key } = uri else {
-                return Err(super::unsupported(uri));
-            };
-            let op = self.clients.operator(bucket, uri)?;
+            let (op, _, key) = self.target(uri)?;
             super::with_retries(opts, uri, || open(&op, key, start)).await
         })
     }

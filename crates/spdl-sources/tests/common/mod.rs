@@ -3,8 +3,10 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod http_request;
+
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -72,25 +74,8 @@ fn serve(
     latency: Duration,
 ) -> std::io::Result<()> {
     let mut reader = BufReader::new(conn.try_clone()?);
-    loop {
-        let mut request_line = String::new();
-        if reader.read_line(&mut request_line)? == 0 {
-            return Ok(());
-        }
-        loop {
-            let mut line = String::new();
-            if reader.read_line(&mut line)? == 0 || line == "\r\n" || line == "\n" {
-                break;
-            }
-        }
-        let path = request_line
-            .split_whitespace()
-            .nth(1)
-            .unwrap_or("/")
-            .split('?')
-            .next()
-            .unwrap_or("/")
-            .to_owned();
+    while let Some(target) = http_request::next_target(&mut reader)? {
+        let path = target.split('?').next().unwrap_or("/").to_owned();
         let n = {
             let mut hits = hits.lock().unwrap();
             let n = hits.entry(path.clone()).or_insert(0);
@@ -172,6 +157,7 @@ fn serve(
         }
         conn.flush()?;
     }
+    Ok(())
 }
 
 /// The exact command that installs the S3 server these tests start.

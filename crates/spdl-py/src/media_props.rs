@@ -1,0 +1,179 @@
+//! What SPDL's per-kind media classes share, written once: [`media_classes!`] declares the
+//! video / audio / image classes over one value (`VideoCodec` / `AudioCodec` / `ImageCodec`
+//! over a `Codec`, the packet and frame classes over `Arc<Packets>` / `Arc<Frames>`) with
+//! their two conversions, and [`media_pymethods!`] gives each class the read-only properties
+//! it names (`width`, `pix_fmt`, `time_base`, ...) from one definition per property.
+
+/// Declares three frozen `spdl_rs.io` classes named `$video`, `$audio`, `$image` (each with
+/// the doc comments written before its name), holding `inner: $field`, and two functions:
+///
+/// - `$to_py(py, value)`: `value` (anything `Into<$field>`, e.g. a `Packets` for an
+///   `Arc<Packets>`) as a new object of the class of its media kind (`value.kind()`);
+/// - `$of(obj)`: the `inner` of an object of any of the three classes (a clone: a `Codec`, or
+///   the shared `Arc`); `TypeError` `"expected $video, $audio or $image, got <type>"` for
+///   anything else.
+macro_rules! media_classes {
+    (
+        $field:ty;
+        $(#[$video_doc:meta])* $video:ident,
+        $(#[$audio_doc:meta])* $audio:ident,
+        $(#[$image_doc:meta])* $image:ident;
+        $(#[$to_py_doc:meta])* $to_py:ident;
+        $(#[$of_doc:meta])* $of:ident $(;)?
+    ) => {
+        $(#[$video_doc])*
+        #[pyo3::pyclass(frozen, module = "spdl_rs.io")]
+        pub(crate) struct $video {
+            pub(crate) inner: $field,
+        }
+
+        $(#[$audio_doc])*
+        #[pyo3::pyclass(frozen, module = "spdl_rs.io")]
+        pub(crate) struct $audio {
+            pub(crate) inner: $field,
+        }
+
+        $(#[$image_doc])*
+        #[pyo3::pyclass(frozen, module = "spdl_rs.io")]
+        pub(crate) struct $image {
+            pub(crate) inner: $field,
+        }
+
+        $(#[$to_py_doc])*
+        pub(crate) fn $to_py(
+            py: pyo3::Python<'_>,
+            value: impl Into<$field>,
+        ) -> pyo3::PyResult<pyo3::Py<pyo3::PyAny>> {
+            use spdl_io::ffmpeg::frames::MediaKind;
+            let inner: $field = value.into();
+            Ok(match inner.kind() {
+                MediaKind::Video => pyo3::Py::new(py, $video { inner })?.into_any(),
+                MediaKind::Audio => pyo3::Py::new(py, $audio { inner })?.into_any(),
+                MediaKind::Image => pyo3::Py::new(py, $image { inner })?.into_any(),
+            })
+        }
+
+        $(#[$of_doc])*
+        pub(crate) fn $of(obj: &pyo3::Bound<'_, pyo3::PyAny>) -> pyo3::PyResult<$field> {
+            if let Ok(v) = obj.cast::<$video>() {
+                return Ok(v.get().inner.clone());
+            }
+            if let Ok(a) = obj.cast::<$audio>() {
+                return Ok(a.get().inner.clone());
+            }
+            if let Ok(i) = obj.cast::<$image>() {
+                return Ok(i.get().inner.clone());
+            }
+            Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                concat!(
+                    "expected ",
+                    stringify!($video),
+                    ", ",
+                    stringify!($audio),
+                    " or ",
+                    stringify!($image),
+                    ", got {}"
+                ),
+                $crate::media_frames::type_name(obj)
+            )))
+        }
+    };
+}
+pub(crate) use media_classes;
+
+/// `#[pymethods] impl $ty { ... }` with the properties and methods named in `[...]`, then the
+/// methods written out in `{ ... }`:
+///
+/// ```ignore
+/// media_pymethods! {
+///     impl VideoPackets, Codec from |p| p.inner.codec(), [pix_fmt, width, height, frame_rate] {
+///         fn __repr__(&self) -> String { ... }
+///     }
+/// }
+/// ```
+///
+/// The properties are read from a `Codec` or a `Frames` (the kind named after the class, which
+/// picks the definition where they differ: `width` is `u32` for a codec and `usize` for
+/// frames), which the closure gets from the object (the macro makes it the plain method
+/// `src()` of `$ty`). Each name is one arm below: its doc comment, Python name, type and body.
+macro_rules! media_pymethods {
+    (
+        impl $ty:ident, $kind:ident from |$obj:ident| $src:expr, [$($prop:ident),* $(,)?]
+        { $($methods:tt)* }
+    ) => {
+        impl $ty {
+            /// The value this class's properties are read from.
+            fn src(&self) -> &$kind {
+                let $obj = self;
+                $src
+            }
+        }
+        $crate::media_props::media_pymethods!(@next [$ty $kind [] [$($prop)*] { $($methods)* }]);
+    };
+    (@next [$ty:ident $kind:ident [$($done:tt)*] [] { $($methods:tt)* }]) => {
+        #[pyo3::pymethods]
+        impl $ty {
+            $($done)*
+            $($methods)*
+        }
+    };
+    (@next [$ty:ident $kind:ident $done:tt [$prop:ident $($props:ident)*] $methods:tt]) => {
+        $crate::media_props::media_pymethods!(@$prop $kind [$ty $kind $done [$($props)*] $methods]);
+    };
+    (@emit [$ty:ident $kind:ident [$($done:tt)*] $props:tt $methods:tt] $($item:tt)*) => {
+        $crate::media_props::media_pymethods!(@next [$ty $kind [$($done)* $($item)*] $props $methods]);
+    };
+
+    (@get $s:tt $doc:literal $name:ident: $ret:ty = $method:ident) => {
+        $crate::media_props::media_pymethods!(@emit $s
+            #[doc = $doc]
+            #[getter]
+            fn $name(&self) -> $ret {
+                self.src().$method()
+            }
+        );
+    };
+
+    // The properties: `(@<name> <kind> $s) => <doc>, <name>: <type> = <method of the source>`.
+    // Codec, packets and frames:
+    (@width Codec $s:tt) => { $crate::media_props::media_pymethods!(@get $s "Width in pixels (coded)." width: u32 = width); };
+    (@width Frames $s:tt) => { $crate::media_props::media_pymethods!(@get $s "Width in pixels." width: usize = width); };
+    (@height Codec $s:tt) => { $crate::media_props::media_pymethods!(@get $s "Height in pixels (coded)." height: u32 = height); };
+    (@height Frames $s:tt) => { $crate::media_props::media_pymethods!(@get $s "Height in pixels." height: usize = height); };
+    (@pix_fmt $k:ident $s:tt) => { $crate::media_props::media_pymethods!(@get $s "Pixel format name, e.g. `\"yuv420p\"`, `\"rgb24\"`." pix_fmt: String = format_name); };
+    (@sample_fmt $k:ident $s:tt) => { $crate::media_props::media_pymethods!(@get $s "Sample format name, e.g. `\"fltp\"`, `\"s16\"`." sample_fmt: String = format_name); };
+    (@sample_rate $k:ident $s:tt) => { $crate::media_props::media_pymethods!(@get $s "Sample rate in Hz." sample_rate: u32 = sample_rate); };
+    (@num_channels $k:ident $s:tt) => { $crate::media_props::media_pymethods!(@get $s "Number of audio channels." num_channels: usize = num_channels); };
+    (@time_base $k:ident $s:tt) => { $crate::media_props::media_pymethods!(@get $s "Time base `(num, den)` of the stream (of `get_pts()` for frames)." time_base: (i32, i32) = time_base); };
+    // Codec and packets:
+    (@name Codec $s:tt) => { $crate::media_props::media_pymethods!(@get $s "Codec name, e.g. `\"h264\"`, `\"aac\"`, `\"png\"`." name: String = name); };
+    (@frame_rate Codec $s:tt) => { $crate::media_props::media_pymethods!(@get $s "Average frame rate `(num, den)` from the header." frame_rate: (i32, i32) = frame_rate); };
+    (@sample_aspect_ratio Codec $s:tt) => { $crate::media_props::media_pymethods!(@get $s "Sample aspect ratio `(num, den)`." sample_aspect_ratio: (i32, i32) = sample_aspect_ratio); };
+    (@rotation Codec $s:tt) => { $crate::media_props::media_pymethods!(@get $s "Display rotation in degrees counterclockwise (0, 90, 180, 270); not applied." rotation: i32 = rotation); };
+    (@channel_layout Codec $s:tt) => { $crate::media_props::media_pymethods!(@get $s "Channel layout as FFmpeg names it (`\"stereo\"`, `\"5.1\"`)." channel_layout: String = channel_layout); };
+    // Frames:
+    (@num_planes Frames $s:tt) => { $crate::media_props::media_pymethods!(@get $s "Planes of the pixel format (3 for `yuv420p`, 1 for `rgb24`)." num_planes: usize = num_planes); };
+    (@num_samples Frames $s:tt) => { $crate::media_props::media_pymethods!(@get $s "Samples per channel over all frames." num_samples: usize = num_samples); };
+
+    // Frames only, the methods:
+    (@num_frames Frames $s:tt) => { $crate::media_props::media_pymethods!(@emit $s
+        /// Number of frames (FFmpeg frames: for audio, each holds many samples).
+        #[getter]
+        fn num_frames(&self) -> usize { self.src().len() }
+        fn __len__(&self) -> usize { self.src().len() }
+    ); };
+    (@get_pts Frames $s:tt) => { $crate::media_props::media_pymethods!(@emit $s
+        /// Presentation timestamps of the frames in `time_base` units.
+        fn get_pts(&self) -> Vec<i64> { self.src().pts() }
+        /// Presentation timestamps of the frames in seconds.
+        fn get_timestamps(&self) -> Vec<f64> { self.src().timestamps() }
+    ); };
+    (@clone Frames $s:tt) => { $crate::media_props::media_pymethods!(@emit $s
+        /// A copy sharing the frame data.
+        fn clone(&self) -> pyo3::PyResult<Self> {
+            let copy = self.src().try_clone().map_err($crate::error::io_err)?;
+            Ok(Self { inner: std::sync::Arc::new(copy) })
+        }
+    ); };
+}
+pub(crate) use media_pymethods;
