@@ -74,7 +74,7 @@ def test_decode_image_batch_reports_failures(mixed):
     # All failed: zeros of the requested shape; normalized: float32 NCHW.
     images, failed = io.decode_image_batch([b"x", b"y"], size=8, normalize=True)
     assert (images.shape, images.dtype, len(failed)) == ((2, 3, 8, 8), "float32", 2)
-    assert [m for _, m in failed][0].startswith("<bytes #0>")
+    assert [m for _, m in failed][0].startswith("unknown format: <bytes #0>: ")
     with pytest.raises(ValueError, match="exactly one of data and paths"):
         io.decode_image_batch()
     with pytest.raises(ValueError, match="one image size"):

@@ -216,17 +216,17 @@ def test_load_video_and_load_audio_release_the_gil():
 def test_corrupt_and_missing_files_name_the_source(tmp_path):
     bad = tmp_path / "broken clip.mp4"
     bad.write_bytes(BBB.read_bytes()[:3000])
-    with pytest.raises(ValueError, match=r"broken clip\.mp4: (truncated|corrupt)"):
+    with pytest.raises(ValueError, match=r"(truncated|corrupt): .*broken clip\.mp4: "):
         io.load_video(bad)
     junk = tmp_path / "not_a_video.mp4"
     junk.write_bytes(b"<html>nope</html>" * 20)
     with pytest.raises(ValueError, match=r"not_a_video\.mp4: "):
         io.load_video(junk)
-    with pytest.raises(ValueError, match=r"^clip-7: "):
+    with pytest.raises(ValueError, match=r"^[a-z ]+: clip-7: "):
         io.load_video(b"\x00" * 100, name="clip-7")
     with pytest.raises(FileNotFoundError, match=r"missing\.mp4"):
         io.load_video(tmp_path / "missing.mp4")
-    with pytest.raises(ValueError, match=r"vtest_384x288_msmpeg4\.avi: unsupported"):
+    with pytest.raises(ValueError, match=r"unsupported: .*vtest_384x288_msmpeg4\.avi: "):
         io.load_audio(VTEST)  # no audio stream
     with pytest.raises(TypeError, match="src must be"):
         io.load_video(12)

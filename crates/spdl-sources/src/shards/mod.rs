@@ -188,9 +188,23 @@ pub struct ShardError {
     pub reason: String,
 }
 
+impl std::fmt::Display for ShardErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ShardErrorKind::Open => "cannot open shard",
+            ShardErrorKind::Read => "shard read failed",
+            ShardErrorKind::Truncated => "truncated shard",
+            ShardErrorKind::Corrupt => "corrupt shard",
+            ShardErrorKind::DuplicateField => "duplicate field",
+        })
+    }
+}
+
+/// `KIND: SHARD[: sample KEY]: REASON`, the workspace's order (kind, context, reason), e.g.
+/// `truncated shard: train-0000.tar: sample s/00001: truncated: s/00001.jpg: ...`.
 impl std::fmt::Display for ShardError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.shard)?;
+        write!(f, "{}: {}", self.kind, self.shard)?;
         if let Some(k) = &self.key {
             write!(f, ": sample {k}")?;
         }
