@@ -88,7 +88,10 @@ impl LoadedBatch {
             BatchData::U16(d) => compact(d, &keep, per),
             BatchData::F32(d) => compact(d, &keep, per),
         }
-        batch.keys = keep.iter().map(|&i| std::mem::take(&mut batch.keys[i])).collect();
+        batch.keys = keep
+            .iter()
+            .map(|&i| std::mem::take(&mut batch.keys[i]))
+            .collect();
         batch.labels = keep.iter().map(|&i| batch.labels[i]).collect();
         batch.shape[0] = keep.len();
         (batch, failed)

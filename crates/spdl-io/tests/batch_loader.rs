@@ -105,14 +105,21 @@ fn delivered_batches_drop_the_failed_rows_and_keep_the_others_in_order() {
     assert_eq!(batch.shape, [kept.len(), 96, 96, 3]);
     let keys: Vec<&str> = kept.iter().map(|&i| photos[i].0.as_str()).collect();
     assert_eq!(batch.keys, keys);
-    assert_eq!(batch.labels, kept.iter().map(|&i| full.labels[i]).collect::<Vec<_>>());
+    assert_eq!(
+        batch.labels,
+        kept.iter().map(|&i| full.labels[i]).collect::<Vec<_>>()
+    );
     let (BatchData::U8(got), BatchData::U8(all)) = (&batch.data, &full.data) else {
         panic!("u8 batches")
     };
     let per = 96 * 96 * 3;
     assert_eq!(got.len(), kept.len() * per);
     for (row, &i) in kept.iter().enumerate() {
-        assert_eq!(got[row * per..(row + 1) * per], all[i * per..(i + 1) * per], "row {i}");
+        assert_eq!(
+            got[row * per..(row + 1) * per],
+            all[i * per..(i + 1) * per],
+            "row {i}"
+        );
     }
 }
 
