@@ -677,7 +677,7 @@ def main() -> int:
     load_after = machine_load()
 
     md = [
-        f"# bench images{' (smoke)' if a.smoke else ''}",
+        f"# bench images{' (smoke)' if a.smoke else ''}{': large photos' if a.goals == 'large' else ''}",
         "",
         f"Corpus `{a.corpus}` ({n_files} files, {n_bytes / 1e6:.1f} MB, page cache warm), "
         f"{a.limit or 'all'} images per run, batches of 32 at 224x224; {a.rounds} round(s), systems "

@@ -340,3 +340,49 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     }
     cmd.run()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn large_is_the_name_not_a_folder_called_large_elsewhere() {
+        assert!(is_large(Some(&PathBuf::from("large"))));
+        assert!(!is_large(Some(&PathBuf::from("/data/large"))));
+        assert!(!is_large(Some(&PathBuf::from("./large"))));
+        assert!(!is_large(None));
+    }
+
+    #[test]
+    fn large_preset_runs_the_goal_rows() {
+        let systems = LARGE.systems.unwrap_or_default();
+        for s in [
+            "spdl_cli",
+            "spdl_rs_native",
+            "torch_dataloader",
+            "turboloader",
+            "limit_decode",
+        ] {
+            assert!(systems.split(',').any(|n| n == s), "{s}");
+        }
+        assert!(LARGE.configs.split(',').any(|c| c == "train_f32"));
+        assert_eq!(LARGE.threads, "2");
+        assert_eq!(LARGE.stem, Some("images_large"));
+        // The default run keeps writing images.md with its own targets.
+        assert_eq!(DEFAULT.stem, None);
+        assert_eq!(DEFAULT.goals, "default");
+    }
+
+    #[test]
+    fn every_peer_system_is_a_harness_system() {
+        let harness = std::fs::read_to_string(repo_root().join("bench/images.py")).unwrap();
+        for (_, _, systems) in PEERS {
+            for s in *systems {
+                assert!(harness.contains(&format!("System(\"{s}\"")), "{s}");
+            }
+        }
+        for s in LARGE.systems.unwrap_or_default().split(',') {
+            assert!(harness.contains(&format!("System(\"{s}\"")), "{s}");
+        }
+    }
+}
