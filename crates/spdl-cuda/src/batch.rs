@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use spdl_core::buffer::{BufferPool, PooledBuffer};
-use spdl_io::{BatchItem, Normalize, PixelData};
+use spdl_io::{BatchItem, BatchRows, BatchSample, ImageLoader, Normalize, PixelData};
 
 use crate::dlpack::{DLDevice, DType, TensorExport};
 use crate::error::{Error, Result};
@@ -116,16 +116,7 @@ pub fn collate_normalized_into(
     let [h, w, c] = spdl_io::batch::common_shape(&items)?;
     let per = h * w * c;
     let mut buffer = pool.acquire(per * 4 * items.len())?;
-    let len = buffer.len() / 4;
-    let ptr = buffer.as_mut_ptr();
-    if (ptr as usize) % std::mem::align_of::<f32>() != 0 {
-        return Err(Error::InvalidArgument(
-            "pool buffer is not aligned for f32".into(),
-        ));
-    }
-    // SAFETY: the buffer holds `len * 4` initialized bytes, aligned for f32 (checked), any
-    // bit pattern is a valid f32, and `buffer` is borrowed mutably for this slice's lifetime.
-    let floats = unsafe { std::slice::from_raw_parts_mut(ptr.cast::<f32>(), len) };
+    let floats = as_f32_mut(&mut buffer)?;
     for (it, out) in items.iter().zip(floats.chunks_exact_mut(per.max(1))) {
         norm.write_chw(&it.image, out)
             .map_err(|e| e.with_key(&it.key))?;
@@ -137,4 +128,66 @@ pub fn collate_normalized_into(
         keys: items.iter().map(|it| it.key.clone()).collect(),
         labels: items.iter().map(|it| it.label).collect(),
     })
+}
+
+/// A pool buffer's bytes as `f32`s (the pool's buffers are page- or allocator-aligned).
+fn as_f32_mut(buffer: &mut PooledBuffer) -> Result<&mut [f32]> {
+    let len = buffer.len() / 4;
+    let ptr = buffer.as_mut_ptr();
+    if (ptr as usize) % std::mem::align_of::<f32>() != 0 {
+        return Err(Error::InvalidArgument(
+            "pool buffer is not aligned for f32".into(),
+        ));
+    }
+    // SAFETY: the buffer holds `len * 4` initialized bytes, aligned for f32 (checked), any
+    // bit pattern is a valid f32, and `buffer` is borrowed mutably for this slice's lifetime.
+    Ok(unsafe { std::slice::from_raw_parts_mut(ptr.cast::<f32>(), len) })
+}
+
+/// Loads `samples` straight into one buffer from `pool` (pinned memory before a device copy):
+/// each sample is decoded and transformed into its row (`spdl_io::load_batch_into`), no copy
+/// after decoding. `[N, H, W, C]` u8, or `[N, C, H, W]` f32 with `normalize`. A sample that
+/// fails leaves its row zero and is returned with its row, in row order.
+///
+/// # Errors
+/// [`Error::Decode`] when the loader's output shape is not fixed; [`Error::Pool`] when the
+/// pool times out or cannot allocate.
+pub fn load_batch_pooled<B: AsRef<[u8]>>(
+    loader: &ImageLoader,
+    samples: &[BatchSample],
+    normalize: Option<&Normalize>,
+    threads: usize,
+    bytes: impl Fn(usize) -> spdl_io::Result<B> + Sync,
+    pool: &dyn BufferPool,
+) -> Result<(HostBatch, Vec<(usize, spdl_io::Error)>)> {
+    let Some([h, w, c]) = loader.output_shape() else {
+        return Err(Error::Decode(spdl_io::Error::new(
+            spdl_io::ErrorKind::InvalidArgument,
+            "a batch written in place needs a fixed output size (width and height, or size)",
+        )));
+    };
+    let n = samples.len();
+    let elem = if normalize.is_some() { 4 } else { 1 };
+    let mut buffer = pool.acquire(n * h * w * c * elem)?;
+    let (failed, shape, dtype) = match normalize {
+        None => {
+            let rows = BatchRows::U8(&mut buffer[..]);
+            let failed = spdl_io::load_batch_into(loader, samples, None, threads, bytes, rows)?;
+            (failed, [n, h, w, c], DType::U8)
+        }
+        Some(norm) => {
+            let rows = BatchRows::F32(as_f32_mut(&mut buffer)?);
+            let failed =
+                spdl_io::load_batch_into(loader, samples, Some(norm), threads, bytes, rows)?;
+            (failed, [n, c, h, w], DType::F32)
+        }
+    };
+    let batch = HostBatch {
+        buffer,
+        shape,
+        dtype,
+        keys: samples.iter().map(|s| s.key.clone()).collect(),
+        labels: samples.iter().map(|s| s.label).collect(),
+    };
+    Ok((batch, failed))
 }

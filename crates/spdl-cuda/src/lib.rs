@@ -50,7 +50,7 @@ pub mod pinned;
 pub mod stream;
 pub mod transfer;
 
-pub use batch::{collate_into, collate_normalized_into, HostBatch};
+pub use batch::{collate_into, collate_normalized_into, load_batch_pooled, HostBatch};
 pub use dlpack::{CudaArrayInterface, DLDevice, DLDeviceType, DType, TensorExport};
 pub use driver::{device_count, driver_available, local_rank, CudaDevice, DeviceSelector};
 pub use error::{Error, Result};

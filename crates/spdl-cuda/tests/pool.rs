@@ -136,3 +136,57 @@ fn shapes_and_normalized() {
     );
     assert_eq!(f32::from_ne_bytes(b.buffer[..4].try_into().unwrap()), 1.0);
 }
+
+#[test]
+fn batches_load_straight_into_pool_buffers_as_load_batch_does() {
+    use spdl_io::{load_batch, BatchData, BatchSample, ImageOptions, TransformKind};
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/samples");
+    let mut photos: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jpg"))
+        .map(|p| (p.display().to_string(), std::fs::read(&p).unwrap()))
+        .collect();
+    photos.sort();
+    photos.truncate(4);
+    photos[1].1.truncate(200); // a truncated JPEG: its row stays zero and is reported
+    let samples: Vec<BatchSample> = photos
+        .iter()
+        .enumerate()
+        .map(|(i, (key, _))| BatchSample {
+            key: key.clone(),
+            label: Some(i as i64),
+            index: i as u64,
+            epoch: 0,
+        })
+        .collect();
+    let loader = ImageOptions {
+        size: Some(48),
+        transform: TransformKind::Eval,
+        ..ImageOptions::default()
+    }
+    .loader()
+    .unwrap();
+    let pool = Pool::new(StandIn::default(), PoolConfig::default());
+    let bytes = |i: usize| Ok(&photos[i].1[..]);
+    for norm in [None, Some(Normalize::imagenet())] {
+        let want = load_batch(&loader, &samples, norm.as_ref(), 2, bytes).unwrap();
+        let (got, failed) =
+            spdl_cuda::load_batch_pooled(&loader, &samples, norm.as_ref(), 2, bytes, &pool)
+                .unwrap();
+        assert_eq!(got.shape, want.batch.shape);
+        assert_eq!(got.labels, want.batch.labels);
+        assert_eq!(failed.iter().map(|(r, _)| *r).collect::<Vec<_>>(), [1], "{failed:?}");
+        let want_bytes: Vec<u8> = match &want.batch.data {
+            BatchData::U8(v) => v.clone(),
+            BatchData::F32(v) => v.iter().flat_map(|f| f.to_ne_bytes()).collect(),
+            BatchData::U16(_) => unreachable!("8-bit photos"),
+        };
+        assert_eq!(&got.buffer[..], &want_bytes[..], "normalize: {}", norm.is_some());
+        assert_eq!(got.dtype, if norm.is_some() { DType::F32 } else { DType::U8 });
+    }
+    // A loader without a fixed output size cannot write in place.
+    let free = ImageOptions::default().loader().unwrap();
+    let e = spdl_cuda::load_batch_pooled(&free, &samples, None, 1, bytes, &pool).unwrap_err();
+    assert!(e.to_string().contains("fixed output size"), "{e}");
+}

@@ -138,11 +138,6 @@ pub fn load_batch<B: AsRef<[u8]>>(
             "cannot load an empty batch whose shape is not fixed",
         ));
     }
-    let ctx = |i: usize| SampleContext {
-        key: &samples[i].key,
-        index: samples[i].index,
-        epoch: samples[i].epoch,
-    };
     if let Some([h, w, c]) = loader.output_shape() {
         check_batch_size(
             loader,
@@ -154,23 +149,80 @@ pub fn load_batch<B: AsRef<[u8]>>(
     let (data, shape, failed) = match (loader.output_shape(), normalize) {
         (Some([h, w, c]), None) => {
             let mut data = vec![0u8; n * h * w * c];
-            let failed = for_each_row(&mut data, h * w * c, threads, |i, row| {
-                loader.load_into(bytes(i)?.as_ref(), &ctx(i), row)
-            });
+            let rows = BatchRows::U8(&mut data);
+            let failed = load_batch_into(loader, samples, None, threads, &bytes, rows)?;
             (BatchData::U8(data), [n, h, w, c], failed)
         }
         (Some([h, w, c]), Some(norm)) => {
             let mut data = vec![0f32; n * h * w * c];
-            let failed = for_each_row(&mut data, h * w * c, threads, |i, row| {
-                let img = loader.load(bytes(i)?.as_ref(), &ctx(i))?;
-                norm.write_chw(&img, row)
-                    .map_err(|e| e.with_key(ctx(i).key))
-            });
+            let rows = BatchRows::F32(&mut data);
+            let failed = load_batch_into(loader, samples, Some(norm), threads, &bytes, rows)?;
             (BatchData::F32(data), [n, c, h, w], failed)
         }
         (None, _) => return load_unfixed(loader, samples, normalize, threads, &bytes),
     };
     Ok(LoadedBatch::new(samples, data, shape, failed))
+}
+
+/// The rows [`load_batch_into`] writes: `[N, H, W, C]` u8, or `[N, C, H, W]` f32 normalized.
+pub enum BatchRows<'a> {
+    /// 8-bit pixels, for a loader without normalization.
+    U8(&'a mut [u8]),
+    /// Normalized floats, for a loader with a [`Normalize`].
+    F32(&'a mut [f32]),
+}
+
+/// [`load_batch`] into a buffer the caller owns (pooled or pinned memory): each sample is
+/// decoded and transformed straight into its row of `rows`; a sample that fails leaves its
+/// row zero and is returned with its row, in row order.
+///
+/// # Errors
+/// [`ErrorKind::InvalidArgument`] when the loader's output shape is not fixed
+/// ([`ImageLoader::output_shape`]), when `rows` is not `N * H * W * C` values, or when its
+/// element type does not match `normalize` (u8 without, f32 with).
+pub fn load_batch_into<B: AsRef<[u8]>>(
+    loader: &ImageLoader,
+    samples: &[BatchSample],
+    normalize: Option<&Normalize>,
+    threads: usize,
+    bytes: impl Fn(usize) -> Result<B> + Sync,
+    rows: BatchRows<'_>,
+) -> Result<Vec<(usize, Error)>> {
+    let invalid = |m: String| Error::new(ErrorKind::InvalidArgument, m);
+    let Some([h, w, c]) = loader.output_shape() else {
+        return Err(invalid(
+            "a batch written in place needs a fixed output size (width and height, or size)".into(),
+        ));
+    };
+    let (n, per) = (samples.len(), h * w * c);
+    let len = match &rows {
+        BatchRows::U8(r) => r.len(),
+        BatchRows::F32(r) => r.len(),
+    };
+    if len != n * per {
+        return Err(invalid(format!(
+            "the batch buffer holds {len} values, {n} rows of {h}x{w}x{c} need {}",
+            n * per
+        )));
+    }
+    let ctx = |i: usize| SampleContext {
+        key: &samples[i].key,
+        index: samples[i].index,
+        epoch: samples[i].epoch,
+    };
+    match (rows, normalize) {
+        (BatchRows::U8(data), None) => Ok(for_each_row(data, per, threads, |i, row| {
+            loader.load_into(bytes(i)?.as_ref(), &ctx(i), row)
+        })),
+        (BatchRows::F32(data), Some(norm)) => Ok(for_each_row(data, per, threads, |i, row| {
+            let img = loader.load(bytes(i)?.as_ref(), &ctx(i))?;
+            norm.write_chw(&img, row)
+                .map_err(|e| e.with_key(ctx(i).key))
+        })),
+        _ => Err(invalid(
+            "u8 rows are written without normalize, f32 rows with it".into(),
+        )),
+    }
 }
 
 /// The batch's buffer is allocated before any sample is decoded: each row must pass the

@@ -206,6 +206,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         function ops::read_file;
         function ops::image;
         function ops::collate;
+        function ops::image_batch;
         function ops::load_npy;
         function ops::load_wav;
         function sources::list_files;

@@ -27,6 +27,11 @@ pub(crate) enum NativeKind {
     Collate {
         normalize: bool,
     },
+    /// A list of encoded images decoded straight into one batch (`ops.decode_image_batch`).
+    DecodeBatch {
+        loader: Arc<spdl_io::ImageLoader>,
+        normalize: bool,
+    },
     /// A host-to-device copy (`ops.to_device`).
     ToDevice(Arc<crate::cuda::CudaTarget>),
     /// Video or audio decoding (`ops.load_video`, `decode_video`, `load_audio`,
@@ -182,17 +187,10 @@ impl NativeOp {
                 Ok(Some(Item::Image { key, label, image }))
             }
             NativeKind::Collate { normalize } => {
-                let items = match item {
-                    Item::List(items) => items,
-                    // A list a Python aggregator made: its elements, with the GIL.
-                    Item::Py(obj) => with_gil(|py| {
-                        obj.bind(py)
-                            .try_iter()
-                            .and_then(|it| it.map(|v| v.map(Item::from_py)).collect::<PyResult<Vec<_>>>())
-                            .map_err(|e| format!("collate expects a list of decoded images, got {}: {e}", type_name(obj.bind(py))))
-                    })?,
-                    other => return Err(format!("collate expects a list of decoded images (aggregate() after decode_image()), got {}", other.describe()).into()),
-                };
+                let items = list_items(
+                    item,
+                    "collate expects a list of decoded images (aggregate() after decode_image())",
+                )?;
                 let mut batch = Vec::with_capacity(items.len());
                 for (i, it) in items.into_iter().enumerate() {
                     match it {
@@ -213,6 +211,17 @@ impl NativeOp {
                     Some(target) => Ok(Some(collate_pinned(target, batch, *normalize)?)),
                     None => Ok(Some(Item::Batch(collate_items(batch, *normalize)?))),
                 }
+            }
+            NativeKind::DecodeBatch { loader, normalize } => {
+                let items = list_items(
+                    item,
+                    "decode_image_batch expects a list of encoded images (aggregate() after read_file())",
+                )?;
+                let inputs = items
+                    .into_iter()
+                    .map(|it| it.into_bytes("decode_image_batch", ""))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(Some(self.decode_batch(loader, *normalize, &inputs, next)?))
             }
             NativeKind::ToDevice(target) => Ok(Some(Item::Device(transfer_item(target, item)?))),
             NativeKind::LoadNpy => {
@@ -324,6 +333,33 @@ pub(crate) fn collate(normalize: bool) -> NativeOp {
     NativeOp::new(NativeKind::Collate { normalize }, "collate")
 }
 
+/// A stage that decodes a list of encoded images (`aggregate(n)` after `read_file()`) straight
+/// into one batch: `[N, H, W, C]` `uint8`, or `[N, C, H, W]` `float32` normalized with the
+/// ImageNet mean/std when `normalize=True` (in pinned memory when `to_device` follows).
+/// `width`/`height` and `options` as `op_image`; the output size must be fixed. Raises
+/// `ValueError` now for a size that is not fixed or bad options.
+#[pyfunction]
+#[pyo3(name = "op_image_batch", signature = (width=None, height=None, *, normalize=false, **options))]
+pub(crate) fn image_batch(
+    width: Option<usize>,
+    height: Option<usize>,
+    normalize: bool,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<NativeOp> {
+    let name = "decode_image_batch";
+    let loader = Kwargs::parse(name, options, |kw| kw.image_loader(width, height))?;
+    if loader.output_shape().is_none() {
+        return Err(PyValueError::new_err(
+            "decode_image_batch needs a fixed output size: give width and height (or size)",
+        ));
+    }
+    let loader = Arc::new(loader);
+    Ok(NativeOp::new(
+        NativeKind::DecodeBatch { loader, normalize },
+        name,
+    ))
+}
+
 /// A stage that copies each batch to a CUDA device and yields a `CUDABuffer` (same shape and
 /// dtype; `[N, H, W, C]` `uint8` after `collate()`). `device`: `"cuda:N"`, `N`, `"cuda"` or
 /// `None` (the `LOCAL_RANK` device, 0 when unset). The device is opened on the first batch.
@@ -424,6 +460,102 @@ impl MediaStage {
             }
             let source = MediaSource::file(&input.path);
             Ok(crate::media::run(&self.spec, source, input.label)?)
+        }
+    }
+}
+
+/// The elements of a list item (an `aggregate()` output, or a list a Python aggregator made:
+/// its elements read with the GIL); `expects` says what the stage takes, for the error.
+fn list_items(item: Item, expects: &str) -> Result<Vec<Item>, OpError> {
+    match item {
+        Item::List(items) => Ok(items),
+        Item::Py(obj) => with_gil(|py| {
+            obj.bind(py)
+                .try_iter()
+                .and_then(|it| {
+                    it.map(|v| v.map(Item::from_py))
+                        .collect::<PyResult<Vec<_>>>()
+                })
+                .map_err(|e| format!("{expects}, got {}: {e}", type_name(obj.bind(py))).into())
+        }),
+        other => Err(format!("{expects}, got {}", other.describe()).into()),
+    }
+}
+
+impl NativeOp {
+    /// `ops.decode_image_batch` on one list: every sample decoded and transformed straight
+    /// into its row of one batch, in pinned memory of `next`'s device when a `to_device`
+    /// follows and a pinned buffer is free. Strict, as SPDL's `load_image_batch`: a sample
+    /// that fails fails the batch, naming the failed samples.
+    fn decode_batch(
+        &self,
+        loader: &spdl_io::ImageLoader,
+        normalize: bool,
+        inputs: &[BytesInput],
+        next: Option<&crate::cuda::CudaTarget>,
+    ) -> Result<Item, OpError> {
+        let samples: Vec<spdl_io::BatchSample> = inputs
+            .iter()
+            .map(|b| {
+                let pos = self.pos(b.pos);
+                spdl_io::BatchSample {
+                    key: b.key.clone(),
+                    label: b.label,
+                    index: pos.index,
+                    epoch: pos.epoch,
+                }
+            })
+            .collect();
+        let norm = normalize.then(spdl_io::Normalize::imagenet);
+        let bytes = |i: usize| Ok(&inputs[i].data[..]);
+        let reserved = match (next, loader.output_shape()) {
+            (Some(target), Some([h, w, c])) => {
+                let elem = if normalize { 4 } else { 1 };
+                target.reserve_pinned(samples.len() * h * w * c * elem)
+            }
+            _ => None,
+        };
+        let (item, failed) = match reserved {
+            Some(reserved) => {
+                let (batch, failed) = spdl_cuda::load_batch_pooled(
+                    loader,
+                    &samples,
+                    norm.as_ref(),
+                    1,
+                    bytes,
+                    &reserved,
+                )
+                .map_err(|e| -> OpError {
+                    match e {
+                        spdl_cuda::Error::Decode(e) => Box::new(e),
+                        e => Box::new(GpuError::from(e)),
+                    }
+                })?;
+                (Item::HostBatch(batch), failed)
+            }
+            None => {
+                let loaded = spdl_io::load_batch(loader, &samples, norm.as_ref(), 1, bytes)?;
+                (Item::Batch(loaded.batch), loaded.failed)
+            }
+        };
+        let n = failed.len();
+        let mut failed = failed.into_iter().map(|(_, e)| e);
+        match failed.next() {
+            None => Ok(item),
+            Some(only) if n == 1 => Err(Box::new(only)),
+            Some(first) => {
+                let shown: Vec<String> = std::iter::once(first)
+                    .chain(failed.take(2))
+                    .map(|e| e.to_string())
+                    .collect();
+                let more = if n > 3 { "; ..." } else { "" };
+                Err(format!(
+                    "{n} of {} samples failed: {}{more}",
+                    samples.len(),
+                    shown.join("; ")
+                )
+                .into())
+            }
         }
     }
 }

@@ -161,3 +161,49 @@ def test_native_op_is_callable(samples):
     assert isinstance(data, bytes) and data[:2] == b"\xff\xd8"
     img = ops.decode_image(12, 10)(data)
     assert img.shape == (10, 12, 3)
+
+
+def test_decode_image_batch_writes_the_collated_batch_in_one_step(samples, thread_baseline, tmp_path):
+    """``decode_image_batch`` after ``aggregate`` gives the batches ``decode_image`` +
+    ``collate`` give (same pixels, keys and labels), with no GIL taken; a bad sample fails its
+    batch, named and counted."""
+    listing = sources.list_files(samples)
+
+    def run(batch_stage, *, decode=None):
+        b = PipelineBuilder().add_source(listing).pipe(ops.read_file(), concurrency=2, output_order="input")
+        if decode is not None:
+            b = b.pipe(decode, concurrency=2, output_order="input")
+        p = b.aggregate(4).pipe(batch_stage, concurrency=2, output_order="input").add_sink(3).build(num_threads=2)
+        before = spdl_rs._native._gil_acquisitions()
+        with p.auto_stop():
+            out = [(np.asarray(b), list(b.keys)) for b in p]
+        assert spdl_rs._native._gil_acquisitions() - before == 0
+        return out
+
+    for normalize in (False, True):
+        want = run(ops.collate(normalize=normalize), decode=ops.decode_image(40, 24))
+        got = run(ops.decode_image_batch(40, 24, normalize=normalize))
+        assert [k for _, k in got] == [k for _, k in want]
+        for (g, _), (w, _) in zip(got, want):
+            assert g.dtype == w.dtype and g.shape == w.shape
+            np.testing.assert_array_equal(g, w)
+
+    with pytest.raises(ValueError, match="fixed output size"):
+        ops.decode_image_batch()
+    with pytest.raises(TypeError, match="bogus"):
+        ops.decode_image_batch(8, 8, bogus=1)
+
+    bad = tmp_path / "bad.jpg"
+    bad.write_bytes((samples / sorted(p.name for p in samples.glob("*.jpg"))[0]).read_bytes()[:300])
+    p = (
+        PipelineBuilder()
+        .add_source([str(bad)] + [str(q) for q in sorted(samples.glob("*.jpg"))[:3]])
+        .pipe(ops.read_file())
+        .aggregate(2)
+        .pipe(ops.decode_image_batch(16, 16))
+        .add_sink(3)
+        .build(num_threads=1)
+    )
+    with p.auto_stop(), pytest.warns(RuntimeWarning, match=r"1 item\(s\) failed.*truncated: .*bad\.jpg"):
+        shapes = [np.asarray(b).shape for b in p]
+    assert shapes == [(2, 16, 16, 3)]

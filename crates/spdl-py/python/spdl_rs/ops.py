@@ -31,6 +31,7 @@ from typing import Unpack
 from ._native import NativeOp
 from ._native import op_collate as _collate
 from ._native import op_image as _image
+from ._native import op_image_batch as _image_batch
 from ._native import op_load_npy as _load_npy
 from ._native import op_load_wav as _load_wav
 from ._native import op_media as _media
@@ -45,6 +46,7 @@ __all__ = [
     "decode_image",
     "load_image",
     "collate",
+    "decode_image_batch",
     "to_device",
     "load_video",
     "decode_video",
@@ -125,6 +127,31 @@ def collate(*, normalize: bool = False) -> NativeOp:
     that is not a list of decoded images.
     """
     return _collate(normalize=normalize)
+
+
+@_picklable
+def decode_image_batch(
+    width: int | None = None,
+    height: int | None = None,
+    *,
+    normalize: bool = False,
+    **options: Unpack[ImageOptions],
+) -> NativeOp:
+    """A stage decoding a list of encoded images (``aggregate(n)`` after :func:`read_file`)
+    straight into one :class:`spdl_rs.io.CPUBuffer`: each image is decoded and transformed into
+    its row of the batch buffer, with no copy after decoding (``decode_image`` + ``collate``
+    copy every image once more). When :func:`to_device` follows, the rows are written into the
+    device's pinned memory, ready for the asynchronous copy.
+
+    Output: ``[N, height, width, C]`` ``uint8``, or ``[N, C, height, width]`` ``float32``
+    normalized with the ImageNet mean/std when ``normalize=True``; ``keys`` and ``labels`` in
+    batch order. ``options``: the keywords of :class:`spdl_rs.io.ImageOptions`; the output size
+    must be fixed (``width`` and ``height``, or ``size``). Strict, as SPDL's
+    ``spdl.io.load_image_batch``: a sample that fails fails the batch (counted against
+    ``max_failures``), the message naming the failed samples. Raises ``ValueError`` now when
+    the size is not fixed or an option is bad, ``TypeError`` for an unknown keyword.
+    """
+    return _image_batch(width, height, normalize=normalize, **options)
 
 
 @_picklable
