@@ -176,14 +176,30 @@ fn batches_load_straight_into_pool_buffers_as_load_batch_does() {
                 .unwrap();
         assert_eq!(got.shape, want.batch.shape);
         assert_eq!(got.labels, want.batch.labels);
-        assert_eq!(failed.iter().map(|(r, _)| *r).collect::<Vec<_>>(), [1], "{failed:?}");
+        assert_eq!(
+            failed.iter().map(|(r, _)| *r).collect::<Vec<_>>(),
+            [1],
+            "{failed:?}"
+        );
         let want_bytes: Vec<u8> = match &want.batch.data {
             BatchData::U8(v) => v.clone(),
             BatchData::F32(v) => v.iter().flat_map(|f| f.to_ne_bytes()).collect(),
             BatchData::U16(_) => unreachable!("8-bit photos"),
         };
-        assert_eq!(&got.buffer[..], &want_bytes[..], "normalize: {}", norm.is_some());
-        assert_eq!(got.dtype, if norm.is_some() { DType::F32 } else { DType::U8 });
+        assert_eq!(
+            &got.buffer[..],
+            &want_bytes[..],
+            "normalize: {}",
+            norm.is_some()
+        );
+        assert_eq!(
+            got.dtype,
+            if norm.is_some() {
+                DType::F32
+            } else {
+                DType::U8
+            }
+        );
     }
     // A loader without a fixed output size cannot write in place.
     let free = ImageOptions::default().loader().unwrap();
