@@ -544,7 +544,8 @@ const UNLIMITED_SINK: usize = 1 << 30;
 
 /// Builds the native pipeline (internal; use `spdl_rs.pipeline.PipelineBuilder`).
 #[pyfunction]
-#[pyo3(signature = (source, stages, *, sink_size, num_threads, max_failures, report_stats_interval))]
+#[pyo3(signature = (source, stages, *, sink_size, num_threads, max_failures, report_stats_interval, prefetch_epochs=false))]
+#[allow(clippy::too_many_arguments)] // one per keyword of the Python call it serves
 pub(crate) fn build_pipeline(
     py: Python<'_>,
     source: Bound<'_, PyAny>,
@@ -553,14 +554,15 @@ pub(crate) fn build_pipeline(
     num_threads: usize,
     max_failures: Option<(String, f64)>,
     report_stats_interval: f64,
+    prefetch_epochs: bool,
 ) -> PyResult<PyPipeline> {
     let shared = Arc::new(Shared::default());
     let mut b: PipelineBuilder<Item> = if let Ok(list) = source.cast::<SampleList>() {
         let samples = list.get().samples.clone();
+        // Only when asked (`build(prefetch_epochs=True)`): the stats and the per-epoch failure
+        // warning are pipeline-wide counters, which then count the next epoch's first items.
         PipelineBuilder::source(move |epoch| SampleList::items(&samples, epoch))
-            // Not yet from Python: the stats and the per-epoch failure warning are pipeline-wide
-            // counters, which would mix in the prefetched epoch's failures.
-            .prefetch_epochs(false)
+            .prefetch_epochs(prefetch_epochs)
     } else {
         let iterable = Arc::new(source.unbind());
         let shared = shared.clone();
@@ -572,8 +574,9 @@ pub(crate) fn build_pipeline(
             done: false,
         })
         // The iterable is iterated again each epoch, and the user may change what it yields
-        // between epochs (a sampler's `set_epoch`): it is never iterated before its epoch starts.
-        .prefetch_epochs(false)
+        // between epochs (a sampler's `set_epoch`): it is iterated before its epoch starts only
+        // when asked (`build(prefetch_epochs=True)`).
+        .prefetch_epochs(prefetch_epochs)
     };
     // A `collate` directly followed by a `to_device` writes into the device's pinned memory.
     let next_targets: Vec<_> = (0..stages.len())

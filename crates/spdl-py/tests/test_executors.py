@@ -40,6 +40,8 @@ from spdl_rs.pipeline.defs import (
     SourceConfig,
 )
 
+SAFETY = 60  # seconds: only to turn a hang into a failure, never an assertion on speed
+
 OLD_PYTHON = sys.version_info < (3, 14)
 SPAWN = multiprocessing.get_context("spawn")  # no fork while the pipeline's threads run
 
@@ -68,9 +70,15 @@ def test_thread_pool_serves_later_entrypoints_first():
     pool = PriorityThreadPoolExecutor(max_workers=1)
     up, down = pool.get_executor(), pool.get_executor()
     assert isinstance(up, PriorityExecutorEntrypoint) and (up.priority, down.priority) == (1, 2)
-    gate = threading.Event()
+    gate, running = threading.Event(), threading.Event()
     order: list = []
-    first = up.submit(gate.wait)  # occupies the only worker while the rest queue up
+
+    def hold():
+        running.set()
+        gate.wait()
+
+    first = up.submit(hold)  # occupies the only worker while the rest queue up
+    assert running.wait(SAFETY), "the worker took the first task"
     futs = [up.submit(order.append, ("up", i)) for i in range(3)]
     futs += [down.submit(order.append, ("down", i)) for i in range(3)]
     explicit = pool.get_executor(priority=10)

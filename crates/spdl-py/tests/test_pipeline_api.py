@@ -829,10 +829,17 @@ SPDL_SIGNATURES = {
 }
 
 
+# spdl_rs-only keywords: after SPDL's parameters, keyword-only, defaulting to SPDL's behaviour.
+SPDL_RS_ONLY = {PipelineBuilder.build: ["prefetch_epochs"]}
+
+
 @pytest.mark.parametrize("fn", list(SPDL_SIGNATURES), ids=lambda f: f.__qualname__)
 def test_signatures_match_spdl(fn):
     params = inspect.signature(fn).parameters
-    assert list(params) == SPDL_SIGNATURES[fn]
+    extras = SPDL_RS_ONLY.get(fn, [])
+    assert list(params) == SPDL_SIGNATURES[fn] + extras
+    for name in extras:
+        assert params[name].kind is params[name].KEYWORD_ONLY and params[name].default is False
     assert not any(p.kind is p.VAR_KEYWORD for p in params.values()), "no **kwargs swallow"
 
 
@@ -861,3 +868,44 @@ def test_every_spdl_keyword_is_accepted_and_unknown_ones_are_rejected(thread_bas
     ]:
         with pytest.raises(TypeError, match="unexpected keyword"):
             call()
+
+
+def test_prefetch_epochs_loads_the_next_epoch_while_this_one_ends(samples, thread_baseline):
+    """``build(prefetch_epochs=True)`` (spdl_rs only): epoch e + 1's first items load while the
+    consumer takes epoch e's tail; each epoch still delivers exactly its items."""
+    listing = sources.list_files(samples)
+    calls = []
+
+    def tag(path):
+        calls.append(path)
+        return path
+
+    def build(prefetch):
+        return (
+            PipelineBuilder()
+            .add_source(listing, continuous=True)
+            .pipe(tag, output_order="input")
+            .add_sink(len(listing) + 1)
+            .build(num_threads=2, prefetch_epochs=prefetch)
+        )
+
+    for prefetch in (False, True):
+        calls.clear()
+        p = build(prefetch)
+        with p.auto_stop():
+            first = list(p.get_iterator(timeout=SAFETY))
+            # The first epoch is over; the second loads only when prefetching.
+            deadline = time.monotonic() + SAFETY
+            while prefetch and len(calls) < 2 * len(listing) and time.monotonic() < deadline:
+                time.sleep(0.005)
+            time.sleep(0.05)
+            assert len(calls) == (2 if prefetch else 1) * len(listing), prefetch
+            second = list(p.get_iterator(timeout=SAFETY))
+            assert len(first) == len(second) == len(listing)
+            assert sorted(map(str, first)) == sorted(map(str, second))
+            assert p.state_dict()["epoch"] == 2
+
+    with pytest.raises(ValueError, match="continuous source"):
+        PipelineBuilder().add_source(listing).pipe(tag).add_sink(1).build(num_threads=1, prefetch_epochs=True)
+    with pytest.raises(TypeError, match="prefetch_epochs must be a bool"):
+        PipelineBuilder().add_source(listing, continuous=True).pipe(tag).add_sink(1).build(num_threads=1, prefetch_epochs=1)

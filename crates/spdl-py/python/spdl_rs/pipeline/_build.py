@@ -48,6 +48,7 @@ def build_pipeline(
     stage_id: int = 0,
     background_tasks: Sequence[Callable[[], Any]] | None = None,
     use_thread_output_queue: bool = False,
+    prefetch_epochs: bool = False,
 ) -> Any:
     """Builds a :class:`~spdl_rs.pipeline.Pipeline` from a
     :class:`~spdl_rs.pipeline.defs.PipelineConfig` (SPDL's ``spdl.pipeline.build_pipeline``).
@@ -75,6 +76,7 @@ def build_pipeline(
         stage_id=stage_id,
         use_thread_output_queue=use_thread_output_queue,
         background_tasks=background_tasks,
+        prefetch_epochs=prefetch_epochs,
     )
 
 

@@ -626,6 +626,7 @@ class PipelineBuilder(Generic[T, U]):
         task_hook_factory: Callable[[StageInfo], list[TaskHook]] | None = None,
         stage_id: int = 0,
         use_thread_output_queue: bool = False,
+        prefetch_epochs: bool = False,
     ) -> "Pipeline[U]":
         """Builds the pipeline. No item is produced before :meth:`Pipeline.start` or the first
         ``get_item``.
@@ -653,10 +654,20 @@ class PipelineBuilder(Generic[T, U]):
         - ``use_thread_output_queue``: accepted for SPDL compatibility; the sink is always a
           native queue that the consumer reads with the GIL released, which is what it asks
           for.
+        - ``prefetch_epochs`` (spdl_rs only, default ``False``): with a continuous source
+          (``add_source(..., continuous=True)``: one epoch per :meth:`Pipeline.get_iterator`),
+          the next epoch's first items load while the consumer takes this epoch's tail, so a
+          new epoch starts without a wait; epoch boundaries and ``state_dict()`` stay exact.
+          The source is iterated for epoch ``e + 1`` as soon as epoch ``e``'s iterator is
+          exhausted, before the consumer asks for it: use it with a source that does not change
+          between epochs (a :mod:`spdl_rs.sources` listing reshuffles by its own epoch count),
+          not one whose ``set_epoch`` you call between epochs. The stats and the end-of-epoch
+          failure warning then count the next epoch's first items with this epoch's.
 
         Raises ``RuntimeError`` if the source or the sink is not set (as SPDL) or threads
-        cannot start, ``ValueError`` for a bad value, ``TypeError`` for a bad type or a queue
-        class that cannot be honoured.
+        cannot start, ``ValueError`` for a bad value (``prefetch_epochs=True`` with a source that
+        is not continuous), ``TypeError`` for a bad type or a queue class that cannot be
+        honoured.
         """
         return self._build_with(
             num_threads=num_threads,
@@ -667,6 +678,7 @@ class PipelineBuilder(Generic[T, U]):
             stage_id=stage_id,
             use_thread_output_queue=use_thread_output_queue,
             background_tasks=None,
+            prefetch_epochs=prefetch_epochs,
         )
 
     def _build_with(
@@ -680,6 +692,7 @@ class PipelineBuilder(Generic[T, U]):
         stage_id: int,
         use_thread_output_queue: bool,
         background_tasks: Any,
+        prefetch_epochs: bool = False,
     ) -> "Pipeline[U]":
         # As SPDL's build(), which goes through get_config().
         if self._source is None:
@@ -698,6 +711,13 @@ class PipelineBuilder(Generic[T, U]):
             raise TypeError(f"stage_id must be an int, got {type(stage_id).__name__}")
         if not isinstance(use_thread_output_queue, bool):
             raise TypeError(f"use_thread_output_queue must be a bool, got {type(use_thread_output_queue).__name__}")
+        if not isinstance(prefetch_epochs, bool):
+            raise TypeError(f"prefetch_epochs must be a bool, got {type(prefetch_epochs).__name__}")
+        if prefetch_epochs and not self._continuous:
+            raise ValueError(
+                "prefetch_epochs=True needs a continuous source (add_source(..., continuous=True)): "
+                "a single-pass source has no next epoch"
+            )
         if task_hook_factory is not None and not callable(task_hook_factory):
             raise TypeError(f"task_hook_factory must be callable, got {type(task_hook_factory).__name__}")
         if queue_class is not None:
@@ -715,6 +735,7 @@ class PipelineBuilder(Generic[T, U]):
             return _DiagnosticPipeline(self._copy(), config.diagnostic_mode_num_sources())  # type: ignore[return-value]
         build = _Build(self, num_threads, global_budget, report_stats_interval, queue_class, task_hook_factory, int(stage_id))
         build.background_tasks = background_tasks
+        build.prefetch_epochs = prefetch_epochs
         return build.run()
 
     def _copy(self) -> "PipelineBuilder[T, U]":
@@ -743,6 +764,7 @@ class _Build:
         self.budget = budget
         self.interval = interval
         self.queue_class = queue_class
+        self.prefetch_epochs = False
         self.hook_factory = hook_factory
         self.stage_id = stage_id
         self.pipeline_id = next(_PIPELINE_IDS)
@@ -817,6 +839,7 @@ class _Build:
                 num_threads=self.num_threads,
                 max_failures=self.budget,
                 report_stats_interval=float(self.interval),
+                prefetch_epochs=self.prefetch_epochs,
             )
         except BaseException:
             if loop is not None:
