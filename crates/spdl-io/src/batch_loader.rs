@@ -23,6 +23,17 @@ pub struct BatchSample {
     pub epoch: u64,
 }
 
+impl BatchSample {
+    /// The sample's context for [`ImageLoader`] (key in errors, seed of random transforms).
+    pub fn context(&self) -> SampleContext<'_> {
+        SampleContext {
+            key: &self.key,
+            index: self.index,
+            epoch: self.epoch,
+        }
+    }
+}
+
 /// What [`load_batch`] returns: every input has its row; `failed` names the rows left zero.
 #[derive(Debug)]
 pub struct LoadedBatch {
@@ -205,11 +216,7 @@ pub fn load_batch_into<B: AsRef<[u8]>>(
             n * per
         )));
     }
-    let ctx = |i: usize| SampleContext {
-        key: &samples[i].key,
-        index: samples[i].index,
-        epoch: samples[i].epoch,
-    };
+    let ctx = |i: usize| samples[i].context();
     match (rows, normalize) {
         (BatchRows::U8(data), None) => Ok(for_each_row(data, per, threads, |i, row| {
             loader.load_into(bytes(i)?.as_ref(), &ctx(i), row)
@@ -312,11 +319,7 @@ fn load_unfixed<B: AsRef<[u8]>>(
     bytes: &(impl Fn(usize) -> Result<B> + Sync),
 ) -> Result<LoadedBatch> {
     let n = samples.len();
-    let ctx = |i: usize| SampleContext {
-        key: &samples[i].key,
-        index: samples[i].index,
-        epoch: samples[i].epoch,
-    };
+    let ctx = |i: usize| samples[i].context();
     let mut images: Vec<Option<Image>> = vec![None; n];
     let mut failed = for_each_parallel(&mut images, threads, |i, slot| {
         *slot = Some(loader.load(bytes(i)?.as_ref(), &ctx(i))?);

@@ -2,17 +2,21 @@
 a folder for EPOCHS epochs after a warm-up one; prints images/s and CPU ms per image (user +
 system of the whole process). Run it with two venvs' pythons, alternating, to compare builds:
 
-    python crates/spdl-py/bench/native_ab.py data/samples 80 2   # ROOT EPOCHS THREADS
+    python crates/spdl-py/bench/native_ab.py data/samples 80 2   # ROOT EPOCHS THREADS [READ_CONCURRENCY]
+
+READ_CONCURRENCY (default 4) is read_file's; equal to THREADS, read_file and decode_image fuse
+onto one lane (same concurrency, at least the worker count).
 """
 import inspect, resource, sys, time
 from spdl_rs import ops, sources
 from spdl_rs.pipeline import PipelineBuilder
 
 root, epochs, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+read_c = int(sys.argv[4]) if len(sys.argv) > 4 else 4
 files = sources.list_files(root)
 b = PipelineBuilder()
 kw = {"continuous": True} if "continuous" in inspect.signature(b.add_source).parameters else {}
-p = (b.add_source(files, **kw).pipe(ops.read_file(), concurrency=4)
+p = (b.add_source(files, **kw).pipe(ops.read_file(), concurrency=read_c)
      .pipe(ops.decode_image(transform="eval", size=224), concurrency=threads)
      .aggregate(8).pipe(ops.collate()).add_sink(4).build(num_threads=threads))
 n = 0

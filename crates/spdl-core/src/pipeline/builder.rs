@@ -183,11 +183,10 @@ impl<T: Send + 'static> PipelineBuilder<T> {
             + 'static,
     ) -> PipelineBuilder<U> {
         let name = name.unwrap_or_else(|| format!("{kind}_{}", self.stage_count));
-        let prev = self.chain;
         let queue_name = format!("{}->{}", self.last, name);
         let stage_name = name.clone();
-        PipelineBuilder {
-            chain: Box::new(move |ctx, output| {
+        self.extend(name, None, move |prev| {
+            Box::new(move |ctx, output| {
                 let meter = Arc::new(StageMeter::new(stage_name, concurrency));
                 ctx.stages.push(meter.clone());
                 let (tx, rx, qm) = queue(queue_name, queue_size);
@@ -195,14 +194,27 @@ impl<T: Send + 'static> PipelineBuilder<T> {
                 let task = make(ctx, meter, rx, output.queue());
                 ctx.tasks.push(task);
                 prev(ctx, Downstream::Queue(tx));
-            }),
+            })
+        })
+    }
+
+    /// This builder with one more stage, `last`: `stage` wraps the chain so far; the settings
+    /// carry over.
+    fn extend<U: Send + 'static>(
+        self,
+        last: String,
+        blocking_tail: Option<(usize, Order)>,
+        stage: impl FnOnce(Chain<T>) -> Chain<U>,
+    ) -> PipelineBuilder<U> {
+        PipelineBuilder {
+            chain: stage(self.chain),
             stage_count: self.stage_count + 1,
-            last: name,
+            last,
             sink_size: self.sink_size,
             max_failures: self.max_failures,
             report_interval: self.report_interval,
             prefetch_epochs: self.prefetch_epochs,
-            blocking_tail: None,
+            blocking_tail,
         }
     }
 
@@ -228,9 +240,9 @@ impl<T: Send + 'static> PipelineBuilder<T> {
         let queue_size = queue_size.unwrap_or(concurrency);
         let queue_name = format!("{}->{}", self.last, name);
         let stage_name = name.clone();
-        let prev = self.chain;
-        PipelineBuilder {
-            chain: Box::new(move |ctx, downstream: Downstream<U>| {
+        let blocking_tail = blocking.then_some((concurrency, order));
+        self.extend(name, blocking_tail, move |prev| {
+            Box::new(move |ctx, downstream: Downstream<U>| {
                 let meter = Arc::new(StageMeter::new(stage_name, concurrency));
                 ctx.stages.push(meter.clone());
                 match op.kind {
@@ -282,15 +294,8 @@ impl<T: Send + 'static> PipelineBuilder<T> {
                         prev(ctx, Downstream::Queue(tx));
                     }
                 }
-            }),
-            stage_count: self.stage_count + 1,
-            last: name,
-            sink_size: self.sink_size,
-            max_failures: self.max_failures,
-            report_interval: self.report_interval,
-            prefetch_epochs: self.prefetch_epochs,
-            blocking_tail: blocking.then_some((concurrency, order)),
-        }
+            })
+        })
     }
 
     /// Adds a stream-to-stream stage: `f` is called once per epoch with that epoch's items and
