@@ -419,6 +419,13 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
     } else {
         // A batch's samples decode straight into their rows of one buffer (no copy after
         // decoding); a sample that fails is recorded and its row dropped.
+        // A batch decodes on its worker; with fewer batches per epoch than threads (a small
+        // listing), each batch also gets threads of its own so that none stays idle.
+        let batches_per_epoch = per_epoch.div_ceil(args.batch_size as u64);
+        let inner_threads = match batches_per_epoch {
+            0 => 1, // not known before reading (tar shards)
+            b => (threads as u64).div_ceil(b).clamp(1, threads as u64) as usize,
+        };
         let decode_batch = {
             let (loader, failures) = (loader.clone(), failures.clone());
             let normalize = (dtype == DtypeArg::F32).then(Normalize::imagenet);
@@ -432,20 +439,22 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
                         epoch: f.job.epoch,
                     })
                     .collect();
-                let loaded = match load_batch(&loader, &samples, normalize.as_ref(), 1, |i| {
-                    Ok(&fetched[i].bytes[..])
-                }) {
-                    Ok(loaded) => loaded,
-                    Err(e) => {
-                        // The batch as a whole is refused (its size is over the limits before
-                        // any decoding): each of its samples failed for that reason.
-                        for (f, s) in fetched.iter().zip(&samples) {
-                            let each = spdl_io::Error::new(e.kind(), e.message()).with_key(&s.key);
-                            Failure::record(&failures, &f.job.path, each);
+                let loaded =
+                    match load_batch(&loader, &samples, normalize.as_ref(), inner_threads, |i| {
+                        Ok(&fetched[i].bytes[..])
+                    }) {
+                        Ok(loaded) => loaded,
+                        Err(e) => {
+                            // The batch as a whole is refused (its size is over the limits before
+                            // any decoding): each of its samples failed for that reason.
+                            for (f, s) in fetched.iter().zip(&samples) {
+                                let each =
+                                    spdl_io::Error::new(e.kind(), e.message()).with_key(&s.key);
+                                Failure::record(&failures, &f.job.path, each);
+                            }
+                            return Ok(None);
                         }
-                        return Ok(None);
-                    }
-                };
+                    };
                 let (batch, failed) = loaded.into_delivered();
                 for (row, e) in failed {
                     Failure::record(&failures, &fetched[row].job.path, e);
