@@ -52,6 +52,12 @@ impl Histogram {
         (1u64 << log2) + ((frac + 1) << (log2 - 2))
     }
 
+    /// Records `n` waits of zero.
+    pub(crate) fn record_zeros(&mut self, n: u64) {
+        self.counts[0] += n;
+        self.total += n;
+    }
+
     pub(crate) fn record(&mut self, d: Duration) {
         let ns = d.as_nanos().min(u64::MAX as u128) as u64;
         self.counts[Self::bucket(ns)] += 1;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use spdl_core::{ErrorKind, Op, Order, PipelineBuilder, StageConfig};
 
-use common::{in_order, outputs};
+use common::{in_order, outputs, outputs_then_error};
 
 fn fail_every(k: u64) -> Op<u64, u64> {
     Op::blocking(move |x: u64| {
@@ -67,14 +67,7 @@ fn stage_budget_delivers_produced_items_then_errors() {
         .pipe(fail_every(5), in_order("check", 1).max_failures(3))
         .build(1)
         .unwrap();
-    let mut items = Vec::new();
-    let mut err = None;
-    for r in p.iter() {
-        match r {
-            Ok(x) => items.push(x),
-            Err(e) => err = Some(e),
-        }
-    }
+    let (items, err) = outputs_then_error(&mut p);
     let err = err.expect("the budget error comes last");
     assert_eq!(err.kind(), ErrorKind::TooManyFailures);
     assert_eq!(err.stage(), Some("check"));

@@ -74,18 +74,10 @@ impl LoadedBatch {
         }
         let n = batch.shape[0];
         let per = batch.shape[1..].iter().product::<usize>();
-        let keep: Vec<usize> = {
-            let mut bad = failed.iter().map(|(row, _)| *row).peekable();
-            (0..n)
-                .filter(|&row| {
-                    let is_bad = bad.peek() == Some(&row);
-                    if is_bad {
-                        bad.next();
-                    }
-                    !is_bad
-                })
-                .collect()
-        };
+        // `failed` is in row order.
+        let keep: Vec<usize> = (0..n)
+            .filter(|row| failed.binary_search_by_key(row, |(r, _)| *r).is_err())
+            .collect();
         fn compact<T: Copy>(data: &mut Vec<T>, keep: &[usize], per: usize) {
             for (to, &from) in keep.iter().enumerate() {
                 if to != from {

@@ -15,9 +15,10 @@ use crate::error::{BoxError, Error, ErrorKind, Result};
 use crate::exec::block_on::BlockingStream;
 use crate::exec::pool::{Submitter, WorkerPool};
 use crate::exec::queue::{passing_meter, queue, QueueMeter, QueueRx, QueueTx};
+use crate::stage::account::Account;
 use crate::stage::aggregate::{run_aggregate, run_disaggregate, Aggregator, Batcher};
 use crate::stage::failures::Failures;
-use crate::stage::fused::{self, Account, Direct};
+use crate::stage::fused::{self, Direct};
 use crate::stage::map::MapStage;
 use crate::stage::source::{run_source, BoxIter, SourceFn, StartEpoch};
 use crate::stage::stream::{run_stream, BoxStream};
@@ -245,6 +246,11 @@ impl<T: Send + 'static> PipelineBuilder<T> {
             Box::new(move |ctx, downstream: Downstream<U>| {
                 let meter = Arc::new(StageMeter::new(stage_name, concurrency));
                 ctx.stages.push(meter.clone());
+                let account = Account {
+                    meter,
+                    budget: max_failures,
+                    failures: ctx.failures.clone(),
+                };
                 match op.kind {
                     OpKind::Blocking(f) if fusable && concurrency >= ctx.workers => {
                         // Runs on the previous stage's lanes; the queue between keeps its meter.
@@ -258,11 +264,6 @@ impl<T: Send + 'static> PipelineBuilder<T> {
                         };
                         let passed = passing_meter(queue_name, queue_size);
                         ctx.queues.push(passed.clone());
-                        let account = Account {
-                            meter,
-                            budget: max_failures,
-                            failures: ctx.failures.clone(),
-                        };
                         let direct = fused::follower(f, account, passed, next);
                         prev(ctx, Downstream::Fused(direct));
                     }
@@ -277,9 +278,7 @@ impl<T: Send + 'static> PipelineBuilder<T> {
                             Op { kind },
                             concurrency,
                             order,
-                            max_failures,
-                            meter,
-                            ctx.failures.clone(),
+                            account,
                             ctx.submitter.clone(),
                             next.clone(),
                         );

@@ -19,18 +19,16 @@
 //! where unfused stages pass one per dropped intermediate output (a skip with no position).
 
 use std::collections::{BTreeMap, VecDeque};
-use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::Duration;
 
 use tokio::sync::{mpsc, Notify};
 
-use super::{FailureBudget, Ids, Msg, Outputs};
-use crate::error::{Error, ErrorKind};
+use super::{Ids, Msg, Outputs};
+use crate::error::Error;
 use crate::exec::queue::{Busy, QueueMeter, QueueTx};
-use crate::stage::failures::Failures;
-use crate::stats::{StageMeter, TaskOutcome};
+use crate::stage::account::{self, Account};
 
 /// What the head and the tail of a group share.
 pub(crate) struct Group {
@@ -143,60 +141,24 @@ impl<U> Clone for Direct<U> {
     }
 }
 
-/// One fused stage's accounting, done on the lane: what a stage task does in `settle`.
-pub(crate) struct Account {
-    pub(crate) meter: Arc<StageMeter>,
-    pub(crate) budget: Option<FailureBudget>,
-    pub(crate) failures: Arc<Failures>,
-}
-
-impl Account {
-    /// Records one call's outcome; returns its outputs (none for a filter or a failure).
-    /// A failure is named with the stage and the ticket's first position; an exceeded budget
-    /// stops the group's input.
-    pub(crate) fn settle<U>(
-        &self,
-        group: &Group,
-        ids: &Ids,
-        took: std::time::Duration,
-        outcome: Result<Outputs<U>, Error>,
-        out: &mut Vec<U>,
-    ) {
-        match outcome {
-            Ok(Outputs::One(u)) => {
-                self.meter.on_task(took, TaskOutcome::Produced(1));
-                out.push(u);
-            }
-            Ok(Outputs::Many(v)) if !v.is_empty() => {
-                self.meter.on_task(took, TaskOutcome::Produced(v.len()));
-                out.extend(v);
-            }
-            Ok(_) => self.meter.on_task(took, TaskOutcome::Filtered),
-            Err(e) => {
-                self.meter.on_task(took, TaskOutcome::Failed);
-                let mut e = e.with_stage(self.meter.name());
-                if let Some(p) = ids.first() {
-                    e = e.with_position(p);
-                }
-                if self.failures.record(&self.meter, self.budget, &e) {
-                    group.stop.store(true, Ordering::Release);
-                }
-            }
-        }
+/// One call's outputs after its accounting; an exceeded budget stops the group's input.
+pub(crate) fn settle<U>(
+    account: &Account,
+    group: &Group,
+    ids: &Ids,
+    took: Duration,
+    outcome: Result<Outputs<U>, Error>,
+    out: &mut Vec<U>,
+) {
+    let (outputs, exceeded) = account.record(ids, took, outcome);
+    if exceeded {
+        group.stop.store(true, Ordering::Release);
     }
-}
-
-/// Runs one call of a blocking op, catching a panic: its outcome and how long it took.
-pub(crate) fn call<T, U>(
-    op: &super::BlockingFn<T, U>,
-    item: T,
-) -> (Result<Outputs<U>, Error>, std::time::Duration) {
-    let start = Instant::now();
-    let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| op(item))) {
-        Ok(r) => r.map_err(super::op_error),
-        Err(p) => Err(Error::new(ErrorKind::OpPanicked, super::panic_message(p))),
-    };
-    (outcome, start.elapsed())
+    match outputs {
+        Some(Outputs::One(u)) => out.push(u),
+        Some(Outputs::Many(v)) => out.extend(v),
+        _ => {}
+    }
 }
 
 /// A follower: `op` runs on each item of a batch, then the stages after it.
@@ -225,9 +187,9 @@ pub(crate) fn follower<U: Send + 'static, V: Send + 'static>(
             }
             account.meter.on_input();
             let _span = tracing::trace_span!("op", stage = %account.meter.name()).entered();
-            let (outcome, took) = call(&*op, item);
+            let (outcome, took) = account::call(&*op, item);
             let before = out.len();
-            account.settle(&next.group, &batch.ids, took, outcome, &mut out);
+            settle(&account, &next.group, &batch.ids, took, outcome, &mut out);
             messages += (out.len() - before).max(1) as u64;
         }
         (next.run)(Batch {
@@ -263,26 +225,7 @@ pub(crate) fn tail<W: Send + 'static>(
     let (tx, rx) = mpsc::unbounded_channel::<ToTail<W>>();
     let run_tx = tx.clone();
     let run = Arc::new(move |batch: Batch<W>| {
-        let n = batch.items.len();
-        let mut ids = Some(batch.ids);
-        let mut msgs: Vec<Msg<W>> = batch
-            .items
-            .into_iter()
-            .enumerate()
-            .map(|(i, w)| {
-                // Only the last output carries the positions: the source item counts as
-                // delivered once all its outputs are.
-                let ids = if i + 1 == n {
-                    ids.take().unwrap_or_default()
-                } else {
-                    Ids::None
-                };
-                Msg::Item(ids, w)
-            })
-            .collect();
-        if let Some(ids) = ids.filter(|ids| ids.len() > 0) {
-            msgs.push(Msg::Skip(ids)); // filtered or failed on the way
-        }
+        let msgs = account::messages(batch.items, batch.ids);
         let _ = run_tx.send(ToTail::Ticket(batch.ticket, msgs));
     });
     let control = Arc::new(move |ticket: u64, c: Control| {

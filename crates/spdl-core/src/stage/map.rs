@@ -24,13 +24,12 @@ use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use super::stream::BoxStream;
-use super::{FailureBudget, Ids, Msg, Op, OpKind, Order, Outputs, PartIter, StreamingFn};
+use super::{Ids, Msg, Op, OpKind, Order, Outputs, PartIter, StreamingFn};
 use crate::error::{Error, ErrorKind};
 use crate::exec::pool::Submitter;
 use crate::exec::queue::{Busy, QueueRx, QueueTx};
-use crate::stage::failures::Failures;
-use crate::stage::fused::{self, Account, Batch, Control, Direct};
-use crate::stats::{StageMeter, TaskOutcome};
+use crate::stage::account::{self, Account};
+use crate::stage::fused::{self, Batch, Control, Direct};
 
 /// One finished task: its ticket (input sequence in this stage), positions, outcome, duration.
 struct Done<U> {
@@ -85,7 +84,7 @@ impl<T: Send + 'static, U: Send + 'static> LaneShared<T, U> {
                     break; // the pipeline is shutting down
                 }
                 let _span = tracing::trace_span!("op", stage = %self.stage).entered();
-                let (outcome, took) = fused::call(&*self.op, item);
+                let (outcome, took) = account::call(&*self.op, item);
                 match &self.report {
                     Report::Engine(results) => {
                         let done = Done {
@@ -100,7 +99,7 @@ impl<T: Send + 'static, U: Send + 'static> LaneShared<T, U> {
                     }
                     Report::Fused(account, next) => {
                         let mut items = Vec::new();
-                        account.settle(&next.group, &ids, took, outcome, &mut items);
+                        fused::settle(account, &next.group, &ids, took, outcome, &mut items);
                         (next.run)(Batch::of_call(ticket, ids, items));
                     }
                 }
@@ -364,41 +363,28 @@ pub(crate) struct MapStage<T, U> {
     exec: Exec<T, U>,
     concurrency: usize,
     order: Order,
-    budget: Option<FailureBudget>,
-    meter: Arc<StageMeter>,
-    failures: Arc<Failures>,
+    account: Account,
 }
 
 impl<T: Send + 'static, U: Send + 'static> MapStage<T, U> {
     /// A stage of its own (`next: None`), or the head of a fused group whose next stages are
     /// `next` (a blocking op only; see [`fused`]).
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         op: Op<T, U>,
         concurrency: usize,
         order: Order,
-        budget: Option<FailureBudget>,
-        meter: Arc<StageMeter>,
-        failures: Arc<Failures>,
+        account: Account,
         submitter: Submitter,
         next: Option<Direct<U>>,
     ) -> Self {
-        let fused = next.map(|next| {
-            let account = Account {
-                meter: meter.clone(),
-                budget,
-                failures: failures.clone(),
-            };
-            (account, next)
-        });
-        let exec = Exec::new(op, concurrency, submitter, Arc::from(meter.name()), fused);
+        let stage = Arc::from(account.meter.name());
+        let fused = next.map(|next| (account.clone(), next));
+        let exec = Exec::new(op, concurrency, submitter, stage, fused);
         MapStage {
             exec,
             concurrency,
             order,
-            budget,
-            meter,
-            failures,
+            account,
         }
     }
 
@@ -415,7 +401,7 @@ impl<T: Send + 'static, U: Send + 'static> MapStage<T, U> {
             if group.closed() {
                 return;
             }
-            if group.stopped() || self.failures.aborted() {
+            if group.stopped() || self.account.failures.aborted() {
                 // A budget was exceeded: what was admitted still drains downstream.
                 input.close();
                 return;
@@ -441,7 +427,7 @@ impl<T: Send + 'static, U: Send + 'static> MapStage<T, U> {
             group.admit();
             match msg {
                 Msg::Item(ids, item) => {
-                    self.meter.on_input();
+                    self.account.meter.on_input();
                     if !self.exec.submit(ticket, ids, item) {
                         return;
                     }
@@ -461,52 +447,15 @@ impl<T: Send + 'static, U: Send + 'static> MapStage<T, U> {
     /// Turns a finished task into the messages to pass on, recording stats and failures.
     /// Returns them and whether a failure budget is now exceeded.
     fn settle(&self, done: Done<U>) -> (Settled<U>, bool) {
-        match done.outcome {
-            Ok(Outputs::One(u)) => {
-                self.meter.on_task(done.took, TaskOutcome::Produced(1));
-                (Settled::One(Msg::Item(done.ids, u)), false)
-            }
-            Ok(Outputs::Many(v)) if !v.is_empty() => {
-                self.meter
-                    .on_task(done.took, TaskOutcome::Produced(v.len()));
-                // Only the last output carries the positions: the source item counts as
-                // delivered once all its outputs are.
-                let n = v.len();
-                let mut ids = Some(done.ids);
-                let msgs = v
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, u)| {
-                        let ids = if i + 1 == n {
-                            ids.take().unwrap_or_default()
-                        } else {
-                            Ids::None
-                        };
-                        Msg::Item(ids, u)
-                    })
-                    .collect();
-                (Settled::Many(msgs), false)
-            }
-            Ok(Outputs::Streamed(n)) if n > 0 => {
-                // Its outputs were counted as they went on.
-                self.meter.on_task(done.took, TaskOutcome::Produced(0));
-                // The outputs went on as they were made; the position follows them.
-                (Settled::Many(skip_of(done.ids)), false)
-            }
-            Ok(_) => {
-                self.meter.on_task(done.took, TaskOutcome::Filtered);
-                (Settled::One(Msg::Skip(done.ids)), false)
-            }
-            Err(e) => {
-                self.meter.on_task(done.took, TaskOutcome::Failed);
-                let mut e = e.with_stage(self.meter.name());
-                if let Some(p) = done.ids.first() {
-                    e = e.with_position(p);
-                }
-                let exceeded = self.failures.record(&self.meter, self.budget, &e);
-                (Settled::One(Msg::Skip(done.ids)), exceeded)
-            }
-        }
+        let (outputs, exceeded) = self.account.record(&done.ids, done.took, done.outcome);
+        let settled = match outputs {
+            Some(Outputs::One(u)) => Settled::One(Msg::Item(done.ids, u)),
+            Some(Outputs::Many(v)) => Settled::Many(account::messages(v, done.ids)),
+            // The outputs went on as they were made; the position follows them.
+            Some(Outputs::Streamed(_)) => Settled::Many(account::messages(Vec::new(), done.ids)),
+            _ => Settled::One(Msg::Skip(done.ids)),
+        };
+        (settled, exceeded)
     }
 
     /// Runs until the input closes (or a budget is exceeded) and everything admitted has been
@@ -562,7 +511,7 @@ impl<T: Send + 'static, U: Send + 'static> MapStage<T, U> {
                     break;
                 }
             }
-            if flow.input_open && self.failures.aborted() {
+            if flow.input_open && self.account.failures.aborted() {
                 // Another stage exceeded the pipeline budget: stop taking input here too.
                 input.close();
                 flow.input_open = false;
@@ -599,7 +548,7 @@ impl<T: Send + 'static, U: Send + 'static> MapStage<T, U> {
         let ticket = done.ticket;
         let done = match done.outcome {
             Ok(Outputs::Part(u)) => {
-                self.meter.on_output(1);
+                self.account.meter.on_output(1);
                 if flow.ordered && ticket != flow.next_out {
                     flow.parts.entry(ticket).or_default().push(u);
                 } else {
@@ -631,7 +580,7 @@ impl<T: Send + 'static, U: Send + 'static> MapStage<T, U> {
     fn on_input(&mut self, flow: &mut Flow<U>, msg: Msg<T>) -> bool {
         match msg {
             Msg::Item(ids, item) => {
-                self.meter.on_input();
+                self.account.meter.on_input();
                 if !self.exec.submit(flow.next_ticket, ids, item) {
                     return false;
                 }
@@ -726,15 +675,6 @@ impl<U> Flow<U> {
             self.outbox.push_back(Msg::EndOfEpoch);
             self.epoch_ending = false;
         }
-    }
-}
-
-/// A skip for `ids`, or nothing when there is no position to account for.
-fn skip_of<U>(ids: Ids) -> Vec<Msg<U>> {
-    if ids.len() > 0 {
-        vec![Msg::Skip(ids)]
-    } else {
-        Vec::new()
     }
 }
 

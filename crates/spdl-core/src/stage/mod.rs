@@ -9,6 +9,7 @@
 //!
 //! plus [`crate::PipelineBuilder::aggregate`] / [`disaggregate`](crate::PipelineBuilder::disaggregate).
 
+pub(crate) mod account;
 pub(crate) mod aggregate;
 pub(crate) mod failures;
 pub(crate) mod fused;
