@@ -5,6 +5,7 @@
 //! whether the queue held data (SPDL's "data readiness": the share of time the queue was
 //! non-empty; near 0 at the sink means the consumer waits for data).
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -185,6 +186,34 @@ impl<T> QueueTx<T> {
         Ok(())
     }
 
+    /// Puts the messages waiting in `outbox`, in order, while the queue has room now (a stage
+    /// keeps its outputs in an outbox while the next queue is full, and goes on working).
+    /// Returns whether any moved.
+    pub(crate) fn try_send_from(&self, outbox: &mut VecDeque<T>) -> Result<bool, Closed> {
+        let mut moved = false;
+        while let Some(m) = outbox.pop_front() {
+            match self.try_send(m) {
+                Ok(()) => moved = true,
+                Err(Busy::Wait(m)) => {
+                    outbox.push_front(m);
+                    break;
+                }
+                Err(Busy::Closed) => return Err(Closed),
+            }
+        }
+        Ok(moved)
+    }
+
+    /// Waits for room, then puts the first message of `outbox`. Cancel-safe: if the wait is
+    /// dropped, nothing was taken from the outbox.
+    pub(crate) async fn send_first_of(&self, outbox: &mut VecDeque<T>) -> Result<(), Closed> {
+        let permit = self.reserve().await?;
+        if let Some(m) = outbox.pop_front() {
+            permit.send(m);
+        }
+        Ok(())
+    }
+
     /// Waits for room, then puts the item `make` returns. Cancel-safe: if the wait is dropped,
     /// nothing was taken (used in `select!` so a stage keeps working while its output is full).
     pub(crate) async fn reserve(&self) -> Result<Permit<'_, T>, Closed> {
@@ -258,6 +287,9 @@ impl<T> Permit<'_, T> {
     }
 }
 
+/// How often [`QueueRx::blocking_recv`] yields its thread before it parks.
+const YIELDS_BEFORE_PARKING: usize = 4;
+
 /// The receiving half.
 pub(crate) struct QueueRx<T> {
     rx: mpsc::Receiver<T>,
@@ -305,8 +337,14 @@ impl<T> QueueRx<T> {
 
     /// Takes the next item from a thread outside the runtime, blocking until one arrives.
     pub(crate) fn blocking_recv(&mut self) -> Option<T> {
-        if let Ok(item) = self.try_recv() {
-            return Some(item);
+        // The stage before is often about to put the next item: give it the core a few times
+        // before parking (a park and its wake-up cost more than that wait).
+        for _ in 0..YIELDS_BEFORE_PARKING {
+            match self.try_recv() {
+                Ok(item) => return Some(item),
+                Err(Busy::Closed) => return None,
+                Err(Busy::Wait(())) => std::thread::yield_now(),
+            }
         }
         let t = Instant::now();
         let item = self.rx.blocking_recv()?;

@@ -27,7 +27,7 @@ use tokio::sync::{mpsc, Notify};
 
 use super::{Ids, Msg, Outputs};
 use crate::error::Error;
-use crate::exec::queue::{Busy, QueueMeter, QueueTx};
+use crate::exec::queue::{QueueMeter, QueueTx};
 use crate::stage::account::{self, Account};
 
 /// What the head and the tail of a group share.
@@ -267,15 +267,8 @@ async fn run_tail<W: Send + 'static>(
         while let Ok(m) = rx.try_recv() {
             tail.take(m);
         }
-        while let Some(m) = tail.outbox.pop_front() {
-            match output.try_send(m) {
-                Ok(()) => {}
-                Err(Busy::Wait(m)) => {
-                    tail.outbox.push_front(m);
-                    break;
-                }
-                Err(Busy::Closed) => return,
-            }
+        if output.try_send_from(&mut tail.outbox).is_err() {
+            return;
         }
         tail.publish();
         if !open && tail.outbox.is_empty() {
@@ -283,10 +276,9 @@ async fn run_tail<W: Send + 'static>(
         }
         tokio::select! {
             biased;
-            permit = output.reserve(), if !tail.outbox.is_empty() => {
-                let Ok(permit) = permit else { return };
-                if let Some(m) = tail.outbox.pop_front() {
-                    permit.send(m);
+            sent = output.send_first_of(&mut tail.outbox), if !tail.outbox.is_empty() => {
+                if sent.is_err() {
+                    return;
                 }
             }
             m = rx.recv(), if open => match m {

@@ -485,15 +485,9 @@ impl<T: Send + 'static, U: Send + 'static> MapStage<T, U> {
                     self.on_done(&mut flow, &mut input, done);
                     moved = true;
                 }
-                while let Some(m) = flow.outbox.pop_front() {
-                    match output.try_send(m) {
-                        Ok(()) => moved = true,
-                        Err(Busy::Wait(m)) => {
-                            flow.outbox.push_front(m);
-                            break;
-                        }
-                        Err(Busy::Closed) => return,
-                    }
+                match output.try_send_from(&mut flow.outbox) {
+                    Ok(sent) => moved |= sent,
+                    Err(_) => return,
                 }
                 while flow.can_take() {
                     match input.try_recv() {
@@ -520,10 +514,9 @@ impl<T: Send + 'static, U: Send + 'static> MapStage<T, U> {
             let wants_done = flow.wants_done();
             tokio::select! {
                 biased;
-                permit = output.reserve(), if !flow.outbox.is_empty() => {
-                    let Ok(permit) = permit else { return };
-                    if let Some(m) = flow.outbox.pop_front() {
-                        permit.send(m);
+                sent = output.send_first_of(&mut flow.outbox), if !flow.outbox.is_empty() => {
+                    if sent.is_err() {
+                        return;
                     }
                 }
                 done = self.exec.next_done(), if wants_done => {
