@@ -1,8 +1,14 @@
-//! The transfer step of `spdl load --device cuda:N`: batches are collated into pinned host
-//! memory and copied to the GPU on a dedicated stream (spdl-cuda). Without the `cuda` feature
-//! the flag is a clear error.
+//! Where `spdl load`'s batches go. Each batch decodes straight into one buffer from a pool
+//! ([`spdl_cuda::load_batch_pooled`]): plain host memory for `--device cpu`, page-locked
+//! (pinned) memory for `--device cuda[:N]`, whose batches are then copied to the GPU on a
+//! dedicated stream (spdl-cuda). Without the `cuda` feature a GPU device is a clear error.
+
+use std::sync::Arc;
 
 use anyhow::{bail, Result};
+use spdl_core::buffer::{BufferPool, HostPool, PoolConfig};
+use spdl_core::{Pipeline, PipelineBuilder};
+use spdl_cuda::{DeviceBatch, HostBatch};
 
 /// Something the consumer counts: a host or a device batch.
 pub(crate) trait Counted: Send + 'static {
@@ -10,7 +16,13 @@ pub(crate) trait Counted: Send + 'static {
     fn images(&self) -> usize;
 }
 
-impl Counted for spdl_io::ImageBatch {
+impl Counted for HostBatch {
+    fn images(&self) -> usize {
+        self.len()
+    }
+}
+
+impl Counted for DeviceBatch {
     fn images(&self) -> usize {
         self.len()
     }
@@ -32,55 +44,69 @@ pub(crate) fn is_gpu(device: &str) -> Result<bool> {
     }
 }
 
-#[cfg(feature = "cuda")]
-mod gpu {
-    use std::sync::Arc;
+/// Batch buffers for `in_flight` batches at once (decoding, queued, copying, held by the
+/// consumer), plus one spare: acquiring a buffer then never waits.
+fn pool_config(in_flight: usize) -> PoolConfig {
+    PoolConfig::default().max_buffers(in_flight + 1)
+}
 
-    use super::*;
-    use spdl_core::buffer::PoolConfig;
-    use spdl_core::{Op, Pipeline, PipelineBuilder, StageConfig};
-    use spdl_cuda::{
-        collate_into, collate_normalized_into, pinned_pool, CudaDevice, DeviceBatch, TransferStage,
-    };
-    use spdl_io::BatchItem;
+/// The pool host batches decode into (`--device cpu`): buffers are reused once the consumer
+/// drops a batch, so no batch allocates (and page-faults) fresh memory.
+pub(crate) fn host_pool(in_flight: usize) -> Arc<dyn BufferPool> {
+    Arc::new(HostPool::host(pool_config(in_flight)))
+}
 
-    impl Counted for DeviceBatch {
-        fn images(&self) -> usize {
-            self.len()
+/// The device of `--device cuda[:N]`: its pinned batch pool and its copy stage.
+pub(crate) struct Gpu {
+    name: String,
+    pool: Arc<spdl_cuda::PinnedPool>,
+    stage: Arc<spdl_cuda::TransferStage>,
+}
+
+/// Batches past the decode stage on the GPU path: the transfer stage's admission limit (twice
+/// its two copies), its sink of two, and the one the consumer holds.
+pub(crate) const GPU_BATCHES_AFTER_DECODE: usize = 4 + 2 + 1;
+
+impl Gpu {
+    /// Opens `device` with a pool of pinned buffers for `in_flight` batches.
+    ///
+    /// # Errors
+    /// Without the `cuda` feature; when the driver or the device cannot be opened.
+    pub(crate) fn open(device: &str, in_flight: usize) -> Result<Gpu> {
+        if !cfg!(feature = "cuda") {
+            bail!(
+                "--device {device}: this spdl was built without CUDA support; rebuild with \
+                 `cargo build --release -p spdl-cli --features cuda`"
+            );
         }
+        let dev = spdl_cuda::CudaDevice::select(device.parse()?)?;
+        Ok(Gpu {
+            name: device.to_string(),
+            pool: Arc::new(spdl_cuda::pinned_pool(&dev, pool_config(in_flight))?),
+            stage: Arc::new(spdl_cuda::TransferStage::new(&dev)?),
+        })
     }
 
-    /// Appends collate-into-pinned-memory and host-to-device copy stages.
-    pub(crate) fn build(
-        builder: PipelineBuilder<Vec<BatchItem>>,
-        device: &str,
-        normalize: bool,
+    /// The pinned pool the batches decode into.
+    pub(crate) fn pool(&self) -> Arc<dyn BufferPool> {
+        self.pool.clone()
+    }
+
+    /// Appends the host-to-device copy (two at a time) and builds the pipeline; the closure
+    /// reports the copies' throughput once the run is over.
+    pub(crate) fn transfer(
+        self,
+        batches: PipelineBuilder<HostBatch>,
         threads: usize,
     ) -> Result<(Pipeline<DeviceBatch>, impl Fn() -> TransferReport)> {
-        let dev = CudaDevice::select(device.parse()?)?;
-        // Batches alive at once: sink (2) + in copy (2) + collating (2) + held by the consumer (1).
-        let pool = Arc::new(pinned_pool(&dev, PoolConfig::default().max_buffers(8))?);
-        let stage = Arc::new(TransferStage::new(&dev)?);
-        let collate = Op::blocking(move |items: Vec<BatchItem>| {
-            let batch = if normalize {
-                collate_normalized_into(items, &spdl_io::Normalize::imagenet(), pool.as_ref())?
-            } else {
-                collate_into(items, pool.as_ref())?
-            };
-            Ok(Some(batch))
-        });
-        let pipeline = builder
+        let pipeline = batches
             .pipe(
-                collate,
-                StageConfig::named("collate").concurrency(threads.min(2)),
-            )
-            .pipe(
-                Op::blocking(stage.op()),
-                StageConfig::named("transfer").concurrency(2),
+                spdl_core::Op::blocking(self.stage.op()),
+                spdl_core::StageConfig::named("transfer").concurrency(2),
             )
             .sink(2)
             .build(threads)?;
-        let name = device.to_string();
+        let Gpu { name, stage, .. } = self;
         let report = move || {
             let s = stage.stats();
             TransferReport {
@@ -91,16 +117,4 @@ mod gpu {
         };
         Ok((pipeline, report))
     }
-}
-
-#[cfg(feature = "cuda")]
-pub(crate) use gpu::build as build_gpu;
-
-/// The error for `--device cuda` in a build without the `cuda` feature.
-#[cfg(not(feature = "cuda"))]
-pub(crate) fn no_cuda(device: &str) -> anyhow::Error {
-    anyhow::anyhow!(
-        "--device {device}: this spdl was built without CUDA support; rebuild with \
-         `cargo build --release -p spdl-cli --features cuda`"
-    )
 }

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 
 use anyhow::{bail, Context, Result};
 use npyz::WriterBuilder;
-use spdl_io::{BatchData, ImageBatch};
+use spdl_cuda::{DType, HostBatch};
 
 use crate::report::Failure;
 
@@ -18,7 +18,7 @@ use crate::report::Failure;
 /// Samples that failed before the batch was complete are named after the line that says what
 /// was written (the batch then holds fewer than `--batch-size` images).
 pub(crate) fn first_batch(
-    mut pipeline: spdl_core::Pipeline<ImageBatch>,
+    mut pipeline: spdl_core::Pipeline<HostBatch>,
     path: &Path,
     failures: &Mutex<Vec<Failure>>,
 ) -> Result<ExitCode> {
@@ -32,11 +32,7 @@ pub(crate) fn first_batch(
         "wrote {} images {:?} ({}) to {}",
         batch.len(),
         batch.shape,
-        match batch.data {
-            BatchData::U8(_) => "u8",
-            BatchData::U16(_) => "u16",
-            BatchData::F32(_) => "f32",
-        },
+        batch.dtype.name(),
         path.display()
     ));
     for f in failures.lock().unwrap_or_else(|e| e.into_inner()).iter() {
@@ -45,19 +41,33 @@ pub(crate) fn first_batch(
     Ok(ExitCode::SUCCESS)
 }
 
-fn write_npy(batch: &ImageBatch, path: &Path) -> Result<()> {
+fn write_npy(batch: &HostBatch, path: &Path) -> Result<()> {
     let mut file = BufWriter::new(File::create(path)?);
-    match &batch.data {
-        BatchData::U8(v) => write_values(&mut file, &batch.shape, v),
-        BatchData::U16(v) => write_values(&mut file, &batch.shape, v),
-        BatchData::F32(v) => write_values(&mut file, &batch.shape, v),
+    let bytes = &batch.buffer[..];
+    match batch.dtype {
+        DType::U8 => write_values(&mut file, &batch.shape, bytes.iter().copied()),
+        DType::U16 => write_values(
+            &mut file,
+            &batch.shape,
+            bytes
+                .chunks_exact(2)
+                .map(|b| u16::from_ne_bytes([b[0], b[1]])),
+        ),
+        DType::F32 => write_values(
+            &mut file,
+            &batch.shape,
+            bytes
+                .chunks_exact(4)
+                .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]])),
+        ),
+        other => bail!("a batch of {} cannot be dumped", other.name()),
     }
 }
 
-fn write_values<T: npyz::AutoSerialize + Copy>(
+fn write_values<T: npyz::AutoSerialize>(
     file: &mut BufWriter<File>,
     shape: &[usize; 4],
-    values: &[T],
+    values: impl Iterator<Item = T>,
 ) -> Result<()> {
     let shape = shape.map(|d| d as u64);
     let mut w = npyz::WriteOptions::new()
@@ -65,7 +75,7 @@ fn write_values<T: npyz::AutoSerialize + Copy>(
         .shape(&shape)
         .writer(file)
         .begin_nd()?;
-    w.extend(values.iter().copied())?;
+    w.extend(values)?;
     w.finish()?;
     Ok(())
 }

@@ -1,5 +1,5 @@
-//! `spdl load`: the main job. Builds source -> read -> decode + transform -> batch -> collate,
-//! consumes it, and prints a report.
+//! `spdl load`: the main job. Builds source -> read -> batch -> decode + transform straight into
+//! a pooled batch buffer (-> copy to the GPU), consumes it, and prints a report.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -11,7 +11,8 @@ use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressStyle};
 use spdl_core::{Op, Order, PipelineBuilder, StageConfig};
-use spdl_io::{load_batch, BatchSample, ImageLoader, ImageOptions, Normalize, TransformKind};
+use spdl_cuda::load_batch_pooled;
+use spdl_io::{BatchSample, ImageLoader, ImageOptions, Normalize, TransformKind};
 use spdl_sources::shards::{list_shards_with, ShardSource};
 use spdl_sources::{
     read_list_file, walk_dir_with, Bytes, DistInfo, Extensions, FetchOptions, Fetcher, ImageFolder,
@@ -22,6 +23,11 @@ use tracing_subscriber::prelude::*;
 use crate::device::{self, Counted};
 use crate::report::{Failure, Report};
 use crate::{DtypeArg, LayoutArg, LoadArgs, TransformArg};
+
+/// Host batches waiting for the consumer.
+const HOST_SINK: usize = 3;
+/// Host batches past the decode stage: the sink's, and the one the consumer holds.
+const HOST_BATCHES_AFTER_DECODE: usize = HOST_SINK + 1;
 
 /// One sample on its way through the pipeline.
 struct Job {
@@ -373,109 +379,92 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
         .prefetch_epochs_of(args.epochs);
 
     let mut report = Report::new(&shown, &args, threads, per_epoch, layout, dtype);
-    if args.dump.is_some() && device::is_gpu(&args.device)? {
-        bail!("--dump saves a host batch: use it with --device cpu");
-    }
-    let run = if device::is_gpu(&args.device)? {
-        #[cfg(feature = "cuda")]
-        {
-            // Decoded one by one, then collated into pinned memory for the copy.
-            let decode = {
-                let (loader, failures) = (loader.clone(), failures.clone());
-                Op::blocking(move |f: Fetched| {
-                    let key = spdl_io::key_from_path(&f.job.path);
-                    let ctx = spdl_io::SampleContext {
-                        key: &key,
-                        index: f.job.index,
-                        epoch: f.job.epoch,
-                    };
-                    match loader.load(&f.bytes, &ctx) {
-                        Ok(image) => Ok(Some(spdl_io::BatchItem {
-                            key,
-                            label: f.job.label,
-                            image,
-                        })),
-                        Err(e) => Err(Failure::record(&failures, &f.job.path, e)),
-                    }
+    let gpu = if device::is_gpu(&args.device)? {
+        if args.dump.is_some() {
+            bail!("--dump saves a host batch: use it with --device cpu");
+        }
+        // The decode stage holds at most twice its concurrency of batches.
+        let in_flight = 2 * decode_concurrency + device::GPU_BATCHES_AFTER_DECODE;
+        Some(device::Gpu::open(&args.device, in_flight)?)
+    } else {
+        None
+    };
+    let pool = match &gpu {
+        Some(gpu) => gpu.pool(),
+        None => device::host_pool(2 * decode_concurrency + HOST_BATCHES_AFTER_DECODE),
+    };
+    // A batch's samples decode straight into their rows of one pool buffer (pinned memory
+    // before a copy to the GPU): no copy after decoding; a sample that fails is recorded and
+    // its row dropped. A batch decodes on its worker; with fewer batches per epoch than
+    // threads (a small listing), each batch also gets threads of its own so none stays idle.
+    let batches_per_epoch = per_epoch.div_ceil(args.batch_size as u64);
+    let inner_threads = match batches_per_epoch {
+        0 => 1, // not known before reading (tar shards)
+        b => (threads as u64).div_ceil(b).clamp(1, threads as u64) as usize,
+    };
+    let decode_batch = {
+        let (loader, failures) = (loader.clone(), failures.clone());
+        let normalize = (dtype == DtypeArg::F32).then(Normalize::imagenet);
+        Op::blocking(move |fetched: Vec<Fetched>| {
+            let samples: Vec<BatchSample> = fetched
+                .iter()
+                .map(|f| BatchSample {
+                    key: spdl_io::key_from_path(&f.job.path),
+                    label: f.job.label,
+                    index: f.job.index,
+                    epoch: f.job.epoch,
                 })
+                .collect();
+            let bytes = |i: usize| Ok(&fetched[i].bytes[..]);
+            let threads = inner_threads;
+            let (mut batch, failed) = match load_batch_pooled(
+                &loader,
+                &samples,
+                normalize.as_ref(),
+                threads,
+                bytes,
+                &*pool,
+            ) {
+                Ok(loaded) => loaded,
+                Err(spdl_cuda::Error::Decode(e)) => {
+                    // The batch as a whole is refused (its size is over the limits before
+                    // any decoding): each of its samples failed for that reason.
+                    for (f, s) in fetched.iter().zip(&samples) {
+                        let each = spdl_io::Error::new(e.kind(), e.message()).with_key(&s.key);
+                        Failure::record(&failures, &f.job.path, each);
+                    }
+                    return Ok(None);
+                }
+                // No batch buffer (the pool timed out or the memory ran out).
+                Err(e) => return Err(Box::new(e)),
             };
-            let batches = fetched
-                .pipe(
-                    decode,
-                    StageConfig::named("decode")
-                        .concurrency(decode_concurrency)
-                        .order(order),
-                )
-                .aggregate(args.batch_size, false);
-            let normalize = dtype == DtypeArg::F32;
-            let (pipeline, transfer) =
-                device::build_gpu(batches, &args.device, normalize, threads)?;
+            batch.drop_failed_rows(&failed);
+            for (row, e) in failed {
+                Failure::record(&failures, &fetched[row].job.path, e);
+            }
+            Ok((!batch.is_empty()).then_some(batch))
+        })
+    };
+    let batches = fetched.aggregate(args.batch_size, false).pipe(
+        decode_batch,
+        StageConfig::named("decode")
+            .concurrency(decode_concurrency)
+            .order(order),
+    );
+    let run = match gpu {
+        Some(gpu) => {
+            let (pipeline, transfer) = gpu.transfer(batches, threads)?;
             let run = consume(pipeline, &args, per_epoch, &failures);
             report.transfer = Some(transfer());
             run
         }
-        #[cfg(not(feature = "cuda"))]
-        return Err(device::no_cuda(&args.device));
-    } else {
-        // A batch's samples decode straight into their rows of one buffer (no copy after
-        // decoding); a sample that fails is recorded and its row dropped.
-        // A batch decodes on its worker; with fewer batches per epoch than threads (a small
-        // listing), each batch also gets threads of its own so that none stays idle.
-        let batches_per_epoch = per_epoch.div_ceil(args.batch_size as u64);
-        let inner_threads = match batches_per_epoch {
-            0 => 1, // not known before reading (tar shards)
-            b => (threads as u64).div_ceil(b).clamp(1, threads as u64) as usize,
-        };
-        let decode_batch = {
-            let (loader, failures) = (loader.clone(), failures.clone());
-            let normalize = (dtype == DtypeArg::F32).then(Normalize::imagenet);
-            Op::blocking(move |fetched: Vec<Fetched>| {
-                let samples: Vec<BatchSample> = fetched
-                    .iter()
-                    .map(|f| BatchSample {
-                        key: spdl_io::key_from_path(&f.job.path),
-                        label: f.job.label,
-                        index: f.job.index,
-                        epoch: f.job.epoch,
-                    })
-                    .collect();
-                let loaded =
-                    match load_batch(&loader, &samples, normalize.as_ref(), inner_threads, |i| {
-                        Ok(&fetched[i].bytes[..])
-                    }) {
-                        Ok(loaded) => loaded,
-                        Err(e) => {
-                            // The batch as a whole is refused (its size is over the limits before
-                            // any decoding): each of its samples failed for that reason.
-                            for (f, s) in fetched.iter().zip(&samples) {
-                                let each =
-                                    spdl_io::Error::new(e.kind(), e.message()).with_key(&s.key);
-                                Failure::record(&failures, &f.job.path, each);
-                            }
-                            return Ok(None);
-                        }
-                    };
-                let (batch, failed) = loaded.into_delivered();
-                for (row, e) in failed {
-                    Failure::record(&failures, &fetched[row].job.path, e);
-                }
-                Ok((!batch.is_empty()).then_some(batch))
-            })
-        };
-        let pipeline = fetched
-            .aggregate(args.batch_size, false)
-            .pipe(
-                decode_batch,
-                StageConfig::named("decode")
-                    .concurrency(decode_concurrency)
-                    .order(order),
-            )
-            .sink(3)
-            .build(threads)?;
-        if let Some(path) = &args.dump {
-            return crate::dump::first_batch(pipeline, path, &failures);
+        None => {
+            let pipeline = batches.sink(HOST_SINK).build(threads)?;
+            if let Some(path) = &args.dump {
+                return crate::dump::first_batch(pipeline, path, &failures);
+            }
+            consume(pipeline, &args, per_epoch, &failures)
         }
-        consume(pipeline, &args, per_epoch, &failures)
     };
     report.images = run.images;
     report.batches = run.batches;

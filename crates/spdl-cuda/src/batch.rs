@@ -47,6 +47,26 @@ impl HostBatch {
         self.buffer.kind() == "cuda-pinned"
     }
 
+    /// Drops the rows of the samples that failed (`failed` in row order, as
+    /// [`load_batch_pooled`] returns them): the rows after a failure move up in place, the
+    /// keys and labels follow, and the batch holds the rows kept (possibly none).
+    pub fn drop_failed_rows(&mut self, failed: &[(usize, spdl_io::Error)]) {
+        if failed.is_empty() || self.is_empty() {
+            return;
+        }
+        let row = self.buffer.len() / self.len();
+        let kept = spdl_io::drop_failed_rows(
+            &mut self.buffer[..],
+            row,
+            &mut self.keys,
+            &mut self.labels,
+            failed,
+        );
+        self.shape[0] = kept;
+        // A shorter length is always within the capacity.
+        let _ = self.buffer.set_len(kept * row);
+    }
+
     /// A zero-copy export description: DLPack device `kDLCUDAHost` for pinned memory,
     /// `kDLCPU` otherwise. The batch is moved into the keep-alive handle.
     pub fn export(self) -> TensorExport {
@@ -150,8 +170,9 @@ fn as_f32_mut(buffer: &mut PooledBuffer) -> Result<&mut [f32]> {
 /// fails leaves its row zero and is returned with its row, in row order.
 ///
 /// # Errors
-/// [`Error::Decode`] when the loader's output shape is not fixed; [`Error::Pool`] when the
-/// pool times out or cannot allocate.
+/// [`Error::Decode`] when the loader's output shape is not fixed or the batch is over the
+/// loader's limits ([`spdl_io::batch_bytes`], checked before anything is allocated);
+/// [`Error::Pool`] when the pool times out or cannot allocate.
 pub fn load_batch_pooled<B: AsRef<[u8]>>(
     loader: &ImageLoader,
     samples: &[BatchSample],
@@ -160,15 +181,13 @@ pub fn load_batch_pooled<B: AsRef<[u8]>>(
     bytes: impl Fn(usize) -> spdl_io::Result<B> + Sync,
     pool: &dyn BufferPool,
 ) -> Result<(HostBatch, Vec<(usize, spdl_io::Error)>)> {
+    // Checked against the loader's limits before anything is allocated.
+    let len = spdl_io::batch_bytes(loader, samples.len(), normalize.is_some())?;
     let Some([h, w, c]) = loader.output_shape() else {
-        return Err(Error::Decode(spdl_io::Error::new(
-            spdl_io::ErrorKind::InvalidArgument,
-            "a batch written in place needs a fixed output size (width and height, or size)",
-        )));
+        unreachable!("batch_bytes checked that the output shape is fixed")
     };
     let n = samples.len();
-    let elem = if normalize.is_some() { 4 } else { 1 };
-    let mut buffer = pool.acquire(n * h * w * c * elem)?;
+    let mut buffer = pool.acquire(len)?;
     let (failed, shape, dtype) = match normalize {
         None => {
             let rows = BatchRows::U8(&mut buffer[..]);

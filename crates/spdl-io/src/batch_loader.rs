@@ -69,36 +69,53 @@ impl LoadedBatch {
     /// labels of the rows kept. For a loader that drops bad samples rather than zero them.
     pub fn into_delivered(self) -> (ImageBatch, Vec<(usize, Error)>) {
         let LoadedBatch { mut batch, failed } = self;
-        if failed.is_empty() {
-            return (batch, failed);
-        }
-        let n = batch.shape[0];
         let per = batch.shape[1..].iter().product::<usize>();
-        // `failed` is in row order.
-        let keep: Vec<usize> = (0..n)
-            .filter(|row| failed.binary_search_by_key(row, |(r, _)| *r).is_err())
-            .collect();
-        fn compact<T: Copy>(data: &mut Vec<T>, keep: &[usize], per: usize) {
-            for (to, &from) in keep.iter().enumerate() {
-                if to != from {
-                    data.copy_within(from * per..(from + 1) * per, to * per);
-                }
-            }
-            data.truncate(keep.len() * per);
+        let (keys, labels) = (&mut batch.keys, &mut batch.labels);
+        fn compact<T: Copy>(
+            data: &mut Vec<T>,
+            per: usize,
+            keys: &mut Vec<String>,
+            labels: &mut Vec<Option<i64>>,
+            failed: &[(usize, Error)],
+        ) -> usize {
+            let kept = drop_failed_rows(data, per, keys, labels, failed);
+            data.truncate(kept * per);
+            kept
         }
-        match &mut batch.data {
-            BatchData::U8(d) => compact(d, &keep, per),
-            BatchData::U16(d) => compact(d, &keep, per),
-            BatchData::F32(d) => compact(d, &keep, per),
-        }
-        batch.keys = keep
-            .iter()
-            .map(|&i| std::mem::take(&mut batch.keys[i]))
-            .collect();
-        batch.labels = keep.iter().map(|&i| batch.labels[i]).collect();
-        batch.shape[0] = keep.len();
+        batch.shape[0] = match &mut batch.data {
+            BatchData::U8(d) => compact(d, per, keys, labels, &failed),
+            BatchData::U16(d) => compact(d, per, keys, labels, &failed),
+            BatchData::F32(d) => compact(d, per, keys, labels, &failed),
+        };
         (batch, failed)
     }
+}
+
+/// Drops the rows named in `failed` (in row order, as [`load_batch`] and [`load_batch_into`]
+/// return them) from a batch whose `data` holds one row of `per` values per key: the rows after
+/// a failure move up in place (nothing moves when none failed), and `keys` and `labels` keep
+/// the rows kept. Returns how many rows are kept: the first `kept * per` values of `data`.
+pub fn drop_failed_rows<T: Copy>(
+    data: &mut [T],
+    per: usize,
+    keys: &mut Vec<String>,
+    labels: &mut Vec<Option<i64>>,
+    failed: &[(usize, Error)],
+) -> usize {
+    if failed.is_empty() {
+        return keys.len();
+    }
+    let keep: Vec<usize> = (0..keys.len())
+        .filter(|row| failed.binary_search_by_key(row, |(r, _)| *r).is_err())
+        .collect();
+    for (to, &from) in keep.iter().enumerate() {
+        if to != from {
+            data.copy_within(from * per..(from + 1) * per, to * per);
+        }
+    }
+    *keys = keep.iter().map(|&i| std::mem::take(&mut keys[i])).collect();
+    *labels = keep.iter().map(|&i| labels[i]).collect();
+    keep.len()
 }
 
 /// Threads for a batch of `n` samples: `requested`, else the CPUs (at most 8), within `1..=n`.
@@ -141,13 +158,8 @@ pub fn load_batch<B: AsRef<[u8]>>(
             "cannot load an empty batch whose shape is not fixed",
         ));
     }
-    if let Some([h, w, c]) = loader.output_shape() {
-        check_batch_size(
-            loader,
-            n,
-            [h, w, c],
-            if normalize.is_some() { 4 } else { 1 },
-        )?;
+    if loader.output_shape().is_some() {
+        batch_bytes(loader, n, normalize.is_some())?;
     }
     let (data, shape, failed) = match (loader.output_shape(), normalize) {
         (Some([h, w, c]), None) => {
@@ -193,9 +205,7 @@ pub fn load_batch_into<B: AsRef<[u8]>>(
 ) -> Result<Vec<(usize, Error)>> {
     let invalid = |m: String| Error::new(ErrorKind::InvalidArgument, m);
     let Some([h, w, c]) = loader.output_shape() else {
-        return Err(invalid(
-            "a batch written in place needs a fixed output size (width and height, or size)".into(),
-        ));
+        return Err(not_fixed());
     };
     let (n, per) = (samples.len(), h * w * c);
     let len = match &rows {
@@ -224,16 +234,22 @@ pub fn load_batch_into<B: AsRef<[u8]>>(
     }
 }
 
-/// The batch's buffer is allocated before any sample is decoded: each row must pass the
+/// The size in bytes of a batch of `n` samples written in place by `loader` (`[N, H, W, C]` u8,
+/// or `[N, C, H, W]` f32 when `normalized`), for the caller to allocate its buffer.
+///
+/// A batch's buffer is allocated before any sample is decoded: each row must pass the
 /// loader's output limit (as one image would), and the whole batch at most
 /// [`MAX_BATCH_BYTES_PER_LIMIT`] times that limit, so that an absurd size is a named error
 /// rather than an allocation failure that aborts the process.
-fn check_batch_size(
-    loader: &ImageLoader,
-    n: usize,
-    [h, w, c]: [usize; 3],
-    elem: usize,
-) -> Result<()> {
+///
+/// # Errors
+/// [`ErrorKind::InvalidArgument`] when the loader's output shape is not fixed;
+/// [`ErrorKind::LimitExceeded`] when a row or the batch is over the limits.
+pub fn batch_bytes(loader: &ImageLoader, n: usize, normalized: bool) -> Result<usize> {
+    let Some([h, w, c]) = loader.output_shape() else {
+        return Err(not_fixed());
+    };
+    let elem = if normalized { 4 } else { 1 };
     let limits = &loader.options.limits;
     limits.check_output(w, h, c, elem)?;
     let total = (n as u64)
@@ -248,7 +264,20 @@ fn check_batch_size(
             format!("a batch of {n} x {h}x{w}x{c} ({total} bytes) exceeds {most} bytes"),
         ));
     }
-    Ok(())
+    // At most `most`, a `u64` from the limits; `usize` on every target this crate builds for.
+    usize::try_from(total).map_err(|_| {
+        Error::new(
+            ErrorKind::LimitExceeded,
+            format!("a batch of {total} bytes does not fit in memory"),
+        )
+    })
+}
+
+fn not_fixed() -> Error {
+    Error::new(
+        ErrorKind::InvalidArgument,
+        "a batch written in place needs a fixed output size (width and height, or size)",
+    )
 }
 
 /// How many images' worth of the output limit one batch may hold (8 GiB by default).

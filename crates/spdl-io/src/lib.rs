@@ -67,8 +67,8 @@ pub mod video;
 
 pub use batch::{collate, collate_normalized, BatchData, BatchItem, ImageBatch};
 pub use batch_loader::{
-    batch_threads, load_batch, load_batch_into, BatchRows, BatchSample, LoadedBatch,
-    MAX_BATCH_BYTES_PER_LIMIT,
+    batch_bytes, batch_threads, drop_failed_rows, load_batch, load_batch_into, BatchRows,
+    BatchSample, LoadedBatch, MAX_BATCH_BYTES_PER_LIMIT,
 };
 pub use decode::{
     crop, sniff, ColorMode, DecodeOptions, Decoder, Image, ImageFormat, ImageInfo, Limits,
