@@ -67,7 +67,8 @@ def build_pipeline(
     if background_tasks is not None and not all(callable(t) for t in background_tasks):
         raise TypeError("background_tasks must be a sequence of callables (BackgroundTask factories)")
     builder = config_to_builder(cfg, num_threads=num_threads)
-    return builder._build_with(
+    builder._background_tasks = background_tasks
+    return builder.build(
         num_threads=num_threads,
         max_failures=max_failures,
         report_stats_interval=report_stats_interval,
@@ -75,7 +76,6 @@ def build_pipeline(
         task_hook_factory=task_hook_factory,
         stage_id=stage_id,
         use_thread_output_queue=use_thread_output_queue,
-        background_tasks=background_tasks,
         prefetch_epochs=prefetch_epochs,
     )
 

@@ -414,6 +414,9 @@ class PipelineBuilder(Generic[T, U]):
         self._continuous = False
         self._stages: list[dict[str, Any]] = []
         self._sink_size: int | None = None
+        # The background task factories of build_pipeline(..., background_tasks=...), which
+        # sets them on the builder it makes; None: the global default (build() takes none).
+        self._background_tasks: Sequence[Callable[[], Any]] | None = None
 
     def add_source(self, source: Iterable[T] | AsyncIterable[T], *, continuous: bool = False) -> "PipelineBuilder[T, U]":
         """Sets the source: an iterable, an async iterable, or a native
@@ -669,31 +672,6 @@ class PipelineBuilder(Generic[T, U]):
         is not continuous), ``TypeError`` for a bad type or a queue class that cannot be
         honoured.
         """
-        return self._build_with(
-            num_threads=num_threads,
-            max_failures=max_failures,
-            report_stats_interval=report_stats_interval,
-            queue_class=queue_class,
-            task_hook_factory=task_hook_factory,
-            stage_id=stage_id,
-            use_thread_output_queue=use_thread_output_queue,
-            background_tasks=None,
-            prefetch_epochs=prefetch_epochs,
-        )
-
-    def _build_with(
-        self,
-        *,
-        num_threads: int,
-        max_failures: int | Fraction,
-        report_stats_interval: float,
-        queue_class: Any,
-        task_hook_factory: Any,
-        stage_id: int,
-        use_thread_output_queue: bool,
-        background_tasks: Any,
-        prefetch_epochs: bool = False,
-    ) -> "Pipeline[U]":
         # As SPDL's build(), which goes through get_config().
         if self._source is None:
             raise RuntimeError("Source is not set. Did you call `add_source`?")
@@ -734,7 +712,7 @@ class PipelineBuilder(Generic[T, U]):
 
             return _DiagnosticPipeline(self._copy(), config.diagnostic_mode_num_sources())  # type: ignore[return-value]
         build = _Build(self, num_threads, global_budget, report_stats_interval, queue_class, task_hook_factory, int(stage_id))
-        build.background_tasks = background_tasks
+        build.background_tasks = self._background_tasks
         build.prefetch_epochs = prefetch_epochs
         return build.run()
 
