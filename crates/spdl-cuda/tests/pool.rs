@@ -171,7 +171,7 @@ fn batches_load_straight_into_pool_buffers_as_load_batch_does() {
     let bytes = |i: usize| Ok(&photos[i].1[..]);
     for norm in [None, Some(Normalize::imagenet())] {
         let want = load_batch(&loader, &samples, norm.as_ref(), 2, bytes).unwrap();
-        let (got, failed) =
+        let (mut got, failed) =
             spdl_cuda::load_batch_pooled(&loader, &samples, norm.as_ref(), 2, bytes, &pool)
                 .unwrap();
         assert_eq!(got.shape, want.batch.shape);
@@ -200,7 +200,32 @@ fn batches_load_straight_into_pool_buffers_as_load_batch_does() {
                 DType::U8
             }
         );
+        // Dropping the failed row in place gives what `into_delivered` gives.
+        let (delivered, _) = want.into_delivered();
+        got.drop_failed_rows(&failed);
+        assert_eq!(got.shape, delivered.shape);
+        assert_eq!((&got.keys, &got.labels), (&delivered.keys, &delivered.labels));
+        let kept = want_bytes.len() / 4 * 3;
+        assert_eq!(got.buffer.len(), kept);
+        let row = want_bytes.len() / 4;
+        let expected: Vec<u8> = [0, 2, 3]
+            .iter()
+            .flat_map(|&r| want_bytes[r * row..(r + 1) * row].iter().copied())
+            .collect();
+        assert_eq!(&got.buffer[..], &expected[..]);
     }
+    // A batch over the loader's limits is refused before anything is allocated.
+    let huge = ImageOptions {
+        size: Some(100_000),
+        transform: TransformKind::Resize,
+        ..ImageOptions::default()
+    }
+    .loader()
+    .unwrap();
+    let before = pool.stats().allocations;
+    let e = spdl_cuda::load_batch_pooled(&huge, &samples, None, 1, bytes, &pool).unwrap_err();
+    assert!(e.to_string().contains("100000x100000"), "{e}");
+    assert_eq!(pool.stats().allocations, before);
     // A loader without a fixed output size cannot write in place.
     let free = ImageOptions::default().loader().unwrap();
     let e = spdl_cuda::load_batch_pooled(&free, &samples, None, 1, bytes, &pool).unwrap_err();
