@@ -25,6 +25,7 @@ use spdl_cuda::{
 
 use crate::buffer::{CpuBuffer, HostView};
 use crate::dlpack::{cai_dict, capsule, check_dlpack_args, consumer_stream, wants_versioned};
+use crate::lock;
 
 /// Whether this build has the `cuda` feature.
 pub(crate) const BUILT_WITH_CUDA: bool = cfg!(feature = "cuda");
@@ -214,7 +215,7 @@ pub(crate) struct Reserved(Mutex<Option<PooledBuffer>>);
 
 impl Reserved {
     fn take(&self, len: usize) -> spdl_core::Result<Option<PooledBuffer>> {
-        let taken = self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let taken = lock(&self.0).take();
         match taken {
             Some(mut b) => {
                 b.set_len(len)?;
@@ -513,7 +514,7 @@ pub(crate) fn transfer_buffer(
     // (page-locking costs milliseconds per MiB) and copy stream.
     let target = {
         static TARGETS: Mutex<Vec<Arc<CudaTarget>>> = Mutex::new(Vec::new());
-        let mut targets = TARGETS.lock().unwrap_or_else(|e| e.into_inner());
+        let mut targets = lock(&TARGETS);
         match targets.iter().find(|t| t.index == target.index) {
             Some(t) => t.clone(),
             None => {

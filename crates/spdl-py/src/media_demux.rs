@@ -18,6 +18,7 @@ use spdl_io::ffmpeg::packets::{Codec, Packets};
 use spdl_io::MediaSource;
 
 use crate::error::io_err;
+use crate::lock;
 use crate::media::{extract_src, Src};
 use crate::media_props::{media_classes, media_pymethods};
 
@@ -272,7 +273,7 @@ pub(crate) struct Demuxer {
 
 impl Demuxer {
     fn with<R>(&self, f: impl FnOnce(&mut demux::Demuxer<'static>) -> PyResult<R>) -> PyResult<R> {
-        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = lock(&self.inner);
         let d = g
             .as_mut()
             .ok_or_else(|| PyRuntimeError::new_err("the Demuxer was closed"))?;
@@ -433,7 +434,7 @@ impl Demuxer {
     /// Closes the container (later calls raise `RuntimeError`).
     #[pyo3(signature = (*_args))]
     fn __exit__(&self, _args: &Bound<'_, PyTuple>) {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
+        lock(&self.inner).take();
     }
 }
 
@@ -453,11 +454,11 @@ impl StreamingDemuxIter {
 
     fn __next__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let chunk = py.detach(|| {
-            let mut d = self.demuxer.lock().unwrap_or_else(|p| p.into_inner());
+            let mut d = lock(&self.demuxer);
             let d = d
                 .as_mut()
                 .ok_or_else(|| PyRuntimeError::new_err("the Demuxer was closed"))?;
-            let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            let mut s = lock(&self.state);
             s.next_chunk(d).transpose().map_err(io_err)
         })?;
         let Some(chunk) = chunk else {
@@ -582,12 +583,7 @@ impl Bsf {
     ) -> PyResult<Option<Py<PyAny>>> {
         let p = packets_of(packets)?;
         let out = py
-            .detach(|| {
-                self.inner
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .filter(&p, flush)
-            })
+            .detach(|| lock(&self.inner).filter(&p, flush))
             .map_err(io_err)?;
         (!out.is_empty())
             .then(|| packets_to_py(py, out))
@@ -596,9 +592,7 @@ impl Bsf {
 
     /// Ends the stream: the packets the filter still held, or `None`.
     fn flush(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        let out = py
-            .detach(|| self.inner.lock().unwrap_or_else(|e| e.into_inner()).flush())
-            .map_err(io_err)?;
+        let out = py.detach(|| lock(&self.inner).flush()).map_err(io_err)?;
         (!out.is_empty())
             .then(|| packets_to_py(py, out))
             .transpose()
