@@ -19,8 +19,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use spdl_core::buffer::{BufferPool, PoolConfig, PooledBuffer};
 use spdl_cuda::{
-    ConsumerStream, CudaDevice, DType, DeviceBatch, DeviceSelector, HostBatch, PinnedPool,
-    TensorExport, TransferStage,
+    ConsumerStream, CudaDevice, DeviceBatch, DeviceSelector, HostBatch, PinnedPool, TensorExport,
+    TransferStage,
 };
 
 use crate::buffer::{CpuBuffer, HostView};
@@ -165,43 +165,31 @@ impl CudaTarget {
         Ok(CudaBuffer { batch, shape })
     }
 
-    /// Copies host bytes to the device: through a pinned buffer when one is free (then an
-    /// asynchronous DMA), else straight from pageable memory; waits for the copy.
-    fn transfer_bytes(
-        &self,
-        bytes: &[u8],
-        shape: [usize; 4],
-        dtype: DType,
-        keys: Vec<String>,
-        labels: Vec<Option<i64>>,
-    ) -> Result<DeviceBatch, GpuError> {
-        let opened = self.open()?;
-        if let Ok(Some(mut buffer)) = opened.pool.try_acquire(bytes.len()) {
-            buffer.copy_from_slice(bytes);
-            let host = HostBatch {
-                buffer,
-                shape,
-                dtype,
-                keys,
-                labels,
-            };
-            return Ok(opened.stage.transfer(host)?);
-        }
-        Ok(opened
-            .stage
-            .transfer_slice(bytes, shape, dtype, keys, labels)?)
-    }
-
-    /// Copies a host view; the device batch is `[rows, H, W, C]` with the view's leading
-    /// dimensions folded into `rows`, the `CUDABuffer` keeps the view's own shape.
+    /// Copies a host view to the device and waits for the copy: through a pinned buffer when
+    /// one is free (then an asynchronous DMA), else straight from pageable memory. The device
+    /// batch is `[rows, H, W, C]` with the view's leading dimensions folded into `rows`; the
+    /// `CUDABuffer` keeps the view's own shape.
     pub(crate) fn transfer_view(&self, view: &HostView) -> Result<CudaBuffer, GpuError> {
-        let batch = self.transfer_bytes(
-            view.bytes(),
-            fold4(&view.shape),
-            view.dtype,
-            view.keys.clone(),
-            view.labels.clone(),
-        )?;
+        let opened = self.open()?;
+        let bytes = view.bytes();
+        let shape = fold4(&view.shape);
+        let (dtype, keys, labels) = (view.dtype, view.keys.clone(), view.labels.clone());
+        let batch = match opened.pool.try_acquire(bytes.len()) {
+            Ok(Some(mut buffer)) => {
+                buffer.copy_from_slice(bytes);
+                let host = HostBatch {
+                    buffer,
+                    shape,
+                    dtype,
+                    keys,
+                    labels,
+                };
+                opened.stage.transfer(host)?
+            }
+            _ => opened
+                .stage
+                .transfer_slice(bytes, shape, dtype, keys, labels)?,
+        };
         Ok(CudaBuffer {
             batch,
             shape: view.shape.iter().map(|&d| d as i64).collect(),

@@ -14,7 +14,6 @@ use pyo3::types::PyDict;
 
 use crate::buffer::CpuBuffer;
 use crate::cuda::{CudaBuffer, GpuError};
-use crate::lock;
 #[cfg(feature = "decode-ffmpeg")]
 use spdl_io::ffmpeg::packets::Packets;
 
@@ -86,14 +85,13 @@ mod nvjpeg {
     use spdl_cuda::nvjpeg::{NvjpegDecoder, NvjpegStats};
 
     use crate::cuda::GpuError;
-    use crate::lock;
 
     /// One decoder per device for the process (handle, state and resize kernel are costly to
     /// make); a failure to make one is not kept.
     static DECODERS: Mutex<Vec<(usize, Arc<NvjpegDecoder>)>> = Mutex::new(Vec::new());
 
     pub(super) fn decoder(index: usize) -> Result<Arc<NvjpegDecoder>, GpuError> {
-        let mut all = lock(&DECODERS);
+        let mut all = crate::lock(&DECODERS);
         if let Some((_, d)) = all.iter().find(|(i, _)| *i == index) {
             return Ok(d.clone());
         }
@@ -104,7 +102,7 @@ mod nvjpeg {
     }
 
     pub(super) fn stats() -> NvjpegStats {
-        let all = lock(&DECODERS);
+        let all = crate::lock(&DECODERS);
         let mut s = NvjpegStats::default();
         for (_, d) in all.iter() {
             let t = d.stats();
@@ -469,7 +467,7 @@ impl NvdecSession {
         #[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
         {
             let pk = video_packets(packets)?;
-            let mut live = lock(&self.live);
+            let mut live = crate::lock(&self.live);
             let codec = pk.codec().name();
             if codec != live.codec {
                 return Err(PyValueError::new_err(format!(
@@ -500,7 +498,7 @@ impl NvdecSession {
     fn flush(&self, py: Python<'_>) -> PyResult<Vec<(CudaBuffer, Vec<f64>)>> {
         #[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
         {
-            let mut live = lock(&self.live);
+            let mut live = crate::lock(&self.live);
             let live = &mut *live;
             let out = py.detach(|| -> Result<_, GpuError> {
                 live.session.flush()?;

@@ -116,6 +116,15 @@ media_classes! {
     packets_of;
 }
 
+/// `p` as [`packets_to_py`] makes it, or `None` when it holds no packet (what a filter or
+/// encoder returns when nothing came out yet).
+pub(crate) fn none_if_empty(py: Python<'_>, p: Packets) -> PyResult<Option<Py<PyAny>>> {
+    if p.is_empty() {
+        return Ok(None);
+    }
+    packets_to_py(py, p).map(Some)
+}
+
 fn deserialize_as(py: Python<'_>, data: &[u8], kind: MediaKind) -> PyResult<Arc<Packets>> {
     let p = py.detach(|| Packets::deserialize(data)).map_err(io_err)?;
     if p.kind() != kind {
@@ -585,17 +594,13 @@ impl Bsf {
         let out = py
             .detach(|| lock(&self.inner).filter(&p, flush))
             .map_err(io_err)?;
-        (!out.is_empty())
-            .then(|| packets_to_py(py, out))
-            .transpose()
+        none_if_empty(py, out)
     }
 
     /// Ends the stream: the packets the filter still held, or `None`.
     fn flush(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
         let out = py.detach(|| lock(&self.inner).flush()).map_err(io_err)?;
-        (!out.is_empty())
-            .then(|| packets_to_py(py, out))
-            .transpose()
+        none_if_empty(py, out)
     }
 }
 

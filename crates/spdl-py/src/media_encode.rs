@@ -16,7 +16,7 @@ use spdl_io::ffmpeg::encode;
 
 use crate::error::io_err;
 use crate::lock;
-use crate::media_demux::{codec_of, codec_to_py, packets_of, packets_to_py};
+use crate::media_demux::{codec_of, codec_to_py, none_if_empty, packets_of};
 use crate::media_frames::{frames_of, type_name};
 
 /// Video encoder settings, as SPDL's `spdl.io.VideoEncodeConfig` (from `video_encode_config`).
@@ -127,16 +127,6 @@ fn options(d: Option<HashMap<String, String>>) -> Vec<(String, String)> {
 #[pyclass(frozen, subclass, module = "spdl_rs.io", name = "Encoder")]
 pub(crate) struct Encoder {
     inner: Mutex<encode::Encoder>,
-}
-
-fn none_if_empty(
-    py: Python<'_>,
-    p: spdl_io::ffmpeg::packets::Packets,
-) -> PyResult<Option<Py<PyAny>>> {
-    if p.is_empty() {
-        return Ok(None);
-    }
-    packets_to_py(py, p).map(Some)
 }
 
 #[pymethods]
