@@ -45,52 +45,20 @@ media_classes! {
 
 media_pymethods! {
     impl VideoCodec, Codec from |c| &c.inner,
-    [name, width, height, pix_fmt, frame_rate, time_base, sample_aspect_ratio, rotation] {
-        fn __repr__(&self) -> String {
-            let c = &self.inner;
-            format!(
-                "VideoCodec(name={:?}, width={}, height={}, pix_fmt={:?}, frame_rate={:?}, time_base={:?})",
-                c.name(),
-                c.width(),
-                c.height(),
-                c.format_name(),
-                c.frame_rate(),
-                c.time_base()
-            )
-        }
-    }
+    [name, width, height, pix_fmt, frame_rate, time_base, sample_aspect_ratio, rotation]
+    repr [name, width, height, pix_fmt, frame_rate, time_base] {}
 }
 
 media_pymethods! {
     impl AudioCodec, Codec from |c| &c.inner,
-    [name, sample_rate, num_channels, sample_fmt, time_base, channel_layout] {
-        fn __repr__(&self) -> String {
-            let c = &self.inner;
-            format!(
-                "AudioCodec(name={:?}, sample_rate={}, num_channels={}, sample_fmt={:?})",
-                c.name(),
-                c.sample_rate(),
-                c.num_channels(),
-                c.format_name()
-            )
-        }
-    }
+    [name, sample_rate, num_channels, sample_fmt, time_base, channel_layout]
+    repr [name, sample_rate, num_channels, sample_fmt] {}
 }
 
 media_pymethods! {
     impl ImageCodec, Codec from |c| &c.inner,
-    [name, width, height, pix_fmt, time_base, sample_aspect_ratio] {
-        fn __repr__(&self) -> String {
-            let c = &self.inner;
-            format!(
-                "ImageCodec(name={:?}, width={}, height={}, pix_fmt={:?})",
-                c.name(),
-                c.width(),
-                c.height(),
-                c.format_name()
-            )
-        }
-    }
+    [name, width, height, pix_fmt, time_base, sample_aspect_ratio]
+    repr [name, width, height, pix_fmt] {}
 }
 
 // ------------------------------------------------------------------ packets
