@@ -15,6 +15,7 @@ use spdl_io::array::{npy, npz, tar, wav};
 
 use crate::buffer::CpuBuffer;
 use crate::error::{io_err, type_name};
+use crate::lock;
 
 /// A C-contiguous Python buffer (`bytes`, `bytearray`, `memoryview`, a NumPy array, ...),
 /// read as bytes without the GIL.
@@ -176,7 +177,7 @@ impl TarMembers {
         let cursor = &self.cursor;
         let member = py
             .detach(|| {
-                let mut c = cursor.lock().unwrap_or_else(|e| e.into_inner());
+                let mut c = lock(cursor);
                 c.next_member(data.as_slice())
             })
             .map_err(io_err)?;
@@ -345,7 +346,7 @@ impl TarStream {
     /// The next `(name, bytes)`; raises `ValueError` for bad or truncated data, and whatever
     /// `read` raises.
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<(String, Py<PyBytes>)>> {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = lock(&self.state);
         if state.done {
             return Ok(None);
         }

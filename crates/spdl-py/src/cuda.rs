@@ -19,12 +19,13 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use spdl_core::buffer::{BufferPool, PoolConfig, PooledBuffer};
 use spdl_cuda::{
-    ConsumerStream, CudaDevice, DType, DeviceBatch, DeviceSelector, HostBatch, PinnedPool,
-    TensorExport, TransferStage,
+    ConsumerStream, CudaDevice, DeviceBatch, DeviceSelector, HostBatch, PinnedPool, TensorExport,
+    TransferStage,
 };
 
 use crate::buffer::{CpuBuffer, HostView};
 use crate::dlpack::{cai_dict, capsule, check_dlpack_args, consumer_stream, wants_versioned};
+use crate::lock;
 
 /// Whether this build has the `cuda` feature.
 pub(crate) const BUILT_WITH_CUDA: bool = cfg!(feature = "cuda");
@@ -164,43 +165,31 @@ impl CudaTarget {
         Ok(CudaBuffer { batch, shape })
     }
 
-    /// Copies host bytes to the device: through a pinned buffer when one is free (then an
-    /// asynchronous DMA), else straight from pageable memory; waits for the copy.
-    fn transfer_bytes(
-        &self,
-        bytes: &[u8],
-        shape: [usize; 4],
-        dtype: DType,
-        keys: Vec<String>,
-        labels: Vec<Option<i64>>,
-    ) -> Result<DeviceBatch, GpuError> {
-        let opened = self.open()?;
-        if let Ok(Some(mut buffer)) = opened.pool.try_acquire(bytes.len()) {
-            buffer.copy_from_slice(bytes);
-            let host = HostBatch {
-                buffer,
-                shape,
-                dtype,
-                keys,
-                labels,
-            };
-            return Ok(opened.stage.transfer(host)?);
-        }
-        Ok(opened
-            .stage
-            .transfer_slice(bytes, shape, dtype, keys, labels)?)
-    }
-
-    /// Copies a host view; the device batch is `[rows, H, W, C]` with the view's leading
-    /// dimensions folded into `rows`, the `CUDABuffer` keeps the view's own shape.
+    /// Copies a host view to the device and waits for the copy: through a pinned buffer when
+    /// one is free (then an asynchronous DMA), else straight from pageable memory. The device
+    /// batch is `[rows, H, W, C]` with the view's leading dimensions folded into `rows`; the
+    /// `CUDABuffer` keeps the view's own shape.
     pub(crate) fn transfer_view(&self, view: &HostView) -> Result<CudaBuffer, GpuError> {
-        let batch = self.transfer_bytes(
-            view.bytes(),
-            fold4(&view.shape),
-            view.dtype,
-            view.keys.clone(),
-            view.labels.clone(),
-        )?;
+        let opened = self.open()?;
+        let bytes = view.bytes();
+        let shape = fold4(&view.shape);
+        let (dtype, keys, labels) = (view.dtype, view.keys.clone(), view.labels.clone());
+        let batch = match opened.pool.try_acquire(bytes.len()) {
+            Ok(Some(mut buffer)) => {
+                buffer.copy_from_slice(bytes);
+                let host = HostBatch {
+                    buffer,
+                    shape,
+                    dtype,
+                    keys,
+                    labels,
+                };
+                opened.stage.transfer(host)?
+            }
+            _ => opened
+                .stage
+                .transfer_slice(bytes, shape, dtype, keys, labels)?,
+        };
         Ok(CudaBuffer {
             batch,
             shape: view.shape.iter().map(|&d| d as i64).collect(),
@@ -214,7 +203,7 @@ pub(crate) struct Reserved(Mutex<Option<PooledBuffer>>);
 
 impl Reserved {
     fn take(&self, len: usize) -> spdl_core::Result<Option<PooledBuffer>> {
-        let taken = self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let taken = lock(&self.0).take();
         match taken {
             Some(mut b) => {
                 b.set_len(len)?;
@@ -513,7 +502,7 @@ pub(crate) fn transfer_buffer(
     // (page-locking costs milliseconds per MiB) and copy stream.
     let target = {
         static TARGETS: Mutex<Vec<Arc<CudaTarget>>> = Mutex::new(Vec::new());
-        let mut targets = TARGETS.lock().unwrap_or_else(|e| e.into_inner());
+        let mut targets = lock(&TARGETS);
         match targets.iter().find(|t| t.index == target.index) {
             Some(t) => t.clone(),
             None => {

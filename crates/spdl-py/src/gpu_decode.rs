@@ -91,7 +91,7 @@ mod nvjpeg {
     static DECODERS: Mutex<Vec<(usize, Arc<NvjpegDecoder>)>> = Mutex::new(Vec::new());
 
     pub(super) fn decoder(index: usize) -> Result<Arc<NvjpegDecoder>, GpuError> {
-        let mut all = DECODERS.lock().unwrap_or_else(|e| e.into_inner());
+        let mut all = crate::lock(&DECODERS);
         if let Some((_, d)) = all.iter().find(|(i, _)| *i == index) {
             return Ok(d.clone());
         }
@@ -102,7 +102,7 @@ mod nvjpeg {
     }
 
     pub(super) fn stats() -> NvjpegStats {
-        let all = DECODERS.lock().unwrap_or_else(|e| e.into_inner());
+        let all = crate::lock(&DECODERS);
         let mut s = NvjpegStats::default();
         for (_, d) in all.iter() {
             let t = d.stats();
@@ -467,7 +467,7 @@ impl NvdecSession {
         #[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
         {
             let pk = video_packets(packets)?;
-            let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+            let mut live = crate::lock(&self.live);
             let codec = pk.codec().name();
             if codec != live.codec {
                 return Err(PyValueError::new_err(format!(
@@ -498,7 +498,7 @@ impl NvdecSession {
     fn flush(&self, py: Python<'_>) -> PyResult<Vec<(CudaBuffer, Vec<f64>)>> {
         #[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
         {
-            let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+            let mut live = crate::lock(&self.live);
             let live = &mut *live;
             let out = py.detach(|| -> Result<_, GpuError> {
                 live.session.flush()?;

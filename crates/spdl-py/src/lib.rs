@@ -10,7 +10,7 @@
 //!   joined or locked there (`pthread_atfork` bumps a generation counter).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Once;
+use std::sync::{Mutex, MutexGuard, Once};
 
 use pyo3::prelude::*;
 
@@ -61,6 +61,12 @@ pub(crate) fn fork_generation() -> u64 {
 extern "C" fn after_fork_in_child() {
     // Async-signal-safe: one atomic add.
     FORK_GENERATION.fetch_add(1, Ordering::AcqRel);
+}
+
+/// Locks `m`; a poisoned lock (a panic while it was held) is taken as it is, so that one
+/// failed call does not make every later one fail.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Runs `f` with the GIL, counting the acquisition.

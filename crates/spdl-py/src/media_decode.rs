@@ -13,6 +13,7 @@ use spdl_io::ffmpeg::frames::MediaKind;
 use spdl_io::ffmpeg::packets::{Codec, Packets};
 
 use crate::error::io_err;
+use crate::lock;
 use crate::media_demux::{codec_of, packets_of};
 use crate::media_frames::frames_to_py;
 
@@ -151,9 +152,7 @@ impl Decoder {
         py: Python<'_>,
         f: impl FnOnce(&mut decoder::Decoder) -> spdl_io::Result<spdl_io::ffmpeg::frames::Frames> + Send,
     ) -> PyResult<Option<Py<PyAny>>> {
-        let frames = py
-            .detach(|| f(&mut self.inner.lock().unwrap_or_else(|p| p.into_inner())))
-            .map_err(io_err)?;
+        let frames = py.detach(|| f(&mut lock(&self.inner))).map_err(io_err)?;
         if frames.is_empty() {
             return Ok(None);
         }
@@ -203,14 +202,7 @@ impl Decoder {
     fn decode(&self, py: Python<'_>, packets: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         let p = packets_of(packets)?;
         self.check_kind(&p)?;
-        let frames = py
-            .detach(|| {
-                self.inner
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .decode(&p)
-            })
-            .map_err(io_err)?;
+        let frames = py.detach(|| lock(&self.inner).decode(&p)).map_err(io_err)?;
         frames_to_py(py, frames)
     }
 

@@ -18,6 +18,7 @@ use spdl_io::ffmpeg::packets::{Codec, Packets};
 use spdl_io::MediaSource;
 
 use crate::error::io_err;
+use crate::lock;
 use crate::media::{extract_src, Src};
 use crate::media_props::{media_classes, media_pymethods};
 
@@ -44,52 +45,20 @@ media_classes! {
 
 media_pymethods! {
     impl VideoCodec, Codec from |c| &c.inner,
-    [name, width, height, pix_fmt, frame_rate, time_base, sample_aspect_ratio, rotation] {
-        fn __repr__(&self) -> String {
-            let c = &self.inner;
-            format!(
-                "VideoCodec(name={:?}, width={}, height={}, pix_fmt={:?}, frame_rate={:?}, time_base={:?})",
-                c.name(),
-                c.width(),
-                c.height(),
-                c.format_name(),
-                c.frame_rate(),
-                c.time_base()
-            )
-        }
-    }
+    [name, width, height, pix_fmt, frame_rate, time_base, sample_aspect_ratio, rotation]
+    repr [name, width, height, pix_fmt, frame_rate, time_base] {}
 }
 
 media_pymethods! {
     impl AudioCodec, Codec from |c| &c.inner,
-    [name, sample_rate, num_channels, sample_fmt, time_base, channel_layout] {
-        fn __repr__(&self) -> String {
-            let c = &self.inner;
-            format!(
-                "AudioCodec(name={:?}, sample_rate={}, num_channels={}, sample_fmt={:?})",
-                c.name(),
-                c.sample_rate(),
-                c.num_channels(),
-                c.format_name()
-            )
-        }
-    }
+    [name, sample_rate, num_channels, sample_fmt, time_base, channel_layout]
+    repr [name, sample_rate, num_channels, sample_fmt] {}
 }
 
 media_pymethods! {
     impl ImageCodec, Codec from |c| &c.inner,
-    [name, width, height, pix_fmt, time_base, sample_aspect_ratio] {
-        fn __repr__(&self) -> String {
-            let c = &self.inner;
-            format!(
-                "ImageCodec(name={:?}, width={}, height={}, pix_fmt={:?})",
-                c.name(),
-                c.width(),
-                c.height(),
-                c.format_name()
-            )
-        }
-    }
+    [name, width, height, pix_fmt, time_base, sample_aspect_ratio]
+    repr [name, width, height, pix_fmt] {}
 }
 
 // ------------------------------------------------------------------ packets
@@ -113,6 +82,15 @@ media_classes! {
     packets_to_py;
     /// The packets of a `VideoPackets` / `AudioPackets` / `ImagePackets`; `TypeError` otherwise.
     packets_of;
+}
+
+/// `p` as [`packets_to_py`] makes it, or `None` when it holds no packet (what a filter or
+/// encoder returns when nothing came out yet).
+pub(crate) fn none_if_empty(py: Python<'_>, p: Packets) -> PyResult<Option<Py<PyAny>>> {
+    if p.is_empty() {
+        return Ok(None);
+    }
+    packets_to_py(py, p).map(Some)
 }
 
 fn deserialize_as(py: Python<'_>, data: &[u8], kind: MediaKind) -> PyResult<Arc<Packets>> {
@@ -272,7 +250,7 @@ pub(crate) struct Demuxer {
 
 impl Demuxer {
     fn with<R>(&self, f: impl FnOnce(&mut demux::Demuxer<'static>) -> PyResult<R>) -> PyResult<R> {
-        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = lock(&self.inner);
         let d = g
             .as_mut()
             .ok_or_else(|| PyRuntimeError::new_err("the Demuxer was closed"))?;
@@ -433,7 +411,7 @@ impl Demuxer {
     /// Closes the container (later calls raise `RuntimeError`).
     #[pyo3(signature = (*_args))]
     fn __exit__(&self, _args: &Bound<'_, PyTuple>) {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
+        lock(&self.inner).take();
     }
 }
 
@@ -453,11 +431,11 @@ impl StreamingDemuxIter {
 
     fn __next__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let chunk = py.detach(|| {
-            let mut d = self.demuxer.lock().unwrap_or_else(|p| p.into_inner());
+            let mut d = lock(&self.demuxer);
             let d = d
                 .as_mut()
                 .ok_or_else(|| PyRuntimeError::new_err("the Demuxer was closed"))?;
-            let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            let mut s = lock(&self.state);
             s.next_chunk(d).transpose().map_err(io_err)
         })?;
         let Some(chunk) = chunk else {
@@ -582,26 +560,15 @@ impl Bsf {
     ) -> PyResult<Option<Py<PyAny>>> {
         let p = packets_of(packets)?;
         let out = py
-            .detach(|| {
-                self.inner
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .filter(&p, flush)
-            })
+            .detach(|| lock(&self.inner).filter(&p, flush))
             .map_err(io_err)?;
-        (!out.is_empty())
-            .then(|| packets_to_py(py, out))
-            .transpose()
+        none_if_empty(py, out)
     }
 
     /// Ends the stream: the packets the filter still held, or `None`.
     fn flush(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        let out = py
-            .detach(|| self.inner.lock().unwrap_or_else(|e| e.into_inner()).flush())
-            .map_err(io_err)?;
-        (!out.is_empty())
-            .then(|| packets_to_py(py, out))
-            .transpose()
+        let out = py.detach(|| lock(&self.inner).flush()).map_err(io_err)?;
+        none_if_empty(py, out)
     }
 }
 

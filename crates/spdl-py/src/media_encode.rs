@@ -15,7 +15,8 @@ use pyo3::types::PyTuple;
 use spdl_io::ffmpeg::encode;
 
 use crate::error::io_err;
-use crate::media_demux::{codec_of, codec_to_py, packets_of, packets_to_py};
+use crate::lock;
+use crate::media_demux::{codec_of, codec_to_py, none_if_empty, packets_of};
 use crate::media_frames::{frames_of, type_name};
 
 /// Video encoder settings, as SPDL's `spdl.io.VideoEncodeConfig` (from `video_encode_config`).
@@ -128,59 +129,32 @@ pub(crate) struct Encoder {
     inner: Mutex<encode::Encoder>,
 }
 
-fn none_if_empty(
-    py: Python<'_>,
-    p: spdl_io::ffmpeg::packets::Packets,
-) -> PyResult<Option<Py<PyAny>>> {
-    if p.is_empty() {
-        return Ok(None);
-    }
-    packets_to_py(py, p).map(Some)
-}
-
 #[pymethods]
 impl Encoder {
     /// Encodes `frames`; the packets ready so far, or `None`. `ValueError` for frames the
     /// encoder cannot take.
     fn encode(&self, py: Python<'_>, frames: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyAny>>> {
         let f = frames_of(frames)?;
-        let p = py
-            .detach(|| {
-                self.inner
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .encode(&f)
-            })
-            .map_err(io_err)?;
+        let p = py.detach(|| lock(&self.inner).encode(&f)).map_err(io_err)?;
         none_if_empty(py, p)
     }
 
     /// Ends the stream: the packets still held, or `None`.
     fn flush(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        let p = py
-            .detach(|| self.inner.lock().unwrap_or_else(|e| e.into_inner()).flush())
-            .map_err(io_err)?;
+        let p = py.detach(|| lock(&self.inner).flush()).map_err(io_err)?;
         none_if_empty(py, p)
     }
 
     /// Audio: samples per frame the encoder wants (0: any size).
     #[getter]
     fn frame_size(&self) -> usize {
-        self.inner
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .frame_size()
+        lock(&self.inner).frame_size()
     }
 
     /// The codec of the encoded packets.
     #[getter]
     fn codec(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        let c = self
-            .inner
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .codec()
-            .clone();
+        let c = lock(&self.inner).codec().clone();
         codec_to_py(py, c)
     }
 }
@@ -208,7 +182,7 @@ pub(crate) struct Muxer {
 
 impl Muxer {
     fn with<R>(&self, f: impl FnOnce(&mut encode::Muxer) -> spdl_io::Result<R>) -> PyResult<R> {
-        f(&mut self.inner.lock().unwrap_or_else(|e| e.into_inner())).map_err(io_err)
+        f(&mut lock(&self.inner)).map_err(io_err)
     }
 }
 

@@ -57,7 +57,8 @@ pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
 
 media_pymethods! {
     impl VideoFrames, Frames from |f| &f.inner,
-    [num_frames, num_planes, width, height, pix_fmt, time_base, get_pts, clone] {
+    [num_frames, num_planes, width, height, pix_fmt, time_base, get_pts, clone]
+    repr [num_frames, width, height, pix_fmt] {
         /// `frames[i]` -> `ImageFrames`; `frames[a:b:c]` or `frames[[i, j, ...]]` ->
         /// `VideoFrames` (sharing the data). `IndexError` out of range.
         fn __getitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
@@ -101,36 +102,18 @@ media_pymethods! {
             let f = self.inner.select(&idx, MediaKind::Video).map_err(io_err)?;
             frames_to_py(py, f)
         }
-
-        fn __repr__(&self) -> String {
-            format!(
-                "VideoFrames(num_frames={}, width={}, height={}, pix_fmt={:?})",
-                self.inner.len(),
-                self.inner.width(),
-                self.inner.height(),
-                self.inner.format_name()
-            )
-        }
     }
 }
 
 media_pymethods! {
     impl AudioFrames, Frames from |f| &f.inner,
-    [num_frames, sample_rate, num_channels, num_samples, sample_fmt, time_base, get_pts, clone] {
-        fn __repr__(&self) -> String {
-            format!(
-                "AudioFrames(num_frames={}, sample_rate={}, num_channels={}, sample_fmt={:?})",
-                self.inner.len(),
-                self.inner.sample_rate(),
-                self.inner.num_channels(),
-                self.inner.format_name()
-            )
-        }
-    }
+    [num_frames, sample_rate, num_channels, num_samples, sample_fmt, time_base, get_pts, clone]
+    repr [num_frames, sample_rate, num_channels, sample_fmt] {}
 }
 
 media_pymethods! {
-    impl ImageFrames, Frames from |f| &f.inner, [num_planes, width, height, pix_fmt, clone] {
+    impl ImageFrames, Frames from |f| &f.inner, [num_planes, width, height, pix_fmt, clone]
+    repr [width, height, pix_fmt] {
         /// FFmpeg frame metadata (what filters such as `cropdetect` attach).
         #[getter]
         fn metadata(&self) -> std::collections::BTreeMap<String, String> {
@@ -141,15 +124,6 @@ media_pymethods! {
         #[getter]
         fn pts(&self) -> f64 {
             self.inner.timestamps().first().copied().unwrap_or(0.0)
-        }
-
-        fn __repr__(&self) -> String {
-            format!(
-                "ImageFrames(width={}, height={}, pix_fmt={:?})",
-                self.inner.width(),
-                self.inner.height(),
-                self.inner.format_name()
-            )
         }
     }
 }
@@ -282,13 +256,13 @@ fn array_memory(array: &Bound<'_, PyAny>, what: &str) -> PyResult<(ArrayMemory, 
 #[pyfunction]
 #[pyo3(signature = (array, *, pix_fmt, frame_rate, pts))]
 pub(crate) fn create_reference_video_frame(
-    py: Python<'_>,
     array: &Bound<'_, PyAny>,
     pix_fmt: &str,
     frame_rate: (i32, i32),
     pts: i64,
 ) -> PyResult<VideoFrames> {
-    let dtype: String = py
+    let dtype: String = array
+        .py()
         .import("numpy")?
         .call_method1("asarray", (array,))?
         .getattr("dtype")?
@@ -314,13 +288,15 @@ pub(crate) fn create_reference_video_frame(
 #[pyfunction]
 #[pyo3(signature = (array, *, sample_fmt, sample_rate, pts))]
 pub(crate) fn create_reference_audio_frame(
-    py: Python<'_>,
     array: &Bound<'_, PyAny>,
     sample_fmt: &str,
     sample_rate: u32,
     pts: i64,
 ) -> PyResult<AudioFrames> {
-    let arr = py.import("numpy")?.call_method1("asarray", (array,))?;
+    let arr = array
+        .py()
+        .import("numpy")?
+        .call_method1("asarray", (array,))?;
     let shape: Vec<usize> = arr.getattr("shape")?.extract()?;
     if shape.len() != 2 {
         return Err(PyValueError::new_err(format!(

@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 use spdl_io::ffmpeg::graph;
 
 use crate::error::io_err;
+use crate::lock;
 use crate::media_frames::{frames_of, frames_to_py};
 
 /// An FFmpeg filter graph described in full, as SPDL's `spdl.io.FilterGraph(filter_desc)`:
@@ -32,7 +33,7 @@ pub(crate) struct FilterGraph {
 
 impl FilterGraph {
     fn with<R>(&self, f: impl FnOnce(&mut graph::FilterGraph) -> R) -> R {
-        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = lock(&self.inner);
         f(&mut g)
     }
 }

@@ -81,13 +81,15 @@ macro_rules! media_classes {
 }
 pub(crate) use media_classes;
 
-/// `#[pymethods] impl $ty { ... }` with the properties and methods named in `[...]`, then the
-/// methods written out in `{ ... }`:
+/// `#[pymethods] impl $ty { ... }` with the properties and methods named in `[...]`, a
+/// `__repr__` showing the properties named after `repr` (when given: `$ty(width=640,
+/// pix_fmt="yuv420p")`, see [`repr`]), then the methods written out in `{ ... }`:
 ///
 /// ```ignore
 /// media_pymethods! {
-///     impl VideoPackets, Codec from |p| p.inner.codec(), [pix_fmt, width, height, frame_rate] {
-///         fn __repr__(&self) -> String { ... }
+///     impl VideoCodec, Codec from |c| &c.inner, [name, width, height, pix_fmt, time_base]
+///     repr [name, width, height] {
+///         fn extra(&self) -> u32 { ... }
 ///     }
 /// }
 /// ```
@@ -99,6 +101,7 @@ pub(crate) use media_classes;
 macro_rules! media_pymethods {
     (
         impl $ty:ident, $kind:ident from |$obj:ident| $src:expr, [$($prop:ident),* $(,)?]
+        $(repr [$($field:ident),* $(,)?])?
         { $($methods:tt)* }
     ) => {
         impl $ty {
@@ -108,7 +111,17 @@ macro_rules! media_pymethods {
                 $src
             }
         }
-        $crate::media_props::media_pymethods!(@next [$ty $kind [] [$($prop)*] { $($methods)* }]);
+        $crate::media_props::media_pymethods!(@next [$ty $kind [] [$($prop)*] {
+            $(
+                fn __repr__(&self) -> String {
+                    $crate::media_props::repr(
+                        stringify!($ty),
+                        &[$((stringify!($field), &self.$field())),*],
+                    )
+                }
+            )?
+            $($methods)*
+        }]);
     };
     (@next [$ty:ident $kind:ident [$($done:tt)*] [] { $($methods:tt)* }]) => {
         #[pyo3::pymethods]
@@ -177,3 +190,13 @@ macro_rules! media_pymethods {
     ); };
 }
 pub(crate) use media_pymethods;
+
+/// `class(name=value, ...)` with each value's `Debug` form (numbers as they are, strings
+/// quoted, `(num, den)` pairs): the `__repr__` of the media classes.
+pub(crate) fn repr(class: &str, fields: &[(&str, &dyn std::fmt::Debug)]) -> String {
+    let fields: Vec<String> = fields
+        .iter()
+        .map(|(name, value)| format!("{name}={value:?}"))
+        .collect();
+    format!("{class}({})", fields.join(", "))
+}

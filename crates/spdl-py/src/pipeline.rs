@@ -19,7 +19,7 @@
 use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -35,6 +35,7 @@ use spdl_core::{
 };
 
 use crate::item::Item;
+use crate::lock;
 use crate::ops::NativeOp;
 use crate::sources::SampleList;
 use crate::stats::PipelineStats;
@@ -57,10 +58,6 @@ struct Shared {
     /// The source's exception and the epoch it failed in (the next epoch may be prefetched
     /// while the consumer ends this one: its failure belongs to its own end).
     source_error: Mutex<Option<(u64, Py<PyAny>)>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Shared {

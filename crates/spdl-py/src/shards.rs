@@ -13,6 +13,7 @@ use spdl_sources::shards::{list_shards_with, EpochSamples, SampleSpan, ShardSour
 use spdl_sources::{FetchOptions, Fetcher};
 
 use crate::error::sources_err;
+use crate::lock;
 use crate::options::Kwargs;
 
 /// Tar shards in the WebDataset layout (`0001.jpg` + `0001.cls` in one shard = one sample),
@@ -83,10 +84,6 @@ fn unpack_spans(packed: &[u8]) -> Option<Vec<SampleSpan>> {
             })
         })
         .collect()
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[pymethods]

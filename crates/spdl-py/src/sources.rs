@@ -12,6 +12,7 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 use crate::error::sources_err;
 use crate::io::Pos;
 use crate::item::Item;
+use crate::lock;
 use crate::options::Kwargs;
 
 /// An ordered list of samples: a path and, for `image_folder`, an integer class label.
@@ -264,10 +265,6 @@ pub(crate) fn image_folder(
 #[pyclass(module = "spdl_rs.sources", name = "Sampler")]
 pub(crate) struct Sampler {
     inner: Mutex<spdl_sources::Sampler>,
-}
-
-fn lock(m: &Mutex<spdl_sources::Sampler>) -> std::sync::MutexGuard<'_, spdl_sources::Sampler> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn remainder_name(r: spdl_sources::Remainder) -> &'static str {

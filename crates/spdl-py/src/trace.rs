@@ -12,6 +12,7 @@ use std::io::Write;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
+use crate::lock;
 use pyo3::exceptions::{PyOSError, PyRuntimeError};
 use pyo3::prelude::*;
 use tracing::field::{Field, Visit};
@@ -180,7 +181,7 @@ pub(crate) fn _trace_start(
     buffer_kib: usize,
 ) -> PyResult<()> {
     let g = global()?;
-    let mut session = g.session.lock().unwrap_or_else(|e| e.into_inner());
+    let mut session = lock(&g.session);
     if session.is_some() {
         return Err(PyRuntimeError::new_err("a trace is already being written"));
     }
@@ -204,10 +205,7 @@ pub(crate) fn _trace_start(
         inner: std::io::BufWriter::with_capacity(buffer_kib.max(1) * 1024, file),
         done: tx,
     };
-    g.guard
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .start_new(Some(Box::new(writer)));
+    lock(&g.guard).start_new(Some(Box::new(writer)));
     g.trace_filter
         .reload(LevelFilter::TRACE)
         .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
@@ -219,16 +217,13 @@ pub(crate) fn _trace_start(
 #[pyfunction]
 pub(crate) fn _trace_stop(py: Python<'_>) -> PyResult<()> {
     let g = global()?;
-    let Some(rx) = g.session.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+    let Some(rx) = lock(&g.session).take() else {
         return Ok(());
     };
     g.trace_filter
         .reload(LevelFilter::OFF)
         .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
-    g.guard
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .start_new(Some(Box::new(std::io::sink())));
+    lock(&g.guard).start_new(Some(Box::new(std::io::sink())));
     py.detach(move || rx.recv_timeout(Duration::from_secs(60)))
         .map_err(|_| PyRuntimeError::new_err("the trace file was not finished within 60 s"))
 }
