@@ -70,21 +70,19 @@ impl DType {
     /// The NumPy type string of `__array_interface__` / `__cuda_array_interface__`
     /// (`"|u1"`, `"<u2"`, `"<f4"`, `"<i2"`, ... on little-endian hosts).
     pub fn typestr(self) -> &'static str {
-        let little = cfg!(target_endian = "little");
-        match (self, little) {
-            (DType::U8, _) => "|u1",
-            (DType::U16, true) => "<u2",
-            (DType::U16, false) => ">u2",
-            (DType::F32, true) => "<f4",
-            (DType::F32, false) => ">f4",
-            (DType::I16, true) => "<i2",
-            (DType::I16, false) => ">i2",
-            (DType::I32, true) => "<i4",
-            (DType::I32, false) => ">i4",
-            (DType::I64, true) => "<i8",
-            (DType::I64, false) => ">i8",
-            (DType::F64, true) => "<f8",
-            (DType::F64, false) => ">f8",
+        let (little, big) = match self {
+            DType::U8 => return "|u1",
+            DType::U16 => ("<u2", ">u2"),
+            DType::F32 => ("<f4", ">f4"),
+            DType::I16 => ("<i2", ">i2"),
+            DType::I32 => ("<i4", ">i4"),
+            DType::I64 => ("<i8", ">i8"),
+            DType::F64 => ("<f8", ">f8"),
+        };
+        if cfg!(target_endian = "little") {
+            little
+        } else {
+            big
         }
     }
 }

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use spdl_io::ffmpeg::bsf::{apply_bsf, Bsf};
 use spdl_io::ffmpeg::decoder::{decode_packets, Decoder};
 use spdl_io::ffmpeg::demux::{demux, Demuxer};
+use spdl_io::ffmpeg::encode::{AudioEncodeConfig, EncodeConfig, Encoder, Muxer, VideoEncodeConfig};
 use spdl_io::ffmpeg::frames::{FrameMemory, Frames, MediaKind, SampleType};
 use spdl_io::ffmpeg::graph::FilterGraph;
 use spdl_io::ffmpeg::packets::Packets;
@@ -21,6 +22,8 @@ use spdl_io::{ErrorKind, MediaSource};
 use video_util::{ffmpeg, ffmpeg_rgb, largest_diff, max_diff, media, npy, read};
 
 const BBB: &str = "clips/bbb_320x180_bframes.mp4";
+/// Mono at 22050 Hz, with an encoder delay.
+const MONO_MP3: &str = "16-audio-odd-rates-channels/sine440_22050Hz_mono.mp3";
 const RGB: Option<&str> = Some("format=pix_fmts=rgb24");
 
 /// The first three frames of `path` as raw `rgb24` at 32x18: bytes that no probe recognizes.
@@ -56,8 +59,34 @@ fn video(path: &Path) -> Packets {
     demux(path, MediaKind::Video, None, &DemuxConfig::default(), None).unwrap()
 }
 
+fn audio(path: &Path) -> Packets {
+    demux(path, MediaKind::Audio, None, &DemuxConfig::default(), None).unwrap()
+}
+
 fn decode_all(p: &Packets, desc: Option<&str>) -> Frames {
     decode_packets(p, desc, &DecodeConfig::default(), None).unwrap()
+}
+
+/// The first `n` frames of `p`, through the filter `desc`.
+fn decode_first(p: &Packets, desc: &str, n: usize) -> Frames {
+    decode_packets(p, Some(desc), &DecodeConfig::default(), Some(n)).unwrap()
+}
+
+/// Adds to `mux` a stream that `encoder` writes from two channels of `sample_fmt` samples at
+/// `sample_rate` Hz.
+fn add_stereo_stream(
+    mux: &mut Muxer,
+    encoder: &str,
+    sample_fmt: &str,
+    sample_rate: u32,
+) -> Encoder {
+    let cfg = AudioEncodeConfig {
+        sample_fmt: Some(sample_fmt.into()),
+        sample_rate: Some(sample_rate),
+        ..AudioEncodeConfig::new(2)
+    };
+    mux.add_encode_stream(&EncodeConfig::Audio(cfg), Some(encoder), &[])
+        .unwrap()
 }
 
 #[test]
@@ -211,7 +240,7 @@ fn audio_packets_decode_like_the_ffmpeg_command_line_and_in_windows() {
         ),
     ] {
         let path = media(file);
-        let p = demux(&path, MediaKind::Audio, None, &DemuxConfig::default(), None).unwrap();
+        let p = audio(&path);
         assert_eq!(p.codec().sample_rate(), rate);
         assert_eq!(p.codec().num_channels(), ch);
         let f = decode_all(&p, Some("aformat=sample_fmts=fltp"));
@@ -252,12 +281,9 @@ fn audio_packets_decode_like_the_ffmpeg_command_line_and_in_windows() {
     }
     // A window is cut at sample precision (0.1 s of 44100 Hz = 4410).
     let path = media("16-audio-odd-rates-channels/sine_44100Hz_stereo_LR.flac");
-    let whole = decode_all(
-        &demux(&path, MediaKind::Audio, None, &DemuxConfig::default(), None).unwrap(),
-        Some("aformat=sample_fmts=fltp"),
-    )
-    .to_array()
-    .unwrap();
+    let whole = decode_all(&audio(&path), Some("aformat=sample_fmts=fltp"))
+        .to_array()
+        .unwrap();
     let p = demux(
         &path,
         MediaKind::Audio,
@@ -530,8 +556,8 @@ fn serialized_packets_keep_their_side_data() {
     // The MP3's first packet carries a skip-samples record (the encoder
     // delay, 1105 samples as ffprobe shows); without it the decode back
     // would start with 1105 samples of priming.
-    let path = media("16-audio-odd-rates-channels/sine440_22050Hz_mono.mp3");
-    let p = demux(&path, MediaKind::Audio, None, &DemuxConfig::default(), None).unwrap();
+    let path = media(MONO_MP3);
+    let p = audio(&path);
     let want = decode_all(&p, None).to_array().unwrap();
     let back = Packets::deserialize(&p.serialize()).unwrap();
     let got = decode_all(&back, None).to_array().unwrap();
@@ -614,19 +640,14 @@ fn configs_bsf_and_serialized_packets() {
 #[test]
 fn images_demux_and_decode_as_one_frame() {
     let path = media("clips/bbb_320x180_bframes.mp4");
-    let png = ffmpeg(
-        &path,
-        &[
-            "-frames:v",
-            "1",
-            "-vf",
-            "scale=40:24",
-            "-f",
-            "image2pipe",
-            "-c:v",
-            "png",
-        ],
-    );
+    // The first frame at 40x24, written as `output` says.
+    let first_frame = |output: &[&str]| {
+        ffmpeg(
+            &path,
+            &[&["-frames:v", "1", "-vf", "scale=40:24"], output].concat(),
+        )
+    };
+    let png = first_frame(&["-f", "image2pipe", "-c:v", "png"]);
     let p = demux(
         png.as_slice(),
         MediaKind::Image,
@@ -641,19 +662,7 @@ fn images_demux_and_decode_as_one_frame() {
     assert_eq!(f.kind(), MediaKind::Image);
     let a = f.to_array().unwrap();
     assert_eq!(a.shape, [24, 40, 3]);
-    let want = ffmpeg(
-        &path,
-        &[
-            "-frames:v",
-            "1",
-            "-vf",
-            "scale=40:24",
-            "-f",
-            "rawvideo",
-            "-pix_fmt",
-            "rgb24",
-        ],
-    );
+    let want = first_frame(&["-f", "rawvideo", "-pix_fmt", "rgb24"]);
     assert!(a.data == want, "PNG round trip is lossless");
     let e = demux(
         png.as_slice(),
@@ -715,8 +724,8 @@ fn hard_cases_13_14_16_through_the_packet_api() {
         ) <= 3.0
     );
     // 16: MP3 with its encoder delay trimmed, mono at 22050 Hz.
-    let path = media("16-audio-odd-rates-channels/sine440_22050Hz_mono.mp3");
-    let p = demux(&path, MediaKind::Audio, None, &DemuxConfig::default(), None).unwrap();
+    let path = media(MONO_MP3);
+    let p = audio(&path);
     let f = decode_all(&p, Some("aformat=sample_fmts=fltp"));
     assert_eq!((f.sample_rate(), f.num_channels()), (22050, 1));
     let n = f.num_samples() as i64;
@@ -735,9 +744,7 @@ fn hard_cases_13_14_16_through_the_packet_api() {
 
 mod encoding {
     use super::*;
-    use spdl_io::ffmpeg::encode::{
-        encode_image, AudioEncodeConfig, EncodeConfig, Muxer, VideoEncodeConfig,
-    };
+    use spdl_io::ffmpeg::encode::encode_image;
 
     fn tmp(name: &str) -> std::path::PathBuf {
         let dir = std::env::temp_dir().join(format!("spdl-media-api-{}", std::process::id()));
@@ -790,7 +797,7 @@ mod encoding {
             .map(|i| ((i * 37) % 2000) as i16 - 1000)
             .collect();
         let bytes: Vec<u8> = samples.iter().flat_map(|s| s.to_ne_bytes()).collect();
-        let audio = Frames::from_audio_array(&bytes, [800, 2], "s16", 8000, 0).unwrap();
+        let audio_frames = Frames::from_audio_array(&bytes, [800, 2], "s16", 8000, 0).unwrap();
 
         let path = tmp("out.mkv");
         let mut mux = Muxer::new(&path, None).unwrap();
@@ -800,19 +807,12 @@ mod encoding {
         let mut venc = mux
             .add_encode_stream(&EncodeConfig::Video(vcfg), Some("ffv1"), &[])
             .unwrap();
-        let acfg = AudioEncodeConfig {
-            sample_fmt: Some("s16".into()),
-            sample_rate: Some(8000),
-            ..AudioEncodeConfig::new(2)
-        };
-        let mut aenc = mux
-            .add_encode_stream(&EncodeConfig::Audio(acfg), Some("pcm_s16le"), &[])
-            .unwrap();
+        let mut aenc = add_stereo_stream(&mut mux, "pcm_s16le", "s16", 8000);
         mux.open(&[]).unwrap();
         let p = venc.encode(&frames).unwrap();
         mux.write(0, &p).unwrap();
         mux.write(0, &venc.flush().unwrap()).unwrap();
-        mux.write(1, &aenc.encode(&audio).unwrap()).unwrap();
+        mux.write(1, &aenc.encode(&audio_frames).unwrap()).unwrap();
         mux.write(1, &aenc.flush().unwrap()).unwrap();
         mux.flush().unwrap();
         mux.close().unwrap();
@@ -824,12 +824,7 @@ mod encoding {
             v.to_array().unwrap().data == data,
             "FFV1 round trip differs"
         );
-        let a = decode_all(
-            &demux(&path, MediaKind::Audio, None, &DemuxConfig::default(), None).unwrap(),
-            None,
-        )
-        .to_array()
-        .unwrap();
+        let a = decode_all(&audio(&path), None).to_array().unwrap();
         assert_eq!(
             (a.dtype, a.shape.as_slice()),
             (SampleType::I16, &[800usize, 2][..])
@@ -937,41 +932,48 @@ fn load_video_and_load_audio_honour_demux_and_decode_configs() {
     let got = load_video(&*path, &opts).unwrap();
     assert_eq!((got.shape, &got.pts), (want.shape, &want.pts));
     assert!(got.data == want.data);
-    // Bad settings are named errors.
-    let bad = |decode: DecodeConfig| {
-        load_video(
-            &*path,
-            &VideoOptions {
-                decode,
-                ..Default::default()
-            },
-        )
-        .unwrap_err()
-    };
-    let e = bad(DecodeConfig {
+    // Bad settings are named errors that name the setting.
+    let no_decoder = DecodeConfig {
         decoder: Some("nosuchdecoder".into()),
         ..Default::default()
-    });
-    assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
-    assert!(e.to_string().contains("nosuchdecoder"), "{e}");
-    let e = bad(DecodeConfig {
+    };
+    let no_option = DecodeConfig {
         decoder_options: vec![("nosuchoption".into(), "1".into())],
         ..Default::default()
-    });
-    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
-    assert!(e.to_string().contains("nosuchoption"), "{e}");
-    let e = load_video(
-        &*path,
-        &VideoOptions {
-            demux: DemuxConfig {
-                format: Some("nosuchformat".into()),
-                ..Default::default()
-            },
+    };
+    let no_format = DemuxConfig {
+        format: Some("nosuchformat".into()),
+        ..Default::default()
+    };
+    for (demux, decode, kind, name) in [
+        (
+            DemuxConfig::default(),
+            no_decoder.clone(),
+            ErrorKind::Unsupported,
+            "nosuchdecoder",
+        ),
+        (
+            DemuxConfig::default(),
+            no_option,
+            ErrorKind::InvalidArgument,
+            "nosuchoption",
+        ),
+        (
+            no_format,
+            DecodeConfig::default(),
+            ErrorKind::InvalidArgument,
+            "nosuchformat",
+        ),
+    ] {
+        let opts = VideoOptions {
+            demux,
+            decode,
             ..Default::default()
-        },
-    )
-    .unwrap_err();
-    assert!(e.to_string().contains("nosuchformat"), "{e}");
+        };
+        let e = load_video(&*path, &opts).unwrap_err();
+        assert_eq!(e.kind(), kind, "{e}");
+        assert!(e.to_string().contains(name), "{e}");
+    }
     // Audio: raw s16le samples read through a forced format are the samples / 32768.
     let pcm = ffmpeg(&path, &["-vn", "-ac", "2", "-ar", "8000", "-f", "s16le"]);
     let opts = AudioOptions {
@@ -1007,17 +1009,11 @@ fn load_video_and_load_audio_honour_demux_and_decode_configs() {
             "channel {c}"
         );
     }
-    let e = load_audio(
-        &*path,
-        &AudioOptions {
-            decode: DecodeConfig {
-                decoder: Some("nosuchdecoder".into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        },
-    )
-    .unwrap_err();
+    let opts = AudioOptions {
+        decode: no_decoder,
+        ..Default::default()
+    };
+    let e = load_audio(&*path, &opts).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
 }
 
@@ -1063,7 +1059,7 @@ fn sixteen_bit_pixel_formats_convert_to_u16_arrays_like_the_ffmpeg_command_line(
         ("yuv420p10le", [1, 270, 320]),
     ] {
         let desc = format!("format=pix_fmts={fmt}");
-        let f = decode_packets(&p, Some(&desc), &DecodeConfig::default(), Some(3)).unwrap();
+        let f = decode_first(&p, &desc, 3);
         let a = f.to_array().unwrap();
         assert_eq!(a.dtype, SampleType::U16, "{fmt}");
         assert_eq!(a.shape[1..], shape_of, "{fmt}");
@@ -1106,7 +1102,6 @@ fn sixteen_bit_pixel_formats_convert_to_u16_arrays_like_the_ffmpeg_command_line(
 /// right result now.
 mod bad_inputs {
     use super::*;
-    use spdl_io::ffmpeg::encode::{AudioEncodeConfig, EncodeConfig, Muxer, VideoEncodeConfig};
     use spdl_io::video::{load_video, load_video_clips, ClipSampling, VideoOptions};
 
     fn tmp(name: &str) -> std::path::PathBuf {
@@ -1184,26 +1179,9 @@ mod bad_inputs {
 
     #[test]
     fn encoders_refuse_frames_of_another_shape_or_rate() {
-        let mono = decode_all(
-            &demux(
-                &media("16-audio-odd-rates-channels/sine440_22050Hz_mono.mp3"),
-                MediaKind::Audio,
-                None,
-                &DemuxConfig::default(),
-                None,
-            )
-            .unwrap(),
-            None,
-        );
+        let mono = decode_all(&audio(&media(MONO_MP3)), None);
         let mut mux = Muxer::new(&tmp("a.mkv"), None).unwrap();
-        let cfg = AudioEncodeConfig {
-            sample_fmt: Some("flt".into()),
-            sample_rate: Some(22050),
-            ..AudioEncodeConfig::new(2)
-        };
-        let mut enc = mux
-            .add_encode_stream(&EncodeConfig::Audio(cfg), Some("pcm_f32le"), &[])
-            .unwrap();
+        let mut enc = add_stereo_stream(&mut mux, "pcm_f32le", "flt", 22050);
         let e = enc.encode(&mono).unwrap_err();
         assert!(e.to_string().contains("1 channel(s) at 22050 Hz"), "{e}");
         // 30 fps frames into a 25 fps encoder would share timestamps.
@@ -1231,13 +1209,7 @@ mod bad_inputs {
         // Without a duration on the last packet, MP4's edit list ends at its
         // start and readers drop it (a one-frame file then has no frame).
         let src = video(&media(BBB));
-        let frames = decode_packets(
-            &src,
-            Some("format=pix_fmts=yuv420p"),
-            &DecodeConfig::default(),
-            Some(5),
-        )
-        .unwrap();
+        let frames = decode_first(&src, "format=pix_fmts=yuv420p", 5);
         let path = tmp("five.mp4");
         let mut mux = Muxer::new(&path, None).unwrap();
         let mut cfg = VideoEncodeConfig::new(320, 180);
@@ -1276,14 +1248,7 @@ mod bad_inputs {
     fn mismatches_are_named_instead_of_mixed() {
         // A bit-stream filter made for H.264 given MP3 packets.
         let v = video(&media(BBB));
-        let a = demux(
-            &media("16-audio-odd-rates-channels/sine440_22050Hz_mono.mp3"),
-            MediaKind::Audio,
-            None,
-            &DemuxConfig::default(),
-            None,
-        )
-        .unwrap();
+        let a = audio(&media(MONO_MP3));
         let mut bsf = Bsf::new(v.codec(), "null").unwrap();
         let e = bsf.filter(&a, false).unwrap_err();
         assert!(e.to_string().contains("made for h264"), "{e}");
@@ -1294,13 +1259,7 @@ mod bad_inputs {
         let e = spdl_io::ffmpeg::frames::stack_arrays(&[&rgb, &bgr]).unwrap_err();
         assert!(e.to_string().contains("rgb24 and bgr24"), "{e}");
         // Odd-sized yuv420p does not fit the [1, H*3/2, W] layout.
-        let odd = decode_packets(
-            &v,
-            Some("scale=3:3,format=pix_fmts=yuv420p"),
-            &DecodeConfig::default(),
-            Some(1),
-        )
-        .unwrap();
+        let odd = decode_first(&v, "scale=3:3,format=pix_fmts=yuv420p", 1);
         assert_eq!(odd.to_array().unwrap_err().kind(), ErrorKind::Unsupported);
         // Timestamps and rates that do not fit.
         let e =
@@ -1314,10 +1273,7 @@ mod bad_inputs {
     #[test]
     fn an_audio_window_from_minus_infinity_decodes() {
         let path = media("16-audio-odd-rates-channels/sine_44100Hz_stereo_LR.flac");
-        let whole = decode_all(
-            &demux(&path, MediaKind::Audio, None, &DemuxConfig::default(), None).unwrap(),
-            None,
-        );
+        let whole = decode_all(&audio(&path), None);
         let p = demux(
             &path,
             MediaKind::Audio,

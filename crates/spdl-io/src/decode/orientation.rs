@@ -104,27 +104,14 @@ pub(crate) fn apply<T: Copy>(
 /// Reads the orientation tag from an EXIF block (the TIFF structure that
 /// follows `"Exif\0\0"` in a JPEG APP1 segment). `None` when absent or malformed.
 pub(crate) fn from_tiff_block(tiff: &[u8]) -> Option<Orientation> {
-    let big_endian = match tiff.get(0..2)? {
-        b"II" => false,
-        b"MM" => true,
+    // The byte order mark picks how the block's integers read.
+    let (u16_from, u32_from): IntReaders = match tiff.get(0..2)? {
+        b"II" => (u16::from_le_bytes, u32::from_le_bytes),
+        b"MM" => (u16::from_be_bytes, u32::from_be_bytes),
         _ => return None,
     };
-    let u16_at = |at: usize| -> Option<u16> {
-        let b: [u8; 2] = tiff.get(at..at.checked_add(2)?)?.try_into().ok()?;
-        Some(if big_endian {
-            u16::from_be_bytes(b)
-        } else {
-            u16::from_le_bytes(b)
-        })
-    };
-    let u32_at = |at: usize| -> Option<u32> {
-        let b: [u8; 4] = tiff.get(at..at.checked_add(4)?)?.try_into().ok()?;
-        Some(if big_endian {
-            u32::from_be_bytes(b)
-        } else {
-            u32::from_le_bytes(b)
-        })
-    };
+    let u16_at = |at: usize| bytes_at(tiff, at).map(u16_from);
+    let u32_at = |at: usize| bytes_at(tiff, at).map(u32_from);
     if u16_at(2)? != 42 {
         return None;
     }
@@ -138,6 +125,14 @@ pub(crate) fn from_tiff_block(tiff: &[u8]) -> Option<Orientation> {
         }
     }
     None
+}
+
+/// How a TIFF block's 2- and 4-byte integers read, in its byte order.
+type IntReaders = (fn([u8; 2]) -> u16, fn([u8; 4]) -> u32);
+
+/// The `N` bytes at `at` in `block`; `None` past its end.
+fn bytes_at<const N: usize>(block: &[u8], at: usize) -> Option<[u8; N]> {
+    block.get(at..at.checked_add(N)?)?.try_into().ok()
 }
 
 #[cfg(test)]

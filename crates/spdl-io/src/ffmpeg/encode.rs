@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use ffmpeg_next::{self as ff, codec, ffi, media};
 
 use super::filter::FilterGraph;
-use super::frames::{pix_fmt_from_name, sample_fmt_from_name, Frames, MediaKind};
+use super::frames::{
+    pix_fmt_from_name, pix_fmt_name, sample_fmt_from_name, sample_fmt_name, Frames, MediaKind,
+};
 use super::packets::{Codec, Packets};
 use super::{ff_err, init};
 use crate::{Error, ErrorKind, Result};
@@ -369,39 +371,21 @@ impl Encoder {
 
     fn convert_and_send(&mut self, f: &ff::Frame, out: &mut Vec<ff::Packet>) -> Result<()> {
         if self.convert.is_none() {
-            let g =
-                if self.kind == MediaKind::Audio {
-                    // SAFETY: the encoder's sample format value.
-                    let name = unsafe {
-                        std::ffi::CStr::from_ptr(ffi::av_get_sample_fmt_name(
-                            std::mem::transmute::<i32, ffi::AVSampleFormat>(self.format),
-                        ))
-                    }
-                    .to_string_lossy()
-                    .into_owned();
-                    let desc = format!("aformat=sample_fmts={name}");
-                    // SAFETY: a view of `f` that is never dropped.
-                    let a = std::mem::ManuallyDrop::new(unsafe {
-                        ff::frame::Audio::wrap(f.as_ptr().cast_mut())
-                    });
-                    FilterGraph::audio(&desc, &a, self.time_base)?
-                } else {
-                    // SAFETY: the encoder's pixel format value.
-                    let name =
-                        unsafe {
-                            std::ffi::CStr::from_ptr(ffi::av_get_pix_fmt_name(
-                                std::mem::transmute::<i32, ffi::AVPixelFormat>(self.format),
-                            ))
-                        }
-                        .to_string_lossy()
-                        .into_owned();
-                    let desc = format!("format=pix_fmts={name}");
-                    // SAFETY: a view of `f` that is never dropped.
-                    let v = std::mem::ManuallyDrop::new(unsafe {
-                        ff::frame::Video::wrap(f.as_ptr().cast_mut())
-                    });
-                    FilterGraph::video(&desc, &v, self.time_base, 1)?
-                };
+            let g = if self.kind == MediaKind::Audio {
+                let desc = format!("aformat=sample_fmts={}", sample_fmt_name(self.format));
+                // SAFETY: a view of `f` that is never dropped.
+                let a = std::mem::ManuallyDrop::new(unsafe {
+                    ff::frame::Audio::wrap(f.as_ptr().cast_mut())
+                });
+                FilterGraph::audio(&desc, &a, self.time_base)?
+            } else {
+                let desc = format!("format=pix_fmts={}", pix_fmt_name(self.format));
+                // SAFETY: a view of `f` that is never dropped.
+                let v = std::mem::ManuallyDrop::new(unsafe {
+                    ff::frame::Video::wrap(f.as_ptr().cast_mut())
+                });
+                FilterGraph::video(&desc, &v, self.time_base, 1)?
+            };
             self.convert = Some(g);
         }
         let g = self.convert.as_mut().expect("set above");

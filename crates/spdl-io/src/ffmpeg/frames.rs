@@ -130,7 +130,8 @@ pub(crate) unsafe fn owned_frame(p: *mut ffi::AVFrame) -> ff::Frame {
     }
 }
 
-fn pix_fmt_name(fmt: i32) -> String {
+/// A pixel format's name (`"rgb24"`, ...; `"none"` for an unknown value).
+pub(crate) fn pix_fmt_name(fmt: i32) -> String {
     // SAFETY: `fmt` is an AVPixelFormat value (or -1); the name is a static
     // string or null.
     static_name(unsafe {
@@ -138,7 +139,8 @@ fn pix_fmt_name(fmt: i32) -> String {
     })
 }
 
-fn sample_fmt_name(fmt: i32) -> String {
+/// A sample format's name (`"fltp"`, ...; `"none"` for an unknown value).
+pub(crate) fn sample_fmt_name(fmt: i32) -> String {
     // SAFETY: as pix_fmt_name, for AVSampleFormat.
     static_name(unsafe {
         ffi::av_get_sample_fmt_name(std::mem::transmute::<i32, ffi::AVSampleFormat>(fmt))
@@ -147,7 +149,7 @@ fn sample_fmt_name(fmt: i32) -> String {
 
 /// A format's name as FFmpeg returns it: a static NUL-terminated string, or null for an
 /// unknown format (`"none"`).
-fn static_name(p: *const c_char) -> String {
+pub(crate) fn static_name(p: *const c_char) -> String {
     if p.is_null() {
         return "none".into();
     }

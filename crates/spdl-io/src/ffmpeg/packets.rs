@@ -10,7 +10,7 @@ use std::ffi::CStr;
 
 use ffmpeg_next::{self as ff, codec, ffi};
 
-use super::frames::MediaKind;
+use super::frames::{pix_fmt_name, sample_fmt_name, static_name, MediaKind};
 use crate::{Error, ErrorKind, Result};
 
 /// The accessors every list of demuxed packets has ([`Packets`], and
@@ -84,14 +84,6 @@ impl std::fmt::Debug for Codec {
     }
 }
 
-fn name_of(p: *const std::ffi::c_char) -> String {
-    if p.is_null() {
-        return "none".into();
-    }
-    // SAFETY: FFmpeg's name getters return static NUL-terminated strings.
-    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
-}
-
 impl Codec {
     pub(crate) fn new(
         kind: MediaKind,
@@ -128,7 +120,7 @@ impl Codec {
     /// The codec's name, e.g. `"h264"`, `"aac"`, `"mjpeg"`.
     pub fn name(&self) -> String {
         // SAFETY: any codec id; returns a static string.
-        name_of(unsafe { ffi::avcodec_get_name(self.params.raw().codec_id) })
+        static_name(unsafe { ffi::avcodec_get_name(self.params.raw().codec_id) })
     }
 
     /// Picture width in pixels (0 for audio).
@@ -145,19 +137,9 @@ impl Codec {
     /// name (`"fltp"`, ...) for audio.
     pub fn format_name(&self) -> String {
         let f = self.params.raw().format;
-        // SAFETY: the stored format is a pixel or sample format value (or
-        // -1); the getters return a static name or null.
-        unsafe {
-            match self.kind {
-                MediaKind::Audio => name_of(ffi::av_get_sample_fmt_name(std::mem::transmute::<
-                    i32,
-                    ffi::AVSampleFormat,
-                >(f))),
-                _ => name_of(ffi::av_get_pix_fmt_name(std::mem::transmute::<
-                    i32,
-                    ffi::AVPixelFormat,
-                >(f))),
-            }
+        match self.kind {
+            MediaKind::Audio => sample_fmt_name(f),
+            _ => pix_fmt_name(f),
         }
     }
 
