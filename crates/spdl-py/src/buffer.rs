@@ -155,6 +155,15 @@ impl CpuBuffer {
         CpuBuffer::new(storage, b.shape.to_vec(), b.keys, b.labels)
     }
 
+    /// A batch in a pool buffer, shared without a copy: the buffer goes back to its pool when
+    /// this and every view of it are gone.
+    pub(crate) fn from_host_batch(mut b: spdl_cuda::HostBatch) -> Self {
+        let ptr = b.buffer.as_mut_ptr();
+        let (dtype, shape) = (b.dtype, b.shape.to_vec());
+        let (keys, labels) = (std::mem::take(&mut b.keys), std::mem::take(&mut b.labels));
+        CpuBuffer::over(Arc::new(b.buffer), ptr, dtype, shape, keys, labels)
+    }
+
     /// A buffer holding `bytes` (native-endian elements of `dtype`), e.g. a device batch
     /// copied back.
     pub(crate) fn from_bytes(

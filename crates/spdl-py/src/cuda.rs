@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
-use spdl_core::buffer::{BufferPool, PoolConfig, PooledBuffer};
+use spdl_core::buffer::{BufferPool, PoolConfig};
 use spdl_cuda::{
     ConsumerStream, CudaDevice, DeviceBatch, DeviceSelector, HostBatch, PinnedPool, TensorExport,
     TransferStage,
@@ -26,6 +26,7 @@ use spdl_cuda::{
 use crate::buffer::{CpuBuffer, HostView};
 use crate::dlpack::{cai_dict, capsule, check_dlpack_args, consumer_stream, wants_versioned};
 use crate::lock;
+use crate::reserved::Reserved;
 
 /// Whether this build has the `cuda` feature.
 pub(crate) const BUILT_WITH_CUDA: bool = cfg!(feature = "cuda");
@@ -152,10 +153,7 @@ impl CudaTarget {
     /// collating into it never waits); `None` when the device cannot be opened (the transfer
     /// then reports why) or every pinned buffer is in use.
     pub(crate) fn reserve_pinned(&self, len: usize) -> Option<Reserved> {
-        match self.open().ok()?.pool.try_acquire(len) {
-            Ok(Some(b)) => Some(Reserved(Mutex::new(Some(b)))),
-            _ => None,
-        }
+        Reserved::take_from(&self.open().ok()?.pool, len)
     }
 
     /// Copies a batch collated in pinned memory (waits for the copy).
@@ -194,50 +192,6 @@ impl CudaTarget {
             batch,
             shape: view.shape.iter().map(|&d| d as i64).collect(),
         })
-    }
-}
-
-/// One buffer already taken from the pinned pool, handed out by the next `acquire` (so that
-/// collating never waits on the pool).
-pub(crate) struct Reserved(Mutex<Option<PooledBuffer>>);
-
-impl Reserved {
-    fn take(&self, len: usize) -> spdl_core::Result<Option<PooledBuffer>> {
-        let taken = lock(&self.0).take();
-        match taken {
-            Some(mut b) => {
-                b.set_len(len)?;
-                Ok(Some(b))
-            }
-            None => Ok(None),
-        }
-    }
-}
-
-impl BufferPool for Reserved {
-    fn kind(&self) -> &'static str {
-        "cuda-pinned"
-    }
-
-    fn acquire(&self, len: usize) -> spdl_core::Result<PooledBuffer> {
-        self.take(len)?.ok_or_else(|| {
-            spdl_core::Error::new(
-                spdl_core::ErrorKind::InvalidArgument,
-                "the reserved pinned buffer was already used",
-            )
-        })
-    }
-
-    fn try_acquire(&self, len: usize) -> spdl_core::Result<Option<PooledBuffer>> {
-        self.take(len)
-    }
-
-    fn stats(&self) -> spdl_core::buffer::PoolStats {
-        spdl_core::buffer::PoolStats::default()
-    }
-
-    fn trim(&self) -> usize {
-        0
     }
 }
 

@@ -113,7 +113,7 @@ impl Item {
                     .collect::<PyResult<Vec<_>>>()?;
                 PyList::new(py, objs)?.into_any().unbind()
             }
-            Item::HostBatch(b) => {
+            Item::HostBatch(b) if b.is_pinned() => {
                 // Only when the transfer after it is skipped: a CPU copy, the pinned buffer
                 // goes back to its pool.
                 let view = CpuBuffer::from_bytes(
@@ -125,6 +125,9 @@ impl Item {
                 );
                 Py::new(py, view)?.into_any()
             }
+            // A host pool buffer: shared without a copy; it goes back to its pool when the
+            // last view of it is dropped.
+            Item::HostBatch(b) => Py::new(py, CpuBuffer::from_host_batch(b))?.into_any(),
             Item::Device(b) => Py::new(py, b)?.into_any(),
         })
     }

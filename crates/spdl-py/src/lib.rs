@@ -43,6 +43,7 @@ mod ops;
 mod options;
 mod pipeline;
 mod plugin;
+mod reserved;
 mod shards;
 mod sources;
 mod stats;

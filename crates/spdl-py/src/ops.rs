@@ -9,6 +9,7 @@ use std::sync::Arc;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use spdl_core::buffer::{HostPool, PoolConfig};
 
 use crate::arrays::ArrayOut;
 use crate::buffer::{CpuBuffer, HostView};
@@ -17,6 +18,7 @@ use crate::error::{type_name, OpError};
 use crate::io::{collate_items, decode, Pos};
 use crate::item::{BytesInput, Item, PathInput};
 use crate::options::Kwargs;
+use crate::reserved::Reserved;
 use crate::with_gil;
 
 /// What a native stage does.
@@ -31,6 +33,9 @@ pub(crate) enum NativeKind {
     DecodeBatch {
         loader: Arc<spdl_io::ImageLoader>,
         normalize: bool,
+        /// Host batch buffers, reused once Python drops a batch (pinned memory when a
+        /// `to_device` follows).
+        host: HostPool,
     },
     /// A host-to-device copy (`ops.to_device`).
     ToDevice(Arc<crate::cuda::CudaTarget>),
@@ -212,7 +217,11 @@ impl NativeOp {
                     None => Ok(Some(Item::Batch(collate_items(batch, *normalize)?))),
                 }
             }
-            NativeKind::DecodeBatch { loader, normalize } => {
+            NativeKind::DecodeBatch {
+                loader,
+                normalize,
+                host,
+            } => {
                 let items = list_items(
                     item,
                     "decode_image_batch expects a list of encoded images (aggregate() after read_file())",
@@ -221,7 +230,8 @@ impl NativeOp {
                     .into_iter()
                     .map(|it| it.into_bytes("decode_image_batch", ""))
                     .collect::<Result<Vec<_>, _>>()?;
-                Ok(Some(self.decode_batch(loader, *normalize, &inputs, next)?))
+                let into = BatchInto { host, next };
+                Ok(Some(self.decode_batch(loader, *normalize, &inputs, into)?))
             }
             NativeKind::ToDevice(target) => Ok(Some(Item::Device(transfer_item(target, item)?))),
             NativeKind::LoadNpy => {
@@ -354,8 +364,15 @@ pub(crate) fn image_batch(
         ));
     }
     let loader = Arc::new(loader);
+    // Batches alive at once: the stage's (at most twice its concurrency), the queues' and the
+    // consumer's; past that a batch takes fresh memory rather than wait.
+    let host = HostPool::host(PoolConfig::default().max_buffers(HOST_BATCH_BUFFERS));
     Ok(NativeOp::new(
-        NativeKind::DecodeBatch { loader, normalize },
+        NativeKind::DecodeBatch {
+            loader,
+            normalize,
+            host,
+        },
         name,
     ))
 }
@@ -482,17 +499,28 @@ fn list_items(item: Item, expects: &str) -> Result<Vec<Item>, OpError> {
     }
 }
 
+/// Host batch buffers an `ops.decode_image_batch` stage keeps for reuse.
+const HOST_BATCH_BUFFERS: usize = 16;
+
+/// Where `ops.decode_image_batch` writes a batch: the stage's host pool, or pinned memory of
+/// the device of the `to_device` stage that follows.
+struct BatchInto<'a> {
+    host: &'a HostPool,
+    next: Option<&'a CudaTarget>,
+}
+
 impl NativeOp {
     /// `ops.decode_image_batch` on one list: every sample decoded and transformed straight
-    /// into its row of one batch, in pinned memory of `next`'s device when a `to_device`
-    /// follows and a pinned buffer is free. Strict, as SPDL's `load_image_batch`: a sample
-    /// that fails fails the batch, naming the failed samples.
+    /// into its row of one batch buffer: pinned memory of the next stage's device when a
+    /// `to_device` follows and a pinned buffer is free, else a reused host buffer, else fresh
+    /// memory. Strict, as SPDL's `load_image_batch`: a sample that fails fails the batch,
+    /// naming the failed samples.
     fn decode_batch(
         &self,
         loader: &spdl_io::ImageLoader,
         normalize: bool,
         inputs: &[BytesInput],
-        next: Option<&crate::cuda::CudaTarget>,
+        into: BatchInto<'_>,
     ) -> Result<Item, OpError> {
         let samples: Vec<spdl_io::BatchSample> = inputs
             .iter()
@@ -508,13 +536,12 @@ impl NativeOp {
             .collect();
         let norm = normalize.then(spdl_io::Normalize::imagenet);
         let bytes = |i: usize| Ok(&inputs[i].data[..]);
-        let reserved = match (next, loader.output_shape()) {
-            (Some(target), Some([h, w, c])) => {
-                let elem = if normalize { 4 } else { 1 };
-                target.reserve_pinned(samples.len() * h * w * c * elem)
-            }
-            _ => None,
-        };
+        // Checked against the loader's limits before any buffer is taken.
+        let len = spdl_io::batch_bytes(loader, samples.len(), normalize)?;
+        let reserved = into
+            .next
+            .and_then(|target| target.reserve_pinned(len))
+            .or_else(|| Reserved::take_from(into.host, len));
         let (item, failed) = match reserved {
             Some(reserved) => {
                 let (batch, failed) = spdl_cuda::load_batch_pooled(

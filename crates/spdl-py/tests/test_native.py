@@ -163,6 +163,29 @@ def test_native_op_is_callable(samples):
     assert img.shape == (10, 12, 3)
 
 
+def test_decode_image_batch_reuses_its_host_buffers(samples):
+    """A batch is shared with NumPy without a copy, and its buffer goes back to the stage's
+    pool when the last view of it is dropped: the next batch is decoded into it, not into
+    fresh memory. A batch still held keeps its own memory and pixels."""
+    op = ops.decode_image_batch(32, 32)
+    data = [ops.read_file()(str(q)) for q in sorted(samples.glob("*.jpg"))[:4]]
+
+    def address(batch):
+        return np.asarray(batch).__array_interface__["data"][0]
+
+    first = op(data)
+    pixels = np.asarray(first).copy()
+    reused = address(first)
+    held = op(data)
+    assert address(held) != reused
+    del first
+    again = op(data)
+    assert address(again) == reused
+    np.testing.assert_array_equal(np.asarray(again), pixels)
+    np.testing.assert_array_equal(np.asarray(held), pixels)
+    assert list(again.keys) == list(held.keys)
+
+
 def test_decode_image_batch_writes_the_collated_batch_in_one_step(samples, thread_baseline, tmp_path):
     """``decode_image_batch`` after ``aggregate`` gives the batches ``decode_image`` +
     ``collate`` give (same pixels, keys and labels), with no GIL taken; a bad sample fails its

@@ -140,8 +140,11 @@ def decode_image_batch(
     """A stage decoding a list of encoded images (``aggregate(n)`` after :func:`read_file`)
     straight into one :class:`spdl_rs.io.CPUBuffer`: each image is decoded and transformed into
     its row of the batch buffer, with no copy after decoding (``decode_image`` + ``collate``
-    copy every image once more). When :func:`to_device` follows, the rows are written into the
-    device's pinned memory, ready for the asynchronous copy.
+    copy every image once more). The buffer comes from a pool of the stage (up to 16 buffers):
+    NumPy, DLPack and PyTorch views share it without a copy, and it is reused for a later batch
+    once the last view of it is dropped (a batch held longer simply keeps its memory; past 16
+    held, batches take fresh memory). When :func:`to_device` follows, the rows are written into
+    the device's pinned memory instead, ready for the asynchronous copy.
 
     Output: ``[N, height, width, C]`` ``uint8``, or ``[N, C, height, width]`` ``float32``
     normalized with the ImageNet mean/std when ``normalize=True``; ``keys`` and ``labels`` in
