@@ -204,7 +204,10 @@ fn batches_load_straight_into_pool_buffers_as_load_batch_does() {
         let (delivered, _) = want.into_delivered();
         got.drop_failed_rows(&failed);
         assert_eq!(got.shape, delivered.shape);
-        assert_eq!((&got.keys, &got.labels), (&delivered.keys, &delivered.labels));
+        assert_eq!(
+            (&got.keys, &got.labels),
+            (&delivered.keys, &delivered.labels)
+        );
         let kept = want_bytes.len() / 4 * 3;
         assert_eq!(got.buffer.len(), kept);
         let row = want_bytes.len() / 4;
