@@ -14,7 +14,6 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,6 +25,7 @@ use tracing::Instrument;
 use super::stream::BoxStream;
 use super::{Ids, Msg, Op, OpKind, Order, Outputs, PartIter, StreamingFn};
 use crate::error::{Error, ErrorKind};
+use crate::exec::lanes::{Lanes, Work};
 use crate::exec::pool::Submitter;
 use crate::exec::queue::{Busy, QueueRx, QueueTx};
 use crate::stage::account::{self, Account};
@@ -57,68 +57,46 @@ impl<U> Report<U> {
     }
 }
 
-struct LaneShared<T, U> {
-    jobs: crossbeam_channel::Receiver<(u64, Ids, T)>,
-    active: AtomicUsize,
-    max: usize,
-    op: Arc<super::BlockingFn<T, U>>,
-    report: Report<U>,
-    /// Stage name, for the per-op tracing span.
-    stage: Arc<str>,
-}
-
-impl<T: Send + 'static, U: Send + 'static> LaneShared<T, U> {
-    fn try_acquire(&self) -> bool {
-        self.active
-            .fetch_update(AtomicOrdering::AcqRel, AtomicOrdering::Acquire, |a| {
-                (a < self.max).then_some(a + 1)
-            })
-            .is_ok()
-    }
-
-    /// Body of one lane: run queued items until none is left, then release the lane slot.
-    fn run_lane(self: Arc<Self>) {
-        loop {
-            while let Ok((ticket, ids, item)) = self.jobs.try_recv() {
-                if self.report.closed() {
-                    break; // the pipeline is shutting down
-                }
-                let _span = tracing::trace_span!("op", stage = %self.stage).entered();
-                let (outcome, took) = account::call(&*self.op, item);
-                match &self.report {
-                    Report::Engine(results) => {
-                        let done = Done {
-                            ticket,
-                            ids,
-                            outcome,
-                            took,
-                        };
-                        if results.send(done).is_err() {
-                            break;
-                        }
-                    }
-                    Report::Fused(account, next) => {
-                        let mut items = Vec::new();
-                        fused::settle(account, &next.group, &ids, took, outcome, &mut items);
-                        (next.run)(Batch::of_call(ticket, ids, items));
-                    }
+impl<U: Send + 'static> Report<U> {
+    /// What a lane does with one item: run the op, then hand the outcome on; `false` when the
+    /// stage's task is gone (shutdown).
+    fn lane_work<T: Send + 'static>(
+        self,
+        op: Arc<super::BlockingFn<T, U>>,
+        stage: Arc<str>,
+    ) -> (Work<(u64, Ids, T)>, Box<dyn Fn() -> bool + Send + Sync>) {
+        let report = Arc::new(self);
+        let closed = {
+            let report = report.clone();
+            Box::new(move || report.closed())
+        };
+        let work = Box::new(move |(ticket, ids, item): (u64, Ids, T)| {
+            let _span = tracing::trace_span!("op", stage = %stage).entered();
+            let (outcome, took) = account::call(&*op, item);
+            match &*report {
+                Report::Engine(results) => results
+                    .send(Done {
+                        ticket,
+                        ids,
+                        outcome,
+                        took,
+                    })
+                    .is_ok(),
+                Report::Fused(account, next) => {
+                    let mut items = Vec::new();
+                    fused::settle(account, &next.group, &ids, took, outcome, &mut items);
+                    (next.run)(Batch::of_call(ticket, ids, items));
+                    true
                 }
             }
-            self.active.fetch_sub(1, AtomicOrdering::AcqRel);
-            // An item queued between our last look and the release would otherwise wait for
-            // the next submission: look again.
-            if self.jobs.is_empty() || self.report.closed() || !self.try_acquire() {
-                return;
-            }
-        }
+        });
+        (work, closed)
     }
 }
 
 enum Exec<T, U> {
     Blocking {
-        jobs: crossbeam_channel::Sender<(u64, Ids, T)>,
-        shared: Arc<LaneShared<T, U>>,
-        submitter: Submitter,
+        lanes: Arc<Lanes<(u64, Ids, T)>>,
         results: mpsc::UnboundedReceiver<Done<U>>,
     },
     Async {
@@ -234,23 +212,14 @@ impl<T: Send + 'static, U: Send + 'static> Exec<T, U> {
     ) -> Self {
         match op.kind {
             OpKind::Blocking(op) => {
-                let (jobs_tx, jobs_rx) = crossbeam_channel::unbounded();
                 let (res_tx, res_rx) = mpsc::unbounded_channel();
                 let report = match fused {
                     Some((account, next)) => Report::Fused(account, next),
                     None => Report::Engine(res_tx),
                 };
+                let (work, closed) = report.lane_work(op, stage);
                 Exec::Blocking {
-                    jobs: jobs_tx,
-                    shared: Arc::new(LaneShared {
-                        jobs: jobs_rx,
-                        active: AtomicUsize::new(0),
-                        max: concurrency,
-                        op,
-                        report,
-                        stage,
-                    }),
-                    submitter,
+                    lanes: Lanes::new(concurrency, submitter, work, closed),
                     results: res_rx,
                 }
             }
@@ -283,21 +252,7 @@ impl<T: Send + 'static, U: Send + 'static> Exec<T, U> {
 
     fn submit(&mut self, ticket: u64, ids: Ids, item: T) -> bool {
         match self {
-            Exec::Blocking {
-                jobs,
-                shared,
-                submitter,
-                ..
-            } => {
-                if jobs.send((ticket, ids, item)).is_err() {
-                    return false;
-                }
-                if shared.try_acquire() {
-                    let shared = shared.clone();
-                    return submitter.submit(move || shared.run_lane());
-                }
-                true
-            }
+            Exec::Blocking { lanes, .. } => lanes.push((ticket, ids, item)),
             Exec::Async { op, running, stage } => {
                 let fut = op(item).instrument(tracing::trace_span!("op", stage = %stage));
                 running.push(Box::pin(async move {
