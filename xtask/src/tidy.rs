@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use crate::cmd::repo_root;
+use crate::cmd::{files_under, repo_root};
 
 /// What spdl-core may depend on (normal dependencies): the engine and nothing else.
 const CORE_DEPENDENCIES: &[&str] = &[
@@ -142,19 +142,8 @@ fn dependency_rules(root: &Path) -> Result<Vec<String>> {
 }
 
 fn rust_files(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).with_context(|| format!("reading {}", d.display()))? {
-            let path = entry?.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                files.push(path);
-            }
-        }
-    }
-    files.sort();
+    let mut files = files_under(dir)?;
+    files.retain(|path| path.extension().is_some_and(|e| e == "rs"));
     Ok(files)
 }
 
