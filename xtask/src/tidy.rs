@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use crate::cmd::{files_under, repo_root};
+use crate::cmd::{cargo, files_under, repo_root};
 
 /// What spdl-core may depend on (normal dependencies): the engine and nothing else.
 const CORE_DEPENDENCIES: &[&str] = &[
@@ -102,7 +102,7 @@ fn crate_dirs(root: &Path) -> Result<Vec<PathBuf>> {
 }
 
 fn dependency_rules(root: &Path) -> Result<Vec<String>> {
-    let out = std::process::Command::new(std::env::var("CARGO").unwrap_or("cargo".into()))
+    let out = cargo()
         .args([
             "metadata",
             "--format-version",
@@ -110,16 +110,10 @@ fn dependency_rules(root: &Path) -> Result<Vec<String>> {
             "--no-deps",
             "--offline",
         ])
-        .current_dir(root)
-        .output()
-        .context("running cargo metadata")?;
-    if !out.status.success() {
-        bail!(
-            "cargo metadata failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let meta: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+        .arg("--manifest-path")
+        .arg(root.join("Cargo.toml"))
+        .output()?;
+    let meta: serde_json::Value = serde_json::from_str(&out)?;
     let mut problems = Vec::new();
     for pkg in meta["packages"].as_array().into_iter().flatten() {
         let name = pkg["name"].as_str().unwrap_or_default();
