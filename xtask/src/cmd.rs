@@ -20,6 +20,24 @@ pub(crate) fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// Every file under `dir`, in sub-folders too, sorted.
+pub(crate) fn files_under(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).with_context(|| format!("reading {}", d.display()))? {
+            let path = entry?.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
 /// The `cargo` that runs us (`$CARGO`), else the one on `PATH`.
 pub(crate) fn cargo() -> Cmd {
     Cmd::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))

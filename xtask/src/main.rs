@@ -23,12 +23,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// Chores for spdl-rs
 #[derive(Parser)]
-#[command(
-    name = "cargo xtask",
-    bin_name = "cargo xtask",
-    about = "Chores for spdl-rs"
-)]
+#[command(name = "cargo xtask", bin_name = "cargo xtask")]
 struct Cli {
     #[command(subcommand)]
     command: Command,

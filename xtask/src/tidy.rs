@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use crate::cmd::repo_root;
+use crate::cmd::{cargo, files_under, repo_root};
 
 /// What spdl-core may depend on (normal dependencies): the engine and nothing else.
 const CORE_DEPENDENCIES: &[&str] = &[
@@ -102,7 +102,7 @@ fn crate_dirs(root: &Path) -> Result<Vec<PathBuf>> {
 }
 
 fn dependency_rules(root: &Path) -> Result<Vec<String>> {
-    let out = std::process::Command::new(std::env::var("CARGO").unwrap_or("cargo".into()))
+    let out = cargo()
         .args([
             "metadata",
             "--format-version",
@@ -110,16 +110,10 @@ fn dependency_rules(root: &Path) -> Result<Vec<String>> {
             "--no-deps",
             "--offline",
         ])
-        .current_dir(root)
-        .output()
-        .context("running cargo metadata")?;
-    if !out.status.success() {
-        bail!(
-            "cargo metadata failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let meta: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+        .arg("--manifest-path")
+        .arg(root.join("Cargo.toml"))
+        .output()?;
+    let meta: serde_json::Value = serde_json::from_str(&out)?;
     let mut problems = Vec::new();
     for pkg in meta["packages"].as_array().into_iter().flatten() {
         let name = pkg["name"].as_str().unwrap_or_default();
@@ -142,19 +136,8 @@ fn dependency_rules(root: &Path) -> Result<Vec<String>> {
 }
 
 fn rust_files(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).with_context(|| format!("reading {}", d.display()))? {
-            let path = entry?.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                files.push(path);
-            }
-        }
-    }
-    files.sort();
+    let mut files = files_under(dir)?;
+    files.retain(|path| path.extension().is_some_and(|e| e == "rs"));
     Ok(files)
 }
 

@@ -487,8 +487,7 @@ fn dump_batch(dir: &Path, size: usize, batch: usize, extra: &[&str]) -> Vec<[u8;
 
 #[test]
 fn hidden_and_side_files_are_not_listed() {
-    let dir = tempfile::tempdir().unwrap();
-    listing_cases::case_33(dir.path());
+    let dir = listing_cases::case_33();
     let r = json(
         spdl()
             .arg("load")
@@ -533,8 +532,7 @@ fn hidden_and_side_files_are_not_listed() {
 #[cfg(unix)]
 #[test]
 fn links_are_followed_a_loop_is_cut_and_a_broken_link_is_one_failure() {
-    let dir = tempfile::tempdir().unwrap();
-    listing_cases::case_34(dir.path());
+    let dir = listing_cases::case_34();
     let out = spdl()
         .arg("load")
         .arg(dir.path())

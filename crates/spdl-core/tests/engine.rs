@@ -8,17 +8,7 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use spdl_core::{ErrorKind, Op, Order, PipelineBuilder, StageConfig};
 
-use common::{in_order, outputs, outputs_then_error};
-
-fn fail_every(k: u64) -> Op<u64, u64> {
-    Op::blocking(move |x: u64| {
-        if x % k == 0 {
-            Err(format!("sample {x} is bad").into())
-        } else {
-            Ok(Some(x))
-        }
-    })
-}
+use common::{fail_every, fail_when, in_order, outputs, outputs_then_budget_error};
 
 #[test]
 fn failures_are_counted_and_the_pipeline_goes_on() {
@@ -67,10 +57,7 @@ fn stage_budget_delivers_produced_items_then_errors() {
         .pipe(fail_every(5), in_order("check", 1).max_failures(3))
         .build(1)
         .unwrap();
-    let (items, err) = outputs_then_error(&mut p);
-    let err = err.expect("the budget error comes last");
-    assert_eq!(err.kind(), ErrorKind::TooManyFailures);
-    assert_eq!(err.stage(), Some("check"));
+    let (items, err) = outputs_then_budget_error(&mut p, "check");
     assert!(
         err.to_string().contains("4 failures exceed max_failures=3"),
         "{err}"
@@ -100,13 +87,7 @@ fn a_stage_budget_replaces_the_pipeline_budget_for_that_stage() {
     let mut p = PipelineBuilder::source(|_| 1..100u64)
         .pipe(fail_every(10), StageConfig::named("a").order(Order::Input))
         .pipe(
-            Op::blocking(|x: u64| {
-                if x % 10 == 5 {
-                    Err("five".into())
-                } else {
-                    Ok(Some(x))
-                }
-            }),
+            fail_when(|x| x % 10 == 5),
             StageConfig::named("b").order(Order::Input),
         )
         .max_failures(3)
@@ -137,16 +118,7 @@ fn a_pipeline_rate_counts_the_calls_of_every_stage() {
 fn pipeline_rate_budget_waits_for_probation() {
     // 1 failure in the first 100 items: under a 5% rate.
     let mut p = PipelineBuilder::source(|_| 0..300u64)
-        .pipe(
-            Op::blocking(|x: u64| {
-                if x == 0 {
-                    Err("first".into())
-                } else {
-                    Ok(Some(x))
-                }
-            }),
-            StageConfig::default(),
-        )
+        .pipe(fail_when(|x| x == 0), StageConfig::default())
         .max_failure_rate(0.05)
         .build(1)
         .unwrap();

@@ -5,9 +5,9 @@
 
 mod common;
 
-use spdl_core::{ErrorKind, Op, Order, Pipeline, PipelineBuilder, StageConfig};
+use spdl_core::{Op, Order, Pipeline, PipelineBuilder, StageConfig};
 
-use common::{outputs, outputs_then_error};
+use common::{fail_when, outputs, outputs_then_budget_error};
 
 const FUSED: usize = 2;
 const UNFUSED: usize = 64;
@@ -28,16 +28,7 @@ fn chain(order: Order, workers: usize, epoch_len: u64) -> Pipeline<u64> {
             }),
             cfg("split"),
         )
-        .pipe(
-            Op::blocking(|x: u64| {
-                if x % 5 == 0 {
-                    Err(format!("{x} is a multiple of 5").into())
-                } else {
-                    Ok(Some(x))
-                }
-            }),
-            cfg("check"),
-        )
+        .pipe(fail_when(|x| x % 5 == 0), cfg("check"))
         .pipe(
             Op::blocking(|x: u64| {
                 assert_ne!(x, 31, "31 panics");
@@ -159,13 +150,7 @@ fn a_follower_budget_stops_the_group_and_names_its_stage() {
                 .order(Order::Input),
         )
         .pipe(
-            Op::blocking(|x: u64| {
-                if x % 10 == 9 {
-                    Err("bad".into())
-                } else {
-                    Ok(Some(x))
-                }
-            }),
+            fail_when(|x| x % 10 == 9),
             StageConfig::named("second")
                 .concurrency(2)
                 .order(Order::Input)
@@ -173,10 +158,7 @@ fn a_follower_budget_stops_the_group_and_names_its_stage() {
         )
         .build(FUSED)
         .unwrap();
-    let (items, err) = outputs_then_error(&mut p);
-    let err = err.expect("the budget error comes last");
-    assert_eq!(err.kind(), ErrorKind::TooManyFailures);
-    assert_eq!(err.stage(), Some("second"));
+    let (items, _) = outputs_then_budget_error(&mut p, "second");
     // In order, every item before the fourth failure (39) that is not a failure was delivered.
     assert_eq!(
         &items[..36],

@@ -143,12 +143,12 @@ impl Fetcher {
     #[cfg(feature = "source-local")]
     pub(crate) async fn open(&self, uri: &Uri, start: u64) -> Result<crate::backend::Opened> {
         let backend = self.inner.backends.for_uri(uri)?;
-        backend.open(&self.inner.options, uri, start).await
+        backend.open(uri, start).await
     }
 
     async fn fetch_inner(&self, uri: &Uri, range: Option<Range<u64>>) -> Result<Bytes> {
         let backend = self.inner.backends.for_uri(uri)?;
-        backend.read(&self.inner.options, uri, range).await
+        backend.read(uri, range).await
     }
 
     /// The samples at `uri`:
@@ -175,7 +175,7 @@ impl Fetcher {
             _ => uri.names_prefix(),
         };
         if listing && backend.capability().list {
-            return backend.list(&self.inner.options, uri).await;
+            return backend.list(uri).await;
         }
         let bytes = self.fetch_manifest(uri).await?;
         crate::list::parse_manifest(&bytes, uri)

@@ -37,9 +37,10 @@ const FIXTURE_NAMES: [&str; 12] = [
     "no_extension",
 ];
 
-fn names(list: &spdl_sources::SampleList, root: &Path) -> Vec<PathBuf> {
+/// The samples' paths relative to `root`, as text (the names compared here are UTF-8).
+fn names(list: &spdl_sources::SampleList, root: &Path) -> Vec<String> {
     list.iter()
-        .map(|s| s.path.strip_prefix(root).unwrap().to_path_buf())
+        .map(|s| s.path.strip_prefix(root).unwrap().display().to_string())
         .collect()
 }
 
@@ -50,21 +51,22 @@ fn touch(path: &Path) {
     fs::write(path, b"x").unwrap();
 }
 
+/// A temporary folder with a one-byte file at each of `files` (relative paths).
+fn folder_with(files: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for rel in files {
+        touch(&dir.path().join(rel));
+    }
+    dir
+}
+
 #[test]
 fn fixture_names_are_listed_byte_exact_in_byte_order() {
     let root = Path::new(FIXTURE);
     let all = walk_dir(root, &Extensions::any()).unwrap();
-    let mut expected: Vec<PathBuf> = FIXTURE_NAMES.iter().map(PathBuf::from).collect();
-    expected.extend(
-        ["EXPECTED.md", "make_non_utf8_name.py", "ref/all.npy"]
-            .iter()
-            .map(PathBuf::from),
-    );
-    expected.sort_by(|a, b| {
-        a.as_os_str()
-            .as_encoded_bytes()
-            .cmp(b.as_os_str().as_encoded_bytes())
-    });
+    let mut expected = FIXTURE_NAMES.to_vec();
+    expected.extend(["EXPECTED.md", "make_non_utf8_name.py", "ref/all.npy"]);
+    expected.sort(); // `str` orders by bytes
     assert_eq!(names(&all, root), expected);
 
     // The NFC and NFD names look alike and are two files with their own bytes.
@@ -78,16 +80,14 @@ fn fixture_names_are_listed_byte_exact_in_byte_order() {
     let images = walk_dir(root, &Extensions::images()).unwrap();
     let image_names = names(&images, root);
     assert_eq!(image_names.len(), 11);
-    assert!(image_names.contains(&PathBuf::from("UPPER.PNG")));
-    assert!(!image_names.contains(&PathBuf::from("no_extension")));
+    assert!(image_names.contains(&"UPPER.PNG".into()));
+    assert!(!image_names.contains(&"no_extension".into()));
     assert_eq!(images.name(), FIXTURE);
 }
 
 #[test]
 fn nested_folders_and_extension_filter() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    for rel in [
+    let dir = folder_with(&[
         "b/2.JPG",
         "a/z.png",
         "a/b/x.jpeg",
@@ -96,9 +96,8 @@ fn nested_folders_and_extension_filter() {
         "c/d/e/f.TIFF",
         "top.gif",
         "weird.Png.bak",
-    ] {
-        touch(&root.join(rel));
-    }
+    ]);
+    let root = dir.path();
     fs::create_dir_all(root.join("empty/dir")).unwrap();
     let list = walk_dir(root, &Extensions::default()).unwrap();
     let expected = [
@@ -109,17 +108,11 @@ fn nested_folders_and_extension_filter() {
         "c/d/e/f.TIFF",
         "top.gif",
     ];
-    assert_eq!(
-        names(&list, root),
-        expected.iter().map(PathBuf::from).collect::<Vec<_>>()
-    );
+    assert_eq!(names(&list, root), expected);
     assert!(list.iter().all(|s| s.label.is_none()));
 
     let txt = walk_dir(root, &Extensions::new(["TXT", ".bak"])).unwrap();
-    assert_eq!(
-        names(&txt, root),
-        [PathBuf::from("a/notes.txt"), PathBuf::from("weird.Png.bak")]
-    );
+    assert_eq!(names(&txt, root), ["a/notes.txt", "weird.Png.bak"]);
 }
 
 #[test]
@@ -180,7 +173,7 @@ fn symlinks_are_followed_loops_cut_and_broken_links_listed() {
     let list = walk_dir(&root, &Extensions::images()).unwrap();
     assert_eq!(
         names(&list, &root),
-        ["alias.png", "linked/b.png", "real/a.png"].map(PathBuf::from)
+        ["alias.png", "linked/b.png", "real/a.png"]
     );
     assert!(list.warnings().is_empty());
 
@@ -189,7 +182,7 @@ fn symlinks_are_followed_loops_cut_and_broken_links_listed() {
     let list = walk_dir(&root, &Extensions::images()).unwrap();
     assert_eq!(
         names(&list, &root),
-        ["alias.png", "linked/b.png", "real/a.png"].map(PathBuf::from)
+        ["alias.png", "linked/b.png", "real/a.png"]
     );
     assert_eq!(list.warnings().len(), 1, "{:?}", list.warnings());
     assert!(
@@ -212,7 +205,6 @@ fn symlinks_are_followed_loops_cut_and_broken_links_listed() {
             "real/a.png",
             "self.png"
         ]
-        .map(PathBuf::from)
     );
     let err = read_file(root.join("broken.png")).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
@@ -229,15 +221,11 @@ fn symlinks_are_followed_loops_cut_and_broken_links_listed() {
 
 #[test]
 fn hidden_and_side_files_are_skipped_unless_included() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = case_33();
     let root = dir.path();
-    case_33(root);
 
     let list = walk_dir(root, &Extensions::images()).unwrap();
-    assert_eq!(
-        names(&list, root),
-        ["cat/img1.jpg", "dog/img2.png"].map(PathBuf::from)
-    );
+    assert_eq!(names(&list, root), ["cat/img1.jpg", "dog/img2.png"]);
     assert!(list.warnings().is_empty());
 
     let all = walk_dir_with(
@@ -258,7 +246,6 @@ fn hidden_and_side_files_are_skipped_unless_included() {
             "dog/._img2.png",
             "dog/img2.png",
         ]
-        .map(PathBuf::from)
     );
     // Every file, hidden or not, with `Extensions::any()`.
     let any = walk_dir(root, &Extensions::any()).unwrap();
@@ -270,14 +257,13 @@ fn hidden_and_side_files_are_skipped_unless_included() {
             "dog/Thumbs.db",
             "dog/img2.png"
         ]
-        .map(PathBuf::from)
     );
 
     let folder = ImageFolder::open(root, &Extensions::images(), false).unwrap();
     assert_eq!(folder.classes(), ["cat", "dog"]);
     assert_eq!(
         names(folder.samples(), root),
-        ["cat/img1.jpg", "dog/img2.png"].map(PathBuf::from)
+        ["cat/img1.jpg", "dog/img2.png"]
     );
     let folder = ImageFolder::open_with(
         root,
@@ -306,9 +292,8 @@ fn hidden_and_side_files_are_skipped_unless_included() {
 #[cfg(unix)]
 #[test]
 fn links_dirs_named_like_images_and_a_loop_back_to_the_root() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = case_34();
     let root = dir.path();
-    case_34(root);
 
     let list = walk_dir(root, &Extensions::images()).unwrap();
     assert_eq!(
@@ -320,7 +305,6 @@ fn links_dirs_named_like_images_and_a_loop_back_to_the_root() {
             "link_file.png",
             "real/a.png",
         ]
-        .map(PathBuf::from)
     );
     assert_eq!(list.warnings().len(), 1, "{:?}", list.warnings());
     assert!(
@@ -363,9 +347,7 @@ fn links_dirs_named_like_images_and_a_loop_back_to_the_root() {
 
 #[test]
 fn image_folder_labels_follow_sorted_class_names() {
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path();
-    for rel in [
+    let dir = folder_with(&[
         "dog/2.jpg",
         "dog/1.jpg",
         "cat/x.png",
@@ -373,9 +355,8 @@ fn image_folder_labels_follow_sorted_class_names() {
         "cat/sub/y.png",
         "cat/readme.txt",
         "stray.jpg",
-    ] {
-        touch(&root.join(rel));
-    }
+    ]);
+    let root = dir.path();
     let folder = ImageFolder::open(root, &Extensions::images(), false).unwrap();
     // Byte order: uppercase before lowercase, as Python's sorted().
     assert_eq!(folder.classes(), ["Zebra", "cat", "dog"]);
@@ -409,10 +390,8 @@ fn image_folder_labels_follow_sorted_class_names() {
 
 #[test]
 fn image_folder_empty_class_and_no_class() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = folder_with(&["a/1.png", "b/only.txt"]);
     let root = dir.path();
-    touch(&root.join("a/1.png"));
-    touch(&root.join("b/only.txt"));
     let err = ImageFolder::open(root, &Extensions::images(), false).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::EmptyClass);
     let msg = err.to_string();
@@ -425,8 +404,7 @@ fn image_folder_empty_class_and_no_class() {
     assert_eq!(allowed.classes().len(), 2);
     assert_eq!(allowed.samples().len(), 1);
 
-    let flat = tempfile::tempdir().unwrap();
-    touch(&flat.path().join("x.png"));
+    let flat = folder_with(&["x.png"]);
     let err = ImageFolder::open(flat.path(), &Extensions::images(), false).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NoClasses);
 }

@@ -24,12 +24,9 @@ use manifest::Entry;
 /// Bump when the plan or the rendering changes, so that old corpora are rebuilt.
 const GENERATOR_VERSION: u32 = 1;
 
+/// Build the deterministic ImageNet-like JPEG corpus (ImageFolder layout)
 #[derive(Parser)]
-#[command(
-    name = "cargo xtask corpus",
-    bin_name = "cargo xtask corpus",
-    about = "Build the deterministic ImageNet-like JPEG corpus (ImageFolder layout)"
-)]
+#[command(name = "cargo xtask corpus", bin_name = "cargo xtask corpus")]
 struct Args {
     /// Output folder [default: ~/.cache/spdl-corpus/imagenet-like-COUNT].
     #[arg(long)]

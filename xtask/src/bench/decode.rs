@@ -7,7 +7,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
-use crate::cmd::{cargo_release, repo_root, Cmd};
+use crate::cmd::{cargo_release, files_under, repo_root, Cmd};
 
 /// Arguments of `cargo xtask bench decode`.
 #[derive(clap::Args)]
@@ -44,16 +44,8 @@ fn configs() -> Vec<(String, Vec<&'static str>)> {
 /// Reads every file once so the first measured run does not pay for the disk.
 fn warm_page_cache(dir: &Path) -> Result<u64> {
     let mut total = 0;
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).with_context(|| format!("read {}", d.display()))? {
-            let path = entry?.path();
-            if path.is_dir() {
-                stack.push(path);
-            } else {
-                total += std::fs::read(&path)?.len() as u64;
-            }
-        }
+    for path in files_under(dir)? {
+        total += std::fs::read(&path)?.len() as u64;
     }
     Ok(total)
 }

@@ -20,30 +20,29 @@ use crate::options::FetchOptions;
 use crate::uri::Uri;
 
 /// HTTP(S): reads and ranges with retries; no listing (a URL is read as a manifest).
-pub(crate) struct HttpBackend;
+pub(crate) struct HttpBackend {
+    opts: FetchOptions,
+}
+
+impl HttpBackend {
+    pub(crate) fn new(opts: &FetchOptions) -> Self {
+        Self { opts: opts.clone() }
+    }
+}
 
 impl Backend for HttpBackend {
     fn capability(&self) -> Capability {
         Capability::remote(false)
     }
 
-    fn read<'a>(
-        &'a self,
-        opts: &'a FetchOptions,
-        uri: &'a Uri,
-        range: Option<Range<u64>>,
-    ) -> BoxFuture<'a, Result<Bytes>> {
+    fn read<'a>(&'a self, uri: &'a Uri, range: Option<Range<u64>>) -> BoxFuture<'a, Result<Bytes>> {
         Box::pin(async move {
             let url = http_url(uri)?;
-            super::with_retries(opts, uri, || get(opts, url, range.clone())).await
+            super::with_retries(&self.opts, uri, || get(&self.opts, url, range.clone())).await
         })
     }
 
-    fn list<'a>(
-        &'a self,
-        _opts: &'a FetchOptions,
-        uri: &'a Uri,
-    ) -> BoxFuture<'a, Result<SampleList>> {
+    fn list<'a>(&'a self, uri: &'a Uri) -> BoxFuture<'a, Result<SampleList>> {
         Box::pin(async move {
             Err(Error::new(
                 ErrorKind::Unsupported,
@@ -53,15 +52,10 @@ impl Backend for HttpBackend {
         })
     }
 
-    fn open<'a>(
-        &'a self,
-        opts: &'a FetchOptions,
-        uri: &'a Uri,
-        start: u64,
-    ) -> BoxFuture<'a, Result<Opened>> {
+    fn open<'a>(&'a self, uri: &'a Uri, start: u64) -> BoxFuture<'a, Result<Opened>> {
         Box::pin(async move {
             let url = http_url(uri)?;
-            super::with_retries(opts, uri, || open(opts, url, start)).await
+            super::with_retries(&self.opts, uri, || open(&self.opts, url, start)).await
         })
     }
 }

@@ -10,7 +10,6 @@ use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _};
 use super::{Backend, BoxFuture, Capability};
 use crate::error::{Error, Result};
 use crate::list::SampleList;
-use crate::options::FetchOptions;
 use crate::uri::Uri;
 
 /// Local files and folders. Reads are not retried; listing walks a folder (any extension) or
@@ -27,12 +26,7 @@ impl Backend for LocalBackend {
         }
     }
 
-    fn read<'a>(
-        &'a self,
-        _opts: &'a FetchOptions,
-        uri: &'a Uri,
-        range: Option<Range<u64>>,
-    ) -> BoxFuture<'a, Result<Bytes>> {
+    fn read<'a>(&'a self, uri: &'a Uri, range: Option<Range<u64>>) -> BoxFuture<'a, Result<Bytes>> {
         Box::pin(async move {
             match uri {
                 Uri::Local(path) => read(path, range).await,
@@ -41,11 +35,7 @@ impl Backend for LocalBackend {
         })
     }
 
-    fn list<'a>(
-        &'a self,
-        _opts: &'a FetchOptions,
-        uri: &'a Uri,
-    ) -> BoxFuture<'a, Result<SampleList>> {
+    fn list<'a>(&'a self, uri: &'a Uri) -> BoxFuture<'a, Result<SampleList>> {
         Box::pin(async move {
             match uri {
                 #[cfg(feature = "source-local")]

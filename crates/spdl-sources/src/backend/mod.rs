@@ -56,36 +56,24 @@ impl Capability {
 pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// One storage backend. Each is a small module with a struct implementing this, behind its
-/// feature; [`Backends`] picks one by the URI's scheme.
+/// feature; [`Backends`] picks one by the URI's scheme. A backend that needs the
+/// [`FetchOptions`] (timeouts, retries, the HTML check, S3 settings) keeps its own copy from
+/// [`Backends::new`].
 pub(crate) trait Backend: Send + Sync {
     /// What this backend can do.
     fn capability(&self) -> Capability;
 
     /// The object at `uri`, or `range` of it (cut at the end), with the backend's retries.
-    fn read<'a>(
-        &'a self,
-        opts: &'a FetchOptions,
-        uri: &'a Uri,
-        range: Option<Range<u64>>,
-    ) -> BoxFuture<'a, Result<Bytes>>;
+    fn read<'a>(&'a self, uri: &'a Uri, range: Option<Range<u64>>) -> BoxFuture<'a, Result<Bytes>>;
 
     /// The samples under `uri` (called only when [`Capability::list`] is set).
-    fn list<'a>(
-        &'a self,
-        opts: &'a FetchOptions,
-        uri: &'a Uri,
-    ) -> BoxFuture<'a, Result<SampleList>>;
+    fn list<'a>(&'a self, uri: &'a Uri) -> BoxFuture<'a, Result<SampleList>>;
 
     /// The object at `uri` from byte `start` to its end as one sequential stream (one request;
     /// a `Range` only when `start > 0`), with the backend's retries for opening it. Local files
     /// are read with `std::fs` by their callers instead: the default refuses.
-    fn open<'a>(
-        &'a self,
-        opts: &'a FetchOptions,
-        uri: &'a Uri,
-        start: u64,
-    ) -> BoxFuture<'a, Result<Opened>> {
-        let _ = (opts, start);
+    fn open<'a>(&'a self, uri: &'a Uri, start: u64) -> BoxFuture<'a, Result<Opened>> {
+        let _ = start;
         Box::pin(async move {
             Err(Error::new(
                 ErrorKind::Unsupported,
@@ -120,13 +108,13 @@ pub(crate) struct Backends {
 
 impl Backends {
     pub(crate) fn new(options: &FetchOptions) -> Self {
-        let _ = options; // only S3 keeps settings of its own
+        let _ = options; // unused in a build without remote backends
         Self {
             local: local::LocalBackend,
             #[cfg(feature = "source-http")]
-            http: http::HttpBackend,
+            http: http::HttpBackend::new(options),
             #[cfg(feature = "source-s3")]
-            s3: s3::S3Backend::new(&options.s3),
+            s3: s3::S3Backend::new(options),
         }
     }
 

@@ -14,15 +14,18 @@ use crate::list::{Sample, SampleList};
 use crate::options::{FetchOptions, S3Options};
 use crate::uri::Uri;
 
-/// S3 and S3-compatible servers: reads, ranges and prefix listings, with retries.
+/// S3 and S3-compatible servers: reads, ranges and prefix listings, with retries. One operator
+/// per bucket, built lazily from the options.
 pub(crate) struct S3Backend {
-    clients: S3Clients,
+    opts: FetchOptions,
+    operators: Mutex<HashMap<String, Operator>>,
 }
 
 impl S3Backend {
-    pub(crate) fn new(options: &S3Options) -> Self {
+    pub(crate) fn new(opts: &FetchOptions) -> Self {
         Self {
-            clients: S3Clients::new(options),
+            opts: opts.clone(),
+            operators: Mutex::default(),
         }
     }
 
@@ -31,7 +34,18 @@ impl S3Backend {
         let Uri::S3 { bucket, key } = uri else {
             return Err(super::unsupported(uri));
         };
-        Ok((self.clients.operator(bucket, uri)?, bucket, key))
+        Ok((self.operator(bucket, uri)?, bucket, key))
+    }
+
+    /// The operator for `bucket`; `uri` names errors.
+    fn operator(&self, bucket: &str, uri: &Uri) -> Result<Operator> {
+        let mut ops = self.operators.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(op) = ops.get(bucket) {
+            return Ok(op.clone());
+        }
+        let op = build(&self.opts.s3, bucket).map_err(|e| e.with_uri(uri.to_string()))?;
+        ops.insert(bucket.to_owned(), op.clone());
+        Ok(op)
     }
 }
 
@@ -40,23 +54,14 @@ impl Backend for S3Backend {
         Capability::remote(true)
     }
 
-    fn read<'a>(
-        &'a self,
-        opts: &'a FetchOptions,
-        uri: &'a Uri,
-        range: Option<Range<u64>>,
-    ) -> BoxFuture<'a, Result<Bytes>> {
+    fn read<'a>(&'a self, uri: &'a Uri, range: Option<Range<u64>>) -> BoxFuture<'a, Result<Bytes>> {
         Box::pin(async move {
             let (op, _, key) = self.target(uri)?;
-            super::with_retries(opts, uri, || get(opts, &op, key, range.clone())).await
+            super::with_retries(&self.opts, uri, || get(&self.opts, &op, key, range.clone())).await
         })
     }
 
-    fn list<'a>(
-        &'a self,
-        opts: &'a FetchOptions,
-        uri: &'a Uri,
-    ) -> BoxFuture<'a, Result<SampleList>> {
+    fn list<'a>(&'a self, uri: &'a Uri) -> BoxFuture<'a, Result<SampleList>> {
         Box::pin(async move {
             let (op, bucket, key) = self.target(uri)?;
             let prefix = if key.is_empty() || key.ends_with('/') {
@@ -64,19 +69,14 @@ impl Backend for S3Backend {
             } else {
                 format!("{key}/")
             };
-            super::with_retries(opts, uri, || list(&op, bucket, &prefix)).await
+            super::with_retries(&self.opts, uri, || list(&op, bucket, &prefix)).await
         })
     }
 
-    fn open<'a>(
-        &'a self,
-        opts: &'a FetchOptions,
-        uri: &'a Uri,
-        start: u64,
-    ) -> BoxFuture<'a, Result<Opened>> {
+    fn open<'a>(&'a self, uri: &'a Uri, start: u64) -> BoxFuture<'a, Result<Opened>> {
         Box::pin(async move {
             let (op, _, key) = self.target(uri)?;
-            super::with_retries(opts, uri, || open(&op, key, start)).await
+            super::with_retries(&self.opts, uri, || open(&op, key, start)).await
         })
     }
 }
@@ -111,32 +111,6 @@ impl Chunks for Body {
                 };
             }
         })
-    }
-}
-
-/// The operators, one per bucket, built lazily from the options.
-struct S3Clients {
-    options: S3Options,
-    operators: Mutex<HashMap<String, Operator>>,
-}
-
-impl S3Clients {
-    fn new(options: &S3Options) -> Self {
-        Self {
-            options: options.clone(),
-            operators: Mutex::default(),
-        }
-    }
-
-    /// The operator for `bucket`; `uri` names errors.
-    fn operator(&self, bucket: &str, uri: &Uri) -> Result<Operator> {
-        let mut ops = self.operators.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(op) = ops.get(bucket) {
-            return Ok(op.clone());
-        }
-        let op = build(&self.options, bucket).map_err(|e| e.with_uri(uri.to_string()))?;
-        ops.insert(bucket.to_owned(), op.clone());
-        Ok(op)
     }
 }
 

@@ -1,11 +1,13 @@
 //! Hard cases 33 (hidden and side files) and 34 (links, loops, a folder named like an image),
-//! built in a folder at run time from the images in `fixtures/listing` (links and hidden files
-//! do not survive every copy of a repository). Shared by the spdl-sources and spdl-cli tests
-//! (`#[path]`).
+//! built in a temporary folder at run time from the images in `fixtures/listing` (links and
+//! hidden files do not survive every copy of a repository). Shared by the spdl-sources and
+//! spdl-cli tests (`#[path]`).
 #![allow(dead_code)]
 
 use std::fs;
 use std::path::Path;
+
+use tempfile::TempDir;
 
 /// The real images of hard cases 33 and 34 (see `fixtures/listing/README.md`).
 pub(crate) const LISTING: &str = concat!(
@@ -13,8 +15,10 @@ pub(crate) const LISTING: &str = concat!(
     "/../spdl-sources/tests/fixtures/listing"
 );
 
-/// Builds hard case 33 (`../shared/data/hard/33-hidden-and-sidecar-files`) under `root`.
-pub(crate) fn case_33(root: &Path) {
+/// Builds hard case 33 (`../shared/data/hard/33-hidden-and-sidecar-files`) in a new temporary
+/// folder.
+pub(crate) fn case_33() -> TempDir {
+    let dir = tempfile::tempdir().unwrap();
     let fixture = |name: &str| fs::read(Path::new(LISTING).join(name)).unwrap();
     let mut apple_double = vec![0u8; 4096];
     apple_double[..4].copy_from_slice(&[0x00, 0x05, 0x16, 0x07]);
@@ -39,16 +43,20 @@ pub(crate) fn case_33(root: &Path) {
         ),
     ];
     for (rel, bytes) in files {
-        let path = root.join(rel);
+        let path = dir.path().join(rel);
         fs::create_dir_all(path.parent().unwrap()).unwrap();
         fs::write(path, bytes).unwrap();
     }
+    dir
 }
 
-/// Builds hard case 34 (`../shared/data/hard/34-listing-symlinks-and-dirs`) under `root`.
+/// Builds hard case 34 (`../shared/data/hard/34-listing-symlinks-and-dirs`) in a new temporary
+/// folder.
 #[cfg(unix)]
-pub(crate) fn case_34(root: &Path) {
+pub(crate) fn case_34() -> TempDir {
     use std::os::unix::fs::symlink;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
     fs::create_dir_all(root.join("real")).unwrap();
     fs::create_dir_all(root.join("folder.jpg")).unwrap();
     fs::create_dir_all(root.join("nest")).unwrap();
@@ -66,4 +74,5 @@ pub(crate) fn case_34(root: &Path) {
     symlink("real", root.join("link_dir")).unwrap();
     symlink("missing.png", root.join("broken_link.png")).unwrap();
     symlink("..", root.join("nest/back_to_root")).unwrap();
+    dir
 }
