@@ -14,6 +14,9 @@ use crate::exec::pool::Submitter;
 /// What a lane does with one job; `false` ends the lane (the pipeline is shutting down).
 pub(crate) type Work<J> = Box<dyn Fn(J) -> bool + Send + Sync>;
 
+/// Whether the pipeline is shutting down: lanes stop taking jobs.
+pub(crate) type IsClosed = Box<dyn Fn() -> bool + Send + Sync>;
+
 /// The lanes of one stage.
 pub(crate) struct Lanes<J> {
     tx: Sender<J>,
@@ -22,8 +25,7 @@ pub(crate) struct Lanes<J> {
     max: usize,
     submitter: Submitter,
     work: Work<J>,
-    /// Whether the pipeline is shutting down: lanes stop taking jobs.
-    closed: Box<dyn Fn() -> bool + Send + Sync>,
+    closed: IsClosed,
 }
 
 impl<J: Send + 'static> Lanes<J> {
@@ -32,7 +34,7 @@ impl<J: Send + 'static> Lanes<J> {
         max: usize,
         submitter: Submitter,
         work: Work<J>,
-        closed: Box<dyn Fn() -> bool + Send + Sync>,
+        closed: IsClosed,
     ) -> Arc<Self> {
         let (tx, rx) = crossbeam_channel::unbounded();
         Arc::new(Lanes {

@@ -32,6 +32,8 @@ pub(crate) struct BuildCtx {
     submitter: Submitter,
     /// Worker threads: a stage fuses into the one before it only with at least this concurrency.
     workers: usize,
+    /// Whether adjacent blocking stages join one group ([`PipelineBuilder::fuse_stages`]).
+    fuse: bool,
     failures: Arc<Failures>,
     /// Stages and queues, collected sink-first and reversed at the end.
     stages: Vec<Arc<StageMeter>>,
@@ -95,8 +97,11 @@ pub struct PipelineBuilder<T> {
     /// Epochs before this one are prefetched (0: none).
     prefetch_epochs: u64,
     /// The last stage is a blocking `pipe` with this concurrency and order: the next blocking
-    /// stage with the same may fuse into it.
+    /// stage with the same order may join its group.
     blocking_tail: Option<(usize, Order)>,
+    /// Adjacent blocking stages pass items lane to lane (default); see
+    /// [`fuse_stages`](Self::fuse_stages).
+    fuse: bool,
 }
 
 impl<T: Send + 'static> PipelineBuilder<T> {
@@ -169,6 +174,7 @@ impl<T: Send + 'static> PipelineBuilder<T> {
             report_interval: None,
             prefetch_epochs: 0,
             blocking_tail: None,
+            fuse: true,
         }
     }
 
@@ -216,17 +222,21 @@ impl<T: Send + 'static> PipelineBuilder<T> {
             report_interval: self.report_interval,
             prefetch_epochs: self.prefetch_epochs,
             blocking_tail,
+            fuse: self.fuse,
         }
     }
 
     /// Adds a per-item stage running `op` with `config`'s concurrency, order, name and failure
     /// budget. Its input queue holds `queue_size` items (default: `concurrency`).
     ///
-    /// A blocking op right after another blocking stage with the same concurrency and order,
-    /// and a concurrency of at least the worker count, runs on that stage's lanes (fused, see
-    /// `stage::fused`): same outputs, order, statistics and failure accounting, without a
-    /// hand-off through the scheduler thread in between. There is no queue between fused
-    /// stages, so their `queue_size` bounds nothing (the queue's meter stays, with no wait).
+    /// A blocking op right after another blocking stage with the same order joins that stage's
+    /// group (`stage::fused`): items pass from the lanes of one to the lanes of the next
+    /// without the scheduler thread; with the same concurrency too, and a concurrency of at
+    /// least the worker count (so no parallelism is lost), it runs inline on the lanes of the
+    /// stage before (fused). Outputs, order, statistics and failure accounting stay as they are
+    /// unfused. There is no queue inside a group, so its `queue_size` bounds nothing (the
+    /// queue's meter stays, with no wait); the group admits the sum of its stages' admission
+    /// limits. [`fuse_stages`](Self::fuse_stages)`(false)` turns this off.
     pub fn pipe<U: Send + 'static>(self, op: Op<T, U>, config: StageConfig) -> PipelineBuilder<U> {
         let StageConfig {
             name,
@@ -237,7 +247,10 @@ impl<T: Send + 'static> PipelineBuilder<T> {
         } = config;
         let name = name.unwrap_or_else(|| format!("pipe_{}", self.stage_count));
         let blocking = matches!(op.kind, OpKind::Blocking(_));
-        let fusable = blocking && self.blocking_tail == Some((concurrency, order));
+        // After a blocking stage of the same order, a blocking op joins its group; with the
+        // same concurrency too it runs inline on that stage's lanes (see below).
+        let joins = blocking && self.blocking_tail.is_some_and(|(_, o)| o == order);
+        let same_lanes = self.blocking_tail == Some((concurrency, order));
         let queue_size = queue_size.unwrap_or(concurrency);
         let queue_name = format!("{}->{}", self.last, name);
         let stage_name = name.clone();
@@ -252,8 +265,12 @@ impl<T: Send + 'static> PipelineBuilder<T> {
                     failures: ctx.failures.clone(),
                 };
                 match op.kind {
-                    OpKind::Blocking(f) if fusable && concurrency >= ctx.workers => {
-                        // Runs on the previous stage's lanes; the queue between keeps its meter.
+                    OpKind::Blocking(f) if joins && ctx.fuse => {
+                        // Runs on the previous stage's lanes when that takes no parallelism
+                        // away (fused), else on lanes of its own; items pass from lane to lane
+                        // either way, and the queue between keeps its meter.
+                        let own_lanes = (!(same_lanes && concurrency >= ctx.workers))
+                            .then(|| (concurrency, ctx.submitter.clone()));
                         let next = match downstream {
                             Downstream::Fused(next) => next,
                             Downstream::Queue(tx) => {
@@ -264,7 +281,7 @@ impl<T: Send + 'static> PipelineBuilder<T> {
                         };
                         let passed = passing_meter(queue_name, queue_size);
                         ctx.queues.push(passed.clone());
-                        let direct = fused::follower(f, account, passed, next);
+                        let direct = fused::follower(f, account, passed, next, own_lanes);
                         prev(ctx, Downstream::Fused(direct));
                     }
                     kind => {
@@ -389,6 +406,15 @@ impl<T: Send + 'static> PipelineBuilder<T> {
         self
     }
 
+    /// Whether adjacent blocking stages of the same order pass items from lane to lane, without
+    /// the scheduler thread in between (default `true`; see [`pipe`](Self::pipe)). `false`
+    /// gives every stage its own task and input queue, as a reference for comparisons, or to
+    /// see how long items wait in each queue.
+    pub fn fuse_stages(mut self, fuse: bool) -> Self {
+        self.fuse = fuse;
+        self
+    }
+
     /// Logs the stats table through `tracing` (INFO) every `interval`.
     pub fn report_stats_interval(mut self, interval: Duration) -> Self {
         self.report_interval = Some(interval);
@@ -405,6 +431,7 @@ impl<T: Send + 'static> PipelineBuilder<T> {
         let mut ctx = BuildCtx {
             submitter: pool.submitter(),
             workers: num_threads.max(1),
+            fuse: self.fuse,
             failures: Arc::new(Failures::new(self.max_failures)),
             stages: Vec::new(),
             queues: Vec::new(),

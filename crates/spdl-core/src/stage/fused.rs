@@ -27,6 +27,8 @@ use tokio::sync::{mpsc, Notify};
 
 use super::{Ids, Msg, Outputs};
 use crate::error::Error;
+use crate::exec::lanes::Lanes;
+use crate::exec::pool::Submitter;
 use crate::exec::queue::{QueueMeter, QueueTx};
 use crate::stage::account::{self, Account};
 
@@ -129,6 +131,9 @@ pub(crate) struct Direct<U> {
     /// Passes a skip or an epoch marker, with its ticket, to the tail.
     pub(crate) control: Arc<dyn Fn(u64, Control) + Send + Sync>,
     pub(crate) group: Arc<Group>,
+    /// Items the stages after the head may hold on lanes of their own (their admission
+    /// limits): the head admits that many more.
+    pub(crate) admits: usize,
 }
 
 impl<U> Clone for Direct<U> {
@@ -137,6 +142,7 @@ impl<U> Clone for Direct<U> {
             run: self.run.clone(),
             control: self.control.clone(),
             group: self.group.clone(),
+            admits: self.admits,
         }
     }
 }
@@ -161,13 +167,18 @@ pub(crate) fn settle<U>(
     }
 }
 
-/// A follower: `op` runs on each item of a batch, then the stages after it.
+/// A follower: `op` runs on each item of a batch, then the stages after it. Inline on the
+/// lane that hands it the batch (`own_lanes: None`: fused), or on lanes of its own
+/// (`Some((concurrency, pool))`: the stage keeps its concurrency, and its items still pass
+/// from lane to lane without the scheduler thread).
 pub(crate) fn follower<U: Send + 'static, V: Send + 'static>(
     op: Arc<super::BlockingFn<U, V>>,
     account: Account,
     passed: Arc<QueueMeter>,
     next: Direct<V>,
+    own_lanes: Option<(usize, Submitter)>,
 ) -> Direct<U> {
+    let admits = next.admits + own_lanes.as_ref().map_or(0, |(c, _)| 2 * c);
     let group = next.group.clone();
     let forward = next.control.clone();
     let passed_control = passed.clone();
@@ -176,7 +187,7 @@ pub(crate) fn follower<U: Send + 'static, V: Send + 'static>(
         passed_control.pass(1);
         forward(ticket, c);
     });
-    let run = Arc::new(move |batch: Batch<U>| {
+    let inline = move |batch: Batch<U>| {
         passed.pass(batch.messages);
         // Skips (calls before that gave nothing) pass this stage as they came.
         let mut messages = batch.messages - batch.items.len() as u64;
@@ -198,11 +209,31 @@ pub(crate) fn follower<U: Send + 'static, V: Send + 'static>(
             items: out,
             messages,
         });
-    });
+    };
+    let run: Arc<dyn Fn(Batch<U>) + Send + Sync> = match own_lanes {
+        None => Arc::new(inline),
+        Some((concurrency, pool)) => {
+            let closing = group.clone();
+            let lanes = Lanes::new(
+                concurrency,
+                pool,
+                Box::new(move |batch| {
+                    inline(batch);
+                    true
+                }),
+                Box::new(move || closing.closed()),
+            );
+            Arc::new(move |batch| {
+                // `false` only once the pool is gone: the pipeline is stopping.
+                let _ = lanes.push(batch);
+            })
+        }
+    };
     Direct {
         run,
         control,
         group,
+        admits,
     }
 }
 
@@ -240,6 +271,7 @@ pub(crate) fn tail<W: Send + 'static>(
             run,
             control,
             group,
+            admits: 0,
         },
         task,
     )

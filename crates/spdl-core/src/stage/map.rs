@@ -25,7 +25,7 @@ use tracing::Instrument;
 use super::stream::BoxStream;
 use super::{Ids, Msg, Op, OpKind, Order, Outputs, PartIter, StreamingFn};
 use crate::error::{Error, ErrorKind};
-use crate::exec::lanes::{Lanes, Work};
+use crate::exec::lanes::{IsClosed, Lanes, Work};
 use crate::exec::pool::Submitter;
 use crate::exec::queue::{Busy, QueueRx, QueueTx};
 use crate::stage::account::{self, Account};
@@ -64,7 +64,7 @@ impl<U: Send + 'static> Report<U> {
         self,
         op: Arc<super::BlockingFn<T, U>>,
         stage: Arc<str>,
-    ) -> (Work<(u64, Ids, T)>, Box<dyn Fn() -> bool + Send + Sync>) {
+    ) -> (Work<(u64, Ids, T)>, IsClosed) {
         let report = Arc::new(self);
         let closed = {
             let report = report.clone();
@@ -348,7 +348,7 @@ impl<T: Send + 'static, U: Send + 'static> MapStage<T, U> {
     /// lanes, which run every fused stage; skips and epoch markers go straight to the tail.
     /// Ends when the input closes (the lanes finish what was admitted) or the tail ends.
     pub(crate) async fn run_head(mut self, mut input: QueueRx<Msg<T>>, next: Direct<U>) {
-        let limit = self.exec.admit_limit(self.concurrency);
+        let limit = self.exec.admit_limit(self.concurrency) + next.admits;
         let ordered = self.order == Order::Input;
         let group = next.group.clone();
         let mut ticket: u64 = 0;
