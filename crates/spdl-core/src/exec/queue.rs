@@ -287,9 +287,6 @@ impl<T> Permit<'_, T> {
     }
 }
 
-/// How often [`QueueRx::blocking_recv`] yields its thread before it parks.
-const YIELDS_BEFORE_PARKING: usize = 4;
-
 /// The receiving half.
 pub(crate) struct QueueRx<T> {
     rx: mpsc::Receiver<T>,
@@ -337,14 +334,8 @@ impl<T> QueueRx<T> {
 
     /// Takes the next item from a thread outside the runtime, blocking until one arrives.
     pub(crate) fn blocking_recv(&mut self) -> Option<T> {
-        // The stage before is often about to put the next item: give it the core a few times
-        // before parking (a park and its wake-up cost more than that wait).
-        for _ in 0..YIELDS_BEFORE_PARKING {
-            match self.try_recv() {
-                Ok(item) => return Some(item),
-                Err(Busy::Closed) => return None,
-                Err(Busy::Wait(())) => std::thread::yield_now(),
-            }
+        if let Ok(item) = self.try_recv() {
+            return Some(item);
         }
         let t = Instant::now();
         let item = self.rx.blocking_recv()?;
