@@ -56,18 +56,6 @@ impl<T> Iterator for BlockingStream<T> {
 /// parking in between. It needs no runtime, so it works while the pipeline's runtime shuts
 /// down; `fut` must not need a tokio reactor (a channel receive is fine).
 pub(crate) fn block_on_until<F: Future>(fut: F, deadline: Instant) -> Option<F::Output> {
-    poll_until(fut, Some(deadline))
-}
-
-/// [`block_on_until`] without a deadline.
-pub(crate) fn block_on<F: Future>(fut: F) -> F::Output {
-    match poll_until(fut, None) {
-        Some(out) => out,
-        None => unreachable!("no deadline to pass"),
-    }
-}
-
-fn poll_until<F: Future>(fut: F, deadline: Option<Instant>) -> Option<F::Output> {
     let mut fut = std::pin::pin!(fut);
     let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
     let mut cx = Context::from_waker(&waker);
@@ -75,15 +63,10 @@ fn poll_until<F: Future>(fut: F, deadline: Option<Instant>) -> Option<F::Output>
         if let Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
             return Some(out);
         }
-        match deadline {
-            None => std::thread::park(),
-            Some(deadline) => {
-                let now = Instant::now();
-                if now >= deadline {
-                    return None;
-                }
-                std::thread::park_timeout(deadline - now);
-            }
+        let now = Instant::now();
+        if now >= deadline {
+            return None;
         }
+        std::thread::park_timeout(deadline - now);
     }
 }

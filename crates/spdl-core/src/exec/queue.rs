@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use crate::exec::block_on::block_on;
 use crate::stats::{Histogram, QueueStats};
 
 /// Shared counters of one queue.
@@ -225,49 +224,17 @@ impl<T> QueueTx<T> {
             waited: t.elapsed(),
         })
     }
-}
 
-impl<T: Send> QueueTx<T> {
-    /// A sender for a thread outside the runtime (the source) that puts items in bursts.
-    pub(crate) fn burst_sender(&self) -> BurstSender<'_, T> {
-        BurstSender {
-            queue: self,
-            room: None,
-        }
-    }
-}
-
-/// Puts items from a thread outside the runtime. When the queue is full it waits for room for
-/// half the queue at once and then fills that room without waiting: the thread wakes once per
-/// burst, not once for every item the stage after it takes. The reserved room is part of the
-/// queue's capacity, so the bound is unchanged; it is released when the sender is dropped.
-pub(crate) struct BurstSender<'a, T> {
-    queue: &'a QueueTx<T>,
-    room: Option<mpsc::PermitIterator<'a, T>>,
-}
-
-impl<T: Send> BurstSender<'_, T> {
-    /// Puts `item`, waiting while the queue is full.
-    pub(crate) fn send(&mut self, item: T) -> Result<(), Closed> {
-        if let Some(permit) = self.room.as_mut().and_then(Iterator::next) {
-            permit.send(item);
-            self.queue.meter.on_put(Duration::ZERO);
-            return Ok(());
-        }
-        self.room = None;
-        let item = match self.queue.try_send(item) {
+    /// Puts `item` from a thread outside the runtime, blocking while the queue is full.
+    pub(crate) fn blocking_send(&self, item: T) -> Result<(), Closed> {
+        let item = match self.try_send(item) {
             Ok(()) => return Ok(()),
             Err(Busy::Closed) => return Err(Closed),
             Err(Busy::Wait(item)) => item,
         };
         let t = Instant::now();
-        let burst = (self.queue.tx.max_capacity() / 2).max(1);
-        let mut room = block_on(self.queue.tx.reserve_many(burst)).map_err(|_| Closed)?;
-        // `reserve_many(n)` with n >= 1 gives n permits.
-        let permit = room.next().ok_or(Closed)?;
-        permit.send(item);
-        self.queue.meter.on_put(t.elapsed());
-        self.room = Some(room);
+        self.tx.blocking_send(item).map_err(|_| Closed)?;
+        self.meter.on_put(t.elapsed());
         Ok(())
     }
 }

@@ -43,8 +43,6 @@ pub(crate) fn run_source<T: Send + 'static>(
     failures: Arc<Failures>,
 ) {
     let mut run_epoch = |epoch: u64, done: &Progress| -> bool {
-        // Dropped at the end of the epoch: no room stays reserved while waiting for the next.
-        let mut output = output.burst_sender();
         for (position, item) in source(epoch).enumerate() {
             let position = position as u64;
             if done.contains(position) {
@@ -53,11 +51,14 @@ pub(crate) fn run_source<T: Send + 'static>(
             meter.on_input();
             meter.on_output(1);
             failures.emitted.fetch_add(1, Ordering::Relaxed);
-            if output.send(Msg::Item(Ids::One(position), item)).is_err() {
+            if output
+                .blocking_send(Msg::Item(Ids::One(position), item))
+                .is_err()
+            {
                 return false; // shutdown, or a stage stopped on failures
             }
         }
-        output.send(Msg::EndOfEpoch).is_ok()
+        output.blocking_send(Msg::EndOfEpoch).is_ok()
     };
     // The epoch already produced ahead of the consumer, if any.
     let mut ahead: Option<u64> = None;
