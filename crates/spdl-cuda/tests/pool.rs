@@ -160,13 +160,15 @@ fn batches_load_straight_into_pool_buffers_as_load_batch_does() {
             epoch: 0,
         })
         .collect();
-    let loader = ImageOptions {
-        size: Some(48),
-        transform: TransformKind::Eval,
-        ..ImageOptions::default()
-    }
-    .loader()
-    .unwrap();
+    let loader_of = |size, transform| {
+        let options = ImageOptions {
+            size: Some(size),
+            transform,
+            ..ImageOptions::default()
+        };
+        options.loader().unwrap()
+    };
+    let loader = loader_of(48, TransformKind::Eval);
     let pool = Pool::new(StandIn::default(), PoolConfig::default());
     let bytes = |i: usize| Ok(&photos[i].1[..]);
     for norm in [None, Some(Normalize::imagenet())] {
@@ -218,13 +220,7 @@ fn batches_load_straight_into_pool_buffers_as_load_batch_does() {
         assert_eq!(&got.buffer[..], &expected[..]);
     }
     // A batch over the loader's limits is refused before anything is allocated.
-    let huge = ImageOptions {
-        size: Some(100_000),
-        transform: TransformKind::Resize,
-        ..ImageOptions::default()
-    }
-    .loader()
-    .unwrap();
+    let huge = loader_of(100_000, TransformKind::Resize);
     let before = pool.stats().allocations;
     let e = spdl_cuda::load_batch_pooled(&huge, &samples, None, 1, bytes, &pool).unwrap_err();
     assert!(e.to_string().contains("100000x100000"), "{e}");
