@@ -171,7 +171,7 @@ fn as_f32_mut(buffer: &mut PooledBuffer) -> Result<&mut [f32]> {
 ///
 /// # Errors
 /// [`Error::Decode`] when the loader's output shape is not fixed or the batch is over the
-/// loader's limits ([`spdl_io::batch_bytes`], checked before anything is allocated);
+/// loader's limits ([`spdl_io::batch_layout`], checked before anything is allocated);
 /// [`Error::Pool`] when the pool times out or cannot allocate.
 pub fn load_batch_pooled<B: AsRef<[u8]>>(
     loader: &ImageLoader,
@@ -182,28 +182,24 @@ pub fn load_batch_pooled<B: AsRef<[u8]>>(
     pool: &dyn BufferPool,
 ) -> Result<(HostBatch, Vec<(usize, spdl_io::Error)>)> {
     // Checked against the loader's limits before anything is allocated.
-    let len = spdl_io::batch_bytes(loader, samples.len(), normalize.is_some())?;
-    let Some([h, w, c]) = loader.output_shape() else {
-        unreachable!("batch_bytes checked that the output shape is fixed")
-    };
-    let n = samples.len();
-    let mut buffer = pool.acquire(len)?;
-    let (failed, shape, dtype) = match normalize {
+    let layout = spdl_io::batch_layout(loader, samples.len(), normalize.is_some())?;
+    let mut buffer = pool.acquire(layout.bytes)?;
+    let (failed, dtype) = match normalize {
         None => {
             let rows = BatchRows::U8(&mut buffer[..]);
             let failed = spdl_io::load_batch_into(loader, samples, None, threads, bytes, rows)?;
-            (failed, [n, h, w, c], DType::U8)
+            (failed, DType::U8)
         }
         Some(norm) => {
             let rows = BatchRows::F32(as_f32_mut(&mut buffer)?);
             let failed =
                 spdl_io::load_batch_into(loader, samples, Some(norm), threads, bytes, rows)?;
-            (failed, [n, c, h, w], DType::F32)
+            (failed, DType::F32)
         }
     };
     let batch = HostBatch {
         buffer,
-        shape,
+        shape: layout.shape,
         dtype,
         keys: samples.iter().map(|s| s.key.clone()).collect(),
         labels: samples.iter().map(|s| s.label).collect(),

@@ -159,7 +159,7 @@ pub fn load_batch<B: AsRef<[u8]>>(
         ));
     }
     if loader.output_shape().is_some() {
-        batch_bytes(loader, n, normalize.is_some())?;
+        batch_layout(loader, n, normalize.is_some())?;
     }
     let (data, shape, failed) = match (loader.output_shape(), normalize) {
         (Some([h, w, c]), None) => {
@@ -234,8 +234,17 @@ pub fn load_batch_into<B: AsRef<[u8]>>(
     }
 }
 
-/// The size in bytes of a batch of `n` samples written in place by `loader` (`[N, H, W, C]` u8,
-/// or `[N, C, H, W]` f32 when `normalized`), for the caller to allocate its buffer.
+/// The shape and size of a batch written in place (see [`batch_layout`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchLayout {
+    /// `[N, H, W, C]` for u8 rows, `[N, C, H, W]` for normalized f32 rows.
+    pub shape: [usize; 4],
+    /// Size of the batch buffer in bytes.
+    pub bytes: usize,
+}
+
+/// The layout of a batch of `n` samples written in place by `loader` (`[N, H, W, C]` u8, or
+/// `[N, C, H, W]` f32 when `normalized`), for the caller to allocate its buffer.
 ///
 /// A batch's buffer is allocated before any sample is decoded: each row must pass the
 /// loader's output limit (as one image would), and the whole batch at most
@@ -245,7 +254,7 @@ pub fn load_batch_into<B: AsRef<[u8]>>(
 /// # Errors
 /// [`ErrorKind::InvalidArgument`] when the loader's output shape is not fixed;
 /// [`ErrorKind::LimitExceeded`] when a row or the batch is over the limits.
-pub fn batch_bytes(loader: &ImageLoader, n: usize, normalized: bool) -> Result<usize> {
+pub fn batch_layout(loader: &ImageLoader, n: usize, normalized: bool) -> Result<BatchLayout> {
     let Some([h, w, c]) = loader.output_shape() else {
         return Err(not_fixed());
     };
@@ -265,12 +274,18 @@ pub fn batch_bytes(loader: &ImageLoader, n: usize, normalized: bool) -> Result<u
         ));
     }
     // At most `most`, a `u64` from the limits; `usize` on every target this crate builds for.
-    usize::try_from(total).map_err(|_| {
+    let bytes = usize::try_from(total).map_err(|_| {
         Error::new(
             ErrorKind::LimitExceeded,
             format!("a batch of {total} bytes does not fit in memory"),
         )
-    })
+    })?;
+    let shape = if normalized {
+        [n, c, h, w]
+    } else {
+        [n, h, w, c]
+    };
+    Ok(BatchLayout { shape, bytes })
 }
 
 fn not_fixed() -> Error {

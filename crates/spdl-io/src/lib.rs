@@ -67,7 +67,7 @@ pub mod video;
 
 pub use batch::{collate, collate_normalized, BatchData, BatchItem, ImageBatch};
 pub use batch_loader::{
-    batch_bytes, batch_threads, drop_failed_rows, load_batch, load_batch_into, BatchRows,
+    batch_layout, batch_threads, drop_failed_rows, load_batch, load_batch_into, BatchRows,
     BatchSample, LoadedBatch, MAX_BATCH_BYTES_PER_LIMIT,
 };
 pub use decode::{

@@ -537,7 +537,7 @@ impl NativeOp {
         let norm = normalize.then(spdl_io::Normalize::imagenet);
         let bytes = |i: usize| Ok(&inputs[i].data[..]);
         // Checked against the loader's limits before any buffer is taken.
-        let len = spdl_io::batch_bytes(loader, samples.len(), normalize)?;
+        let len = spdl_io::batch_layout(loader, samples.len(), normalize)?.bytes;
         let reserved = into
             .next
             .and_then(|target| target.reserve_pinned(len))
