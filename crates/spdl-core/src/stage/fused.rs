@@ -1,22 +1,22 @@
-//! Fused blocking stages: adjacent blocking stages that run on one lane, so an item goes from
-//! one op to the next on the same worker thread, without a queue or the scheduler thread in
-//! between.
+//! Groups of blocking stages: adjacent blocking stages of the same order pass items from the
+//! lanes of one to the lanes of the next, without a queue or the scheduler thread in between.
 //!
 //! A group is a *head* (the first stage: it admits items from its input queue, numbers them
-//! with tickets and hands them to its lanes), *followers* (their ops run on the head's lanes,
-//! right after the op before them) and a *tail* task (the last stage's place on the scheduler:
-//! it restores input order if asked and passes the outputs on, with backpressure). Per item, the
-//! scheduler thread sees one hand-off in and one out instead of one pair per stage.
+//! with tickets and hands them to its lanes), *followers* and a *tail* task (the last stage's
+//! place on the scheduler: it restores input order if asked and passes the outputs on, with
+//! backpressure). A follower runs either inline on the lane that hands it a batch (*fused*: the
+//! same concurrency as the stage before, and at least the worker count, so no parallelism is
+//! lost) or on lanes of its own, at its own concurrency. Per item, the scheduler thread sees one
+//! hand-off in and one out instead of one pair per stage.
 //!
 //! What stays exact: every stage keeps its own statistics (items in, outputs, filtered, failed,
-//! task times), its failure budget and its name in errors; the queue between two fused stages
-//! keeps its meter (a message passes it without waiting); the order of outputs (tickets of the
-//! head's input), epoch markers and backpressure (the group holds at most the head's admission
-//! limit of items). The builder fuses a blocking stage into the one before it only when nothing
-//! observable changes: both blocking, the same concurrency and order, and a concurrency of at
-//! least the worker count (so fusing takes no parallelism away). There is no queue between fused
-//! stages: fewer items are alive, never more. The tail passes one skip per dropped source item,
-//! where unfused stages pass one per dropped intermediate output (a skip with no position).
+//! task times), its failure budget and its name in errors; the queue between two grouped
+//! stages keeps its meter (a message passes it without waiting); the order of outputs (tickets
+//! of the head's input), epoch markers and backpressure (the group holds at most the sum of its
+//! stages' admission limits, fewer than with queues between them). The tail passes one skip
+//! per dropped source item, where unfused stages pass one per dropped intermediate output (a
+//! skip with no position). After a budget stops the group, the items it had admitted still go
+//! through every stage, as they drain from unfused stages.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
