@@ -395,13 +395,13 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
     };
     // A batch's samples decode straight into their rows of one pool buffer (pinned memory
     // before a copy to the GPU): no copy after decoding; a sample that fails is recorded and
-    // its row dropped. A batch decodes on its worker; with fewer batches per epoch than
-    // threads (a small listing), each batch also gets threads of its own so none stays idle.
-    let batches_per_epoch = per_epoch.div_ceil(args.batch_size as u64);
-    let inner_threads = match batches_per_epoch {
-        0 => 1, // not known before reading (tar shards)
-        b => (threads as u64).div_ceil(b).clamp(1, threads as u64) as usize,
-    };
+    // its row dropped. A batch decodes on its worker; once fewer batches are left in the run
+    // than threads (a small listing, the run's last batches), the batches left share the
+    // threads, so that none stays idle.
+    let split = ThreadSplit::new(
+        threads,
+        per_epoch.div_ceil(args.batch_size as u64) * args.epochs,
+    );
     let decode_batch = {
         let (loader, failures) = (loader.clone(), failures.clone());
         let normalize = (dtype == DtypeArg::F32).then(Normalize::imagenet);
@@ -416,7 +416,7 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
                 })
                 .collect();
             let bytes = |i: usize| Ok(&fetched[i].bytes[..]);
-            let threads = inner_threads;
+            let threads = split.next_batch();
             let (mut batch, failed) = match load_batch_pooled(
                 &loader,
                 &samples,
@@ -571,4 +571,52 @@ fn progress_bar(total: u64, hidden: bool) -> ProgressBar {
         .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     bar
+}
+
+/// How many threads each batch of `spdl load` decodes on: one (the batch's worker) while at
+/// least as many batches are left in the run as there are threads, then the threads shared
+/// among the batches left.
+struct ThreadSplit {
+    threads: u64,
+    /// Batches in the whole run (0: not known before reading, as with tar shards).
+    batches: u64,
+    started: AtomicU64,
+}
+
+impl ThreadSplit {
+    fn new(threads: usize, batches: u64) -> Self {
+        ThreadSplit {
+            threads: threads.max(1) as u64,
+            batches,
+            started: AtomicU64::new(0),
+        }
+    }
+
+    /// The threads for the batch starting now.
+    fn next_batch(&self) -> usize {
+        let started = self.started.fetch_add(1, Ordering::Relaxed);
+        let left = self.batches.saturating_sub(started);
+        if left == 0 {
+            return 1; // not known, or more batches than counted
+        }
+        self.threads.div_ceil(left).clamp(1, self.threads) as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ThreadSplit;
+
+    #[test]
+    fn the_last_batches_of_a_run_share_the_threads() {
+        let take = |split: &ThreadSplit, n| (0..n).map(|_| split.next_batch()).collect::<Vec<_>>();
+        // 5 batches on 2 threads: one each, until the last one is alone.
+        assert_eq!(take(&ThreadSplit::new(2, 5), 6), [1, 1, 1, 1, 2, 1]);
+        // 2 batches on 4 threads (a small listing): two each, then the last one all four.
+        assert_eq!(take(&ThreadSplit::new(4, 2), 2), [2, 4]);
+        // 3 batches on 8 threads.
+        assert_eq!(take(&ThreadSplit::new(8, 3), 3), [3, 4, 8]);
+        // Unknown count (tar shards): one each.
+        assert_eq!(take(&ThreadSplit::new(4, 0), 2), [1, 1]);
+    }
 }
