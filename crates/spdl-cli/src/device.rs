@@ -44,16 +44,23 @@ pub(crate) fn is_gpu(device: &str) -> Result<bool> {
     }
 }
 
-/// Batch buffers for `in_flight` batches at once (decoding, queued, copying, held by the
-/// consumer), plus one spare: acquiring a buffer then never waits.
-fn pool_config(in_flight: usize) -> PoolConfig {
-    PoolConfig::default().max_buffers(in_flight + 1)
+/// Host batches waiting for the consumer (`--device cpu`).
+pub(crate) const HOST_SINK: usize = 3;
+
+/// Batch buffers for every batch that can be alive at once: up to twice the decode stage's
+/// concurrency there (its admission limit), `after_decode` past it, and one spare, so that
+/// acquiring a buffer never waits.
+fn pool_config(decode_concurrency: usize, after_decode: usize) -> PoolConfig {
+    PoolConfig::default().max_buffers(2 * decode_concurrency + after_decode + 1)
 }
 
 /// The pool host batches decode into (`--device cpu`): buffers are reused once the consumer
-/// drops a batch, so no batch allocates (and page-faults) fresh memory.
-pub(crate) fn host_pool(in_flight: usize) -> Arc<dyn BufferPool> {
-    Arc::new(HostPool::host(pool_config(in_flight)))
+/// drops a batch. Past the decode stage: the sink's batches and the one the consumer holds.
+pub(crate) fn host_pool(decode_concurrency: usize) -> Arc<dyn BufferPool> {
+    Arc::new(HostPool::host(pool_config(
+        decode_concurrency,
+        HOST_SINK + 1,
+    )))
 }
 
 /// The device of `--device cuda[:N]`: its pinned batch pool and its copy stage.
@@ -65,14 +72,15 @@ pub(crate) struct Gpu {
 
 /// Batches past the decode stage on the GPU path: the transfer stage's admission limit (twice
 /// its two copies), its sink of two, and the one the consumer holds.
-pub(crate) const GPU_BATCHES_AFTER_DECODE: usize = 4 + 2 + 1;
+const GPU_BATCHES_AFTER_DECODE: usize = 4 + 2 + 1;
 
 impl Gpu {
-    /// Opens `device` with a pool of pinned buffers for `in_flight` batches.
+    /// Opens `device` with a pool of pinned buffers for every batch that can be alive at once
+    /// behind a decode stage of `decode_concurrency`.
     ///
     /// # Errors
     /// Without the `cuda` feature; when the driver or the device cannot be opened.
-    pub(crate) fn open(device: &str, in_flight: usize) -> Result<Gpu> {
+    pub(crate) fn open(device: &str, decode_concurrency: usize) -> Result<Gpu> {
         if !cfg!(feature = "cuda") {
             bail!(
                 "--device {device}: this spdl was built without CUDA support; rebuild with \
@@ -82,7 +90,10 @@ impl Gpu {
         let dev = spdl_cuda::CudaDevice::select(device.parse()?)?;
         Ok(Gpu {
             name: device.to_string(),
-            pool: Arc::new(spdl_cuda::pinned_pool(&dev, pool_config(in_flight))?),
+            pool: Arc::new(spdl_cuda::pinned_pool(
+                &dev,
+                pool_config(decode_concurrency, GPU_BATCHES_AFTER_DECODE),
+            )?),
             stage: Arc::new(spdl_cuda::TransferStage::new(&dev)?),
         })
     }

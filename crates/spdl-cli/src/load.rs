@@ -24,11 +24,6 @@ use crate::device::{self, Counted};
 use crate::report::{Failure, Report};
 use crate::{DtypeArg, LayoutArg, LoadArgs, TransformArg};
 
-/// Host batches waiting for the consumer.
-const HOST_SINK: usize = 3;
-/// Host batches past the decode stage: the sink's, and the one the consumer holds.
-const HOST_BATCHES_AFTER_DECODE: usize = HOST_SINK + 1;
-
 /// One sample on its way through the pipeline.
 struct Job {
     index: u64,
@@ -383,15 +378,13 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
         if args.dump.is_some() {
             bail!("--dump saves a host batch: use it with --device cpu");
         }
-        // The decode stage holds at most twice its concurrency of batches.
-        let in_flight = 2 * decode_concurrency + device::GPU_BATCHES_AFTER_DECODE;
-        Some(device::Gpu::open(&args.device, in_flight)?)
+        Some(device::Gpu::open(&args.device, decode_concurrency)?)
     } else {
         None
     };
     let pool = match &gpu {
         Some(gpu) => gpu.pool(),
-        None => device::host_pool(2 * decode_concurrency + HOST_BATCHES_AFTER_DECODE),
+        None => device::host_pool(decode_concurrency),
     };
     // A batch's samples decode straight into their rows of one pool buffer (pinned memory
     // before a copy to the GPU): no copy after decoding; a sample that fails is recorded and
@@ -459,7 +452,7 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
             run
         }
         None => {
-            let pipeline = batches.sink(HOST_SINK).build(threads)?;
+            let pipeline = batches.sink(device::HOST_SINK).build(threads)?;
             if let Some(path) = &args.dump {
                 return crate::dump::first_batch(pipeline, path, &failures);
             }

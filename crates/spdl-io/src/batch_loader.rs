@@ -158,25 +158,25 @@ pub fn load_batch<B: AsRef<[u8]>>(
             "cannot load an empty batch whose shape is not fixed",
         ));
     }
-    if loader.output_shape().is_some() {
-        batch_layout(loader, n, normalize.is_some())?;
+    if loader.output_shape().is_none() {
+        return load_unfixed(loader, samples, normalize, threads, &bytes);
     }
-    let (data, shape, failed) = match (loader.output_shape(), normalize) {
-        (Some([h, w, c]), None) => {
-            let mut data = vec![0u8; n * h * w * c];
+    let layout = batch_layout(loader, n, normalize.is_some())?;
+    let (data, failed) = match normalize {
+        None => {
+            let mut data = vec![0u8; layout.bytes];
             let rows = BatchRows::U8(&mut data);
             let failed = load_batch_into(loader, samples, None, threads, &bytes, rows)?;
-            (BatchData::U8(data), [n, h, w, c], failed)
+            (BatchData::U8(data), failed)
         }
-        (Some([h, w, c]), Some(norm)) => {
-            let mut data = vec![0f32; n * h * w * c];
+        Some(norm) => {
+            let mut data = vec![0f32; layout.bytes / 4];
             let rows = BatchRows::F32(&mut data);
             let failed = load_batch_into(loader, samples, Some(norm), threads, &bytes, rows)?;
-            (BatchData::F32(data), [n, c, h, w], failed)
+            (BatchData::F32(data), failed)
         }
-        (None, _) => return load_unfixed(loader, samples, normalize, threads, &bytes),
     };
-    Ok(LoadedBatch::new(samples, data, shape, failed))
+    Ok(LoadedBatch::new(samples, data, layout.shape, failed))
 }
 
 /// The rows [`load_batch_into`] writes: `[N, H, W, C]` u8, or `[N, C, H, W]` f32 normalized.

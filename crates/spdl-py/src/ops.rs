@@ -230,8 +230,9 @@ impl NativeOp {
                     .into_iter()
                     .map(|it| it.into_bytes("decode_image_batch", ""))
                     .collect::<Result<Vec<_>, _>>()?;
-                let into = BatchInto { host, next };
-                Ok(Some(self.decode_batch(loader, *normalize, &inputs, into)?))
+                Ok(Some(
+                    self.decode_batch(loader, *normalize, &inputs, host, next)?,
+                ))
             }
             NativeKind::ToDevice(target) => Ok(Some(Item::Device(transfer_item(target, item)?))),
             NativeKind::LoadNpy => {
@@ -502,13 +503,6 @@ fn list_items(item: Item, expects: &str) -> Result<Vec<Item>, OpError> {
 /// Host batch buffers an `ops.decode_image_batch` stage keeps for reuse.
 const HOST_BATCH_BUFFERS: usize = 16;
 
-/// Where `ops.decode_image_batch` writes a batch: the stage's host pool, or pinned memory of
-/// the device of the `to_device` stage that follows.
-struct BatchInto<'a> {
-    host: &'a HostPool,
-    next: Option<&'a CudaTarget>,
-}
-
 impl NativeOp {
     /// `ops.decode_image_batch` on one list: every sample decoded and transformed straight
     /// into its row of one batch buffer: pinned memory of the next stage's device when a
@@ -520,7 +514,8 @@ impl NativeOp {
         loader: &spdl_io::ImageLoader,
         normalize: bool,
         inputs: &[BytesInput],
-        into: BatchInto<'_>,
+        host: &HostPool,
+        next: Option<&CudaTarget>,
     ) -> Result<Item, OpError> {
         let samples: Vec<spdl_io::BatchSample> = inputs
             .iter()
@@ -538,10 +533,9 @@ impl NativeOp {
         let bytes = |i: usize| Ok(&inputs[i].data[..]);
         // Checked against the loader's limits before any buffer is taken.
         let len = spdl_io::batch_layout(loader, samples.len(), normalize)?.bytes;
-        let reserved = into
-            .next
+        let reserved = next
             .and_then(|target| target.reserve_pinned(len))
-            .or_else(|| Reserved::take_from(into.host, len));
+            .or_else(|| Reserved::take_from(host, len));
         let (item, failed) = match reserved {
             Some(reserved) => {
                 let (batch, failed) = spdl_cuda::load_batch_pooled(
