@@ -39,15 +39,14 @@ impl Failure {
     }
 }
 
-/// Everything `spdl load` measured.
-pub(crate) struct Report {
+/// Everything `spdl load` measured, with the options it ran with.
+pub(crate) struct Report<'a> {
     pub(crate) source: String,
+    /// The command line (batch size, output size, transform, epochs).
+    pub(crate) args: &'a LoadArgs,
     pub(crate) threads: usize,
-    pub(crate) batch_size: usize,
-    pub(crate) size: usize,
-    pub(crate) transform: String,
-    pub(crate) layout: String,
-    pub(crate) epochs: u64,
+    /// The batches' layout and element type, as shown: `[N, H, W, C] u8`.
+    pub(crate) layout: &'static str,
     pub(crate) listed_per_epoch: u64,
     pub(crate) images: u64,
     pub(crate) batches: u64,
@@ -61,10 +60,10 @@ pub(crate) struct Report {
     pub(crate) transfer: Option<TransferReport>,
 }
 
-impl Report {
+impl<'a> Report<'a> {
     pub(crate) fn new(
         source: &str,
-        args: &LoadArgs,
+        args: &'a LoadArgs,
         threads: usize,
         listed_per_epoch: u64,
         layout: LayoutArg,
@@ -72,15 +71,12 @@ impl Report {
     ) -> Self {
         Report {
             source: source.to_string(),
+            args,
             threads,
-            batch_size: args.batch_size,
-            size: args.size,
-            transform: format!("{:?}", args.transform).to_lowercase(),
             layout: match (layout, dtype) {
-                (LayoutArg::Nhwc, DtypeArg::U8) => "[N, H, W, C] u8".into(),
-                _ => "[N, C, H, W] f32".into(),
+                (LayoutArg::Nhwc, DtypeArg::U8) => "[N, H, W, C] u8",
+                _ => "[N, C, H, W] f32",
             },
-            epochs: args.epochs,
             listed_per_epoch,
             images: 0,
             batches: 0,
@@ -92,6 +88,11 @@ impl Report {
             stats: None,
             transfer: None,
         }
+    }
+
+    /// The transform as shown: `eval`, `train` or `resize`.
+    fn transform(&self) -> String {
+        format!("{:?}", self.args.transform).to_lowercase()
     }
 
     fn images_per_second(&self) -> f64 {
@@ -112,10 +113,12 @@ impl Report {
 
     /// The report as JSON (`--json`).
     pub(crate) fn to_json(&self) -> serde_json::Value {
-        let stages: Vec<serde_json::Value> = self
+        let (stages, queues) = self
             .stats
+            .as_ref()
+            .map_or((&[][..], &[][..]), |s| (&s.stages[..], &s.queues[..]));
+        let stages: Vec<serde_json::Value> = stages
             .iter()
-            .flat_map(|s| s.stages.iter())
             .map(|s| {
                 serde_json::json!({
                     "name": s.name, "concurrency": s.concurrency, "items_in": s.items_in,
@@ -128,10 +131,8 @@ impl Report {
                 })
             })
             .collect();
-        let queues: Vec<serde_json::Value> = self
-            .stats
+        let queues: Vec<serde_json::Value> = queues
             .iter()
-            .flat_map(|s| s.queues.iter())
             .map(|q| {
                 serde_json::json!({
                     "name": q.name, "capacity": q.capacity, "items": q.items,
@@ -144,12 +145,12 @@ impl Report {
         serde_json::json!({
             "source": self.source,
             "threads": self.threads,
-            "batch_size": self.batch_size,
-            "size": self.size,
-            "transform": self.transform,
+            "batch_size": self.args.batch_size,
+            "size": self.args.size,
+            "transform": self.transform(),
             "layout": self.layout,
-            "epochs": self.epochs,
-            "listed": self.listed_per_epoch * self.epochs,
+            "epochs": self.args.epochs,
+            "listed": self.listed_per_epoch * self.args.epochs,
             "images": self.images,
             "failed": self.failures.len(),
             "batches": self.batches,
@@ -169,21 +170,22 @@ impl Report {
     }
 }
 
-impl fmt::Display for Report {
+impl fmt::Display for Report<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let listed = self.listed_per_epoch * self.epochs;
+        let args = self.args;
+        let listed = self.listed_per_epoch * args.epochs;
         writeln!(f, "spdl load: {}", self.source)?;
         writeln!(
             f,
             "  {} images in {} batches of {} ({}, {}x{} {}), {} epoch(s), {} threads",
             self.images,
             self.batches,
-            self.batch_size,
+            args.batch_size,
             self.layout,
-            self.size,
-            self.size,
-            self.transform,
-            self.epochs,
+            args.size,
+            args.size,
+            self.transform(),
+            args.epochs,
             self.threads
         )?;
         writeln!(

@@ -276,11 +276,3 @@ fn absurd_sample_rates_are_refused_before_resampling() {
         "{msg}"
     );
 }
-
-#[test]
-fn public_types_are_send_and_sync() {
-    fn check<T: Send + Sync + 'static>() {}
-    check::<spdl_io::Audio>();
-    check::<AudioOptions>();
-    check::<spdl_io::audio::AudioInfo>();
-}

@@ -559,17 +559,6 @@ fn file_and_memory_sources_agree_and_threads_share_nothing() {
     });
 }
 
-#[test]
-fn public_types_are_send_and_sync() {
-    fn check<T: Send + Sync + 'static>() {}
-    check::<spdl_io::Video>();
-    check::<VideoOptions>();
-    check::<spdl_io::video::VideoClips>();
-    check::<spdl_io::video::VideoInfo>();
-    fn check_src<'a, T: Send + Sync + 'a>() {}
-    check_src::<MediaSource<'_>>();
-}
-
 // ---------------------------------------------------------------- bad input
 
 #[test]

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
+use proptest::test_runner::{RngAlgorithm, TestRng};
 use spdl_sources::{
     merge_states, DistInfo, ErrorKind, Remainder, SampledIndex, Sampler, SamplerOptions,
     SamplerState,
@@ -48,38 +49,25 @@ fn global_order(len: u64, options: SamplerOptions, epoch: u64) -> Vec<u64> {
     items.iter().map(|s| s.index).collect()
 }
 
-/// A small deterministic generator for delivery patterns (the test's own, not the sampler's).
-struct Dice(u64);
-
-impl Dice {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        if n == 0 {
-            0
-        } else {
-            self.next() % n
-        }
-    }
+/// A deterministic generator for delivery patterns (proptest's, not the sampler's), seeded by
+/// the case.
+fn dice_from(seed: [u8; 32]) -> TestRng {
+    TestRng::from_seed(RngAlgorithm::ChaCha, &seed)
 }
 
 /// Simulates a pipeline that completes out of order: the first `yielded` items were handed out,
 /// most of them delivered (in a shuffled order), a few still in flight. Returns the positions
 /// delivered.
-fn deliver_some(sampler: &mut Sampler, dice: &mut Dice) -> Vec<SampledIndex> {
+fn deliver_some(sampler: &mut Sampler, dice: &mut TestRng) -> Vec<SampledIndex> {
     let items: Vec<SampledIndex> = sampler.iter().collect();
-    let yielded = dice.below(items.len() as u64 + 1) as usize;
+    let yielded = dice.random_range(0..=items.len());
     let mut delivered: Vec<SampledIndex> = items[..yielded]
         .iter()
         .copied()
-        .filter(|_| dice.below(5) != 0)
+        .filter(|_| !dice.random_ratio(1, 5))
         .collect();
     for i in (1..delivered.len()).rev() {
-        let j = dice.below(i as u64 + 1) as usize;
+        let j = dice.random_range(0..=i);
         delivered.swap(i, j);
     }
     for item in &delivered {
@@ -184,9 +172,9 @@ proptest! {
         world_size in 1u64..12,
         options in options(),
         epoch in 0u64..4,
-        dice in any::<u64>(),
+        seed in any::<[u8; 32]>(),
     ) {
-        let mut dice = Dice(dice | 1);
+        let mut dice = dice_from(seed);
         for mut sampler in ranks(len, world_size, options, epoch) {
             let full: Vec<SampledIndex> = sampler.iter().collect();
             let delivered = deliver_some(&mut sampler, &mut dice);
@@ -210,16 +198,16 @@ proptest! {
         len in 0u64..300,
         world_size in 1u64..12,
         options in options(),
-        dice in any::<u64>(),
+        seed in any::<[u8; 32]>(),
     ) {
-        let mut dice = Dice(dice | 1);
+        let mut dice = dice_from(seed);
         for mut sampler in ranks(len, world_size, options, 2) {
             deliver_some(&mut sampler, &mut dice); // progress before this pipeline started
             let fed: Vec<SampledIndex> = sampler.iter().collect();
             let n = fed.len() as u64;
-            let done_below = if n == 0 { 0 } else { dice.below(n + 1) };
+            let done_below = dice.random_range(0..=n);
             let done_above: Vec<u64> =
-                (done_below..n).filter(|_| dice.below(3) == 0).collect();
+                (done_below..n).filter(|_| dice.random_ratio(1, 3)).collect();
             let got = json_round_trip(&sampler.state_after(done_below, &done_above).unwrap());
             let mut want = sampler.clone();
             for (p, item) in fed.iter().enumerate() {
@@ -247,9 +235,9 @@ proptest! {
         new_w in 1u64..10,
         options in options(),
         new_remainder in remainder(),
-        dice in any::<u64>(),
+        seed in any::<[u8; 32]>(),
     ) {
-        let mut dice = Dice(dice | 1);
+        let mut dice = dice_from(seed);
         let order = global_order(len, options, 3);
         let mut old = ranks(len, old_w, options, 3);
         let mut done = BTreeSet::new();
@@ -277,9 +265,9 @@ proptest! {
         len in 0u64..200,
         w in prop::array::uniform3(1u64..9),
         options in options(),
-        dice in any::<u64>(),
+        seed in any::<[u8; 32]>(),
     ) {
-        let mut dice = Dice(dice | 1);
+        let mut dice = dice_from(seed);
         let order = global_order(len, options, 0);
         let mut done = BTreeSet::new();
         let mut samplers = ranks(len, w[0], options, 0);
@@ -356,7 +344,7 @@ fn named_elastic_cases() {
             seed: 17,
             remainder: Remainder::Pad,
         };
-        let mut dice = Dice(0x9E37_79B9);
+        let mut dice = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
         let order = global_order(len, options, 0);
         let mut old = ranks(len, old_w, options, 0);
         let mut done = BTreeSet::new();

@@ -43,45 +43,69 @@ impl Default for Image {
     }
 }
 
-type GetProperty = unsafe extern "C" fn(c_int, *mut c_int) -> Status;
-type CreateSimple = unsafe extern "C" fn(*mut Handle) -> Status;
-type Destroy = unsafe extern "C" fn(Handle) -> Status;
-type StateCreate = unsafe extern "C" fn(Handle, *mut State) -> Status;
-type StateDestroy = unsafe extern "C" fn(State) -> Status;
-type GetImageInfo = unsafe extern "C" fn(
-    Handle,
-    *const c_uchar,
-    usize,
-    *mut c_int,
-    *mut c_int,
-    *mut c_int,
-    *mut c_int,
-) -> Status;
-type Decode =
-    unsafe extern "C" fn(Handle, State, *const c_uchar, usize, c_int, *mut Image, Stream) -> Status;
-type DecodeBatchedInitialize = unsafe extern "C" fn(Handle, State, c_int, c_int, c_int) -> Status;
-type DecodeBatched = unsafe extern "C" fn(
-    Handle,
-    State,
-    *const *const c_uchar,
-    *const usize,
-    *mut Image,
-    Stream,
-) -> Status;
+/// Declares [`Api`] and its symbol lookup from one list of `field: "symbol" = signature;`
+/// (each entry point named once).
+macro_rules! api {
+    ($($field:ident: $name:literal = $ty:ty;)*) => {
+        /// The loaded library and its entry points. The pointers are valid while `_lib` is
+        /// loaded, i.e. for the life of this value.
+        pub(crate) struct Api {
+            $(pub(crate) $field: $ty,)*
+            _lib: Library,
+        }
 
-/// The loaded library and its entry points. The pointers are valid while `_lib` is loaded,
-/// i.e. for the life of this value.
-pub(crate) struct Api {
-    pub(crate) get_property: GetProperty,
-    pub(crate) create_simple: CreateSimple,
-    pub(crate) destroy: Destroy,
-    pub(crate) state_create: StateCreate,
-    pub(crate) state_destroy: StateDestroy,
-    pub(crate) get_image_info: GetImageInfo,
-    pub(crate) decode: Decode,
-    pub(crate) decode_batched_initialize: DecodeBatchedInitialize,
-    pub(crate) decode_batched: DecodeBatched,
-    _lib: Library,
+        impl Api {
+            /// Resolves every symbol of `lib` and keeps `lib` loaded with them.
+            fn resolve(lib: Library) -> Result<Api, String> {
+                Ok(Api {
+                    $(
+                        // SAFETY: the symbol has the C signature of `nvjpeg.h` that the
+                        // field's type spells, and is used only while `lib` is loaded (it is
+                        // stored with it).
+                        $field: *unsafe { lib.get(concat!($name, "\0").as_bytes()) }
+                            .map_err(|e| format!("{}: {e}", $name))?,
+                    )*
+                    _lib: lib,
+                })
+            }
+        }
+    };
+}
+
+api! {
+    get_property: "nvjpegGetProperty" = unsafe extern "C" fn(c_int, *mut c_int) -> Status;
+    create_simple: "nvjpegCreateSimple" = unsafe extern "C" fn(*mut Handle) -> Status;
+    destroy: "nvjpegDestroy" = unsafe extern "C" fn(Handle) -> Status;
+    state_create: "nvjpegJpegStateCreate" = unsafe extern "C" fn(Handle, *mut State) -> Status;
+    state_destroy: "nvjpegJpegStateDestroy" = unsafe extern "C" fn(State) -> Status;
+    get_image_info: "nvjpegGetImageInfo" = unsafe extern "C" fn(
+        Handle,
+        *const c_uchar,
+        usize,
+        *mut c_int,
+        *mut c_int,
+        *mut c_int,
+        *mut c_int,
+    ) -> Status;
+    decode: "nvjpegDecode" = unsafe extern "C" fn(
+        Handle,
+        State,
+        *const c_uchar,
+        usize,
+        c_int,
+        *mut Image,
+        Stream,
+    ) -> Status;
+    decode_batched_initialize: "nvjpegDecodeBatchedInitialize" =
+        unsafe extern "C" fn(Handle, State, c_int, c_int, c_int) -> Status;
+    decode_batched: "nvjpegDecodeBatched" = unsafe extern "C" fn(
+        Handle,
+        State,
+        *const *const c_uchar,
+        *const usize,
+        *mut Image,
+        Stream,
+    ) -> Status;
 }
 
 impl std::fmt::Debug for Api {
@@ -97,25 +121,6 @@ impl Api {
         // SAFETY: loading libnvjpeg runs its initializers, which have no preconditions; the
         // library stays loaded while the `Api` (which owns it) lives.
         let lib = unsafe { Library::new(path) }.map_err(|e| e.to_string())?;
-        macro_rules! sym {
-            ($name:literal) => {
-                // SAFETY: the symbol has the C signature of `nvjpeg.h` that the field's type
-                // spells, and is used only while `lib` is loaded (it is stored with it).
-                *unsafe { lib.get(concat!($name, "\0").as_bytes()) }
-                    .map_err(|e| format!("{}: {e}", $name))?
-            };
-        }
-        Ok(Api {
-            get_property: sym!("nvjpegGetProperty"),
-            create_simple: sym!("nvjpegCreateSimple"),
-            destroy: sym!("nvjpegDestroy"),
-            state_create: sym!("nvjpegJpegStateCreate"),
-            state_destroy: sym!("nvjpegJpegStateDestroy"),
-            get_image_info: sym!("nvjpegGetImageInfo"),
-            decode: sym!("nvjpegDecode"),
-            decode_batched_initialize: sym!("nvjpegDecodeBatchedInitialize"),
-            decode_batched: sym!("nvjpegDecodeBatched"),
-            _lib: lib,
-        })
+        Api::resolve(lib)
     }
 }

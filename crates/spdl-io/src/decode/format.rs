@@ -112,13 +112,18 @@ mod tests {
 
     #[test]
     fn sniffs_magic_bytes() {
-        assert_eq!(sniff(&[0xFF, 0xD8, 0xFF, 0xE0]), ImageFormat::Jpeg);
-        assert_eq!(sniff(b"\x89PNG\r\n\x1a\n...."), ImageFormat::Png);
-        assert_eq!(sniff(b"GIF89a"), ImageFormat::Gif);
-        assert_eq!(sniff(b"RIFF\0\0\0\0WEBPVP8L"), ImageFormat::WebP);
-        assert_eq!(sniff(b"II*\0"), ImageFormat::Tiff);
-        assert_eq!(sniff(b""), ImageFormat::Unknown);
-        assert_eq!(sniff(b"RIFF\0\0\0\0WAVE"), ImageFormat::Unknown);
+        let cases: [(&[u8], ImageFormat); 7] = [
+            (&[0xFF, 0xD8, 0xFF, 0xE0], ImageFormat::Jpeg),
+            (b"\x89PNG\r\n\x1a\n....", ImageFormat::Png),
+            (b"GIF89a", ImageFormat::Gif),
+            (b"RIFF\0\0\0\0WEBPVP8L", ImageFormat::WebP),
+            (b"II*\0", ImageFormat::Tiff),
+            (b"", ImageFormat::Unknown),
+            (b"RIFF\0\0\0\0WAVE", ImageFormat::Unknown),
+        ];
+        for (head, want) in cases {
+            assert_eq!(sniff(head), want, "{head:?}");
+        }
     }
 
     #[test]
