@@ -312,38 +312,40 @@ fn for_each_row<T: Copy + Default + Send>(
     })
 }
 
-/// Runs `f(i, &mut items[i])` for every item on `threads` scoped threads taking contiguous
-/// chunks; returns the failures, in order.
+/// Runs `f(i, &mut items[i])` for every item on `threads` scoped threads; returns the
+/// failures, in order. Each thread takes the next item when it is done with one (not a fixed
+/// share), so a few large images in a batch do not leave the other threads idle.
 fn for_each_parallel<I: Send>(
     items: &mut [I],
     threads: usize,
     f: impl Fn(usize, &mut I) -> Result<()> + Sync,
 ) -> Vec<(usize, Error)> {
-    let chunk = items.len().div_ceil(threads.max(1)).max(1);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = items
-            .chunks_mut(chunk)
-            .enumerate()
-            .map(|(ci, part)| {
-                let f = &f;
-                s.spawn(move || {
-                    let mut failed = Vec::new();
-                    for (j, item) in part.iter_mut().enumerate() {
-                        let i = ci * chunk + j;
-                        if let Err(e) = f(i, item) {
-                            failed.push((i, e));
-                        }
-                    }
-                    failed
-                })
-            })
-            .collect();
-        // Chunks are in order, so the failures are too.
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
-    })
+    let threads = threads.clamp(1, items.len().max(1));
+    let queue = std::sync::Mutex::new(items.iter_mut().enumerate());
+    let run = || {
+        let mut failed = Vec::new();
+        // The lock is held only to take the next item.
+        let next = || queue.lock().unwrap_or_else(|e| e.into_inner()).next();
+        while let Some((i, item)) = next() {
+            if let Err(e) = f(i, item) {
+                failed.push((i, e));
+            }
+        }
+        failed
+    };
+    let mut failed: Vec<(usize, Error)> = if threads == 1 {
+        run()
+    } else {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads).map(|_| s.spawn(run)).collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect()
+        })
+    };
+    failed.sort_by_key(|(i, _)| *i);
+    failed
 }
 
 /// The path for a loader whose output shape is known only after decoding.
