@@ -34,13 +34,13 @@ pub(crate) struct BuildCtx {
     workers: usize,
     /// Whether adjacent blocking stages join one group ([`PipelineBuilder::fuse_stages`]).
     fuse: bool,
-    pub(super) failures: Arc<Failures>,
+    failures: Arc<Failures>,
     /// Stages and queues, collected sink-first and reversed at the end.
-    pub(super) stages: Vec<Arc<StageMeter>>,
-    pub(super) queues: Vec<Arc<QueueMeter>>,
+    stages: Vec<Arc<StageMeter>>,
+    queues: Vec<Arc<QueueMeter>>,
     tasks: Vec<Task>,
-    pub(super) source_thread: Option<JoinHandle<()>>,
-    pub(super) commands: Option<crossbeam_channel::Sender<StartEpoch>>,
+    source_thread: Option<JoinHandle<()>>,
+    commands: Option<crossbeam_channel::Sender<StartEpoch>>,
     error: Option<Error>,
 }
 
@@ -468,7 +468,17 @@ impl<T: Send + 'static> PipelineBuilder<T> {
                 return Err(e);
             }
         };
-        Ok(Pipeline::new(sink_rx, runtime, ctx, self.prefetch_epochs))
+        let mut pipeline = Pipeline::new(
+            sink_rx,
+            runtime,
+            ctx.commands,
+            ctx.source_thread,
+            ctx.stages,
+            ctx.queues,
+            ctx.failures,
+        );
+        pipeline.set_prefetch_epochs(self.prefetch_epochs);
+        Ok(pipeline)
     }
 }
 

@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use futures_core::Stream;
 
-use super::builder::BuildCtx;
 use crate::error::{Error, ErrorKind, Result};
 use crate::exec::block_on::block_on_until;
 use crate::exec::pool::WorkerPool;
@@ -193,23 +192,15 @@ pub struct PipelineState {
 }
 
 impl<T: Send + 'static> Pipeline<T> {
-    /// The handle over a built pipeline: the sink's receiver, the started scheduler, what the
-    /// chain of stages wrote into `ctx` (source thread and its commands, meters, failures) and
-    /// the builder's [`crate::PipelineBuilder::prefetch_epochs`].
     pub(crate) fn new(
         sink: QueueRx<Msg<T>>,
         runtime: Runtime,
-        ctx: BuildCtx,
-        prefetch_epochs: u64,
+        commands: Option<crossbeam_channel::Sender<StartEpoch>>,
+        source_thread: Option<JoinHandle<()>>,
+        stages: Vec<Arc<StageMeter>>,
+        queues: Vec<Arc<QueueMeter>>,
+        failures: Arc<Failures>,
     ) -> Self {
-        let BuildCtx {
-            commands,
-            source_thread,
-            stages,
-            queues,
-            failures,
-            ..
-        } = ctx;
         let mut threads = runtime.threads.clone();
         threads.extend(source_thread.as_ref().map(|t| t.thread().id()));
         let stop_handle = StopHandle {
@@ -228,11 +219,16 @@ impl<T: Send + 'static> Pipeline<T> {
             epoch: 0,
             progress: Progress::new(),
             resume: None,
-            prefetch_epochs,
+            prefetch_epochs: 0,
             epochs_started: 0,
             prefetched: None,
             stop_handle,
         }
+    }
+
+    /// Whether the next epoch is prefetched (see [`crate::PipelineBuilder::prefetch_epochs`]).
+    pub(crate) fn set_prefetch_epochs(&mut self, before: u64) {
+        self.prefetch_epochs = before;
     }
 
     /// A handle that stops this pipeline without blocking, usable from anywhere (an op, a
