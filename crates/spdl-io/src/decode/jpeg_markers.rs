@@ -187,9 +187,9 @@ pub(crate) fn check_complete(bytes: &[u8], first_scan: usize) -> Result<()> {
                     // Entropy-coded data: skip to the next 0xFF that is not
                     // a stuffed 0x00 or a restart marker.
                     loop {
-                        let Some(off) = bytes
-                            .get(pos..)
-                            .and_then(|s| s.iter().position(|&b| b == 0xFF))
+                        // memchr: SIMD, this scan covers the whole file (a byte-by-byte
+                        // search here was 4% of a large-photo run's CPU).
+                        let Some(off) = bytes.get(pos..).and_then(|s| memchr::memchr(0xFF, s))
                         else {
                             return Err(premature());
                         };
