@@ -53,6 +53,9 @@ impl Normalize {
         if out.len() != plane * c || img.data.len() != plane * c {
             return invalid(format!("expected {} values, got {}", plane * c, out.len()));
         }
+        if out.is_empty() {
+            return Ok(()); // an empty image: nothing to write (and no zero-sized planes to split)
+        }
         match &img.data {
             // 8-bit samples take one of 256 values per channel: look the result up in a table
             // computed with the same formula (the same f32 values, bit for bit, several times
@@ -182,5 +185,16 @@ mod tests {
             std: vec![1.0, 0.0, 1.0],
         };
         assert!(zero.write_chw(&img, &mut [0.0; 12]).is_err());
+    }
+
+    #[test]
+    fn an_empty_image_writes_nothing() {
+        for (w, h, c) in [(0, 4, 3), (4, 0, 1), (0, 0, 4), (2, 2, 0)] {
+            let norm = Normalize::unit(c);
+            let img = image(PixelData::U8(vec![]), w, h, c);
+            assert_eq!(norm.to_chw(&img).unwrap(), Vec::<f32>::new());
+            let img = image(PixelData::U16(vec![]), w, h, c);
+            assert_eq!(norm.to_chw(&img).unwrap(), Vec::<f32>::new());
+        }
     }
 }
