@@ -570,8 +570,8 @@ fn progress_bar(total: u64, hidden: bool) -> ProgressBar {
 /// `2 x threads / decode concurrency` (at least one, at most `threads`): the batches in flight
 /// hold twice as many decode threads as there are cores, so that when a batch's last, largest
 /// images keep one of its threads busy, the other threads' cores go to the other batches
-/// (large-300, 2 threads, 2 epochs, alternating, 3 rounds: 1.06x images/s against one thread a
-/// batch). Once fewer batches are left in the run than threads (a small listing, the run's
+/// (large-300, 2 threads, 2 epochs, alternating, 4 rounds: 1.04-1.12x images/s, median 1.05x,
+/// against one thread a batch). Once fewer batches are left in the run than threads (a small listing, the run's
 /// last batches), the batches left share all the threads.
 struct ThreadSplit {
     threads: u64,

@@ -213,16 +213,7 @@ impl DecodedCache {
                         format!("normalize needs {c} means and {c} non-zero stds"),
                     ));
                 }
-                // One table per channel: 256 values, so a pixel costs a lookup.
-                Some(
-                    (0..c)
-                        .map(|ch| {
-                            (0..256)
-                                .map(|v| (v as f32 / 255.0 - norm.mean[ch]) / norm.std[ch])
-                                .collect::<Vec<f32>>()
-                        })
-                        .collect::<Vec<_>>(),
-                )
+                Some(norm.u8_tables())
             }
             None => None,
         };

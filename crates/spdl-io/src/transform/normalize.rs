@@ -61,9 +61,7 @@ impl Normalize {
             // computed with the same formula (the same f32 values, bit for bit, several times
             // faster than computing each sample).
             PixelData::U8(v) => {
-                let tables: Vec<[f32; 256]> = (0..c)
-                    .map(|ch| std::array::from_fn(|x| self.value(ch, f32::from(x as u8), 255.0)))
-                    .collect();
+                let tables = self.u8_tables();
                 if let [t0, t1, t2] = &tables[..] {
                     // RGB, the common case: one pass over the pixels fills the three planes.
                     let (p0, rest) = out.split_at_mut(plane);
@@ -92,6 +90,14 @@ impl Normalize {
             }
         }
         Ok(())
+    }
+
+    /// One table per channel: the normalized value of each 8-bit sample, so that normalizing
+    /// a sample costs a lookup (the same f32 values as computing it).
+    pub(crate) fn u8_tables(&self) -> Vec<[f32; 256]> {
+        (0..self.mean.len())
+            .map(|ch| std::array::from_fn(|x| self.value(ch, f32::from(x as u8), 255.0)))
+            .collect()
     }
 
     /// One sample of channel `ch`, scaled to `[0, 1]` by `scale`, normalized.
