@@ -52,6 +52,20 @@ impl<T> Iterator for BlockingStream<T> {
     }
 }
 
+/// Polls `fut` from this thread until it is ready, parking in between; `fut` must not need a
+/// tokio reactor.
+pub(crate) fn block_on<F: Future>(fut: F) -> F::Output {
+    let mut fut = std::pin::pin!(fut);
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    loop {
+        if let Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
+            return out;
+        }
+        std::thread::park();
+    }
+}
+
 /// Polls `fut` from this thread until it is ready (`Some`) or `deadline` passes (`None`),
 /// parking in between. It needs no runtime, so it works while the pipeline's runtime shuts
 /// down; `fut` must not need a tokio reactor (a channel receive is fine).

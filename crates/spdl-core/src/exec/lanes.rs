@@ -69,10 +69,20 @@ impl<J: Send + 'static> Lanes<J> {
             .is_ok()
     }
 
+    /// The next queued job. With none queued the lane yields its core once and looks again
+    /// before it ends: the stage's producer (the scheduler thread) is usually about to push
+    /// one, and a lane that ended costs a pool submission and a worker wake-up to restart.
+    fn next_job(&self) -> Option<J> {
+        self.rx.try_recv().ok().or_else(|| {
+            std::thread::yield_now();
+            self.rx.try_recv().ok()
+        })
+    }
+
     /// One lane: run queued jobs until none is left, then release the lane slot.
     fn run(self: Arc<Self>) {
         loop {
-            while let Ok(job) = self.rx.try_recv() {
+            while let Some(job) = self.next_job() {
                 if (self.closed)() || !(self.work)(job) {
                     break;
                 }

@@ -13,6 +13,10 @@ use tokio::sync::mpsc;
 
 use crate::stats::{Histogram, QueueStats};
 
+/// How many times the consumer yields its core and looks again before it sleeps on an empty
+/// queue (see [`QueueRx::blocking_recv`]).
+const SPINS: usize = 8;
+
 /// Shared counters of one queue.
 pub(crate) struct QueueMeter {
     name: String,
@@ -225,7 +229,14 @@ impl<T> QueueTx<T> {
         })
     }
 
-    /// Puts `item` from a thread outside the runtime, blocking while the queue is full.
+    /// Puts `item` from a thread outside the runtime (the source), blocking while the queue
+    /// is full.
+    ///
+    /// A full queue is waited on until half of it is free, not one slot: waking the thread for
+    /// every slot the consumer frees costs a futex wake and a context switch per item, which
+    /// was the largest share of the engine's per-item cost. The thread is the queue's only
+    /// producer, so the room it waited for is still there when it sends; and when the
+    /// consumer wants an item the queue is empty, so the wait never holds the pipeline up.
     pub(crate) fn blocking_send(&self, item: T) -> Result<(), Closed> {
         let item = match self.try_send(item) {
             Ok(()) => return Ok(()),
@@ -233,9 +244,23 @@ impl<T> QueueTx<T> {
             Err(Busy::Wait(item)) => item,
         };
         let t = Instant::now();
-        self.tx.blocking_send(item).map_err(|_| Closed)?;
-        self.meter.on_put(t.elapsed());
-        Ok(())
+        let room = (self.meter.capacity / 2).max(1);
+        // The permits go back to the queue when dropped: they only mark the wait's end.
+        crate::exec::block_on::block_on(self.tx.reserve_many(room)).map_err(|_| Closed)?;
+        let waited = t.elapsed();
+        match self.tx.try_send(item) {
+            Ok(()) => {
+                self.meter.on_put(waited);
+                Ok(())
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(Closed),
+            // Only if another producer took the room meanwhile: wait the plain way.
+            Err(mpsc::error::TrySendError::Full(item)) => {
+                self.tx.blocking_send(item).map_err(|_| Closed)?;
+                self.meter.on_put(t.elapsed());
+                Ok(())
+            }
+        }
     }
 }
 
@@ -299,14 +324,32 @@ impl<T> QueueRx<T> {
         r
     }
 
-    /// Takes the next item from a thread outside the runtime, blocking until one arrives.
+    /// Takes the next item from a thread outside the runtime (the consumer), blocking until
+    /// one arrives.
+    ///
+    /// On an empty queue the thread first yields its core a few times ([`SPINS`]), looking
+    /// again after each: a consumer faster than the pipeline would otherwise sleep and be
+    /// woken (a futex wake and a context switch) for every item. A consumer slower than the
+    /// pipeline finds items queued and never yields.
     pub(crate) fn blocking_recv(&mut self) -> Option<T> {
-        if let Ok(item) = self.try_recv() {
-            return Some(item);
-        }
         let t = Instant::now();
-        let item = self.rx.blocking_recv()?;
-        self.meter.on_get(t.elapsed());
+        let mut spins = 0;
+        let item = loop {
+            match self.rx.try_recv() {
+                Ok(item) => break item,
+                Err(mpsc::error::TryRecvError::Disconnected) => return None,
+                Err(mpsc::error::TryRecvError::Empty) if spins < SPINS => {
+                    spins += 1;
+                    std::thread::yield_now();
+                }
+                Err(mpsc::error::TryRecvError::Empty) => break self.rx.blocking_recv()?,
+            }
+        };
+        self.meter.on_get(if spins == 0 {
+            Duration::ZERO
+        } else {
+            t.elapsed()
+        });
         Some(item)
     }
 
