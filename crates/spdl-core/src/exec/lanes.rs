@@ -10,6 +10,7 @@ use std::sync::Arc;
 use crossbeam_channel::{Receiver, Sender};
 
 use crate::exec::pool::Submitter;
+use crate::exec::spin::spin_until;
 
 /// What a lane does with one job; `false` ends the lane (the pipeline is shutting down).
 pub(crate) type Work<J> = Box<dyn Fn(J) -> bool + Send + Sync>;
@@ -69,14 +70,16 @@ impl<J: Send + 'static> Lanes<J> {
             .is_ok()
     }
 
-    /// The next queued job. With none queued the lane yields its core once and looks again
-    /// before it ends: the stage's producer (the scheduler thread) is usually about to push
-    /// one, and a lane that ended costs a pool submission and a worker wake-up to restart.
+    /// The next queued job. With none queued the lane looks again for a moment
+    /// ([`spin_until`]) before it ends, unless other jobs wait for a worker: the stage's
+    /// producer is usually about to push one, and a lane that ended costs a pool submission
+    /// and a worker wake-up to restart.
     fn next_job(&self) -> Option<J> {
-        self.rx.try_recv().ok().or_else(|| {
-            std::thread::yield_now();
-            self.rx.try_recv().ok()
-        })
+        if let Ok(job) = self.rx.try_recv() {
+            return Some(job);
+        }
+        spin_until(|| !self.rx.is_empty() || !self.submitter.is_idle());
+        self.rx.try_recv().ok()
     }
 
     /// One lane: run queued jobs until none is left, then release the lane slot.

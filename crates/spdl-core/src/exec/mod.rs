@@ -5,3 +5,4 @@ pub(crate) mod lanes;
 pub(crate) mod pool;
 pub(crate) mod queue;
 pub(crate) mod spawned;
+pub(crate) mod spin;

@@ -75,4 +75,9 @@ impl Submitter {
     pub(crate) fn submit(&self, job: impl FnOnce() + Send + 'static) -> bool {
         self.jobs.send(Box::new(job)).is_ok()
     }
+
+    /// Whether no submitted job waits for a worker.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.jobs.is_empty()
+    }
 }

@@ -11,11 +11,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
+use crate::exec::spin::spin_until;
 use crate::stats::{Histogram, QueueStats};
-
-/// How many times the consumer yields its core and looks again before it sleeps on an empty
-/// queue (see [`QueueRx::blocking_recv`]).
-const SPINS: usize = 8;
 
 /// Shared counters of one queue.
 pub(crate) struct QueueMeter {
@@ -325,31 +322,21 @@ impl<T> QueueRx<T> {
     }
 
     /// Takes the next item from a thread outside the runtime (the consumer), blocking until
-    /// one arrives.
-    ///
-    /// On an empty queue the thread first yields its core a few times ([`SPINS`]), looking
-    /// again after each: a consumer faster than the pipeline would otherwise sleep and be
-    /// woken (a futex wake and a context switch) for every item. A consumer slower than the
-    /// pipeline finds items queued and never yields.
+    /// one arrives. On an empty queue it looks again for a moment ([`spin_until`]) before it
+    /// sleeps: a consumer faster than the pipeline would otherwise be put to sleep and woken
+    /// for every item.
     pub(crate) fn blocking_recv(&mut self) -> Option<T> {
+        if let Ok(item) = self.rx.try_recv() {
+            self.meter.on_get(Duration::ZERO);
+            return Some(item);
+        }
         let t = Instant::now();
-        let mut spins = 0;
-        let item = loop {
-            match self.rx.try_recv() {
-                Ok(item) => break item,
-                Err(mpsc::error::TryRecvError::Disconnected) => return None,
-                Err(mpsc::error::TryRecvError::Empty) if spins < SPINS => {
-                    spins += 1;
-                    std::thread::yield_now();
-                }
-                Err(mpsc::error::TryRecvError::Empty) => break self.rx.blocking_recv()?,
-            }
+        spin_until(|| !self.rx.is_empty() || self.rx.is_closed());
+        let item = match self.rx.try_recv() {
+            Ok(item) => item,
+            Err(_) => self.rx.blocking_recv()?,
         };
-        self.meter.on_get(if spins == 0 {
-            Duration::ZERO
-        } else {
-            t.elapsed()
-        });
+        self.meter.on_get(t.elapsed());
         Some(item)
     }
 

@@ -12,11 +12,9 @@ use futures_core::Stream;
 use crate::error::{Error, ErrorKind, Result};
 use crate::exec::block_on::block_on_until;
 use crate::exec::pool::WorkerPool;
-
-/// How often the scheduler thread yields its core before it sleeps (see `Runtime::start`).
-const PARK_YIELDS: usize = 2;
 use crate::exec::queue::{QueueMeter, QueueRx};
 use crate::exec::spawned::SpawnedTask;
+use crate::exec::spin::spin_until;
 use crate::progress::Progress;
 use crate::stage::failures::Failures;
 use crate::stage::source::StartEpoch;
@@ -44,12 +42,13 @@ impl Runtime {
     ) -> Result<Self> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
-            // Before the scheduler sleeps, it lets the other threads run once: a lane finishing
-            // or the consumer taking an item then usually finds it awake, and neither side
-            // pays a futex wake and a context switch (the engine's largest per-item cost).
+            // Before the scheduler sleeps, it looks for a moment for tasks woken from other
+            // threads (a lane's result, the consumer taking an item): they land in the
+            // runtime's global queue (see `exec::spin`).
             .on_thread_park(|| {
-                for _ in 0..PARK_YIELDS {
-                    std::thread::yield_now();
+                if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                    let metrics = rt.metrics();
+                    spin_until(|| metrics.global_queue_depth() > 0);
                 }
             })
             .build()
