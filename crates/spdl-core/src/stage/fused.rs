@@ -2,12 +2,15 @@
 //! lanes of one to the lanes of the next, without a queue or the scheduler thread in between.
 //!
 //! A group is a *head* (the first stage: it admits items from its input queue, numbers them
-//! with tickets and hands them to its lanes), *followers* and a *tail* task (the last stage's
-//! place on the scheduler: it restores input order if asked and passes the outputs on, with
-//! backpressure). A follower runs either inline on the lane that hands it a batch (*fused*: the
-//! same concurrency as the stage before, and at least the worker count, so no parallelism is
-//! lost) or on lanes of its own, at its own concurrency. Per item, the scheduler thread sees one
-//! hand-off in and one out instead of one pair per stage.
+//! with tickets and hands them to its lanes), *followers* and a *tail* (the last stage's
+//! outputs: restored to input order if asked and passed on, with backpressure). A follower runs
+//! either inline on the lane that hands it a batch (*fused*: the same concurrency as the stage
+//! before, and at least the worker count, so no parallelism is lost) or on lanes of its own, at
+//! its own concurrency. The lane that finishes an item delivers it to the tail itself, which
+//! passes it to the next queue while that has room; the tail's task on the scheduler only
+//! waits for room when the queue is full. Per item, the scheduler thread sees one hand-off
+//! (the head's admission) instead of a pair per stage, and the head is woken for room once per
+//! half of its admission limit.
 //!
 //! What stays exact: every stage keeps its own statistics (items in, outputs, filtered, failed,
 //! task times), its failure budget and its name in errors; the queue between two grouped
@@ -19,8 +22,8 @@
 //! through every stage, as they drain from unfused stages.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, Notify};
@@ -44,7 +47,11 @@ pub(crate) struct Group {
     stop: AtomicBool,
     /// The tail ended (its output closed): the head ends too.
     closed: AtomicBool,
-    /// The tail released room (or ended, or an epoch marker went out).
+    /// The head waits for room: to be woken once the group holds at most `resume_at`.
+    wants_room: AtomicBool,
+    resume_at: AtomicUsize,
+    /// The tail released the room the head waits for (or ended, or an epoch marker went
+    /// out), or a budget stopped the group.
     room: Notify,
 }
 
@@ -56,6 +63,8 @@ impl Group {
             epoch_ending: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             closed: AtomicBool::new(false),
+            wants_room: AtomicBool::new(false),
+            resume_at: AtomicUsize::new(0),
             room: Notify::new(),
         }
     }
@@ -87,9 +96,54 @@ impl Group {
         self.closed.load(Ordering::Acquire)
     }
 
-    /// Waits until the tail releases room, ends, or lets an epoch marker out.
-    pub(crate) async fn room(&self) {
+    /// The tail ended or its output closed: the head and the lanes stop.
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.room.notify_one();
+    }
+
+    /// A fused stage exceeded its failure budget: the head takes no more input.
+    fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        self.room.notify_one();
+    }
+
+    /// Wakes the head waiting on [`Group::stop_or_close`] or [`Group::room_below`].
+    pub(crate) async fn stop_or_close(&self) {
         self.room.notified().await
+    }
+
+    /// Waits until the group holds at most `resume_at` items and no epoch marker holds the
+    /// head back (or the group stops or closes). The head waits for half its admission
+    /// limit to free, not one slot: each wake-up then admits a burst of items, instead of the
+    /// tail waking the scheduler thread for every item it passes on.
+    pub(crate) async fn room_below(&self, resume_at: usize) {
+        self.resume_at.store(resume_at, Ordering::Release);
+        self.wants_room.store(true, Ordering::SeqCst);
+        // The tail may have released the room between the head's look and the flag. The
+        // fences pair with `on_release`'s: the head sees the room, or the tail sees the flag.
+        fence(Ordering::SeqCst);
+        if !self.has_room() {
+            self.room.notified().await;
+        }
+        self.wants_room.store(false, Ordering::Release);
+    }
+
+    fn has_room(&self) -> bool {
+        self.closed()
+            || self.stopped()
+            || (!self.epoch_ending() && self.held() <= self.resume_at.load(Ordering::Acquire))
+    }
+
+    /// The tail released room or let an epoch marker out: wakes the head if it waits for it.
+    fn on_release(&self) {
+        fence(Ordering::SeqCst);
+        if self.wants_room.load(Ordering::SeqCst)
+            && self.has_room()
+            && self.wants_room.swap(false, Ordering::AcqRel)
+        {
+            self.room.notify_one();
+        }
     }
 }
 
@@ -158,7 +212,7 @@ pub(crate) fn settle<U>(
 ) {
     let (outputs, exceeded) = account.record(ids, took, outcome);
     if exceeded {
-        group.stop.store(true, Ordering::Release);
+        group.stop();
     }
     match outputs {
         Some(Outputs::One(u)) => out.push(u),
@@ -245,6 +299,12 @@ enum ToTail<W> {
 
 /// The tail of a group: its task (to spawn on the scheduler) and the entry for the stages
 /// before it.
+///
+/// The lane that finishes a ticket delivers it itself: it puts the ticket in order and passes
+/// what is next in order to the output queue, under the tail's lock, so an item reaches the
+/// next stage (or the consumer) without the scheduler thread. Only when the output queue is
+/// full does the tail's task take over, waiting for room on the scheduler while the lanes go
+/// on adding to the outbox.
 pub(crate) fn tail<W: Send + 'static>(
     ordered: bool,
     output: QueueTx<Msg<W>>,
@@ -253,19 +313,41 @@ pub(crate) fn tail<W: Send + 'static>(
     std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
 ) {
     let group = Arc::new(Group::new());
-    let (tx, rx) = mpsc::unbounded_channel::<ToTail<W>>();
-    let run_tx = tx.clone();
-    let run = Arc::new(move |batch: Batch<W>| {
-        let msgs = account::messages(batch.items, batch.ids);
-        let _ = run_tx.send(ToTail::Ticket(batch.ticket, msgs));
+    let shared = Arc::new(TailShared {
+        state: Mutex::new(Tail {
+            ordered,
+            group: group.clone(),
+            ready: BTreeMap::new(),
+            next_out: 0,
+            settled: 0,
+            marker: None,
+            outbox: VecDeque::new(),
+        }),
+        output,
+        group: group.clone(),
+        blocked: Notify::new(),
     });
-    let control = Arc::new(move |ticket: u64, c: Control| {
-        let _ = tx.send(match c {
-            Control::Skip(ids) => ToTail::Ticket(ticket, vec![Msg::Skip(ids)]),
-            Control::EndOfEpoch => ToTail::Marker(ticket),
-        });
-    });
-    let task = Box::pin(run_tail(ordered, group.clone(), rx, output));
+    // Held by every entry below: when the last one is gone, nothing more will come.
+    let (alive, senders_gone) = mpsc::unbounded_channel::<std::convert::Infallible>();
+    let run = {
+        let (shared, alive) = (shared.clone(), alive.clone());
+        Arc::new(move |batch: Batch<W>| {
+            let _alive = &alive;
+            let msgs = account::messages(batch.items, batch.ids);
+            shared.deliver(ToTail::Ticket(batch.ticket, msgs));
+        })
+    };
+    let control = {
+        let shared = shared.clone();
+        Arc::new(move |ticket: u64, c: Control| {
+            let _alive = &alive;
+            shared.deliver(match c {
+                Control::Skip(ids) => ToTail::Ticket(ticket, vec![Msg::Skip(ids)]),
+                Control::EndOfEpoch => ToTail::Marker(ticket),
+            });
+        })
+    };
+    let task = Box::pin(run_tail(shared, senders_gone));
     (
         Direct {
             run,
@@ -277,47 +359,80 @@ pub(crate) fn tail<W: Send + 'static>(
     )
 }
 
-/// The tail's task: takes each ticket's messages as the lanes finish them, puts them in input
-/// order if asked, and passes them on while the next queue has room.
-async fn run_tail<W: Send + 'static>(
-    ordered: bool,
-    group: Arc<Group>,
-    mut rx: mpsc::UnboundedReceiver<ToTail<W>>,
+/// What the lanes, the head and the tail's task share.
+struct TailShared<W> {
+    state: Mutex<Tail<W>>,
     output: QueueTx<Msg<W>>,
-) {
-    let mut tail = Tail {
-        ordered,
-        group: group.clone(),
-        ready: BTreeMap::new(),
-        next_out: 0,
-        settled: 0,
-        marker: None,
-        outbox: VecDeque::new(),
-    };
-    let mut open = true;
-    loop {
-        while let Ok(m) = rx.try_recv() {
-            tail.take(m);
-        }
-        if output.try_send_from(&mut tail.outbox).is_err() {
-            return;
+    group: Arc<Group>,
+    /// The outbox holds messages the output queue had no room for: the task waits for room.
+    blocked: Notify,
+}
+
+impl<W> TailShared<W> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Tail<W>> {
+        // A panic while holding the lock (none is expected: ops run outside it) leaves the
+        // outbox and the order consistent: every step completes before the next begins.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A ticket's messages (or a marker) from a lane or the head: into order, then on.
+    fn deliver(&self, m: ToTail<W>) {
+        let mut tail = self.lock();
+        tail.take(m);
+        self.pass_on(&mut tail);
+    }
+
+    /// Passes the outbox's messages, in order, while the output queue has room; the rest
+    /// waits for the task.
+    fn pass_on(&self, tail: &mut Tail<W>) {
+        if self.output.try_send_from(&mut tail.outbox).is_err() {
+            // The output is gone (shutdown): the head and the lanes stop.
+            self.group.close();
         }
         tail.publish();
-        if !open && tail.outbox.is_empty() {
+        if !tail.outbox.is_empty() {
+            self.blocked.notify_one();
+        }
+    }
+}
+
+/// The tail's task: waits for room in the output queue whenever the lanes left messages in
+/// the outbox, and ends once every entry is gone and the outbox is empty (dropping the
+/// output, which closes the next queue).
+async fn run_tail<W: Send + 'static>(
+    shared: Arc<TailShared<W>>,
+    mut senders_gone: mpsc::UnboundedReceiver<std::convert::Infallible>,
+) {
+    // Ended, returned or aborted with its task: the head and the lanes stop.
+    let _closing = CloseOnDrop(shared.group.clone());
+    let mut open = true;
+    loop {
+        while !shared.lock().outbox.is_empty() {
+            let Ok(permit) = shared.output.reserve().await else {
+                return;
+            };
+            let mut tail = shared.lock();
+            if let Some(m) = tail.outbox.pop_front() {
+                permit.send(m);
+            }
+            shared.pass_on(&mut tail);
+        }
+        if !open {
             return;
         }
         tokio::select! {
-            biased;
-            sent = output.send_first_of(&mut tail.outbox), if !tail.outbox.is_empty() => {
-                if sent.is_err() {
-                    return;
-                }
-            }
-            m = rx.recv(), if open => match m {
-                Some(m) => tail.take(m),
-                None => open = false,
-            },
+            () = shared.blocked.notified() => {}
+            None = senders_gone.recv() => open = false,
         }
+    }
+}
+
+/// Closes a group when dropped.
+struct CloseOnDrop(Arc<Group>);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.close();
     }
 }
 
@@ -376,14 +491,6 @@ impl<W> Tail<W> {
         self.group
             .outbox
             .store(self.outbox.len(), Ordering::Release);
-        self.group.room.notify_one();
-    }
-}
-
-/// The tail ended, returned or aborted with its task: the head and the lanes stop.
-impl<W> Drop for Tail<W> {
-    fn drop(&mut self) {
-        self.group.closed.store(true, Ordering::Release);
-        self.group.room.notify_one();
+        self.group.on_release();
     }
 }

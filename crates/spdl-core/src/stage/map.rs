@@ -371,11 +371,11 @@ impl<T: Send + 'static, U: Send + 'static> MapStage<T, U> {
                             Some(msg) => Some(msg),
                             None => return,
                         },
-                        () = group.room() => None,
+                        () = group.stop_or_close() => None,
                     },
                 }
             } else {
-                group.room().await;
+                group.room_below(limit / 2).await;
                 None
             };
             let Some(msg) = msg else { continue };
