@@ -230,8 +230,9 @@ impl<T: Send + 'static> PipelineBuilder<T> {
     /// budget. Its input queue holds `queue_size` items (default: `concurrency`).
     ///
     /// A blocking op right after another blocking stage with the same order joins that stage's
-    /// group (`stage::fused`): items pass from the lanes of one to the lanes of the next
-    /// without the scheduler thread; with the same concurrency too, and a concurrency of at
+    /// group (`stage::fused`; any other blocking op starts a group of its own): items pass
+    /// from the lanes of one to the lanes of the next, and from the last lane to the next
+    /// queue, without the scheduler thread; with the same concurrency too, and a concurrency of at
     /// least the worker count (so no parallelism is lost), it runs inline on the lanes of the
     /// stage before (fused). Outputs, order, statistics and failure accounting stay as they are
     /// unfused. There is no queue inside a group, so its `queue_size` bounds nothing (the
@@ -288,6 +289,13 @@ impl<T: Send + 'static> PipelineBuilder<T> {
                         let (tx, rx, qm) = queue(queue_name, queue_size);
                         ctx.queues.push(qm);
                         let (output, next) = match downstream {
+                            // A blocking stage is a group of its own: its lanes pass their
+                            // outputs on to the next queue without the scheduler thread.
+                            Downstream::Queue(tx) if blocking && ctx.fuse => {
+                                let (next, task) = fused::tail(order == Order::Input, tx);
+                                ctx.tasks.push(task);
+                                (None, Some(next))
+                            }
                             Downstream::Queue(tx) => (Some(tx), None),
                             Downstream::Fused(next) => (None, Some(next)),
                         };
