@@ -9,8 +9,7 @@
 //! its own concurrency. The lane that finishes an item delivers it to the tail itself, which
 //! passes it to the next queue while that has room; the tail's task on the scheduler only
 //! waits for room when the queue is full. Per item, the scheduler thread sees one hand-off
-//! (the head's admission) instead of a pair per stage, and the head is woken for room once per
-//! half of its admission limit.
+//! (the head's admission) instead of a pair per stage.
 //!
 //! What stays exact: every stage keeps its own statistics (items in, outputs, filtered, failed,
 //! task times), its failure budget and its name in errors; the queue between two grouped
@@ -114,9 +113,10 @@ impl Group {
     }
 
     /// Waits until the group holds at most `resume_at` items and no epoch marker holds the
-    /// head back (or the group stops or closes). The head waits for half its admission
-    /// limit to free, not one slot: each wake-up then admits a burst of items, instead of the
-    /// tail waking the scheduler thread for every item it passes on.
+    /// head back (or the group stops or closes). Only a head waiting here is woken by the
+    /// tail's releases, not one waiting for input. (Waiting for more than one free slot
+    /// would save wake-ups but leave the group below its admission limit at rest, so the
+    /// pipeline would hold fewer items than its documented bound.)
     pub(crate) async fn room_below(&self, resume_at: usize) {
         self.resume_at.store(resume_at, Ordering::Release);
         self.wants_room.store(true, Ordering::SeqCst);
