@@ -46,9 +46,9 @@ pub(crate) struct Group {
     stop: AtomicBool,
     /// The tail ended (its output closed): the head ends too.
     closed: AtomicBool,
-    /// The head waits for room: to be woken once the group holds at most `resume_at`.
+    /// The head waits for room (see [`Group::room`]) below its admission limit.
     wants_room: AtomicBool,
-    resume_at: AtomicUsize,
+    limit: AtomicUsize,
     /// The tail released the room the head waits for (or ended, or an epoch marker went
     /// out), or a budget stopped the group.
     room: Notify,
@@ -63,7 +63,7 @@ impl Group {
             stop: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             wants_room: AtomicBool::new(false),
-            resume_at: AtomicUsize::new(0),
+            limit: AtomicUsize::new(0),
             room: Notify::new(),
         }
     }
@@ -107,18 +107,18 @@ impl Group {
         self.room.notify_one();
     }
 
-    /// Wakes the head waiting on [`Group::stop_or_close`] or [`Group::room_below`].
+    /// Wakes the head waiting on [`Group::stop_or_close`] or [`Group::room`].
     pub(crate) async fn stop_or_close(&self) {
         self.room.notified().await
     }
 
-    /// Waits until the group holds at most `resume_at` items and no epoch marker holds the
-    /// head back (or the group stops or closes). Only a head waiting here is woken by the
-    /// tail's releases, not one waiting for input. (Waiting for more than one free slot
-    /// would save wake-ups but leave the group below its admission limit at rest, so the
-    /// pipeline would hold fewer items than its documented bound.)
-    pub(crate) async fn room_below(&self, resume_at: usize) {
-        self.resume_at.store(resume_at, Ordering::Release);
+    /// Waits until the group holds fewer than `limit` items (the head's admission limit) and
+    /// no epoch marker holds the head back, or the group stops or closes. Only a head waiting
+    /// here is woken by the tail's releases, not one waiting for input. (Waiting for more
+    /// room than one item, to save wake-ups, measured no faster and would leave the group
+    /// below its limit at rest, so the pipeline would hold fewer items than its bound.)
+    pub(crate) async fn room(&self, limit: usize) {
+        self.limit.store(limit, Ordering::Release);
         self.wants_room.store(true, Ordering::SeqCst);
         // The tail may have released the room between the head's look and the flag. The
         // fences pair with `on_release`'s: the head sees the room, or the tail sees the flag.
@@ -132,7 +132,7 @@ impl Group {
     fn has_room(&self) -> bool {
         self.closed()
             || self.stopped()
-            || (!self.epoch_ending() && self.held() <= self.resume_at.load(Ordering::Acquire))
+            || (!self.epoch_ending() && self.held() < self.limit.load(Ordering::Acquire))
     }
 
     /// The tail released room or let an epoch marker out: wakes the head if it waits for it.

@@ -375,7 +375,7 @@ impl<T: Send + 'static, U: Send + 'static> MapStage<T, U> {
                     },
                 }
             } else {
-                group.room_below(limit - 1).await;
+                group.room(limit).await;
                 None
             };
             let Some(msg) = msg else { continue };
