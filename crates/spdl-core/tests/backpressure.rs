@@ -65,3 +65,65 @@ fn items_alive_are_bounded_by_queues_plus_concurrency() {
         "every item is freed when the pipeline is dropped"
     );
 }
+
+/// Items of [`peak_alive_stays_within_the_bound_while_items_flow`], counted apart from the
+/// other test's (the tests of this file run at the same time).
+static FLOWING: AtomicI64 = AtomicI64::new(0);
+static FLOWING_PEAK: AtomicI64 = AtomicI64::new(0);
+
+struct Flowing;
+
+impl Flowing {
+    fn new() -> Self {
+        let alive = FLOWING.fetch_add(1, Ordering::SeqCst) + 1;
+        FLOWING_PEAK.fetch_max(alive, Ordering::SeqCst);
+        Flowing
+    }
+}
+
+impl Drop for Flowing {
+    fn drop(&mut self) {
+        FLOWING.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The bound holds at every moment, not only at rest: with items flowing through a group of
+/// blocking stages whose lanes pass them on while the head admits more, and a consumer slower
+/// than the pipeline, the most items alive at once never exceeds it (plus the one the
+/// consumer holds).
+#[test]
+fn peak_alive_stays_within_the_bound_while_items_flow() {
+    let (c, q, sink) = (4, 2, 2);
+    let mut pipeline = PipelineBuilder::source(|_| (0..3000).map(|_| Flowing::new()))
+        .pipe(
+            Op::blocking(|t: Flowing| {
+                std::hint::black_box(&t);
+                Ok(Some(t))
+            }),
+            StageConfig::named("a").concurrency(c).queue_size(q),
+        )
+        .pipe(
+            Op::blocking(|t: Flowing| Ok(Some(t))),
+            StageConfig::named("b").concurrency(c).queue_size(q),
+        )
+        .sink(sink)
+        .build(2)
+        .unwrap();
+    for (i, item) in pipeline.iter().enumerate() {
+        let item = item.unwrap();
+        if i % 8 == 0 {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        drop(item);
+    }
+    // source thread + its queue + the group's admission limits (2c each; the queue between
+    // the grouped stages holds nothing) + sink + the consumer's item
+    let bound = 1 + q + 2 * c + 2 * c + sink + 1;
+    let peak = FLOWING_PEAK.load(Ordering::SeqCst);
+    assert!(
+        peak <= bound as i64,
+        "peak {peak} items alive, bound {bound}"
+    );
+    drop(pipeline);
+    assert_eq!(FLOWING.load(Ordering::SeqCst), 0);
+}

@@ -1,8 +1,9 @@
 //! Lanes: how a stage's blocking work runs on the worker pool. A lane is one pool job that
 //! keeps taking the stage's queued jobs until none is left, so a busy stage costs one channel
 //! hand-off per job rather than one pool submission; at most `max` lanes (the stage's
-//! concurrency) run at once. A lane never waits: with nothing queued it ends, and the next
-//! [`Lanes::push`] starts one again.
+//! concurrency) run at once. A lane never waits long: with nothing queued it looks again for
+//! up to [`crate::exec::spin::SPIN`] (unless other jobs wait for a worker), then ends, and the
+//! next [`Lanes::push`] starts one again.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

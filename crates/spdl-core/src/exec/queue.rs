@@ -22,7 +22,11 @@ pub(crate) struct QueueMeter {
 }
 
 struct MeterInner {
-    len: usize,
+    /// Items in the queue as the meter counts them. A put is counted just after the item is
+    /// in, so its get (on another thread) may be counted first: the count then dips below
+    /// zero for a moment instead of losing that get, and the non-empty clock runs from a
+    /// count of 1 to the next count of 0.
+    len: i64,
     items: u64,
     nonempty_since: Option<Instant>,
     nonempty_total: Duration,
@@ -62,10 +66,10 @@ impl QueueMeter {
         let mut m = self.lock();
         m.put_wait += waited;
         m.put_hist.record(waited);
-        if m.len == 0 {
+        m.len += 1;
+        if m.len == 1 {
             m.nonempty_since = Some(Instant::now());
         }
-        m.len += 1;
     }
 
     fn on_get(&self, waited: Duration) {
@@ -73,7 +77,7 @@ impl QueueMeter {
         m.get_wait += waited;
         m.get_hist.record(waited);
         m.items += 1;
-        m.len = m.len.saturating_sub(1);
+        m.len -= 1;
         if m.len == 0 {
             if let Some(t) = m.nonempty_since.take() {
                 m.nonempty_total += t.elapsed();
@@ -251,7 +255,8 @@ impl<T> QueueTx<T> {
                 Ok(())
             }
             Err(mpsc::error::TrySendError::Closed(_)) => Err(Closed),
-            // Only if another producer took the room meanwhile: wait the plain way.
+            // Not reached while the source is the queue's only producer; a second producer
+            // taking the room meanwhile would make this wait the plain way.
             Err(mpsc::error::TrySendError::Full(item)) => {
                 self.tx.blocking_send(item).map_err(|_| Closed)?;
                 self.meter.on_put(t.elapsed());
@@ -343,5 +348,28 @@ impl<T> QueueRx<T> {
     /// Closes the queue: senders fail from now on; items already queued can still be taken.
     pub(crate) fn close(&mut self) {
         self.rx.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A put counted after its get (the two happen on different threads) must not leave the
+    /// meter counting an item that is gone: the queue would then look non-empty forever.
+    #[test]
+    fn a_get_counted_before_its_put_leaves_the_queue_empty() {
+        let meter = QueueMeter::new("q".into(), 4);
+        meter.on_get(Duration::ZERO);
+        meter.on_put(Duration::ZERO);
+        assert_eq!(meter.lock().len, 0);
+        assert!(meter.lock().nonempty_since.is_none(), "the non-empty clock must not run");
+        // An ordinary put and get start and stop the clock.
+        meter.on_put(Duration::ZERO);
+        assert!(meter.lock().nonempty_since.is_some());
+        meter.on_get(Duration::ZERO);
+        assert_eq!(meter.lock().len, 0);
+        assert!(meter.lock().nonempty_since.is_none());
+        assert_eq!(meter.snapshot().items, 2);
     }
 }

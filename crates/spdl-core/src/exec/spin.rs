@@ -5,8 +5,11 @@
 //! cheap ops that was most of the engine's cost per item. So a thread about to sleep (the
 //! scheduler with no task to run, a lane with no job, the consumer on an empty queue) first
 //! yields its core for up to [`SPIN`], looking after each yield whether work has come. The
-//! wait is bounded and gives way to any other runnable thread, so a pipeline that is really
-//! idle, or whose ops take milliseconds, loses at most one `SPIN` per sleep.
+//! wait is bounded and offers the core to other runnable threads at each look (`sched_yield`:
+//! the kernel decides), so a pipeline that is really idle, or whose ops take milliseconds,
+//! spends at most one `SPIN` of CPU per sleep. Work that comes just over `SPIN` apart would
+//! have each of these threads look in vain every time: up to about one core's worth of CPU
+//! per looking thread, not more throughput.
 
 use std::time::{Duration, Instant};
 

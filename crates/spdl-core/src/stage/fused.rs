@@ -17,8 +17,10 @@
 //! of the head's input), epoch markers and backpressure (the group holds at most the sum of its
 //! stages' admission limits, fewer than with queues between them). The tail passes one skip
 //! per dropped source item, where unfused stages pass one per dropped intermediate output (a
-//! skip with no position). After a budget stops the group, the items it had admitted still go
-//! through every stage, as they drain from unfused stages.
+//! skip with no position; so a lone blocking stage, a group of one, passes no skip for an input
+//! that carried no position). After a budget stops the group, the items it had admitted still
+//! go through every stage, as they drain from unfused stages; the head, which learns of the
+//! stop from a lane, may have admitted one more item meanwhile.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
@@ -69,8 +71,11 @@ impl Group {
     }
 
     /// Items the group holds (running, waiting for their turn, or in the tail's outbox).
+    /// Never less than the truth: the tail raises `outbox` before it lowers `in_flight`
+    /// (`Tail::publish`), and this reads `in_flight` first.
     pub(crate) fn held(&self) -> usize {
-        self.in_flight.load(Ordering::Acquire) + self.outbox.load(Ordering::Acquire)
+        let in_flight = self.in_flight.load(Ordering::Acquire);
+        in_flight + self.outbox.load(Ordering::Acquire)
     }
 
     /// The head admitted one more ticket.
@@ -107,7 +112,7 @@ impl Group {
         self.room.notify_one();
     }
 
-    /// Wakes the head waiting on [`Group::stop_or_close`] or [`Group::room`].
+    /// Waits until the group stops or closes (the head waiting for input looks at that too).
     pub(crate) async fn stop_or_close(&self) {
         self.room.notified().await
     }
@@ -322,6 +327,7 @@ pub(crate) fn tail<W: Send + 'static>(
             settled: 0,
             marker: None,
             outbox: VecDeque::new(),
+            released: 0,
         }),
         output,
         group: group.clone(),
@@ -370,16 +376,25 @@ struct TailShared<W> {
 
 impl<W> TailShared<W> {
     fn lock(&self) -> std::sync::MutexGuard<'_, Tail<W>> {
-        // A panic while holding the lock (none is expected: ops run outside it) leaves the
-        // outbox and the order consistent: every step completes before the next begins.
+        // Poisoned only by a panic in `deliver` (an item's `Drop` once the output is gone, at
+        // shutdown), which closes the group.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// A ticket's messages (or a marker) from a lane or the head: into order, then on.
+    ///
+    /// Nothing here runs user code but an item's `Drop` (a message the closed output queue
+    /// handed back). Should that panic, the group closes: a lost ticket would otherwise
+    /// hold every later one back, and the consumer would wait forever.
     fn deliver(&self, m: ToTail<W>) {
-        let mut tail = self.lock();
-        tail.take(m);
-        self.pass_on(&mut tail);
+        let delivered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut tail = self.lock();
+            tail.take(m);
+            self.pass_on(&mut tail);
+        }));
+        if delivered.is_err() {
+            self.group.close();
+        }
     }
 
     /// Passes the outbox's messages, in order, while the output queue has room; the rest
@@ -446,6 +461,8 @@ struct Tail<W> {
     settled: u64,
     marker: Option<u64>,
     outbox: VecDeque<Msg<W>>,
+    /// Tickets moved to the outbox since the last `publish`.
+    released: usize,
 }
 
 impl<W> Tail<W> {
@@ -474,7 +491,9 @@ impl<W> Tail<W> {
     fn release(&mut self, msgs: Vec<Msg<W>>) {
         self.outbox.extend(msgs);
         self.settled += 1;
-        self.group.in_flight.fetch_sub(1, Ordering::AcqRel);
+        // Counted out of `in_flight` by `publish`, once the outbox's size is published: the
+        // head running meanwhile must not see the ticket in neither.
+        self.released += 1;
     }
 
     /// In completion order the marker goes out once every ticket before it is out.
@@ -486,11 +505,16 @@ impl<W> Tail<W> {
         }
     }
 
-    /// Tells the head how much the group holds now.
-    fn publish(&self) {
+    /// Tells the head how much the group holds now: the outbox first, then the tickets that
+    /// left `in_flight` for it (see [`Group::held`]).
+    fn publish(&mut self) {
         self.group
             .outbox
             .store(self.outbox.len(), Ordering::Release);
+        let released = std::mem::take(&mut self.released);
+        if released > 0 {
+            self.group.in_flight.fetch_sub(released, Ordering::AcqRel);
+        }
         self.group.on_release();
     }
 }
