@@ -363,7 +363,10 @@ mod tests {
         meter.on_get(Duration::ZERO);
         meter.on_put(Duration::ZERO);
         assert_eq!(meter.lock().len, 0);
-        assert!(meter.lock().nonempty_since.is_none(), "the non-empty clock must not run");
+        assert!(
+            meter.lock().nonempty_since.is_none(),
+            "the non-empty clock must not run"
+        );
         // An ordinary put and get start and stop the clock.
         meter.on_put(Duration::ZERO);
         assert!(meter.lock().nonempty_since.is_some());
