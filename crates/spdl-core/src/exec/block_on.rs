@@ -52,24 +52,10 @@ impl<T> Iterator for BlockingStream<T> {
     }
 }
 
-/// Polls `fut` from this thread until it is ready, parking in between; `fut` must not need a
-/// tokio reactor.
-pub(crate) fn block_on<F: Future>(fut: F) -> F::Output {
-    let mut fut = std::pin::pin!(fut);
-    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    loop {
-        if let Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
-            return out;
-        }
-        std::thread::park();
-    }
-}
-
-/// Polls `fut` from this thread until it is ready (`Some`) or `deadline` passes (`None`),
-/// parking in between. It needs no runtime, so it works while the pipeline's runtime shuts
-/// down; `fut` must not need a tokio reactor (a channel receive is fine).
-pub(crate) fn block_on_until<F: Future>(fut: F, deadline: Instant) -> Option<F::Output> {
+/// Polls `fut` from this thread until it is ready (`Some`) or `deadline`, if any, passes
+/// (`None`), parking in between. It needs no runtime, so it works while the pipeline's runtime
+/// shuts down; `fut` must not need a tokio reactor (a channel receive is fine).
+pub(crate) fn block_on_until<F: Future>(fut: F, deadline: Option<Instant>) -> Option<F::Output> {
     let mut fut = std::pin::pin!(fut);
     let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
     let mut cx = Context::from_waker(&waker);
@@ -77,10 +63,15 @@ pub(crate) fn block_on_until<F: Future>(fut: F, deadline: Instant) -> Option<F::
         if let Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
             return Some(out);
         }
-        let now = Instant::now();
-        if now >= deadline {
-            return None;
+        match deadline {
+            None => std::thread::park(),
+            Some(deadline) => {
+                let now = Instant::now();
+                if now >= deadline {
+                    return None;
+                }
+                std::thread::park_timeout(deadline - now);
+            }
         }
-        std::thread::park_timeout(deadline - now);
     }
 }

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
+use crate::exec::block_on::block_on_until;
 use crate::exec::spin::spin_until;
 use crate::stats::{Histogram, QueueStats};
 
@@ -246,23 +247,15 @@ impl<T> QueueTx<T> {
         };
         let t = Instant::now();
         let room = (self.meter.capacity / 2).max(1);
-        // The permits go back to the queue when dropped: they only mark the wait's end.
-        crate::exec::block_on::block_on(self.tx.reserve_many(room)).map_err(|_| Closed)?;
-        let waited = t.elapsed();
-        match self.tx.try_send(item) {
-            Ok(()) => {
-                self.meter.on_put(waited);
-                Ok(())
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => Err(Closed),
-            // Not reached while the source is the queue's only producer; a second producer
-            // taking the room meanwhile would make this wait the plain way.
-            Err(mpsc::error::TrySendError::Full(item)) => {
-                self.tx.blocking_send(item).map_err(|_| Closed)?;
-                self.meter.on_put(t.elapsed());
-                Ok(())
-            }
+        match block_on_until(self.tx.reserve_many(room), None) {
+            // The permits go back to the queue: they only mark the wait's end.
+            Some(Ok(permits)) => drop(permits),
+            _ => return Err(Closed),
         }
+        // There is room now, so this does not wait (unless another producer took it).
+        self.tx.blocking_send(item).map_err(|_| Closed)?;
+        self.meter.on_put(t.elapsed());
+        Ok(())
     }
 }
 
@@ -331,8 +324,7 @@ impl<T> QueueRx<T> {
     /// sleeps: a consumer faster than the pipeline would otherwise be put to sleep and woken
     /// for every item.
     pub(crate) fn blocking_recv(&mut self) -> Option<T> {
-        if let Ok(item) = self.rx.try_recv() {
-            self.meter.on_get(Duration::ZERO);
+        if let Ok(item) = self.try_recv() {
             return Some(item);
         }
         let t = Instant::now();

@@ -316,7 +316,7 @@ impl<T: Send + 'static> Pipeline<T> {
                 None => self.sink.blocking_recv(),
                 // Waits on this thread, without the runtime's timer: `StopHandle::stop` may
                 // shut the runtime down meanwhile.
-                Some(d) => match block_on_until(self.sink.recv(), Instant::now() + d) {
+                Some(d) => match block_on_until(self.sink.recv(), Some(Instant::now() + d)) {
                     Some(m) => m,
                     None => {
                         return Err(Error::new(
