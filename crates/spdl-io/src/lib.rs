@@ -56,6 +56,7 @@ pub mod batch;
 mod batch_loader;
 pub mod cache;
 pub mod decode;
+mod dtype;
 mod error;
 #[cfg(feature = "decode-ffmpeg")]
 pub mod ffmpeg;
@@ -74,6 +75,7 @@ pub use decode::{
     crop, sniff, ColorMode, DecodeOptions, Decoder, Image, ImageFormat, ImageInfo, Limits,
     Orientation, OutputShape, PixelData, Region, Registry, Scaled,
 };
+pub use dtype::DType;
 pub use error::{Error, ErrorKind, Result};
 pub use loader::{key_from_path, ImageLoader};
 pub use options::{ImageOptions, TransformKind};

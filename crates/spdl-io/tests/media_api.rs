@@ -14,10 +14,11 @@ use spdl_io::ffmpeg::bsf::{apply_bsf, Bsf};
 use spdl_io::ffmpeg::decoder::{decode_packets, Decoder};
 use spdl_io::ffmpeg::demux::{demux, Demuxer};
 use spdl_io::ffmpeg::encode::{AudioEncodeConfig, EncodeConfig, Encoder, Muxer, VideoEncodeConfig};
-use spdl_io::ffmpeg::frames::{FrameMemory, Frames, MediaKind, SampleType};
+use spdl_io::ffmpeg::frames::{FrameMemory, Frames, MediaKind};
 use spdl_io::ffmpeg::graph::FilterGraph;
 use spdl_io::ffmpeg::packets::Packets;
 use spdl_io::ffmpeg::{DecodeConfig, DemuxConfig};
+use spdl_io::DType;
 use spdl_io::{ErrorKind, MediaSource};
 use video_util::{ffmpeg, ffmpeg_rgb, largest_diff, max_diff, media, npy, read};
 
@@ -104,7 +105,7 @@ fn decode_packets_with_a_filter_string_gives_the_ffmpeg_command_line_bytes() {
     ] {
         let frames = decode_all(&packets, Some(desc));
         let a = frames.to_array().unwrap();
-        assert_eq!(a.dtype, SampleType::U8);
+        assert_eq!(a.dtype, DType::U8);
         assert_eq!(a.shape[1..], [frames.height(), frames.width(), 3]);
         assert!(
             a.data == ffmpeg_rgb(&path, desc),
@@ -249,7 +250,7 @@ fn audio_packets_decode_like_the_ffmpeg_command_line_and_in_windows() {
             (rate, ch, "fltp")
         );
         let a = f.to_array().unwrap();
-        assert_eq!(a.dtype, SampleType::F32);
+        assert_eq!(a.dtype, DType::F32);
         let refp = media(
             &file
                 .replace(".flac", ".npy")
@@ -275,7 +276,7 @@ fn audio_packets_decode_like_the_ffmpeg_command_line_and_in_windows() {
             let raw = decode_all(&p, None);
             assert_eq!(raw.format_name(), "s16");
             let a = raw.to_array().unwrap();
-            assert_eq!((a.dtype, a.shape[1]), (SampleType::I16, ch));
+            assert_eq!((a.dtype, a.shape[1]), (DType::I16, ch));
             assert!(a.data == ffmpeg(&path, &["-f", "s16le"]), "{file}");
         }
     }
@@ -566,7 +567,7 @@ fn serialized_packets_keep_their_side_data() {
     // As many samples as the ffmpeg command line gives (it applies the
     // record), with the same values.
     let cli = ffmpeg(&path, &["-f", "f32le"]);
-    assert_eq!(want.dtype, SampleType::F32);
+    assert_eq!(want.dtype, DType::F32);
     assert_eq!(want.data.len(), cli.len());
     let f32s = |b: &[u8]| -> Vec<f64> {
         b.chunks_exact(4)
@@ -827,7 +828,7 @@ mod encoding {
         let a = decode_all(&audio(&path), None).to_array().unwrap();
         assert_eq!(
             (a.dtype, a.shape.as_slice()),
-            (SampleType::I16, &[800usize, 2][..])
+            (DType::I16, &[800usize, 2][..])
         );
         assert!(a.data == bytes, "PCM round trip differs");
 
@@ -1061,7 +1062,7 @@ fn sixteen_bit_pixel_formats_convert_to_u16_arrays_like_the_ffmpeg_command_line(
         let desc = format!("format=pix_fmts={fmt}");
         let f = decode_first(&p, &desc, 3);
         let a = f.to_array().unwrap();
-        assert_eq!(a.dtype, SampleType::U16, "{fmt}");
+        assert_eq!(a.dtype, DType::U16, "{fmt}");
         assert_eq!(a.shape[1..], shape_of, "{fmt}");
         let want = ffmpeg(
             &path,

@@ -14,6 +14,7 @@ use pyo3::types::PyDict;
 
 use crate::buffer::CpuBuffer;
 use crate::cuda::{CudaBuffer, GpuError};
+use spdl_cuda::nvdec::NvdecConfig;
 #[cfg(feature = "decode-ffmpeg")]
 use spdl_io::ffmpeg::packets::Packets;
 
@@ -212,15 +213,16 @@ pub(crate) fn _decode_image_nvjpeg(
     }
 }
 
+/// The NVDEC configuration for a `codec` of coded size `width x height`, cropped then scaled;
+/// `ValueError` for a scale with one side given, or a request `NvdecConfig::check` refuses.
 fn nvdec_config(
     codec: String,
     width: usize,
     height: usize,
     crop: [usize; 4],
-    scale_width: i64,
-    scale_height: i64,
-) -> PyResult<spdl_cuda::nvdec::NvdecConfig> {
-    let scale = match (scale_width, scale_height) {
+    scale: (i64, i64),
+) -> PyResult<NvdecConfig> {
+    let scale = match scale {
         (w, h) if w > 0 && h > 0 => Some((w as usize, h as usize)),
         (w, h) if w < 0 && h < 0 => None,
         (w, h) => {
@@ -229,7 +231,7 @@ fn nvdec_config(
             )))
         }
     };
-    let config = spdl_cuda::nvdec::NvdecConfig {
+    let config = NvdecConfig {
         codec,
         width,
         height,
@@ -242,33 +244,114 @@ fn nvdec_config(
     Ok(config)
 }
 
-/// The native half of `nvdec_decoder`: checks the request (codec, crop, and the coded and
-/// output sizes against the default limits, before any device allocation), then the NVDEC
-/// library, then the driver, and returns when a decoder could be opened. `ValueError` for the
-/// request; `RuntimeError` `"NVDEC unavailable: libnvcuvid.so.1 not found ..."`, `"no CUDA
-/// driver: ..."`, or `"unsupported: ..."` in a build without `decode-nvdec`.
-#[pyfunction]
-#[allow(clippy::too_many_arguments)]
-#[pyo3(signature = (device_index, codec, width, height, crop_left, crop_top, crop_right, crop_bottom, scale_width, scale_height))]
-pub(crate) fn _nvdec_open(
-    py: Python<'_>,
+/// The native half of `NvDecDecoder`: an NVDEC request (device, crop `[left, top, right,
+/// bottom]` in pixels, scale `(width, height)`, `(-1, -1)`: keep), checked when it meets a
+/// codec (`open`) or packets (`decode`, `session`).
+#[pyclass(frozen, module = "spdl_rs._native", name = "_NvdecSpec")]
+pub(crate) struct NvdecSpec {
     device_index: usize,
-    codec: String,
-    width: usize,
-    height: usize,
-    crop_left: usize,
-    crop_top: usize,
-    crop_right: usize,
-    crop_bottom: usize,
-    scale_width: i64,
-    scale_height: i64,
-) -> PyResult<()> {
-    let crop = [crop_left, crop_top, crop_right, crop_bottom];
-    let config = nvdec_config(codec, width, height, crop, scale_width, scale_height)?;
-    let limits = spdl_io::Limits::default();
-    py.detach(|| spdl_cuda::nvdec::NvdecDecoder::new(device_index, config, &limits))
-        .map(|_| ())
-        .map_err(|e| GpuError::from(e).into())
+    crop: [usize; 4],
+    scale: (i64, i64),
+}
+
+impl NvdecSpec {
+    fn config(&self, codec: String, width: usize, height: usize) -> PyResult<NvdecConfig> {
+        nvdec_config(codec, width, height, self.crop, self.scale)
+    }
+}
+
+#[pymethods]
+impl NvdecSpec {
+    #[new]
+    fn new(device_index: usize, crop: [usize; 4], scale: (i64, i64)) -> Self {
+        NvdecSpec {
+            device_index,
+            crop,
+            scale,
+        }
+    }
+
+    /// The check of `nvdec_decoder`: the request for a `codec` of coded size `width x height`
+    /// (codec, crop, and the coded and output sizes against the default limits, before any
+    /// device allocation), then the NVDEC library, then the driver; returns when a decoder
+    /// could be opened. `ValueError` for the request; `RuntimeError` `"NVDEC unavailable:
+    /// libnvcuvid.so.1 not found ..."`, `"no CUDA driver: ..."`, or `"unsupported: ..."` in a
+    /// build without `decode-nvdec`.
+    fn open(&self, py: Python<'_>, codec: String, width: usize, height: usize) -> PyResult<()> {
+        let config = self.config(codec, width, height)?;
+        let limits = spdl_io::Limits::default();
+        py.detach(|| spdl_cuda::nvdec::NvdecDecoder::new(self.device_index, config, &limits))
+            .map(|_| ())
+            .map_err(|e| GpuError::from(e).into())
+    }
+
+    /// `NvDecDecoder.decode_packets` and `decode_packets_nvdec` (streaming is `session`): the
+    /// `VideoPackets` decoded by NVDEC (H.264/HEVC converted to Annex-B first), cropped then
+    /// scaled, as a list of `(CUDABuffer [n, H + H/2, W] uint8 NV12, [pts seconds])`,
+    /// `frames_per_batch` frames each (the last shorter). Errors: `TypeError` for other
+    /// objects, those of `open`, then `RuntimeError` naming the reason: sizes over the limits
+    /// in the bitstream itself, a malformed packet, what this GPU's NVDEC does not decode, or
+    /// the failed `cuvid*` / CUDA call.
+    fn decode(
+        &self,
+        py: Python<'_>,
+        packets: &Bound<'_, PyAny>,
+        frames_per_batch: usize,
+    ) -> PyResult<Vec<(CudaBuffer, Vec<f64>)>> {
+        #[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
+        {
+            let (pk, dec, mut annexb) = self.open_for_packets(py, packets)?;
+            let out = py.detach(|| -> Result<_, GpuError> {
+                let owned = nvdec_input(&pk, annexb.as_mut())?;
+                let refs: Vec<(&[u8], i64)> =
+                    owned.iter().map(|(b, t)| (b.as_slice(), *t)).collect();
+                Ok(dec.decode(&refs, frames_per_batch.max(1))?)
+            })?;
+            Ok(nvdec_batches(out, seconds_per_tick(&pk)))
+        }
+        #[cfg(not(all(feature = "decode-nvdec", feature = "decode-ffmpeg")))]
+        {
+            let _ = (py, packets, frames_per_batch);
+            Err(no_nvdec())
+        }
+    }
+
+    /// A streaming NVDEC session for `packets`' codec and coded size (the first chunk of a
+    /// video; its extradata sets up the Annex-B conversion), handing out batches of
+    /// `frames_per_batch` frames. Checks and errors in `open`'s order (`ValueError` for the
+    /// request, then `RuntimeError` `"NVDEC unavailable: ..."` / `"no CUDA driver: ..."`), then
+    /// `RuntimeError` when the parser cannot be made. Nothing is fed yet.
+    fn session(
+        &self,
+        py: Python<'_>,
+        packets: &Bound<'_, PyAny>,
+        frames_per_batch: usize,
+    ) -> PyResult<NvdecSession> {
+        if frames_per_batch == 0 {
+            return Err(PyValueError::new_err("num_frames must be >= 1, got 0"));
+        }
+        #[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
+        {
+            let (pk, dec, annexb) = self.open_for_packets(py, packets)?;
+            let live = py.detach(|| -> Result<_, GpuError> {
+                Ok(LiveSession {
+                    annexb,
+                    session: dec.session()?,
+                    codec: pk.codec().name(),
+                    seconds_per_tick: seconds_per_tick(&pk),
+                    frames_per_batch,
+                })
+            })?;
+            Ok(NvdecSession {
+                live: std::sync::Mutex::new(live),
+            })
+        }
+        #[cfg(not(all(feature = "decode-nvdec", feature = "decode-ffmpeg")))]
+        {
+            let _ = (py, packets);
+            Err(no_nvdec())
+        }
+    }
 }
 
 /// The packets of a `VideoPackets` (from `demux_video` or `Demuxer.streaming_demux`);
@@ -305,52 +388,33 @@ fn nvdec_input(
         .collect()
 }
 
-/// The NVDEC configuration for `pk`'s codec and size (the codec's `width` x `height`, what
-/// the decoder allocates for), cropped then scaled; `ValueError` as `nvdec_config`.
 #[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
-fn packets_config(
-    pk: &Packets,
-    crop: [usize; 4],
-    scale_width: i64,
-    scale_height: i64,
-) -> PyResult<spdl_cuda::nvdec::NvdecConfig> {
-    let c = pk.codec();
-    nvdec_config(
-        c.name(),
-        c.width() as usize,
-        c.height() as usize,
-        crop,
-        scale_width,
-        scale_height,
-    )
-}
-
-/// The `VideoPackets` `packets`, an NVDEC decoder on device `device_index` for their codec and
-/// coded size (cropped then scaled), and the Annex-B converter made from their extradata
-/// (`None` for codecs that need none), opened with the GIL released. Errors: those of
-/// `video_packets` and `packets_config`, then the decoder's or the converter's.
-#[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
-fn open_for_packets(
-    py: Python<'_>,
-    packets: &Bound<'_, PyAny>,
-    device_index: usize,
-    crop: [usize; 4],
-    scale_width: i64,
-    scale_height: i64,
-) -> PyResult<(
-    std::sync::Arc<Packets>,
-    spdl_cuda::nvdec::NvdecDecoder,
-    Option<spdl_cuda::nvdec::AnnexB>,
-)> {
-    let pk = video_packets(packets)?;
-    let config = packets_config(&pk, crop, scale_width, scale_height)?;
-    let (dec, annexb) = py.detach(|| -> Result<_, GpuError> {
-        let limits = spdl_io::Limits::default();
-        let dec = spdl_cuda::nvdec::NvdecDecoder::new(device_index, config, &limits)?;
-        let annexb = spdl_cuda::nvdec::AnnexB::new(&pk.codec().name(), pk.codec().extradata())?;
-        Ok((dec, annexb))
-    })?;
-    Ok((pk, dec, annexb))
+impl NvdecSpec {
+    /// The `VideoPackets` `packets`, an NVDEC decoder for their codec and coded size (the
+    /// codec's `width` x `height`, what the decoder allocates for), and the Annex-B converter
+    /// made from their extradata (`None` for codecs that need none), opened with the GIL
+    /// released. Errors: those of `video_packets` and `nvdec_config`, then the decoder's or
+    /// the converter's.
+    fn open_for_packets(
+        &self,
+        py: Python<'_>,
+        packets: &Bound<'_, PyAny>,
+    ) -> PyResult<(
+        std::sync::Arc<Packets>,
+        spdl_cuda::nvdec::NvdecDecoder,
+        Option<spdl_cuda::nvdec::AnnexB>,
+    )> {
+        let pk = video_packets(packets)?;
+        let c = pk.codec();
+        let config = self.config(c.name(), c.width() as usize, c.height() as usize)?;
+        let (dec, annexb) = py.detach(|| -> Result<_, GpuError> {
+            let limits = spdl_io::Limits::default();
+            let dec = spdl_cuda::nvdec::NvdecDecoder::new(self.device_index, config, &limits)?;
+            let annexb = spdl_cuda::nvdec::AnnexB::new(&c.name(), c.extradata())?;
+            Ok((dec, annexb))
+        })?;
+        Ok((pk, dec, annexb))
+    }
 }
 
 /// Seconds per tick of `pk`'s stream time base.
@@ -358,56 +422,6 @@ fn open_for_packets(
 fn seconds_per_tick(pk: &Packets) -> f64 {
     let (num, den) = pk.codec().time_base();
     f64::from(num) / f64::from(den.max(1))
-}
-
-/// The native half of `NvDecDecoder.decode_packets` and `decode_packets_nvdec` (streaming is
-/// `_nvdec_session`): the `VideoPackets` decoded by NVDEC on device
-/// `device_index` (H.264/HEVC converted to Annex-B first), cropped then scaled, as a list of
-/// `(CUDABuffer [n, H + H/2, W] uint8 NV12, [pts seconds])`, `frames_per_batch` frames each
-/// (the last shorter). Errors: `TypeError` for other objects, those of `_nvdec_open`, then
-/// `RuntimeError` naming the reason: sizes over the limits in the bitstream itself, a
-/// malformed packet, what this GPU's NVDEC does not decode, or the failed `cuvid*` / CUDA
-/// call.
-#[pyfunction]
-#[allow(clippy::too_many_arguments)]
-#[pyo3(signature = (packets, device_index, crop_left, crop_top, crop_right, crop_bottom, scale_width, scale_height, frames_per_batch))]
-pub(crate) fn _nvdec_decode(
-    py: Python<'_>,
-    packets: &Bound<'_, PyAny>,
-    device_index: usize,
-    crop_left: usize,
-    crop_top: usize,
-    crop_right: usize,
-    crop_bottom: usize,
-    scale_width: i64,
-    scale_height: i64,
-    frames_per_batch: usize,
-) -> PyResult<Vec<(CudaBuffer, Vec<f64>)>> {
-    let crop = [crop_left, crop_top, crop_right, crop_bottom];
-    #[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
-    {
-        let (pk, dec, mut annexb) =
-            open_for_packets(py, packets, device_index, crop, scale_width, scale_height)?;
-        let out = py.detach(|| -> Result<_, GpuError> {
-            let owned = nvdec_input(&pk, annexb.as_mut())?;
-            let refs: Vec<(&[u8], i64)> = owned.iter().map(|(b, t)| (b.as_slice(), *t)).collect();
-            Ok(dec.decode(&refs, frames_per_batch.max(1))?)
-        })?;
-        Ok(nvdec_batches(out, seconds_per_tick(&pk)))
-    }
-    #[cfg(not(all(feature = "decode-nvdec", feature = "decode-ffmpeg")))]
-    {
-        let _ = (
-            py,
-            packets,
-            device_index,
-            crop,
-            scale_width,
-            scale_height,
-            frames_per_batch,
-        );
-        Err(no_nvdec())
-    }
 }
 
 /// NVDEC output as Python gets it: `(CUDABuffer [n, H + H/2, W] uint8 NV12, [pts seconds])`
@@ -445,7 +459,7 @@ struct LiveSession {
 
 /// The native half of SPDL's streaming `NvDecDecoder` (`init_buffer`,
 /// `streaming_decode_packets`, `flush`): one NVDEC parser/decoder session kept alive across
-/// calls. Made by `_nvdec_session`; `feed` and `flush` release the GIL.
+/// calls. Made by `_NvdecSpec.session`; `feed` and `flush` release the GIL.
 #[pyclass(frozen, module = "spdl_rs.io", name = "_NvdecSession")]
 pub(crate) struct NvdecSession {
     #[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
@@ -521,55 +535,6 @@ fn no_nvdec() -> PyErr {
         "NVDEC unavailable: spdl_rs was built without NVDEC decoding (the `decode-nvdec` and \
          `decode-ffmpeg` features of crates/spdl-py; built_with_nvcodec() is False)",
     )
-}
-
-/// Opens a streaming NVDEC session for `packets`' codec and coded size (the first chunk of a
-/// video; its extradata sets up the Annex-B conversion) on device `device_index`, cropped
-/// then scaled, handing out batches of `frames_per_batch` frames. Checks and errors in
-/// `_nvdec_open`'s order (`ValueError` for the request, then `RuntimeError` `"NVDEC
-/// unavailable: ..."` / `"no CUDA driver: ..."`), then `RuntimeError` when the parser
-/// cannot be made. Nothing is fed yet.
-#[pyfunction]
-#[allow(clippy::too_many_arguments)]
-#[pyo3(signature = (packets, device_index, crop_left, crop_top, crop_right, crop_bottom, scale_width, scale_height, frames_per_batch))]
-pub(crate) fn _nvdec_session(
-    py: Python<'_>,
-    packets: &Bound<'_, PyAny>,
-    device_index: usize,
-    crop_left: usize,
-    crop_top: usize,
-    crop_right: usize,
-    crop_bottom: usize,
-    scale_width: i64,
-    scale_height: i64,
-    frames_per_batch: usize,
-) -> PyResult<NvdecSession> {
-    if frames_per_batch == 0 {
-        return Err(PyValueError::new_err("num_frames must be >= 1, got 0"));
-    }
-    let crop = [crop_left, crop_top, crop_right, crop_bottom];
-    #[cfg(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))]
-    {
-        let (pk, dec, annexb) =
-            open_for_packets(py, packets, device_index, crop, scale_width, scale_height)?;
-        let live = py.detach(|| -> Result<_, GpuError> {
-            Ok(LiveSession {
-                annexb,
-                session: dec.session()?,
-                codec: pk.codec().name(),
-                seconds_per_tick: seconds_per_tick(&pk),
-                frames_per_batch,
-            })
-        })?;
-        Ok(NvdecSession {
-            live: std::sync::Mutex::new(live),
-        })
-    }
-    #[cfg(not(all(feature = "decode-nvdec", feature = "decode-ffmpeg")))]
-    {
-        let _ = (py, packets, device_index, crop, scale_width, scale_height);
-        Err(no_nvdec())
-    }
 }
 
 /// The packets of `VideoPackets` as NVDEC's parser is fed them, concatenated: H.264/HEVC from

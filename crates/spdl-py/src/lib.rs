@@ -184,9 +184,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         function gpu_decode::nvjpeg_fallback_reason;
         function gpu_decode::nvjpeg_stats;
         function gpu_decode::_decode_image_nvjpeg;
-        function gpu_decode::_nvdec_open;
-        function gpu_decode::_nvdec_decode;
-        function gpu_decode::_nvdec_session;
+        class gpu_decode::NvdecSpec;
         class gpu_decode::NvdecSession;
         function gpu_decode::_packets_annexb;
         function gpu_decode::_nv12_to_planar;

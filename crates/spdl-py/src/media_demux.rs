@@ -471,50 +471,39 @@ fn demux_one(
     packets_to_py(py, p)
 }
 
-/// SPDL's `demux_video(src, *, timestamp=None, demux_config=None, bsf=None, name=None)`:
-/// `VideoPackets` of the default video stream (see `Demuxer`), GIL released.
-#[pyfunction]
-#[pyo3(signature = (src, *, timestamp=None, demux_config=None, bsf=None, name=None))]
-pub(crate) fn demux_video(
-    py: Python<'_>,
-    src: &Bound<'_, PyAny>,
-    timestamp: Option<&Bound<'_, PyAny>>,
-    demux_config: Option<&Bound<'_, PyAny>>,
-    bsf: Option<&str>,
-    name: Option<&str>,
-) -> PyResult<Py<PyAny>> {
-    demux_one(
-        py,
-        MediaKind::Video,
-        src,
-        timestamp,
-        demux_config,
-        bsf,
-        name,
-    )
+/// Declares `$name(src, *, timestamp=None, demux_config=None, bsf=None, name=None)`, SPDL's
+/// one-shot demuxing of the default `$kind` stream (see `Demuxer`), GIL released.
+macro_rules! demux_function {
+    ($(#[$doc:meta])* $name:ident, $kind:expr) => {
+        $(#[$doc])*
+        #[pyfunction]
+        #[pyo3(signature = (src, *, timestamp=None, demux_config=None, bsf=None, name=None))]
+        pub(crate) fn $name(
+            py: Python<'_>,
+            src: &Bound<'_, PyAny>,
+            timestamp: Option<&Bound<'_, PyAny>>,
+            demux_config: Option<&Bound<'_, PyAny>>,
+            bsf: Option<&str>,
+            name: Option<&str>,
+        ) -> PyResult<Py<PyAny>> {
+            demux_one(py, $kind, src, timestamp, demux_config, bsf, name)
+        }
+    };
 }
 
-/// SPDL's `demux_audio(src, *, timestamp=None, demux_config=None, bsf=None, name=None)`.
-#[pyfunction]
-#[pyo3(signature = (src, *, timestamp=None, demux_config=None, bsf=None, name=None))]
-pub(crate) fn demux_audio(
-    py: Python<'_>,
-    src: &Bound<'_, PyAny>,
-    timestamp: Option<&Bound<'_, PyAny>>,
-    demux_config: Option<&Bound<'_, PyAny>>,
-    bsf: Option<&str>,
-    name: Option<&str>,
-) -> PyResult<Py<PyAny>> {
-    demux_one(
-        py,
-        MediaKind::Audio,
-        src,
-        timestamp,
-        demux_config,
-        bsf,
-        name,
-    )
-}
+demux_function!(
+    /// SPDL's `demux_video(src, *, timestamp=None, demux_config=None, bsf=None, name=None)`:
+    /// `VideoPackets` of the default video stream.
+    demux_video,
+    MediaKind::Video
+);
+
+demux_function!(
+    /// SPDL's `demux_audio(src, *, timestamp=None, demux_config=None, bsf=None, name=None)`:
+    /// `AudioPackets` of the default audio stream.
+    demux_audio,
+    MediaKind::Audio
+);
 
 /// SPDL's `demux_image(src, *, demux_config=None, bsf=None, name=None)`.
 #[pyfunction]

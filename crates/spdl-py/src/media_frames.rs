@@ -13,9 +13,8 @@ use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PySlice;
 
-use spdl_io::ffmpeg::frames::{
-    stack_arrays, FrameArray, FrameMemory, Frames, MediaKind, SampleType,
-};
+use spdl_io::ffmpeg::frames::{stack_arrays, FrameArray, FrameMemory, Frames, MediaKind};
+use spdl_io::DType;
 
 use crate::buffer::CpuBuffer;
 use crate::error::io_err;
@@ -128,20 +127,14 @@ media_pymethods! {
     }
 }
 
-/// A `CPUBuffer` holding `a`: `uint8` pixels / samples are moved; `int16`, `int32`, `int64`,
-/// `float32` and `float64` samples are copied once into aligned memory of that dtype.
+/// A `CPUBuffer` holding `a`: `uint8` pixels / samples are moved; samples of the other types
+/// are copied once into memory aligned for their dtype.
 fn buffer_of(a: FrameArray, key: String) -> PyResult<CpuBuffer> {
-    let dtype = match a.dtype {
-        SampleType::U8 => return Ok(CpuBuffer::from_u8(a.data, a.shape, key)),
-        SampleType::U16 => spdl_cuda::DType::U16,
-        SampleType::I16 => spdl_cuda::DType::I16,
-        SampleType::I32 => spdl_cuda::DType::I32,
-        SampleType::I64 => spdl_cuda::DType::I64,
-        SampleType::F32 => spdl_cuda::DType::F32,
-        SampleType::F64 => spdl_cuda::DType::F64,
-    };
+    if a.dtype == DType::U8 {
+        return Ok(CpuBuffer::from_u8(a.data, a.shape, key));
+    }
     Ok(CpuBuffer::from_bytes(
-        dtype,
+        a.dtype,
         a.shape,
         a.data,
         vec![key],

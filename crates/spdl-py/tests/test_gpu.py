@@ -420,7 +420,7 @@ def test_nvdec_streaming_methods_without_a_driver(packets):
     # The streaming methods' own checks, then the named error where the NVDEC session is
     # opened (the first streaming_decode_packets), on a decoder object made without the
     # driver check that nvdec_decoder() does first.
-    decoder = io.NvDecDecoder._make(0, (0, 0, 0, 0), (-1, -1))
+    decoder = io.NvDecDecoder._make(_native._NvdecSpec(0, (0, 0, 0, 0), (-1, -1)))
     assert list(decoder.flush()) == []  # no stream in progress
     with pytest.raises(RuntimeError, match="init_buffer"):
         decoder.streaming_decode_packets(packets)
@@ -433,9 +433,9 @@ def test_nvdec_streaming_methods_without_a_driver(packets):
         decoder.streaming_decode_packets(packets)
     assert list(decoder.flush()) == []
     with pytest.raises(RuntimeError, match="NVDEC unavailable: libnvcuvid.so.1 not found|decode-nvdec"):
-        _native._nvdec_session(packets, 0, 0, 0, 0, 0, -1, -1, 8)
+        _native._NvdecSpec(0, (0, 0, 0, 0), (-1, -1)).session(packets, 8)
     with pytest.raises(ValueError, match="num_frames"):
-        _native._nvdec_session(packets, 0, 0, 0, 0, 0, -1, -1, 0)
+        _native._NvdecSpec(0, (0, 0, 0, 0), (-1, -1)).session(packets, 0)
 
 
 @pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="the ffmpeg command is not installed")

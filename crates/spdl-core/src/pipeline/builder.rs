@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use futures_core::Stream;
 
-use super::handle::{Pipeline, Runtime};
+use super::handle::{Meters, Pipeline, Runtime};
 use crate::error::{BoxError, Error, ErrorKind, Result};
 use crate::exec::block_on::BlockingStream;
 use crate::exec::pool::{Submitter, WorkerPool};
@@ -481,9 +481,11 @@ impl<T: Send + 'static> PipelineBuilder<T> {
             runtime,
             ctx.commands,
             ctx.source_thread,
-            ctx.stages,
-            ctx.queues,
-            ctx.failures,
+            Meters {
+                stages: ctx.stages,
+                queues: ctx.queues,
+                failures: ctx.failures,
+            },
         );
         pipeline.set_prefetch_epochs(self.prefetch_epochs);
         Ok(pipeline)

@@ -168,9 +168,7 @@ pub struct Pipeline<T> {
     runtime: Runtime,
     commands: Option<crossbeam_channel::Sender<StartEpoch>>,
     source_thread: Option<JoinHandle<()>>,
-    stages: Vec<Arc<StageMeter>>,
-    queues: Vec<Arc<QueueMeter>>,
-    failures: Arc<Failures>,
+    meters: Meters,
     phase: Phase,
     epoch: u64,
     progress: Progress,
@@ -201,15 +199,21 @@ pub struct PipelineState {
     pub done_above: Vec<u64>,
 }
 
+/// What a pipeline reports from: the counters of every stage and queue (source first) and the
+/// failure accounting of the whole run.
+pub(crate) struct Meters {
+    pub(crate) stages: Vec<Arc<StageMeter>>,
+    pub(crate) queues: Vec<Arc<QueueMeter>>,
+    pub(crate) failures: Arc<Failures>,
+}
+
 impl<T: Send + 'static> Pipeline<T> {
     pub(crate) fn new(
         sink: QueueRx<Msg<T>>,
         runtime: Runtime,
         commands: Option<crossbeam_channel::Sender<StartEpoch>>,
         source_thread: Option<JoinHandle<()>>,
-        stages: Vec<Arc<StageMeter>>,
-        queues: Vec<Arc<QueueMeter>>,
-        failures: Arc<Failures>,
+        meters: Meters,
     ) -> Self {
         let mut threads = runtime.threads.clone();
         threads.extend(source_thread.as_ref().map(|t| t.thread().id()));
@@ -222,9 +226,7 @@ impl<T: Send + 'static> Pipeline<T> {
             runtime,
             commands,
             source_thread,
-            stages,
-            queues,
-            failures,
+            meters,
             phase: Phase::Idle,
             epoch: 0,
             progress: Progress::new(),
@@ -352,9 +354,9 @@ impl<T: Send + 'static> Pipeline<T> {
             }
             None => {
                 self.phase = Phase::Stopped;
-                Some(Err(self.failures.take_abort().unwrap_or_else(|| {
-                    Error::new(ErrorKind::Stopped, "the pipeline stopped")
-                })))
+                Some(Err(self.meters.failures.take_abort().unwrap_or_else(
+                    || Error::new(ErrorKind::Stopped, "the pipeline stopped"),
+                )))
             }
         }
     }
@@ -416,21 +418,21 @@ impl<T: Send + 'static> Pipeline<T> {
     /// A snapshot of every stage's and queue's statistics.
     pub fn stats(&self) -> PipelineStats {
         PipelineStats {
-            stages: self.stages.iter().map(|s| s.snapshot()).collect(),
-            queues: self.queues.iter().map(|q| q.snapshot()).collect(),
+            stages: self.meters.stages.iter().map(|s| s.snapshot()).collect(),
+            queues: self.meters.queues.iter().map(|q| q.snapshot()).collect(),
         }
     }
 
     /// The most recent failures (up to 5), oldest first, each naming its stage and position.
     pub fn last_errors(&self) -> Vec<String> {
-        self.failures.last_errors()
+        self.meters.failures.last_errors()
     }
 
     /// The error that stopped the pipeline (a failure budget exceeded) if the consumer has not
     /// received it yet; taking it means it will not be returned by `next_item` (SPDL 0.8's
     /// `stop()` raises such an unobserved failure once).
     pub fn take_unobserved_failure(&mut self) -> Option<Error> {
-        self.failures.take_abort()
+        self.meters.failures.take_abort()
     }
 
     /// Stops every stage and joins every thread. Idempotent; dropping the pipeline does it too.

@@ -39,15 +39,30 @@ impl AnnexB {
         }
     }
 
+    /// The fixed part of a decoder configuration record `x` (`record`, stored as `box_name`):
+    /// checks version 1 and at least `min_len` bytes, and reads the NAL length size from the
+    /// low 2 bits of byte `fixed - 1`. Returns it and a reader at `fixed`, where the
+    /// parameter sets begin.
+    fn record_start<'a>(
+        x: &'a [u8],
+        box_name: &str,
+        record: &str,
+        min_len: usize,
+        fixed: usize,
+    ) -> Result<(usize, Reader<'a>)> {
+        if x.len() < min_len || x[0] != 1 {
+            return Err(Error::InvalidArgument(format!(
+                "{box_name} extradata: not an {record} (version 1, >= {min_len} bytes)"
+            )));
+        }
+        let length_size = usize::from(x[fixed - 1] & 3) + 1;
+        Ok((length_size, Reader { buf: x, pos: fixed }))
+    }
+
     fn from_avcc(x: &[u8]) -> Result<AnnexB> {
         let bad = |what: &str| Error::InvalidArgument(format!("avcC extradata: {what}"));
-        if x.len() < 7 || x[0] != 1 {
-            return Err(bad(
-                "not an AVCDecoderConfigurationRecord (version 1, >= 7 bytes)",
-            ));
-        }
-        let length_size = usize::from(x[4] & 3) + 1;
-        let mut r = Reader { buf: x, pos: 5 };
+        let (length_size, mut r) =
+            Self::record_start(x, "avcC", "AVCDecoderConfigurationRecord", 7, 5)?;
         let mut header = Vec::new();
         let sps = r.u8().ok_or_else(|| bad("truncated"))? & 0x1f;
         for _ in 0..sps {
@@ -64,13 +79,8 @@ impl AnnexB {
 
     fn from_hvcc(x: &[u8]) -> Result<AnnexB> {
         let bad = |what: &str| Error::InvalidArgument(format!("hvcC extradata: {what}"));
-        if x.len() < 23 || x[0] != 1 {
-            return Err(bad(
-                "not an HEVCDecoderConfigurationRecord (version 1, >= 23 bytes)",
-            ));
-        }
-        let length_size = usize::from(x[21] & 3) + 1;
-        let mut r = Reader { buf: x, pos: 22 };
+        let (length_size, mut r) =
+            Self::record_start(x, "hvcC", "HEVCDecoderConfigurationRecord", 23, 22)?;
         let mut header = Vec::new();
         let arrays = r.u8().ok_or_else(|| bad("truncated"))?;
         for _ in 0..arrays {

@@ -11,7 +11,7 @@ use std::ffi::{c_char, CStr, CString};
 
 use ffmpeg_next::{self as ff, ffi};
 
-use crate::{Error, ErrorKind, Result};
+use crate::{DType, Error, ErrorKind, Result};
 
 /// What the frames hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,38 +35,6 @@ impl MediaKind {
     }
 }
 
-/// Element type of a converted array.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SampleType {
-    /// `uint8` (pixels, `u8` audio).
-    U8,
-    /// `uint16` (16-bit and high-bit-depth pixels, e.g. `gray16le`, `rgb48le`,
-    /// `yuv420p10le`: one native-endian element per sample).
-    U16,
-    /// `int16` (`s16` audio).
-    I16,
-    /// `int32` (`s32` audio).
-    I32,
-    /// `int64` (`s64` audio).
-    I64,
-    /// `float32` (`flt` audio).
-    F32,
-    /// `float64` (`dbl` audio).
-    F64,
-}
-
-impl SampleType {
-    /// Bytes per element.
-    pub fn size(self) -> usize {
-        match self {
-            SampleType::U8 => 1,
-            SampleType::I16 | SampleType::U16 => 2,
-            SampleType::I32 | SampleType::F32 => 4,
-            SampleType::I64 | SampleType::F64 => 8,
-        }
-    }
-}
-
 /// A contiguous row-major array: `shape`, element type and native-endian
 /// bytes (`data.len() == product(shape) * dtype.size()`).
 #[derive(Debug, Clone, PartialEq)]
@@ -74,7 +42,7 @@ pub struct FrameArray {
     /// Dimensions, outermost first.
     pub shape: Vec<usize>,
     /// Element type.
-    pub dtype: SampleType,
+    pub dtype: DType,
     /// The elements.
     pub data: Vec<u8>,
 }
@@ -292,21 +260,21 @@ fn row_width(layout: PixLayout, w: usize) -> usize {
     }
 }
 
-fn audio_type(fmt: ffi::AVSampleFormat) -> Option<(SampleType, bool)> {
+fn audio_type(fmt: ffi::AVSampleFormat) -> Option<(DType, bool)> {
     use ffi::AVSampleFormat::*;
     Some(match fmt {
-        AV_SAMPLE_FMT_U8 => (SampleType::U8, false),
-        AV_SAMPLE_FMT_U8P => (SampleType::U8, true),
-        AV_SAMPLE_FMT_S16 => (SampleType::I16, false),
-        AV_SAMPLE_FMT_S16P => (SampleType::I16, true),
-        AV_SAMPLE_FMT_S32 => (SampleType::I32, false),
-        AV_SAMPLE_FMT_S32P => (SampleType::I32, true),
-        AV_SAMPLE_FMT_S64 => (SampleType::I64, false),
-        AV_SAMPLE_FMT_S64P => (SampleType::I64, true),
-        AV_SAMPLE_FMT_FLT => (SampleType::F32, false),
-        AV_SAMPLE_FMT_FLTP => (SampleType::F32, true),
-        AV_SAMPLE_FMT_DBL => (SampleType::F64, false),
-        AV_SAMPLE_FMT_DBLP => (SampleType::F64, true),
+        AV_SAMPLE_FMT_U8 => (DType::U8, false),
+        AV_SAMPLE_FMT_U8P => (DType::U8, true),
+        AV_SAMPLE_FMT_S16 => (DType::I16, false),
+        AV_SAMPLE_FMT_S16P => (DType::I16, true),
+        AV_SAMPLE_FMT_S32 => (DType::I32, false),
+        AV_SAMPLE_FMT_S32P => (DType::I32, true),
+        AV_SAMPLE_FMT_S64 => (DType::I64, false),
+        AV_SAMPLE_FMT_S64P => (DType::I64, true),
+        AV_SAMPLE_FMT_FLT => (DType::F32, false),
+        AV_SAMPLE_FMT_FLTP => (DType::F32, true),
+        AV_SAMPLE_FMT_DBL => (DType::F64, false),
+        AV_SAMPLE_FMT_DBLP => (DType::F64, true),
         _ => return None,
     })
 }
@@ -624,11 +592,7 @@ impl Frames {
         };
         Ok(FrameArray {
             shape,
-            dtype: if es == 2 {
-                SampleType::U16
-            } else {
-                SampleType::U8
-            },
+            dtype: if es == 2 { DType::U16 } else { DType::U8 },
             data,
         })
     }

@@ -510,19 +510,15 @@ class NvDecDecoder:
         raise RuntimeError("use spdl_rs.io.nvdec_decoder(cuda_config, codec) to make an NvDecDecoder")
 
     @classmethod
-    def _make(cls, device_index: int, crop: tuple[int, int, int, int], scale: tuple[int, int]) -> NvDecDecoder:
+    def _make(cls, spec: Any) -> NvDecDecoder:
         self = cls.__new__(cls)
-        self._device_index = device_index
-        self._crop = crop
-        self._scale = scale
+        self._spec = spec  # a checked _native._NvdecSpec: device, crop and scale
         self._num_frames: int | None = None
         self._session: Any = None
         return self
 
     def _decode(self, packets: Any, frames_per_batch: int) -> list[tuple[CUDABuffer, list[float]]]:
-        return _native._nvdec_decode(
-            packets, self._device_index, *self._crop, *self._scale, frames_per_batch
-        )
+        return self._spec.decode(packets, frames_per_batch)
 
     def decode_packets(self, packets: Any) -> CUDABuffer:
         """Every frame of ``packets`` (``VideoPackets`` from ``demux_video``; H.264/HEVC are
@@ -552,9 +548,7 @@ class NvDecDecoder:
                 "NvDecDecoder.streaming_decode_packets: call init_buffer(num_frames) first"
             )
         if self._session is None:
-            self._session = _native._nvdec_session(
-                packets, self._device_index, *self._crop, *self._scale, self._num_frames
-            )
+            self._session = self._spec.session(packets, self._num_frames)
         return [buf for buf, _ in self._session.feed(packets)]
 
     def streaming_decode_packets(self, packets: Any) -> Iterator[CUDABuffer]:
@@ -626,8 +620,9 @@ def nvdec_decoder(
     for k, v in zip(("crop_left", "crop_top", "crop_right", "crop_bottom"), crop):
         if v < 0:
             raise ValueError(f"nvdec_decoder: {k} must be >= 0, got {v}")
-    _native._nvdec_open(cfg.device_index, name, width, height, *crop, scale_width, scale_height)
-    return NvDecDecoder._make(cfg.device_index, crop, (scale_width, scale_height))
+    spec = _native._NvdecSpec(cfg.device_index, crop, (scale_width, scale_height))
+    spec.open(name, width, height)
+    return NvDecDecoder._make(spec)
 
 
 def decode_packets_nvdec(

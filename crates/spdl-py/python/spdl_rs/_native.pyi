@@ -1028,44 +1028,16 @@ def _decode_image_nvjpeg(
     single: bool,
     bgr: bool = False,
 ) -> CUDABuffer: ...
-def _nvdec_open(
-    device_index: int,
-    codec: str,
-    width: int,
-    height: int,
-    crop_left: int,
-    crop_top: int,
-    crop_right: int,
-    crop_bottom: int,
-    scale_width: int,
-    scale_height: int,
-) -> None: ...
-def _nvdec_decode(
-    packets: VideoPackets,
-    device_index: int,
-    crop_left: int,
-    crop_top: int,
-    crop_right: int,
-    crop_bottom: int,
-    scale_width: int,
-    scale_height: int,
-    frames_per_batch: int,
-) -> list[tuple[CUDABuffer, list[float]]]: ...
+class _NvdecSpec:
+    def __init__(self, device_index: int, crop: tuple[int, int, int, int], scale: tuple[int, int]) -> None: ...
+    def open(self, codec: str, width: int, height: int) -> None: ...
+    def decode(self, packets: VideoPackets, frames_per_batch: int) -> list[tuple[CUDABuffer, list[float]]]: ...
+    def session(self, packets: VideoPackets, frames_per_batch: int) -> _NvdecSession: ...
+
 class _NvdecSession:
     def feed(self, packets: VideoPackets) -> list[tuple[CUDABuffer, list[float]]]: ...
     def flush(self) -> list[tuple[CUDABuffer, list[float]]]: ...
 
-def _nvdec_session(
-    packets: VideoPackets,
-    device_index: int,
-    crop_left: int,
-    crop_top: int,
-    crop_right: int,
-    crop_bottom: int,
-    scale_width: int,
-    scale_height: int,
-    frames_per_batch: int,
-) -> _NvdecSession: ...
 def _packets_annexb(packets: VideoPackets) -> bytes: ...
 def _nv12_to_planar(data: Any, coeff: int = 1, bgr: bool = False) -> CPUBuffer: ...
 def _copy_into_storage(storage: CPUStorage, buffer: CPUBuffer) -> CPUBuffer: ...

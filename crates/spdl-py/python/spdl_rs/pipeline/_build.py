@@ -62,22 +62,15 @@ def build_pipeline(
     Raises ``TypeError`` if ``cfg`` is not a ``PipelineConfig``, and what
     ``PipelineBuilder.build`` raises.
     """
+    # `PipelineBuilder.build`'s keywords, taken while the locals are exactly the parameters.
+    build_args = {k: v for k, v in locals().items() if k not in ("cfg", "background_tasks")}
     if not isinstance(cfg, PipelineConfig):
         raise TypeError(f"build_pipeline takes a PipelineConfig, got {type(cfg).__name__}")
     if background_tasks is not None and not all(callable(t) for t in background_tasks):
         raise TypeError("background_tasks must be a sequence of callables (BackgroundTask factories)")
     builder = config_to_builder(cfg, num_threads=num_threads)
     builder._background_tasks = background_tasks
-    return builder.build(
-        num_threads=num_threads,
-        max_failures=max_failures,
-        report_stats_interval=report_stats_interval,
-        queue_class=queue_class,
-        task_hook_factory=task_hook_factory,
-        stage_id=stage_id,
-        use_thread_output_queue=use_thread_output_queue,
-        prefetch_epochs=prefetch_epochs,
-    )
+    return builder.build(**build_args)
 
 
 ################################################################################

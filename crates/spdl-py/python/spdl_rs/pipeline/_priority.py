@@ -265,12 +265,16 @@ class _DispatchPool(_PriorityPool):
     """A standard executor fed from the priority queue: at most ``max_workers`` tasks are
     inside it at once, so a free worker always gets the best task waiting here."""
 
-    def _start(self, inner: Executor, max_workers: int) -> None:
-        self._inner = inner
-        self._slots = max_workers
+    _inner_class: type[Executor]  # the standard pool the tasks run in
+
+    def __init__(self, max_workers: int | None = None, **kwargs: Any) -> None:
+        self._kwargs = {"max_workers": max_workers, **kwargs}
+        self._inner = self._inner_class(**self._kwargs)
+        self._slots = self._inner._max_workers  # type: ignore[attr-defined]
         self._queue = _Queue()
         self._lock = threading.Lock()
         self._closed = False
+        self._register()
 
     def _submit(self, priority: int, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Future:
         fut: Future = Future()
@@ -340,11 +344,7 @@ class PriorityProcessPoolExecutor(_DispatchPool):
     Use :meth:`get_executor` for each stage.
     """
 
-    def __init__(self, max_workers: int | None = None, **kwargs: Any) -> None:
-        self._kwargs = {"max_workers": max_workers, **kwargs}
-        inner = ProcessPoolExecutor(max_workers=max_workers, **kwargs)
-        self._start(inner, inner._max_workers)
-        self._register()
+    _inner_class = ProcessPoolExecutor
 
 
 if sys.version_info >= (3, 14):
@@ -355,24 +355,7 @@ if sys.version_info >= (3, 14):
         :class:`concurrent.futures.InterpreterPoolExecutor`. Use :meth:`get_executor` for
         each stage."""
 
-        def __init__(
-            self,
-            max_workers: int | None = None,
-            thread_name_prefix: str = "",
-            initializer: Callable[..., object] | None = None,
-            initargs: tuple[Any, ...] = (),
-        ) -> None:
-            from concurrent.futures import InterpreterPoolExecutor
-
-            self._kwargs = {
-                "max_workers": max_workers,
-                "thread_name_prefix": thread_name_prefix,
-                "initializer": initializer,
-                "initargs": initargs,
-            }
-            inner = InterpreterPoolExecutor(**self._kwargs)
-            self._start(inner, inner._max_workers)
-            self._register()
+        from concurrent.futures import InterpreterPoolExecutor as _inner_class
 
 else:
 

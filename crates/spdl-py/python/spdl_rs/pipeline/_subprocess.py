@@ -535,6 +535,8 @@ def run_pipeline_in_subprocess(
     children); ``pickle.PicklingError``/``TypeError`` if ``cfg`` does not pickle; and what
     :func:`iterate_in_subprocess` raises.
     """
+    # `build_pipeline`'s keywords, taken while the locals are exactly the parameters.
+    build_args = {k: v for k, v in locals().items() if k not in ("cfg", "kwargs")}
     import warnings
 
     from ._pipeline import PipelineBuilder
@@ -554,16 +556,6 @@ def run_pipeline_in_subprocess(
     if unknown:
         raise TypeError(f"run_pipeline_in_subprocess got unexpected keyword arguments: {sorted(unknown)}")
     cfg = _portable_executors(cfg, daemon=bool(kwargs.get("daemon", False)))
-    build_args = dict(
-        num_threads=num_threads,
-        max_failures=max_failures,
-        report_stats_interval=report_stats_interval,
-        queue_class=queue_class,
-        task_hook_factory=task_hook_factory,
-        stage_id=stage_id,
-        background_tasks=background_tasks,
-        use_thread_output_queue=use_thread_output_queue,
-    )
     np_mod = sys.modules.get("numpy")
     np_state = np_mod.random.get_state() if np_mod is not None else None
     init = kwargs.pop("initializer", None)
