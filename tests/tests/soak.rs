@@ -167,7 +167,10 @@ fn fifty_epochs_do_not_grow() {
     // (where the reads run) has no fixed size: a read that starts while the previous read's
     // thread is not yet back idle gets a new thread, so on a loaded machine the count steps up
     // now and then (seen: 14 to 33 once, then flat); idle threads only go after 10 s.
-    let rises = threads[WARM_UP..].windows(2).filter(|w| w[1] > w[0]).count();
+    let rises = threads[WARM_UP..]
+        .windows(2)
+        .filter(|w| w[1] > w[0])
+        .count();
     assert!(
         rises <= MAX_THREAD_RISES,
         "the thread count rose in {rises} of {} epochs: {threads:?}",

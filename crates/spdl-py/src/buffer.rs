@@ -12,6 +12,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 use spdl_cuda::DType;
 
+use crate::dlpack::DlpackArgs;
+
 /// The owned samples. Never read or resized by Rust after construction: views write through
 /// the raw pointer taken once in [`Memory::new`].
 enum Storage {
@@ -400,28 +402,15 @@ impl CpuBuffer {
     /// as the array API requires and has no effect on host memory.
     ///
     /// Raises `BufferError` when a copy or another device is demanded.
-    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
-    fn __dlpack__(
-        &self,
-        py: Python<'_>,
-        stream: Option<Bound<'_, PyAny>>,
-        max_version: Option<Bound<'_, PyAny>>,
-        dl_device: Option<(i32, i32)>,
-        copy: Option<bool>,
-    ) -> PyResult<Py<PyAny>> {
-        // Host memory: no stream to synchronize with, but the argument is still checked
-        // (the DLPack protocol: an integer or None).
-        if let Some(s) = stream.as_ref().filter(|s| !s.is_none()) {
-            if s.extract::<i64>().is_err() {
-                return Err(pyo3::exceptions::PyTypeError::new_err(format!(
-                    "stream must be an int or None, got {}",
-                    s.get_type().name()?
-                )));
-            }
-        }
-        crate::dlpack::check_dlpack_args((1, 0), dl_device, copy, "CPUBuffer")?;
-        let versioned = crate::dlpack::wants_versioned(max_version.as_ref())?;
-        crate::dlpack::capsule(py, self.host_view().into_export(), versioned)
+    // The standard keywords, parsed by `DlpackArgs` (what `inspect.signature` shows).
+    #[pyo3(
+        signature = (**kw),
+        text_signature = "($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)"
+    )]
+    fn __dlpack__(&self, py: Python<'_>, kw: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyAny>> {
+        let args = DlpackArgs::parse(kw, (1, 0), "CPUBuffer")?;
+        args.check_host_stream()?;
+        crate::dlpack::capsule(py, self.host_view().into_export(), args.versioned)
     }
 
     /// Buffer protocol: a writable, C-contiguous view of the memory.

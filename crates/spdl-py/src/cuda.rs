@@ -24,7 +24,7 @@ use spdl_cuda::{
 };
 
 use crate::buffer::{CpuBuffer, HostView};
-use crate::dlpack::{cai_dict, capsule, check_dlpack_args, consumer_stream, wants_versioned};
+use crate::dlpack::{cai_dict, capsule, DlpackArgs};
 use crate::lock;
 use crate::reserved::Reserved;
 
@@ -354,22 +354,18 @@ impl CudaBuffer {
     /// `cudaStream_t`; the stream is made to wait (on the GPU, the host does not block) for
     /// the copy that fills the buffer. `-1`: no synchronization. `0` raises `ValueError`.
     /// Raises `BufferError` for `copy=True` or a `dl_device` other than this device.
-    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
-    fn __dlpack__(
-        &self,
-        py: Python<'_>,
-        stream: Option<Bound<'_, PyAny>>,
-        max_version: Option<Bound<'_, PyAny>>,
-        dl_device: Option<(i32, i32)>,
-        copy: Option<bool>,
-    ) -> PyResult<Py<PyAny>> {
-        check_dlpack_args(self.__dlpack_device__(), dl_device, copy, "CUDABuffer")?;
-        let consumer = consumer_stream(stream.as_ref())?;
-        let versioned = wants_versioned(max_version.as_ref())?;
+    // The standard keywords, parsed by `DlpackArgs` (what `inspect.signature` shows).
+    #[pyo3(
+        signature = (**kw),
+        text_signature = "($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)"
+    )]
+    fn __dlpack__(&self, py: Python<'_>, kw: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyAny>> {
+        let args = DlpackArgs::parse(kw, self.__dlpack_device__(), "CUDABuffer")?;
+        let consumer = args.consumer_stream()?;
         // SAFETY: the DLPack protocol makes the caller pass its own live stream of this
         // device (or 1, 2, -1), which is what `export` requires.
         let export = py.detach(|| unsafe { self.export(consumer) })?;
-        capsule(py, export, versioned)
+        capsule(py, export, args.versioned)
     }
 
     /// The CUDA Array Interface (version 3): `shape`, `typestr`, `data` (device pointer,
@@ -400,21 +396,19 @@ impl ExportProbe {
         self.export.dlpack_device()
     }
 
-    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
-    fn __dlpack__(
-        &self,
-        py: Python<'_>,
-        stream: Option<Bound<'_, PyAny>>,
-        max_version: Option<Bound<'_, PyAny>>,
-        dl_device: Option<(i32, i32)>,
-        copy: Option<bool>,
-    ) -> PyResult<Py<PyAny>> {
-        check_dlpack_args(self.__dlpack_device__(), dl_device, copy, "_ExportProbe")?;
+    // The standard keywords, parsed by `DlpackArgs` (what `inspect.signature` shows).
+    #[pyo3(
+        signature = (**kw),
+        text_signature = "($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)"
+    )]
+    fn __dlpack__(&self, py: Python<'_>, kw: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyAny>> {
+        let args = DlpackArgs::parse(kw, self.__dlpack_device__(), "_ExportProbe")?;
         if self.export.device.device_type == spdl_cuda::DLDeviceType::CUDA {
-            consumer_stream(stream.as_ref())?;
+            args.consumer_stream()?;
+        } else {
+            args.check_host_stream()?;
         }
-        let versioned = wants_versioned(max_version.as_ref())?;
-        capsule(py, self.export.clone(), versioned)
+        capsule(py, self.export.clone(), args.versioned)
     }
 
     #[getter]

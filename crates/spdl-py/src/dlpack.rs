@@ -11,49 +11,94 @@ use pyo3::types::{PyDict, PyTuple};
 use spdl_cuda::dlpack::{DLManagedTensor, DLManagedTensorVersioned};
 use spdl_cuda::{ConsumerStream, TensorExport};
 
-/// `BufferError` for a copy or another device demanded of a zero-copy export.
-pub(crate) fn check_dlpack_args(
-    own: (i32, i32),
-    dl_device: Option<(i32, i32)>,
-    copy: Option<bool>,
-    what: &str,
-) -> PyResult<()> {
-    if copy == Some(true) {
-        return Err(PyBufferError::new_err(format!(
-            "{what} exports without copying only (copy=True is not supported)"
-        )));
-    }
-    match dl_device {
-        Some(dev) if dev != own => Err(PyBufferError::new_err(format!(
-            "{what} lives on DLPack device {own:?}, cannot export to device {dev:?}"
-        ))),
-        _ => Ok(()),
-    }
+/// The keyword arguments of `__dlpack__` as the array API standard gives them (`stream`,
+/// `max_version`, `dl_device`, `copy`, each `None` by default), parsed and checked in one place
+/// for every exporter.
+pub(crate) struct DlpackArgs<'py> {
+    stream: Option<Bound<'py, PyAny>>,
+    /// The consumer takes the versioned capsule (`max_version >= (1, 0)`, DLPack 1.x).
+    pub(crate) versioned: bool,
 }
 
-/// The `stream` argument of `__dlpack__` for CUDA memory.
-pub(crate) fn consumer_stream(stream: Option<&Bound<'_, PyAny>>) -> PyResult<ConsumerStream> {
-    let raw = match stream {
-        None => None,
-        Some(s) if s.is_none() => None,
-        Some(s) => Some(s.extract::<i64>().map_err(|_| {
-            PyTypeError::new_err("__dlpack__: stream must be an int (a CUDA stream handle) or None")
-        })?),
-    };
-    ConsumerStream::from_dlpack_arg(raw).map_err(|e| PyValueError::new_err(e.to_string()))
-}
-
-/// Whether `max_version` allows the versioned (DLPack 1.x) capsule.
-pub(crate) fn wants_versioned(max_version: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
-    match max_version {
-        None => Ok(false),
-        Some(v) if v.is_none() => Ok(false),
-        Some(v) => {
-            let (major, _minor): (i64, i64) = v.extract().map_err(|_| {
-                PyTypeError::new_err("__dlpack__: max_version must be a (major, minor) tuple")
-            })?;
-            Ok(major >= 1)
+impl<'py> DlpackArgs<'py> {
+    /// The arguments `kwargs` given to the `__dlpack__` of `what`, which lives on DLPack
+    /// device `own`. `TypeError` naming an unknown keyword, or for a `dl_device` that is not a
+    /// `(type, id)` tuple, a `copy` that is not a bool, a `max_version` that is not a
+    /// `(major, minor)` tuple; then `BufferError` for `copy=True` or a `dl_device` other than
+    /// `own` (the export is zero-copy, on its own device).
+    pub(crate) fn parse(
+        kwargs: Option<&Bound<'py, PyDict>>,
+        own: (i32, i32),
+        what: &str,
+    ) -> PyResult<Self> {
+        let (mut stream, mut max_version, mut dl_device, mut copy) = (None, None, None, None);
+        for (key, value) in kwargs.into_iter().flatten() {
+            let slot = match key.extract::<String>()?.as_str() {
+                "stream" => &mut stream,
+                "max_version" => &mut max_version,
+                "dl_device" => &mut dl_device,
+                "copy" => &mut copy,
+                other => {
+                    return Err(PyTypeError::new_err(format!(
+                        "__dlpack__() got an unexpected keyword argument '{other}'"
+                    )))
+                }
+            };
+            *slot = Some(value).filter(|v| !v.is_none());
         }
+        let dl_device: Option<(i32, i32)> =
+            dl_device.map(|d| d.extract()).transpose().map_err(|_| {
+                PyTypeError::new_err("__dlpack__: dl_device must be a (type, id) tuple")
+            })?;
+        let copy: Option<bool> = copy
+            .map(|c| c.extract())
+            .transpose()
+            .map_err(|_| PyTypeError::new_err("__dlpack__: copy must be a bool or None"))?;
+        if copy == Some(true) {
+            return Err(PyBufferError::new_err(format!(
+                "{what} exports without copying only (copy=True is not supported)"
+            )));
+        }
+        if let Some(dev) = dl_device.filter(|&dev| dev != own) {
+            return Err(PyBufferError::new_err(format!(
+                "{what} lives on DLPack device {own:?}, cannot export to device {dev:?}"
+            )));
+        }
+        let versioned = match max_version {
+            None => false,
+            Some(v) => {
+                let (major, _minor): (i64, i64) = v.extract().map_err(|_| {
+                    PyTypeError::new_err("__dlpack__: max_version must be a (major, minor) tuple")
+                })?;
+                major >= 1
+            }
+        };
+        Ok(DlpackArgs { stream, versioned })
+    }
+
+    /// `stream` as CUDA memory reads it (the array API's convention): `None` or `1` the legacy
+    /// default stream, `2` the per-thread default stream, `-1` no synchronization, another
+    /// positive int a `cudaStream_t`. `TypeError` for a non-int, `ValueError` for `0` and
+    /// other negative values.
+    pub(crate) fn consumer_stream(&self) -> PyResult<ConsumerStream> {
+        let raw =
+            self.stream_int("__dlpack__: stream must be an int (a CUDA stream handle) or None")?;
+        ConsumerStream::from_dlpack_arg(raw).map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+
+    /// `stream` for host memory: accepted as the array API requires (an int or `None`, with
+    /// no effect); `TypeError` for anything else.
+    pub(crate) fn check_host_stream(&self) -> PyResult<()> {
+        self.stream_int("__dlpack__: stream must be an int or None")
+            .map(|_| ())
+    }
+
+    fn stream_int(&self, message: &str) -> PyResult<Option<i64>> {
+        self.stream
+            .as_ref()
+            .map(|s| s.extract::<i64>())
+            .transpose()
+            .map_err(|_| PyTypeError::new_err(message.to_string()))
     }
 }
 

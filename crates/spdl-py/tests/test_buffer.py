@@ -90,6 +90,21 @@ def test_dlpack_copy_true_is_refused(batch):
         batch.__dlpack__(copy=True)
 
 
+def test_dlpack_takes_the_standard_keywords_only(batch):
+    # The array API's keywords, each None by default; anything else is a TypeError naming it.
+    cap = batch.__dlpack__(stream=None, max_version=None, dl_device=None, copy=None)
+    assert type(cap).__name__ == "PyCapsule"
+    with pytest.raises(TypeError, match="'strem'"):
+        batch.__dlpack__(strem=None)
+    with pytest.raises(TypeError):
+        batch.__dlpack__(None)  # keyword-only, as the standard says
+    with pytest.raises(TypeError, match="dl_device"):
+        batch.__dlpack__(dl_device="cpu")
+    with pytest.raises(TypeError, match="copy"):
+        batch.__dlpack__(copy="no")
+    assert batch.__dlpack__(dl_device=(1, 0), copy=False) is not None
+
+
 @pytest.mark.skipif(not HAS_TORCH, reason="PyTorch is not installed")
 def test_torch_from_dlpack_shares_memory(batch):
     import torch
