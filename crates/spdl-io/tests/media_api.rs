@@ -770,7 +770,7 @@ mod encoding {
         let smooth: Vec<u8> = (0..24 * 40 * 3).map(|i| ((i / 3) % 40 * 6) as u8).collect();
         let jpg = tmp("img.jpg");
         let mut cfg = VideoEncodeConfig::new(40, 24);
-        cfg.qscale = 2;
+        cfg.rate.qscale = 2;
         encode_image(&jpg, &smooth, &[24, 40, 3], "rgb24", Some(&cfg)).unwrap();
         let got = ffmpeg(&jpg, &["-f", "rawvideo", "-pix_fmt", "rgb24"]);
         let d = largest_diff(&got, &smooth);

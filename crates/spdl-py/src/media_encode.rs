@@ -49,6 +49,19 @@ fn i32_of(name: &str, v: i64) -> PyResult<i32> {
     i32::try_from(v).map_err(|_| PyValueError::new_err(format!("{name} out of range: {v}")))
 }
 
+/// The keywords both encode configs take; `ValueError` naming one outside FFmpeg's `int`.
+fn rate_control(
+    bit_rate: i64,
+    compression_level: i64,
+    qscale: i64,
+) -> PyResult<encode::RateControl> {
+    Ok(encode::RateControl {
+        bit_rate,
+        compression_level: i32_of("compression_level", compression_level)?,
+        qscale: i32_of("qscale", qscale)?,
+    })
+}
+
 /// SPDL's `video_encode_config(*, height, width, frame_rate=None, pix_fmt=None, bit_rate=-1,
 /// compression_level=-1, qscale=-1, gop_size=-1, max_b_frames=-1, colorspace=None,
 /// color_primaries=None, color_trc=None)`: `-1` / `None` keep FFmpeg's default; `pix_fmt` is
@@ -77,9 +90,7 @@ pub(crate) fn video_encode_config(
             height,
             frame_rate,
             pix_fmt,
-            bit_rate,
-            compression_level: i32_of("compression_level", compression_level)?,
-            qscale: i32_of("qscale", qscale)?,
+            rate: rate_control(bit_rate, compression_level, qscale)?,
             gop_size: i32_of("gop_size", gop_size)?,
             max_b_frames: i32_of("max_b_frames", max_b_frames)?,
             colorspace,
@@ -106,9 +117,7 @@ pub(crate) fn audio_encode_config(
             num_channels,
             sample_fmt,
             sample_rate,
-            bit_rate,
-            compression_level: i32_of("compression_level", compression_level)?,
-            qscale: i32_of("qscale", qscale)?,
+            rate: rate_control(bit_rate, compression_level, qscale)?,
         },
     })
 }

@@ -17,6 +17,51 @@ use super::packets::{Codec, Packets};
 use super::{ff_err, init};
 use crate::{Error, ErrorKind, Result};
 
+/// What video and audio encoders share: how hard they compress, as FFmpeg's codec options
+/// `-b`, `-compression_level` and `-qscale` (SPDL's `bit_rate`, `compression_level`, `qscale`).
+/// `-1` (the default) leaves FFmpeg's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateControl {
+    /// Bits per second; `-1` or 0: the encoder's default.
+    pub bit_rate: i64,
+    /// Encoder-specific compression level (e.g. PNG's zlib level, FLAC's 0..12).
+    pub compression_level: i32,
+    /// Fixed quantizer (`-qscale`), e.g. 2..31 for MJPEG.
+    pub qscale: i32,
+}
+
+impl Default for RateControl {
+    fn default() -> Self {
+        RateControl {
+            bit_rate: -1,
+            compression_level: -1,
+            qscale: -1,
+        }
+    }
+}
+
+impl RateControl {
+    /// Sets what is not `-1` on the codec context `p`.
+    ///
+    /// # Safety
+    /// `p` is an unopened codec context.
+    unsafe fn apply(&self, p: *mut ffi::AVCodecContext) {
+        // SAFETY: as documented.
+        unsafe {
+            if self.bit_rate > 0 {
+                (*p).bit_rate = self.bit_rate;
+            }
+            if self.compression_level >= 0 {
+                (*p).compression_level = self.compression_level;
+            }
+            if self.qscale >= 0 {
+                (*p).flags |= ffi::AV_CODEC_FLAG_QSCALE as i32;
+                (*p).global_quality = ffi::FF_QP2LAMBDA * self.qscale;
+            }
+        }
+    }
+}
+
 /// Video encoder settings, as SPDL's `video_encode_config`. `-1` / `None` leave FFmpeg's
 /// default.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,12 +74,8 @@ pub struct VideoEncodeConfig {
     pub frame_rate: Option<(i32, i32)>,
     /// The encoder's pixel format; `None`: the frames' if the encoder takes it, else its first.
     pub pix_fmt: Option<String>,
-    /// Bits per second.
-    pub bit_rate: i64,
-    /// Encoder-specific compression level (e.g. PNG's zlib level).
-    pub compression_level: i32,
-    /// Fixed quantizer (`-qscale:v`), e.g. 2..31 for MJPEG.
-    pub qscale: i32,
+    /// Bit rate, compression level, quantizer.
+    pub rate: RateControl,
     /// Key frame interval.
     pub gop_size: i32,
     /// Maximum consecutive B-frames.
@@ -55,9 +96,7 @@ impl VideoEncodeConfig {
             height,
             frame_rate: None,
             pix_fmt: None,
-            bit_rate: -1,
-            compression_level: -1,
-            qscale: -1,
+            rate: RateControl::default(),
             gop_size: -1,
             max_b_frames: -1,
             colorspace: None,
@@ -76,12 +115,8 @@ pub struct AudioEncodeConfig {
     pub sample_fmt: Option<String>,
     /// Sample rate in Hz; `None`: 44100.
     pub sample_rate: Option<u32>,
-    /// Bits per second.
-    pub bit_rate: i64,
-    /// Encoder-specific compression level (e.g. FLAC's 0..12).
-    pub compression_level: i32,
-    /// Fixed quality.
-    pub qscale: i32,
+    /// Bit rate, compression level, quantizer.
+    pub rate: RateControl,
 }
 
 impl AudioEncodeConfig {
@@ -92,9 +127,7 @@ impl AudioEncodeConfig {
             num_channels,
             sample_fmt: None,
             sample_rate: None,
-            bit_rate: -1,
-            compression_level: -1,
-            qscale: -1,
+            rate: RateControl::default(),
         }
     }
 }
@@ -213,7 +246,7 @@ impl Encoder {
                     if c.max_b_frames >= 0 {
                         (*p).max_b_frames = c.max_b_frames;
                     }
-                    common(p, c.bit_rate, c.compression_level, c.qscale);
+                    c.rate.apply(p);
                     color_tags(p, c)?;
                 }
                 EncodeConfig::Audio(c) => {
@@ -226,7 +259,7 @@ impl Encoder {
                         None => first_fmt((*found.as_ptr()).sample_fmts.cast()).unwrap_or(-1),
                     };
                     (*p).sample_fmt = std::mem::transmute::<i32, ffi::AVSampleFormat>(format);
-                    common(p, c.bit_rate, c.compression_level, c.qscale);
+                    c.rate.apply(p);
                 }
             }
             if global_header {
@@ -536,24 +569,6 @@ unsafe fn color_tags(p: *mut ffi::AVCodecContext, c: &VideoEncodeConfig) -> Resu
         }
     }
     Ok(())
-}
-
-/// # Safety
-/// `p` is an unopened codec context.
-unsafe fn common(p: *mut ffi::AVCodecContext, bit_rate: i64, level: i32, qscale: i32) {
-    // SAFETY: as documented.
-    unsafe {
-        if bit_rate > 0 {
-            (*p).bit_rate = bit_rate;
-        }
-        if level >= 0 {
-            (*p).compression_level = level;
-        }
-        if qscale >= 0 {
-            (*p).flags |= ffi::AV_CODEC_FLAG_QSCALE as i32;
-            (*p).global_quality = ffi::FF_QP2LAMBDA * qscale;
-        }
-    }
 }
 
 /// A container being written. As SPDL's `Muxer(dst, *, format=None)`: add streams, `open`,
