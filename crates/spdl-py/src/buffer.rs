@@ -408,9 +408,11 @@ impl CpuBuffer {
         text_signature = "($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)"
     )]
     fn __dlpack__(&self, py: Python<'_>, kw: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyAny>> {
-        let args = DlpackArgs::parse(kw, (1, 0), "CPUBuffer")?;
+        let args = DlpackArgs::parse(kw)?;
         args.check_host_stream()?;
-        crate::dlpack::capsule(py, self.host_view().into_export(), args.versioned)
+        args.check_device((1, 0), "CPUBuffer")?;
+        let versioned = args.versioned()?;
+        crate::dlpack::capsule(py, self.host_view().into_export(), versioned)
     }
 
     /// Buffer protocol: a writable, C-contiguous view of the memory.

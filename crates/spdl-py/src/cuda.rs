@@ -360,12 +360,14 @@ impl CudaBuffer {
         text_signature = "($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)"
     )]
     fn __dlpack__(&self, py: Python<'_>, kw: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyAny>> {
-        let args = DlpackArgs::parse(kw, self.__dlpack_device__(), "CUDABuffer")?;
+        let args = DlpackArgs::parse(kw)?;
+        args.check_device(self.__dlpack_device__(), "CUDABuffer")?;
         let consumer = args.consumer_stream()?;
+        let versioned = args.versioned()?;
         // SAFETY: the DLPack protocol makes the caller pass its own live stream of this
         // device (or 1, 2, -1), which is what `export` requires.
         let export = py.detach(|| unsafe { self.export(consumer) })?;
-        capsule(py, export, args.versioned)
+        capsule(py, export, versioned)
     }
 
     /// The CUDA Array Interface (version 3): `shape`, `typestr`, `data` (device pointer,
@@ -402,13 +404,18 @@ impl ExportProbe {
         text_signature = "($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)"
     )]
     fn __dlpack__(&self, py: Python<'_>, kw: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyAny>> {
-        let args = DlpackArgs::parse(kw, self.__dlpack_device__(), "_ExportProbe")?;
-        if self.export.device.device_type == spdl_cuda::DLDeviceType::CUDA {
-            args.consumer_stream()?;
-        } else {
+        // In CUDABuffer's order, or CPUBuffer's for host memory.
+        let args = DlpackArgs::parse(kw)?;
+        let cuda = self.export.device.device_type == spdl_cuda::DLDeviceType::CUDA;
+        if !cuda {
             args.check_host_stream()?;
         }
-        capsule(py, self.export.clone(), args.versioned)
+        args.check_device(self.__dlpack_device__(), "_ExportProbe")?;
+        if cuda {
+            args.consumer_stream()?;
+        }
+        let versioned = args.versioned()?;
+        capsule(py, self.export.clone(), versioned)
     }
 
     #[getter]

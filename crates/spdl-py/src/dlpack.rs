@@ -12,25 +12,19 @@ use spdl_cuda::dlpack::{DLManagedTensor, DLManagedTensorVersioned};
 use spdl_cuda::{ConsumerStream, TensorExport};
 
 /// The keyword arguments of `__dlpack__` as the array API standard gives them (`stream`,
-/// `max_version`, `dl_device`, `copy`, each `None` by default), parsed and checked in one place
-/// for every exporter.
+/// `max_version`, `dl_device`, `copy`, each `None` by default), read in one place for every
+/// exporter; each exporter checks them in the order its memory needs.
 pub(crate) struct DlpackArgs<'py> {
     stream: Option<Bound<'py, PyAny>>,
-    /// The consumer takes the versioned capsule (`max_version >= (1, 0)`, DLPack 1.x).
-    pub(crate) versioned: bool,
+    max_version: Option<Bound<'py, PyAny>>,
+    dl_device: Option<(i32, i32)>,
+    copy: Option<bool>,
 }
 
 impl<'py> DlpackArgs<'py> {
-    /// The arguments `kwargs` given to the `__dlpack__` of `what`, which lives on DLPack
-    /// device `own`. `TypeError` naming an unknown keyword, or for a `dl_device` that is not a
-    /// `(type, id)` tuple, a `copy` that is not a bool, a `max_version` that is not a
-    /// `(major, minor)` tuple; then `BufferError` for `copy=True` or a `dl_device` other than
-    /// `own` (the export is zero-copy, on its own device).
-    pub(crate) fn parse(
-        kwargs: Option<&Bound<'py, PyDict>>,
-        own: (i32, i32),
-        what: &str,
-    ) -> PyResult<Self> {
+    /// The arguments `kwargs`: `TypeError` naming an unknown keyword, or for a `dl_device`
+    /// that is not a `(type, id)` tuple or a `copy` that is not a bool.
+    pub(crate) fn parse(kwargs: Option<&Bound<'py, PyDict>>) -> PyResult<Self> {
         let (mut stream, mut max_version, mut dl_device, mut copy) = (None, None, None, None);
         for (key, value) in kwargs.into_iter().flatten() {
             let slot = match key.extract::<String>()?.as_str() {
@@ -46,34 +40,50 @@ impl<'py> DlpackArgs<'py> {
             };
             *slot = Some(value).filter(|v| !v.is_none());
         }
-        let dl_device: Option<(i32, i32)> =
-            dl_device.map(|d| d.extract()).transpose().map_err(|_| {
-                PyTypeError::new_err("__dlpack__: dl_device must be a (type, id) tuple")
-            })?;
-        let copy: Option<bool> = copy
-            .map(|c| c.extract())
-            .transpose()
-            .map_err(|_| PyTypeError::new_err("__dlpack__: copy must be a bool or None"))?;
-        if copy == Some(true) {
+        Ok(DlpackArgs {
+            stream,
+            max_version,
+            dl_device: dl_device
+                .map(|d| {
+                    d.extract()
+                        .map_err(|e| named(d.py(), e, "dl_device must be a (type, id) tuple"))
+                })
+                .transpose()?,
+            copy: copy
+                .map(|c| {
+                    c.extract()
+                        .map_err(|e| named(c.py(), e, "copy must be a bool or None"))
+                })
+                .transpose()?,
+        })
+    }
+
+    /// `BufferError` for `copy=True` or a `dl_device` other than `own`, the DLPack device of
+    /// `what`: its export is zero-copy, on its own device.
+    pub(crate) fn check_device(&self, own: (i32, i32), what: &str) -> PyResult<()> {
+        if self.copy == Some(true) {
             return Err(PyBufferError::new_err(format!(
                 "{what} exports without copying only (copy=True is not supported)"
             )));
         }
-        if let Some(dev) = dl_device.filter(|&dev| dev != own) {
-            return Err(PyBufferError::new_err(format!(
+        match self.dl_device {
+            Some(dev) if dev != own => Err(PyBufferError::new_err(format!(
                 "{what} lives on DLPack device {own:?}, cannot export to device {dev:?}"
-            )));
+            ))),
+            _ => Ok(()),
         }
-        let versioned = match max_version {
-            None => false,
-            Some(v) => {
-                let (major, _minor): (i64, i64) = v.extract().map_err(|_| {
-                    PyTypeError::new_err("__dlpack__: max_version must be a (major, minor) tuple")
-                })?;
-                major >= 1
-            }
+    }
+
+    /// Whether the consumer takes the versioned capsule (`max_version >= (1, 0)`, DLPack
+    /// 1.x); `TypeError` for a `max_version` that is not a `(major, minor)` tuple.
+    pub(crate) fn versioned(&self) -> PyResult<bool> {
+        let Some(v) = &self.max_version else {
+            return Ok(false);
         };
-        Ok(DlpackArgs { stream, versioned })
+        let (major, _minor): (i64, i64) = v.extract().map_err(|_| {
+            PyTypeError::new_err("__dlpack__: max_version must be a (major, minor) tuple")
+        })?;
+        Ok(major >= 1)
     }
 
     /// `stream` as CUDA memory reads it (the array API's convention): `None` or `1` the legacy
@@ -81,24 +91,33 @@ impl<'py> DlpackArgs<'py> {
     /// positive int a `cudaStream_t`. `TypeError` for a non-int, `ValueError` for `0` and
     /// other negative values.
     pub(crate) fn consumer_stream(&self) -> PyResult<ConsumerStream> {
-        let raw =
-            self.stream_int("__dlpack__: stream must be an int (a CUDA stream handle) or None")?;
+        let raw = self.stream_int("stream must be an int (a CUDA stream handle) or None")?;
         ConsumerStream::from_dlpack_arg(raw).map_err(|e| PyValueError::new_err(e.to_string()))
     }
 
     /// `stream` for host memory: accepted as the array API requires (an int or `None`, with
     /// no effect); `TypeError` for anything else.
     pub(crate) fn check_host_stream(&self) -> PyResult<()> {
-        self.stream_int("__dlpack__: stream must be an int or None")
-            .map(|_| ())
+        self.stream_int("stream must be an int or None").map(|_| ())
     }
 
     fn stream_int(&self, message: &str) -> PyResult<Option<i64>> {
-        self.stream
-            .as_ref()
-            .map(|s| s.extract::<i64>())
-            .transpose()
-            .map_err(|_| PyTypeError::new_err(message.to_string()))
+        let Some(s) = &self.stream else {
+            return Ok(None);
+        };
+        s.extract::<i64>()
+            .map(Some)
+            .map_err(|e| named(s.py(), e, message))
+    }
+}
+
+/// A `TypeError` from extracting an argument, given `__dlpack__`'s own message; other errors
+/// (an `OverflowError` for an int out of range) as they are.
+fn named(py: Python<'_>, e: PyErr, message: &str) -> PyErr {
+    if e.is_instance_of::<PyTypeError>(py) {
+        PyTypeError::new_err(format!("__dlpack__: {message}"))
+    } else {
+        e
     }
 }
 

@@ -493,14 +493,14 @@ macro_rules! demux_function {
 
 demux_function!(
     /// SPDL's `demux_video(src, *, timestamp=None, demux_config=None, bsf=None, name=None)`:
-    /// `VideoPackets` of the default video stream.
+    /// `VideoPackets` of the default video stream (see `Demuxer`), GIL released.
     demux_video,
     MediaKind::Video
 );
 
 demux_function!(
     /// SPDL's `demux_audio(src, *, timestamp=None, demux_config=None, bsf=None, name=None)`:
-    /// `AudioPackets` of the default audio stream.
+    /// `AudioPackets` of the default audio stream (see `Demuxer`), GIL released.
     demux_audio,
     MediaKind::Audio
 );

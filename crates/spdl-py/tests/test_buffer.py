@@ -103,6 +103,11 @@ def test_dlpack_takes_the_standard_keywords_only(batch):
     with pytest.raises(TypeError, match="copy"):
         batch.__dlpack__(copy="no")
     assert batch.__dlpack__(dl_device=(1, 0), copy=False) is not None
+    # Host memory checks the stream first, then the device, then the version.
+    with pytest.raises(TypeError, match="stream"):
+        batch.__dlpack__(stream="x", copy=True)
+    with pytest.raises(BufferError):
+        batch.__dlpack__(copy=True, max_version=1)
 
 
 @pytest.mark.skipif(not HAS_TORCH, reason="PyTorch is not installed")

@@ -62,8 +62,9 @@ def build_pipeline(
     Raises ``TypeError`` if ``cfg`` is not a ``PipelineConfig``, and what
     ``PipelineBuilder.build`` raises.
     """
-    # `PipelineBuilder.build`'s keywords, taken while the locals are exactly the parameters.
-    build_args = {k: v for k, v in locals().items() if k not in ("cfg", "background_tasks")}
+    # `PipelineBuilder.build`'s keywords: the parameters (the only locals yet) but two.
+    build_args = dict(locals())
+    del build_args["cfg"], build_args["background_tasks"]
     if not isinstance(cfg, PipelineConfig):
         raise TypeError(f"build_pipeline takes a PipelineConfig, got {type(cfg).__name__}")
     if background_tasks is not None and not all(callable(t) for t in background_tasks):

@@ -17,6 +17,7 @@ rest in the priority queue, so only public ``concurrent.futures`` APIs are used.
 from __future__ import annotations
 
 import heapq
+import inspect
 import itertools
 import os
 import sys
@@ -265,11 +266,17 @@ class _DispatchPool(_PriorityPool):
     """A standard executor fed from the priority queue: at most ``max_workers`` tasks are
     inside it at once, so a free worker always gets the best task waiting here."""
 
-    _inner_class: type[Executor]  # the standard pool the tasks run in
+    @staticmethod
+    def _inner_class() -> type[Executor]:
+        """The standard pool the tasks run in (imported when a pool is made)."""
+        raise NotImplementedError
 
-    def __init__(self, max_workers: int | None = None, **kwargs: Any) -> None:
-        self._kwargs = {"max_workers": max_workers, **kwargs}
-        self._inner = self._inner_class(**self._kwargs)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        inner_class = self._inner_class()
+        # The standard pool's own arguments (``TypeError`` as it raises them), all by name, so
+        # that the pool pickles as its keywords.
+        self._kwargs = dict(inspect.signature(inner_class).bind(*args, **kwargs).arguments)
+        self._inner = inner_class(**self._kwargs)
         self._slots = self._inner._max_workers  # type: ignore[attr-defined]
         self._queue = _Queue()
         self._lock = threading.Lock()
@@ -344,7 +351,9 @@ class PriorityProcessPoolExecutor(_DispatchPool):
     Use :meth:`get_executor` for each stage.
     """
 
-    _inner_class = ProcessPoolExecutor
+    @staticmethod
+    def _inner_class() -> type[Executor]:
+        return ProcessPoolExecutor
 
 
 if sys.version_info >= (3, 14):
@@ -355,7 +364,11 @@ if sys.version_info >= (3, 14):
         :class:`concurrent.futures.InterpreterPoolExecutor`. Use :meth:`get_executor` for
         each stage."""
 
-        from concurrent.futures import InterpreterPoolExecutor as _inner_class
+        @staticmethod
+        def _inner_class() -> type[Executor]:
+            from concurrent.futures import InterpreterPoolExecutor
+
+            return InterpreterPoolExecutor
 
 else:
 

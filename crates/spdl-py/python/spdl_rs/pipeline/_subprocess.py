@@ -535,8 +535,9 @@ def run_pipeline_in_subprocess(
     children); ``pickle.PicklingError``/``TypeError`` if ``cfg`` does not pickle; and what
     :func:`iterate_in_subprocess` raises.
     """
-    # `build_pipeline`'s keywords, taken while the locals are exactly the parameters.
-    build_args = {k: v for k, v in locals().items() if k not in ("cfg", "kwargs")}
+    # `build_pipeline`'s keywords: the parameters (the only locals yet) but two.
+    build_args = dict(locals())
+    del build_args["cfg"], build_args["kwargs"]
     import warnings
 
     from ._pipeline import PipelineBuilder
