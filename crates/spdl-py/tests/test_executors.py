@@ -215,6 +215,16 @@ def test_process_pool_stage_runs_in_other_processes():
     pool.shutdown()
 
 
+def test_process_pool_takes_the_arguments_of_process_pool_executor():
+    # Positional as ProcessPoolExecutor takes them; pickled by name; unknown ones named.
+    pool = PriorityProcessPoolExecutor(1, SPAWN)
+    assert pickle.loads(pickle.dumps(pool)) is pool
+    assert pool.get_executor().submit(double, 21).result(timeout=120) == 42
+    pool.shutdown()
+    with pytest.raises(TypeError, match="PriorityProcessPoolExecutor: .*'max_worker'"):
+        PriorityProcessPoolExecutor(max_worker=2)
+
+
 def test_process_pool_worker_death_is_reported():
     pool = PriorityProcessPoolExecutor(max_workers=1, mp_context=SPAWN)
     fut = pool.get_executor().submit(die, 0)

@@ -275,7 +275,11 @@ class _DispatchPool(_PriorityPool):
         inner_class = self._inner_class()
         # The standard pool's own arguments (``TypeError`` as it raises them), all by name, so
         # that the pool pickles as its keywords.
-        self._kwargs = dict(inspect.signature(inner_class).bind(*args, **kwargs).arguments)
+        try:
+            bound = inspect.signature(inner_class).bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"{type(self).__name__}: {e}") from None
+        self._kwargs = dict(bound.arguments)
         self._inner = inner_class(**self._kwargs)
         self._slots = self._inner._max_workers  # type: ignore[attr-defined]
         self._queue = _Queue()
