@@ -213,37 +213,6 @@ pub(crate) fn _decode_image_nvjpeg(
     }
 }
 
-/// The NVDEC configuration for a `codec` of coded size `width x height`, cropped then scaled;
-/// `ValueError` for a scale with one side given, or a request `NvdecConfig::check` refuses.
-fn nvdec_config(
-    codec: String,
-    width: usize,
-    height: usize,
-    crop: [usize; 4],
-    scale: (i64, i64),
-) -> PyResult<NvdecConfig> {
-    let scale = match scale {
-        (w, h) if w > 0 && h > 0 => Some((w as usize, h as usize)),
-        (w, h) if w < 0 && h < 0 => None,
-        (w, h) => {
-            return Err(PyValueError::new_err(format!(
-                "scale_width ({w}) and scale_height ({h}) must both be positive, or both -1"
-            )))
-        }
-    };
-    let config = NvdecConfig {
-        codec,
-        width,
-        height,
-        crop,
-        scale,
-    };
-    config
-        .check(&spdl_io::Limits::default())
-        .map_err(|e| PyValueError::new_err(e.to_string()))?;
-    Ok(config)
-}
-
 /// The native half of `NvDecDecoder`: an NVDEC request (device, crop `[left, top, right,
 /// bottom]` in pixels, scale `(width, height)`, `(-1, -1)`: keep), checked when it meets a
 /// codec (`open`) or packets (`decode`, `session`).
@@ -255,8 +224,36 @@ pub(crate) struct NvdecSpec {
 }
 
 impl NvdecSpec {
+    /// The NVDEC configuration for a `codec` of coded size `width x height`, cropped then
+    /// scaled; `ValueError` for a scale with one side given, or a request
+    /// `NvdecConfig::check` refuses (against the default limits).
     fn config(&self, codec: String, width: usize, height: usize) -> PyResult<NvdecConfig> {
-        nvdec_config(codec, width, height, self.crop, self.scale)
+        let scale = match self.scale {
+            (w, h) if w > 0 && h > 0 => Some((w as usize, h as usize)),
+            (w, h) if w < 0 && h < 0 => None,
+            (w, h) => {
+                return Err(PyValueError::new_err(format!(
+                    "scale_width ({w}) and scale_height ({h}) must both be positive, or both -1"
+                )))
+            }
+        };
+        let config = NvdecConfig {
+            codec,
+            width,
+            height,
+            crop: self.crop,
+            scale,
+        };
+        config
+            .check(&spdl_io::Limits::default())
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        Ok(config)
+    }
+
+    /// A decoder for `config` on this device, checked against the default limits (call with
+    /// the GIL released).
+    fn decoder(&self, config: NvdecConfig) -> spdl_cuda::Result<spdl_cuda::nvdec::NvdecDecoder> {
+        spdl_cuda::nvdec::NvdecDecoder::new(self.device_index, config, &spdl_io::Limits::default())
     }
 }
 
@@ -279,8 +276,7 @@ impl NvdecSpec {
     /// build without `decode-nvdec`.
     fn open(&self, py: Python<'_>, codec: String, width: usize, height: usize) -> PyResult<()> {
         let config = self.config(codec, width, height)?;
-        let limits = spdl_io::Limits::default();
-        py.detach(|| spdl_cuda::nvdec::NvdecDecoder::new(self.device_index, config, &limits))
+        py.detach(|| self.decoder(config))
             .map(|_| ())
             .map_err(|e| GpuError::from(e).into())
     }
@@ -408,8 +404,7 @@ impl NvdecSpec {
         let c = pk.codec();
         let config = self.config(c.name(), c.width() as usize, c.height() as usize)?;
         let (dec, annexb) = py.detach(|| -> Result<_, GpuError> {
-            let limits = spdl_io::Limits::default();
-            let dec = spdl_cuda::nvdec::NvdecDecoder::new(self.device_index, config, &limits)?;
+            let dec = self.decoder(config)?;
             let annexb = spdl_cuda::nvdec::AnnexB::new(&c.name(), c.extradata())?;
             Ok((dec, annexb))
         })?;
