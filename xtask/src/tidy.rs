@@ -22,6 +22,8 @@ const CORE_DEPENDENCIES: &[&str] = &[
     "futures-util",
     "tracing",
     "thiserror",
+    // A compile-time derive (`Default` with per-field values); no code of its own at run time.
+    "smart-default",
 ];
 
 /// The only crate that may touch Python.

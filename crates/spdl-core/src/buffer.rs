@@ -33,6 +33,8 @@ use std::ptr::NonNull;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use smart_default::SmartDefault;
+
 use crate::error::{BoxError, Error, ErrorKind, Result};
 
 /// Where a pool's memory comes from.
@@ -93,32 +95,24 @@ unsafe impl RawAllocator for HostAllocator {
 }
 
 /// Bounds and behaviour of a [`Pool`], with builder-style setters.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, SmartDefault)]
 pub struct PoolConfig {
     /// Most buffers alive at once, in use or idle (default 4: two batches in flight, one with
     /// the consumer, one spare). Must exceed the number of batches the pipeline holds at once
     /// (sink size + batches in transfer + batches the consumer keeps), or acquiring waits.
+    #[default(4)]
     pub max_buffers: usize,
     /// Most bytes allocated at once, in use or idle (default: no limit).
     pub max_bytes: Option<usize>,
     /// How long [`BufferPool::acquire`] waits for a buffer to come back before failing with
     /// [`ErrorKind::Timeout`] (default 60 s). A pool that stays full that long means the
     /// consumer holds more batches than `max_buffers` allows.
+    #[default(Duration::from_secs(60))]
     pub acquire_timeout: Duration,
     /// Capacities are rounded up to a multiple of this many bytes (default 64 KiB), so
     /// batches of slightly different sizes share buffers.
+    #[default(64 << 10)]
     pub granularity: usize,
-}
-
-impl Default for PoolConfig {
-    fn default() -> Self {
-        PoolConfig {
-            max_buffers: 4,
-            max_bytes: None,
-            acquire_timeout: Duration::from_secs(60),
-            granularity: 64 << 10,
-        }
-    }
 }
 
 impl PoolConfig {
@@ -649,6 +643,14 @@ impl fmt::Debug for PooledBuffer {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn pool_config_defaults() {
+        let c = PoolConfig::default();
+        assert_eq!((c.max_buffers, c.max_bytes), (4, None));
+        assert_eq!(c.acquire_timeout, Duration::from_secs(60));
+        assert_eq!(c.granularity, 64 << 10);
+    }
 
     #[derive(Default)]
     struct Counting {

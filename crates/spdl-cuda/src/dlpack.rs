@@ -175,9 +175,10 @@ pub struct CudaArrayInterface {
 /// Everything needed to hand a buffer to Python zero-copy, as the bindings need it: data
 /// pointer, device, shape, dtype, the producing stream, and a keep-alive handle that owns the
 /// memory. Contiguous row-major (no strides).
-#[derive(Clone)]
+#[derive(derive_more::Debug, Clone)]
 pub struct TensorExport {
     /// Address of the first element (a device pointer for [`DLDeviceType::CUDA`]).
+    #[debug("{data_ptr:#x}")]
     pub data_ptr: u64,
     /// Where the memory lives and which device.
     pub device: DLDevice,
@@ -189,19 +190,8 @@ pub struct TensorExport {
     /// when the consumer needs no synchronization (host memory, or already synchronized).
     pub stream: Option<usize>,
     /// Owns the memory: hold a clone for as long as any view exists.
+    #[debug(skip)]
     pub keep_alive: Arc<dyn Any + Send + Sync>,
-}
-
-impl std::fmt::Debug for TensorExport {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TensorExport")
-            .field("data_ptr", &format_args!("{:#x}", self.data_ptr))
-            .field("device", &self.device)
-            .field("shape", &self.shape)
-            .field("dtype", &self.dtype)
-            .field("stream", &self.stream)
-            .finish_non_exhaustive()
-    }
 }
 
 /// What a managed tensor's `manager_ctx` owns: the shape array and the keep-alive.

@@ -24,20 +24,15 @@ use crate::stream::{ConsumerStream, CopyStream, Event};
 /// Device memory allocated stream-ordered on a copy stream, freed when the last
 /// [`DeviceBuffer`] / [`DeviceBatch`] view is dropped, after the work of every consumer stream
 /// registered with [`DeviceBuffer::record_stream`] (PyTorch's `Tensor.record_stream`).
+#[derive(derive_more::Debug)]
 pub struct DeviceMemory {
+    #[debug("{ptr:#x}")]
     ptr: u64,
     len: usize,
+    #[debug(skip)]
     stream: Arc<CopyStream>,
+    #[debug(skip)]
     consumers: Mutex<Vec<usize>>,
-}
-
-impl std::fmt::Debug for DeviceMemory {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DeviceMemory")
-            .field("ptr", &format_args!("{:#x}", self.ptr))
-            .field("len", &self.len)
-            .finish_non_exhaustive()
-    }
 }
 
 impl DeviceMemory {

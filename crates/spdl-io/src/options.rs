@@ -4,6 +4,8 @@
 
 use std::str::FromStr;
 
+use smart_default::SmartDefault;
+
 use crate::decode::{ColorMode, Limits};
 use crate::error::{Error, ErrorKind, Result};
 use crate::loader::ImageLoader;
@@ -23,7 +25,7 @@ pub enum TransformKind {
 
 /// Options of one image load: output size, transform, filter, channels, strictness, limits.
 /// [`ImageOptions::loader`] checks them together and builds the [`ImageLoader`].
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, SmartDefault)]
 pub struct ImageOptions {
     /// Output width in pixels (with `height`), for [`TransformKind::Resize`]; the square
     /// transforms accept `width == height` as their size.
@@ -33,6 +35,7 @@ pub struct ImageOptions {
     /// Output side of a square output (`size x size`).
     pub size: Option<usize>,
     /// The transform.
+    #[default(TransformKind::Resize)]
     pub transform: TransformKind,
     /// The resampling filter.
     pub filter: Filter,
@@ -43,29 +46,13 @@ pub struct ImageOptions {
     /// Seed of the train transform's random boxes.
     pub seed: u64,
     /// Decode only the transform's box when the decoder can ([`ImageLoader::region_decode`]).
+    #[default(true)]
     pub region_decode: bool,
     /// Decode at a DCT scale when the output is much smaller ([`ImageLoader::scaled_decode`]).
+    #[default(true)]
     pub scaled_decode: bool,
     /// Size limits checked before allocating.
     pub limits: Limits,
-}
-
-impl Default for ImageOptions {
-    fn default() -> Self {
-        Self {
-            width: None,
-            height: None,
-            size: None,
-            transform: TransformKind::Resize,
-            filter: Filter::default(),
-            color: ColorMode::default(),
-            lenient: false,
-            seed: 0,
-            region_decode: true,
-            scaled_decode: true,
-            limits: Limits::default(),
-        }
-    }
 }
 
 fn invalid(message: String) -> Error {

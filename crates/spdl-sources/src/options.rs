@@ -5,6 +5,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use smart_default::SmartDefault;
+
 use crate::retry::RetryPolicy;
 
 /// A secret (an S3 secret key or session token) that never shows in `Debug` output, logs or
@@ -50,7 +52,7 @@ impl From<String> for Secret {
 /// `AWS_SHARED_CREDENTIALS_FILE` (`~/.aws/config`, `~/.aws/credentials`), web identity / STS,
 /// EC2 instance metadata; `AWS_ENDPOINT_URL` for the endpoint; `AWS_REGION` /
 /// `AWS_DEFAULT_REGION` for the region (else `us-east-1`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, SmartDefault)]
 pub struct S3Options {
     /// The endpoint, e.g. `http://127.0.0.1:9000` for a local server. Default: AWS (or
     /// `AWS_ENDPOINT_URL`).
@@ -59,6 +61,7 @@ pub struct S3Options {
     pub region: Option<String>,
     /// Path-style addressing (`endpoint/bucket/key`), which S3-compatible servers need; off
     /// means virtual-host style (`bucket.endpoint/key`). Default on.
+    #[default(true)]
     pub path_style: bool,
     /// An access key id, instead of the environment's.
     pub access_key_id: Option<String>,
@@ -70,56 +73,32 @@ pub struct S3Options {
     pub profile: Option<String>,
     /// Read credentials, region and endpoint from the environment, profile files and instance
     /// metadata. Default on; off uses only what is set here.
+    #[default(true)]
     pub load_config: bool,
     /// Send unsigned requests (public buckets). Default off.
     pub anonymous: bool,
 }
 
-impl Default for S3Options {
-    fn default() -> Self {
-        Self {
-            endpoint: None,
-            region: None,
-            path_style: true,
-            access_key_id: None,
-            secret_access_key: None,
-            session_token: None,
-            profile: None,
-            load_config: true,
-            anonymous: false,
-        }
-    }
-}
-
 /// How a [`Fetcher`](crate::Fetcher) fetches: timeouts, retries, checks, S3 settings. See the
 /// [`fetch`](crate::fetch) module's docs for the defaults.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, SmartDefault)]
 pub struct FetchOptions {
     /// One attempt, from sending the request to the last byte. Default 30 s.
+    #[default(Duration::from_secs(30))]
     pub timeout: Duration,
     /// The longest wait for the response headers or for the next chunk of the body. Default
     /// 10 s.
+    #[default(Duration::from_secs(10))]
     pub stall_timeout: Duration,
     /// All attempts and backoff waits of one fetch together. Default 120 s.
+    #[default(Duration::from_secs(120))]
     pub total_timeout: Duration,
     /// When and how failed attempts are retried.
     pub retry: RetryPolicy,
     /// Treat an HTML page (`Content-Type: text/html`, or a body that starts with `<!DOCTYPE
     /// html` or `<html`) as an error ([`ErrorKind::NotAnImage`](crate::ErrorKind::NotAnImage)). Default on.
+    #[default(true)]
     pub reject_html: bool,
     /// S3 settings.
     pub s3: S3Options,
-}
-
-impl Default for FetchOptions {
-    fn default() -> Self {
-        Self {
-            timeout: Duration::from_secs(30),
-            stall_timeout: Duration::from_secs(10),
-            total_timeout: Duration::from_secs(120),
-            retry: RetryPolicy::default(),
-            reject_html: true,
-            s3: S3Options::default(),
-        }
-    }
 }

@@ -8,31 +8,26 @@
 
 use std::time::Duration;
 
+use smart_default::SmartDefault;
+
 use crate::error::Error;
 
 /// How failed requests are retried. The defaults are in [`RetryPolicy::default`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, SmartDefault)]
 pub struct RetryPolicy {
     /// Retries after the first attempt (so at most `max_retries + 1` attempts). Default 3.
+    #[default(3)]
     pub max_retries: u32,
     /// The backoff before the first retry, before jitter. Default 200 ms.
+    #[default(Duration::from_millis(200))]
     pub initial_backoff: Duration,
     /// The largest backoff, before jitter. Default 10 s.
+    #[default(Duration::from_secs(10))]
     pub max_backoff: Duration,
     /// The longest `Retry-After` honoured: a server asking for longer makes the request fail
     /// at once with its error (the wait would outlast any sensible training step). Default 60 s.
+    #[default(Duration::from_secs(60))]
     pub max_retry_after: Duration,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        Self {
-            max_retries: 3,
-            initial_backoff: Duration::from_millis(200),
-            max_backoff: Duration::from_secs(10),
-            max_retry_after: Duration::from_secs(60),
-        }
-    }
 }
 
 impl RetryPolicy {

@@ -21,6 +21,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use smart_default::SmartDefault;
+
 use crate::error::BoxError;
 
 pub use aggregate::{Aggregator, Batcher};
@@ -152,25 +154,15 @@ impl FailureBudget {
 /// let cfg = StageConfig::named("decode").concurrency(4).order(Order::Input).max_failures(10);
 /// assert_eq!(cfg.get_concurrency(), 4);
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, SmartDefault)]
 pub struct StageConfig {
     pub(crate) name: Option<String>,
+    #[default(1)]
     pub(crate) concurrency: usize,
+    #[default(Order::Completion)]
     pub(crate) order: Order,
     pub(crate) max_failures: Option<FailureBudget>,
     pub(crate) queue_size: Option<usize>,
-}
-
-impl Default for StageConfig {
-    fn default() -> Self {
-        StageConfig {
-            name: None,
-            concurrency: 1,
-            order: Order::Completion,
-            max_failures: None,
-            queue_size: None,
-        }
-    }
 }
 
 impl StageConfig {

@@ -21,7 +21,9 @@
 //! ```
 
 use ffmpeg_next::{self as ff, codec, format::Sample, media, software::resampling, ChannelLayout};
+use smart_default::SmartDefault;
 
+use crate::ffmpeg::decoder::open_decoder;
 use crate::ffmpeg::filter::FilterGraph;
 use crate::ffmpeg::{ff_err, seconds, to_ts, Demuxer, MediaSource};
 use crate::ffmpeg::{DecodeConfig, DemuxConfig};
@@ -29,7 +31,7 @@ use crate::{Error, ErrorKind, Result};
 
 /// How [`load_audio`] decodes. `Default`: native rate and channels, whole
 /// stream, at most 2^31 samples in total.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, SmartDefault)]
 pub struct AudioOptions {
     /// Output sample rate in Hz; `None` keeps the stream's rate.
     pub sample_rate: Option<u32>,
@@ -42,6 +44,7 @@ pub struct AudioOptions {
     pub window: Option<(f64, f64)>,
     /// Largest output allowed, in samples over all channels; more is
     /// [`ErrorKind::LimitExceeded`].
+    #[default(1 << 31)]
     pub max_samples: usize,
     /// An FFmpeg filter graph description (libavfilter, as the ffmpeg
     /// command line's `-af` and SPDL's `filter_desc`), e.g.
@@ -62,24 +65,11 @@ pub struct AudioOptions {
     pub decode: DecodeConfig,
 }
 
-impl Default for AudioOptions {
-    fn default() -> Self {
-        AudioOptions {
-            sample_rate: None,
-            channels: None,
-            window: None,
-            max_samples: 1 << 31,
-            filter_desc: None,
-            demux: DemuxConfig::default(),
-            decode: DecodeConfig::default(),
-        }
-    }
-}
-
 /// A decoded waveform: `data` is `[C, S]` f32, channel after channel.
-#[derive(Clone, PartialEq)]
+#[derive(derive_more::Debug, Clone, PartialEq)]
 pub struct Audio {
     /// `channels * samples` values in [-1, 1] (float sources may exceed it).
+    #[debug("[{} samples]", data.len())]
     pub data: Vec<f32>,
     /// Channels C (in the stream's channel-layout order, e.g. FL, FR, FC,
     /// LFE, BL, BR for 5.1).
@@ -92,20 +82,6 @@ pub struct Audio {
     pub start: f64,
     /// Header information.
     pub info: AudioInfo,
-}
-
-impl std::fmt::Debug for Audio {
-    /// Everything but the samples (only their count).
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Audio")
-            .field("data", &format_args!("[{} samples]", self.data.len()))
-            .field("channels", &self.channels)
-            .field("samples", &self.samples)
-            .field("sample_rate", &self.sample_rate)
-            .field("start", &self.start)
-            .field("info", &self.info)
-            .finish()
-    }
 }
 
 impl Audio {
@@ -182,26 +158,11 @@ fn load(src: &MediaSource<'_>, opts: &AudioOptions) -> Result<Audio> {
         };
         (st.index(), st.time_base(), st.parameters(), start)
     };
-    let mut ctx = codec::Context::from_parameters(params)
+    let ctx = codec::Context::from_parameters(params)
         .map_err(|e| ff_err(ErrorKind::Corrupt, "reading codec parameters", e))?;
-    let mut decoder = if opts.decode == DecodeConfig::default() {
-        let mut decoder = ctx.decoder();
-        decoder.set_packet_time_base(time_base);
-        decoder.audio().map_err(|e| {
-            let kind = if matches!(e, ff::Error::DecoderNotFound) {
-                ErrorKind::Unsupported
-            } else {
-                ErrorKind::Corrupt
-            };
-            ff_err(kind, "opening audio decoder", e)
-        })?
-    } else {
-        let id = ctx.id();
-        crate::ffmpeg::decoder::open_context(&mut ctx, id, time_base, &opts.decode)?;
-        codec::decoder::Opened(codec::decoder::Decoder(ctx))
-            .audio()
-            .map_err(|e| ff_err(ErrorKind::InvalidArgument, "not an audio decoder", e))?
-    };
+    let mut decoder = open_decoder(ctx, time_base, &opts.decode)?
+        .audio()
+        .map_err(|e| ff_err(ErrorKind::InvalidArgument, "not an audio decoder", e))?;
     let rate = decoder.rate();
     let nch = usize::from(decoder.channels());
     if rate == 0 || nch == 0 {

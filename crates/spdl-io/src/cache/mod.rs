@@ -37,8 +37,9 @@ pub struct DecodedCache {
     verify: bool,
 }
 
-/// How [`DecodedCache::load_batch`] turns stored records into a training batch.
-#[derive(Debug, Clone, PartialEq)]
+/// How [`DecodedCache::load_batch`] turns stored records into a training batch. `Default`: the
+/// whole record, no flip, u8.
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ServeOptions {
     /// Side of the square crop taken from each record (`None`: the whole record).
     pub crop: Option<usize>,
@@ -50,19 +51,6 @@ pub struct ServeOptions {
     pub normalize: Option<Normalize>,
     /// Seed of the random crop and flip (with the epoch and the sample index).
     pub seed: u64,
-}
-
-impl Default for ServeOptions {
-    /// The whole record, no flip, u8.
-    fn default() -> Self {
-        ServeOptions {
-            crop: None,
-            random_crop: false,
-            flip: false,
-            normalize: None,
-            seed: 0,
-        }
-    }
 }
 
 /// SplitMix64's finalizer.

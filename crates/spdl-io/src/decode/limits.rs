@@ -1,18 +1,22 @@
 //! Decompression-bomb guards, checked on the probed header before allocating.
 
+use smart_default::SmartDefault;
+
 use crate::error::{Error, ErrorKind, Result};
 
 /// Upper bounds a decoder enforces on the *claimed* image size, before it
 /// allocates the pixel buffer (mirrors image-rs `Limits` and Pillow's
 /// `MAX_IMAGE_PIXELS`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, SmartDefault)]
 pub struct Limits {
     /// Most pixels (`width * height`) accepted. Default
     /// [`Limits::DEFAULT_MAX_PIXELS`] = 178,956,970 (about 179 Mpx, the size at
     /// which Pillow raises `DecompressionBombError`: twice its warning level).
+    #[default(Self::DEFAULT_MAX_PIXELS)]
     pub max_pixels: u64,
     /// Most bytes of decoded output (`width * height * channels * bytes per
     /// sample`). Default [`Limits::DEFAULT_MAX_BYTES`] = 1 GiB.
+    #[default(Self::DEFAULT_MAX_BYTES)]
     pub max_bytes: u64,
 }
 
@@ -101,15 +105,6 @@ fn sizes(width: usize, height: usize, channels: usize, bytes_per_sample: usize) 
 /// A [`ErrorKind::LimitExceeded`] error.
 fn exceeded(message: String) -> Error {
     Error::new(ErrorKind::LimitExceeded, message)
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_pixels: Self::DEFAULT_MAX_PIXELS,
-            max_bytes: Self::DEFAULT_MAX_BYTES,
-        }
-    }
 }
 
 #[cfg(test)]

@@ -14,7 +14,9 @@ use super::{ff_err, init};
 use crate::{Error, ErrorKind, Result};
 
 /// A bit-stream filter set up for one codec. As SPDL's `BSF`.
+#[derive(derive_more::Debug)]
 pub struct Bsf {
+    #[debug(skip)]
     ctx: *mut ffi::AVBSFContext,
     out_codec: Codec,
     key: String,
@@ -29,12 +31,6 @@ impl Drop for Bsf {
         // SAFETY: `ctx` was allocated by av_bsf_list_parse_str / init and is
         // freed once.
         unsafe { ffi::av_bsf_free(&mut self.ctx) };
-    }
-}
-
-impl std::fmt::Debug for Bsf {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Bsf").field("desc", &self.desc).finish()
     }
 }
 

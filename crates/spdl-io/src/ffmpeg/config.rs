@@ -1,9 +1,11 @@
 //! Demuxer and decoder settings, as SPDL's `DemuxConfig` / `demux_config`
 //! and `DecodeConfig` / `decode_config`.
 
+use smart_default::SmartDefault;
+
 /// How a container is opened. As SPDL's `demux_config(format=None,
 /// format_options=None, buffer_size=8096)`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, SmartDefault)]
 pub struct DemuxConfig {
     /// Force this container format (`ffmpeg -demuxers` names, e.g.
     /// `"mp4"`, `"rawvideo"`), skipping probing; `None` probes.
@@ -12,19 +14,10 @@ pub struct DemuxConfig {
     /// `("video_size", "64x48")` for `rawvideo`). An option no demuxer
     /// takes is an `InvalidArgument` error.
     pub format_options: Vec<(String, String)>,
-    /// Size in bytes of the I/O buffer FFmpeg reads through.
+    /// Size in bytes of the I/O buffer FFmpeg reads through (default 32 KiB, FFmpeg's own;
+    /// SPDL's 8096 is accepted as well).
+    #[default(32 * 1024)]
     pub buffer_size: usize,
-}
-
-impl Default for DemuxConfig {
-    fn default() -> Self {
-        DemuxConfig {
-            format: None,
-            format_options: Vec::new(),
-            // FFmpeg's own default; SPDL's 8096 is accepted as well.
-            buffer_size: 32 * 1024,
-        }
-    }
 }
 
 /// How packets are decoded. As SPDL's `decode_config(decoder=None,

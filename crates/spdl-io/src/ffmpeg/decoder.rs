@@ -13,10 +13,13 @@ use super::{ff_err, init, seconds};
 use crate::{Error, ErrorKind, Result};
 
 /// An open decoder for one stream's packets. As SPDL's `Decoder`.
+#[derive(derive_more::Debug)]
 pub struct Decoder {
     codec: Codec,
+    #[debug(skip)]
     dec: codec::decoder::Opened,
     desc: Option<String>,
+    #[debug(skip)]
     graph: Option<FilterGraph>,
     /// Frames outside `[start, end)` seconds are dropped (video) or trimmed
     /// by `atrim` (audio): the window of the packets decoded.
@@ -30,15 +33,6 @@ pub struct Decoder {
 // used through `&mut self`.
 unsafe impl Send for Decoder {}
 
-impl std::fmt::Debug for Decoder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Decoder")
-            .field("codec", &self.codec)
-            .field("filter_desc", &self.desc)
-            .finish()
-    }
-}
-
 impl Decoder {
     /// Opens a decoder for packets of `codec` (the codec's default decoder,
     /// or `config.decoder`, with `config.decoder_options`), whose frames go
@@ -50,9 +44,9 @@ impl Decoder {
     /// open. A bad `filter_desc` is reported by the first decode with frames.
     pub fn new(codec: &Codec, filter_desc: Option<&str>, config: &DecodeConfig) -> Result<Self> {
         init();
-        let mut ctx = codec::Context::from_parameters(codec.params.0.clone())
+        let ctx = codec::Context::from_parameters(codec.params.0.clone())
             .map_err(|e| ff_err(ErrorKind::Corrupt, "reading codec parameters", e))?;
-        open_context(&mut ctx, codec.params.0.id(), codec.time_base, config)?;
+        let dec = open_decoder(ctx, codec.time_base, config)?;
         if let Some(d) = filter_desc {
             if d.contains('\0') {
                 return Err(Error::new(
@@ -63,7 +57,7 @@ impl Decoder {
         }
         Ok(Decoder {
             codec: codec.clone(),
-            dec: codec::decoder::Opened(codec::decoder::Decoder(ctx)),
+            dec,
             desc: filter_desc.map(str::to_owned),
             graph: None,
             window: None,
@@ -258,21 +252,21 @@ fn drain(g: &mut FilterGraph, out: &mut Vec<ff::Frame>) -> Result<()> {
 }
 
 /// Opens `ctx` (made from a stream's codec parameters; threading already
-/// set) with `config.decoder` (else the default decoder of `id`) and
-/// `config.decoder_options`, packets in `time_base`. Shared by [`Decoder`]
-/// and the one-call loaders (`load_video` / `load_audio` with a
-/// [`DecodeConfig`]).
+/// set) as `config.decoder` (else the default decoder of its codec) with
+/// `config.decoder_options`, packets in `time_base`: the one way every
+/// decoder here is opened ([`Decoder`], `load_video` / `load_audio`,
+/// `decode_packets`).
 ///
-/// Errors: `Unsupported` when FFmpeg has no decoder for `id` or none named
-/// `config.decoder`; `InvalidArgument` for an option the decoder does not
-/// take; `Corrupt` when the parameters do not open.
-pub(crate) fn open_context(
-    ctx: &mut codec::Context,
-    id: codec::Id,
+/// Errors: `Unsupported` when FFmpeg has no decoder for the codec or none
+/// named `config.decoder`; `InvalidArgument` for an option the decoder does
+/// not take; `Corrupt` when the parameters do not open.
+pub(crate) fn open_decoder(
+    mut ctx: codec::Context,
     time_base: ff::Rational,
     config: &DecodeConfig,
-) -> Result<()> {
+) -> Result<codec::decoder::Opened> {
     init();
+    let id = ctx.id();
     let decoder_codec = match config.decoder.as_deref() {
         Some(name) => ff::decoder::find_by_name(super::no_nul("decoder", name).map(|()| name)?)
             .ok_or_else(|| {
@@ -289,13 +283,14 @@ pub(crate) fn open_context(
         })?,
     };
     let opts = super::dictionary("decoder option", &config.decoder_options)?;
-    // SAFETY: `ctx` is a fresh context from the parameters, used only here; the packet
-    // time base is set before opening.
+    // SAFETY: `ctx` is a fresh context from the parameters, owned here; the packet time base
+    // is set before opening.
     unsafe {
         let p = ctx.as_mut_ptr();
         (*p).pkt_timebase = time_base.into();
-        super::open_codec(p, &decoder_codec, opts, "decoder", ErrorKind::Corrupt)
+        super::open_codec(p, &decoder_codec, opts, "decoder", ErrorKind::Corrupt)?;
     }
+    Ok(codec::decoder::Opened(codec::decoder::Decoder(ctx)))
 }
 
 /// Decodes all of `packets` (the frames inside their time window, when

@@ -18,20 +18,17 @@ use crate::{Error, ErrorKind, Result};
 ///
 /// A `Demuxer<'static>` (from [`MediaSource::shared`] or
 /// [`MediaSource::file_owned`]) can be kept and used from any thread.
+#[derive(derive_more::Debug)]
 pub struct Demuxer<'a> {
+    #[debug(skip)]
     inner: super::Demuxer<'a>,
     /// To reopen: the exact way back to the first packet of every stream.
+    #[debug(skip)]
     src: MediaSource<'a>,
     config: DemuxConfig,
     key: String,
     /// Packets were read, so a whole-stream demux must seek back first.
     dirty: bool,
-}
-
-impl std::fmt::Debug for Demuxer<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Demuxer").field("key", &self.key).finish()
-    }
 }
 
 fn kind_media(kind: MediaKind) -> media::Type {

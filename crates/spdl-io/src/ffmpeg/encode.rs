@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use ffmpeg_next::{self as ff, codec, ffi, media};
+use smart_default::SmartDefault;
 
 use super::filter::FilterGraph;
 use super::frames::{
@@ -20,24 +21,17 @@ use crate::{Error, ErrorKind, Result};
 /// What video and audio encoders share: how hard they compress, as FFmpeg's codec options
 /// `-b`, `-compression_level` and `-qscale` (SPDL's `bit_rate`, `compression_level`, `qscale`).
 /// `-1` (the default) leaves FFmpeg's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, SmartDefault)]
 pub struct RateControl {
     /// Bits per second; `-1` or 0: the encoder's default.
+    #[default(-1)]
     pub bit_rate: i64,
     /// Encoder-specific compression level (e.g. PNG's zlib level, FLAC's 0..12).
+    #[default(-1)]
     pub compression_level: i32,
     /// Fixed quantizer (`-qscale`), e.g. 2..31 for MJPEG.
+    #[default(-1)]
     pub qscale: i32,
-}
-
-impl Default for RateControl {
-    fn default() -> Self {
-        RateControl {
-            bit_rate: -1,
-            compression_level: -1,
-            qscale: -1,
-        }
-    }
 }
 
 impl RateControl {
@@ -142,13 +136,16 @@ pub enum EncodeConfig {
 }
 
 /// An open encoder. As SPDL's `VideoEncoder` / `AudioEncoder`.
+#[derive(derive_more::Debug)]
 pub struct Encoder {
+    #[debug(skip)]
     enc: codec::encoder::Encoder,
     kind: MediaKind,
     time_base: ff::Rational,
     /// The output description (codec parameters of the encoded packets).
     codec: Codec,
     /// Converts frames of another format to the encoder's, made on the first such frame.
+    #[debug(skip)]
     convert: Option<FilterGraph>,
     format: i32,
     frame_size: usize,
@@ -161,14 +158,6 @@ pub struct Encoder {
 
 // SAFETY: the codec context and graph are owned here and used through `&mut self` only.
 unsafe impl Send for Encoder {}
-
-impl std::fmt::Debug for Encoder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Encoder")
-            .field("codec", &self.codec)
-            .finish()
-    }
-}
 
 fn unsupported(what: String) -> Error {
     Error::new(ErrorKind::Unsupported, what)
@@ -573,7 +562,9 @@ unsafe fn color_tags(p: *mut ffi::AVCodecContext, c: &VideoEncodeConfig) -> Resu
 
 /// A container being written. As SPDL's `Muxer(dst, *, format=None)`: add streams, `open`,
 /// `write` packets per stream, `close` (or `flush` first).
+#[derive(derive_more::Debug)]
 pub struct Muxer {
+    #[debug(skip)]
     out: ff::format::context::Output,
     path: PathBuf,
     /// Each stream's incoming packets' time base.
@@ -584,12 +575,6 @@ pub struct Muxer {
 
 // SAFETY: the output context is owned here and used through `&mut self` only.
 unsafe impl Send for Muxer {}
-
-impl std::fmt::Debug for Muxer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Muxer").field("path", &self.path).finish()
-    }
-}
 
 impl Muxer {
     /// Creates `path` for writing, as `format` (`ffmpeg -muxers` names) or guessed from the

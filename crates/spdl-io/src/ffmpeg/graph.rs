@@ -25,9 +25,13 @@ struct Node {
 }
 
 /// A configured filter graph. As SPDL's `spdl.io.FilterGraph`.
+#[derive(derive_more::Debug)]
 pub struct FilterGraph {
+    #[debug(skip)]
     graph: ff::filter::Graph,
+    #[debug(skip)]
     inputs: Vec<Node>,
+    #[debug(skip)]
     outputs: Vec<Node>,
     /// The kind of the frames last added, so that pictures fed in as
     /// images come back as images.
@@ -38,14 +42,6 @@ pub struct FilterGraph {
 // SAFETY: the graph and the contexts it owns are only used through `&mut self`
 // (one thread at a time); libavfilter keeps no thread-local state for them.
 unsafe impl Send for FilterGraph {}
-
-impl std::fmt::Debug for FilterGraph {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FilterGraph")
-            .field("desc", &self.desc)
-            .finish()
-    }
-}
 
 impl FilterGraph {
     /// Parses and configures `desc` (`avfilter_graph_parse2` +

@@ -214,23 +214,13 @@ impl Codec {
 
 /// Demuxed packets of one stream, in decode order, with their codec. As
 /// SPDL's `VideoPackets` / `AudioPackets` / `ImagePackets`.
-#[derive(Clone)]
+#[derive(derive_more::Debug, Clone)]
 pub struct Packets {
     pub(crate) key: String,
     pub(crate) codec: Codec,
+    #[debug("[{} packets]", packets.len())]
     pub(crate) packets: Vec<ff::Packet>,
     pub(crate) window: Option<(f64, f64)>,
-}
-
-impl std::fmt::Debug for Packets {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Packets")
-            .field("key", &self.key)
-            .field("codec", &self.codec)
-            .field("packets", &self.packets.len())
-            .field("timestamp", &self.window)
-            .finish()
-    }
 }
 
 impl Packets {

@@ -53,7 +53,9 @@ pub use packets::{decode_packets, demux_video, VideoPackets};
 use std::collections::BTreeMap;
 
 use ffmpeg_next::{self as ff, codec, format::Pixel, media, software::scaling};
+use smart_default::SmartDefault;
 
+use crate::ffmpeg::decoder::open_decoder;
 use crate::ffmpeg::filter::FilterGraph;
 use crate::ffmpeg::{ff_err, seconds, stream_rotation, to_ts, Demuxer, MediaSource};
 use crate::ffmpeg::{DecodeConfig, DemuxConfig};
@@ -155,9 +157,10 @@ impl ScaleFilter {
 
 /// How [`load_video`] decodes. `Default`: all frames, native size, RGB,
 /// one decoder thread, rotation applied, at most 4 GiB of output.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, SmartDefault)]
 pub struct VideoOptions {
     /// Which frames to return.
+    #[default(FrameSelection::All)]
     pub selection: FrameSelection,
     /// Output width in pixels (after rotation); `None` keeps the displayed
     /// width, or follows `height` keeping the aspect ratio.
@@ -165,13 +168,16 @@ pub struct VideoOptions {
     /// Output height in pixels (after rotation); `None` as for `width`.
     pub height: Option<u32>,
     /// Output pixel layout.
+    #[default(PixelFormat::Rgb24)]
     pub pixel_format: PixelFormat,
     /// Interpolation for scaling.
+    #[default(ScaleFilter::Bicubic)]
     pub filter: ScaleFilter,
     /// Decoder threads (FFmpeg frame threading), and the threads of the
     /// `filter_desc` graph; 0 lets FFmpeg pick one per core. In a pipeline
     /// that decodes many videos at once, 1 is usually best. At most
     /// [`MAX_THREADS`] (more is `InvalidArgument`).
+    #[default(1)]
     pub threads: usize,
     /// Turn frames as the stream's display matrix says (as players and the
     /// ffmpeg command line do). Off by default, as SPDL 0.8, whose loaders
@@ -180,6 +186,7 @@ pub struct VideoOptions {
     pub apply_rotation: bool,
     /// Largest output allowed, in bytes; more is [`ErrorKind::LimitExceeded`]
     /// (checked before allocating).
+    #[default(4 << 30)]
     pub max_output_bytes: usize,
     /// An FFmpeg filter graph description (libavfilter, as the ffmpeg
     /// command line's `-vf` and SPDL's `filter_desc`), e.g.
@@ -199,24 +206,6 @@ pub struct VideoOptions {
     /// options (e.g. `threads`) override [`VideoOptions::threads`].
     /// Default: the codec's own decoder.
     pub decode: DecodeConfig,
-}
-
-impl Default for VideoOptions {
-    fn default() -> Self {
-        VideoOptions {
-            selection: FrameSelection::All,
-            width: None,
-            height: None,
-            pixel_format: PixelFormat::Rgb24,
-            filter: ScaleFilter::Bicubic,
-            threads: 1,
-            apply_rotation: false,
-            max_output_bytes: 4 << 30,
-            filter_desc: None,
-            demux: DemuxConfig::default(),
-            decode: DecodeConfig::default(),
-        }
-    }
 }
 
 /// What the container and stream headers say (no decoding).
@@ -246,9 +235,10 @@ pub struct VideoInfo {
 }
 
 /// Decoded frames: `data` is `[T, H, W, C]` u8, row-major.
-#[derive(Clone, PartialEq)]
+#[derive(derive_more::Debug, Clone, PartialEq)]
 pub struct Video {
     /// `shape[0] * shape[1] * shape[2] * shape[3]` bytes.
+    #[debug("[{} bytes]", data.len())]
     pub data: Vec<u8>,
     /// `[T, H, W, C]`: frames, height, width, channels (3 RGB/BGR, 1 gray).
     pub shape: [usize; 4],
@@ -267,21 +257,6 @@ pub struct Video {
     pub frames_decoded: Option<usize>,
     /// Header information.
     pub info: VideoInfo,
-}
-
-impl std::fmt::Debug for Video {
-    /// Everything but the pixels (only their count).
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Video")
-            .field("data", &format_args!("[{} bytes]", self.data.len()))
-            .field("shape", &self.shape)
-            .field("pts", &self.pts)
-            .field("indices", &self.indices)
-            .field("rotation_applied", &self.rotation_applied)
-            .field("frames_decoded", &self.frames_decoded)
-            .field("info", &self.info)
-            .finish()
-    }
 }
 
 impl Video {
@@ -609,27 +584,12 @@ impl<'a> Session<'a> {
             count: checked_threads(threads).map_err(|e| src.err(e))?,
             ..Default::default()
         });
-        let decoder = if *decode_cfg == DecodeConfig::default() {
-            let mut decoder = ctx.decoder();
-            decoder.set_packet_time_base(time_base);
-            decoder.video().map_err(|e| {
-                let kind = if matches!(e, ff::Error::DecoderNotFound) {
-                    ErrorKind::Unsupported
-                } else {
-                    ErrorKind::Corrupt
-                };
-                src.err(ff_err(kind, "opening video decoder", e))
-            })?
-        } else {
-            let id = ctx.id();
-            crate::ffmpeg::decoder::open_context(&mut ctx, id, time_base, decode_cfg)
-                .map_err(|e| src.err(e))?;
-            codec::decoder::Opened(codec::decoder::Decoder(ctx))
-                .video()
-                .map_err(|e| {
-                    src.err(ff_err(ErrorKind::InvalidArgument, "not a video decoder", e))
-                })?
-        };
+        let decoder = open_decoder(ctx, time_base, decode_cfg)
+            .and_then(|d| {
+                d.video()
+                    .map_err(|e| ff_err(ErrorKind::InvalidArgument, "not a video decoder", e))
+            })
+            .map_err(|e| src.err(e))?;
         let codec = decoder
             .codec()
             .map(|c| c.name().to_owned())

@@ -10,8 +10,9 @@ use super::{
     assemble, check_limit, graph_plan, Collector, ConverterFactory, Session, Video, VideoInfo,
     VideoOptions,
 };
+use crate::ffmpeg::decoder::open_decoder;
 use crate::ffmpeg::filter::FilterGraph;
-use crate::ffmpeg::{ff_err, seconds, to_ts, MediaSource};
+use crate::ffmpeg::{ff_err, seconds, to_ts, DecodeConfig, MediaSource};
 use crate::{Error, ErrorKind, Result};
 
 /// The codec parameters of the stream (an `AVCodecParameters` copy).
@@ -24,24 +25,16 @@ unsafe impl Sync for Params {}
 
 /// The demuxed packets of one video stream, in decode (file) order, with
 /// the codec parameters needed to decode them. As SPDL's `VideoPackets`.
+#[derive(derive_more::Debug)]
 pub struct VideoPackets {
     key: String,
+    #[debug(skip)]
     params: Params,
     time_base: ff::Rational,
+    #[debug("[{} packets]", packets.len())]
     packets: Vec<ff::Packet>,
     window: Option<(f64, f64)>,
     info: VideoInfo,
-}
-
-impl std::fmt::Debug for VideoPackets {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("VideoPackets")
-            .field("key", &self.key)
-            .field("packets", &self.packets.len())
-            .field("timestamp", &self.window)
-            .field("info", &self.info)
-            .finish()
-    }
 }
 
 impl Clone for VideoPackets {
@@ -180,16 +173,9 @@ fn decode(packets: &VideoPackets, opts: &VideoOptions, limit: Option<usize>) -> 
         count: super::checked_threads(opts.threads)?,
         ..Default::default()
     });
-    let mut decoder = ctx.decoder();
-    decoder.set_packet_time_base(packets.time_base);
-    let mut decoder = decoder.video().map_err(|e| {
-        let kind = if matches!(e, ff::Error::DecoderNotFound) {
-            ErrorKind::Unsupported
-        } else {
-            ErrorKind::Corrupt
-        };
-        ff_err(kind, "opening video decoder", e)
-    })?;
+    let mut decoder = open_decoder(ctx, packets.time_base, &DecodeConfig::default())?
+        .video()
+        .map_err(|e| ff_err(ErrorKind::InvalidArgument, "not a video decoder", e))?;
     let (graph_desc, info) = graph_plan(&packets.info, opts);
     let mut out = Collector {
         factory: ConverterFactory { info, opts },

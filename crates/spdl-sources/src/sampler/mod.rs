@@ -91,6 +91,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+use smart_default::SmartDefault;
 
 use self::schedule::Schedule;
 pub use self::state::{merge_states, EpochProgress, Reshard, SamplerState};
@@ -113,24 +114,16 @@ pub enum Remainder {
 
 /// How a [`Sampler`] orders an epoch. The default is torch `DistributedSampler`'s: shuffled with
 /// seed 0, padded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, SmartDefault)]
 pub struct SamplerOptions {
     /// Shuffle each epoch by `(seed, epoch)`; otherwise the global order is `0..len`.
+    #[default(true)]
     pub shuffle: bool,
     /// The shuffle seed; every rank must use the same one.
     pub seed: u64,
     /// How the tail is made to divide evenly.
+    #[default(Remainder::Pad)]
     pub remainder: Remainder,
-}
-
-impl Default for SamplerOptions {
-    fn default() -> Self {
-        Self {
-            shuffle: true,
-            seed: 0,
-            remainder: Remainder::Pad,
-        }
-    }
 }
 
 /// One item a sampler yields.

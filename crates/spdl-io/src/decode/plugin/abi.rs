@@ -7,6 +7,8 @@
 use std::ffi::{c_char, c_void, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use smart_default::SmartDefault;
+
 use crate::decode::{ColorMode, DecodeOptions, Decoder, ImageInfo, Limits};
 use crate::error::{Error, ErrorKind};
 
@@ -50,21 +52,13 @@ pub struct RawDecodeOptions {
 
 /// An error across the boundary: a kind code and a NUL-terminated message.
 #[repr(C)]
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, SmartDefault)]
 pub struct RawError {
     /// The [`ErrorKind`], numbered by its position in the host's list (append-only).
     pub kind: u32,
     /// UTF-8, NUL-terminated, cut at 511 bytes.
+    #[default([0; 512])]
     pub message: [u8; 512],
-}
-
-impl Default for RawError {
-    fn default() -> Self {
-        Self {
-            kind: 0,
-            message: [0; 512],
-        }
-    }
 }
 
 /// The table a plugin exports. `ctx` is the plugin's own pointer, passed back to every call.
