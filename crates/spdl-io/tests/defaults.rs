@@ -9,7 +9,6 @@ fn image_defaults() {
     assert_eq!((o.width, o.height, o.size), (None, None, None));
     assert_eq!(o.transform, TransformKind::Resize);
     assert!(!o.lenient && o.region_decode && o.scaled_decode);
-    assert_eq!(o.limits, Limits::default());
     assert_eq!(
         (Limits::default().max_pixels, Limits::default().max_bytes),
         (178_956_970, 1 << 30)

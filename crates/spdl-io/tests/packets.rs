@@ -129,3 +129,26 @@ fn bad_inputs_and_arguments_are_named_errors() {
     .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
 }
+
+#[test]
+fn decode_packets_uses_the_decode_config() {
+    let packets = demux_video(&media(BBB), None).unwrap();
+    let named = |decoder: &str| VideoOptions {
+        decode: spdl_io::ffmpeg::DecodeConfig {
+            decoder: Some(decoder.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    // The stream's own decoder by name gives the default decoder's frames.
+    let by_name = decode_packets(&packets, &named("h264"), Some(3)).unwrap();
+    let default = decode_packets(&packets, &VideoOptions::default(), Some(3)).unwrap();
+    assert!(by_name.data == default.data);
+    let e = decode_packets(&packets, &named("no_such_decoder"), None).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+    assert!(
+        e.to_string()
+            .contains("no decoder named \"no_such_decoder\""),
+        "{e}"
+    );
+}

@@ -12,7 +12,7 @@ use super::{
 };
 use crate::ffmpeg::decoder::open_decoder;
 use crate::ffmpeg::filter::FilterGraph;
-use crate::ffmpeg::{ff_err, seconds, to_ts, DecodeConfig, MediaSource};
+use crate::ffmpeg::{ff_err, seconds, to_ts, MediaSource};
 use crate::{Error, ErrorKind, Result};
 
 /// The codec parameters of the stream (an `AVCodecParameters` copy).
@@ -142,7 +142,8 @@ fn demux(src: &MediaSource<'_>, window: Option<(f64, f64)>) -> Result<VideoPacke
 }
 
 /// Decodes `packets` into one `[T, H, W, C]` tensor, as [`super::load_video`]
-/// does with `opts` (pixel format, size, rotation, threads, `filter_desc`);
+/// does with `opts` (pixel format, size, rotation, threads, `filter_desc`,
+/// `decode`: the decoder and its options);
 /// `opts.selection` must be [`super::FrameSelection::All`]: the frames are
 /// those of the packets' time window (all when it has none), at most
 /// `num_frames` of them when given. As SPDL's `decode_packets` followed by
@@ -173,7 +174,7 @@ fn decode(packets: &VideoPackets, opts: &VideoOptions, limit: Option<usize>) -> 
         count: super::checked_threads(opts.threads)?,
         ..Default::default()
     });
-    let mut decoder = open_decoder(ctx, packets.time_base, &DecodeConfig::default())?
+    let mut decoder = open_decoder(ctx, packets.time_base, &opts.decode)?
         .video()
         .map_err(|e| ff_err(ErrorKind::InvalidArgument, "not a video decoder", e))?;
     let (graph_desc, info) = graph_plan(&packets.info, opts);
