@@ -389,7 +389,7 @@ impl NvdecSpec {
     /// The `VideoPackets` `packets`, an NVDEC decoder for their codec and coded size (the
     /// codec's `width` x `height`, what the decoder allocates for), and the Annex-B converter
     /// made from their extradata (`None` for codecs that need none), opened with the GIL
-    /// released. Errors: those of `video_packets` and `nvdec_config`, then the decoder's or
+    /// released. Errors: those of `video_packets` and `config`, then the decoder's or
     /// the converter's.
     fn open_for_packets(
         &self,
