@@ -1,0 +1,118 @@
+//! Every Rust snippet in the Markdown of the repository (README, docs site, crate READMEs) is one
+//! of the examples in `tests/examples/`, word for word, so it compiles with the tests (cargo
+//! builds a package's examples for `cargo test`); each example also runs here.
+
+use std::path::{Path, PathBuf};
+
+mod readme {
+    include!("../examples/readme.rs");
+    pub fn run() -> Result<(), Box<dyn std::error::Error>> {
+        main()
+    }
+}
+
+mod core_only {
+    include!("../examples/core_only.rs");
+    pub fn run() -> Result<(), Box<dyn std::error::Error>> {
+        main()
+    }
+}
+
+mod decoder_plugin {
+    include!("../examples/decoder_plugin.rs");
+    pub fn run() -> Result<()> {
+        main()
+    }
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The Markdown files of the repository, outside build output and hidden folders.
+fn markdown_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read a folder of the repository") {
+        let path = entry.expect("read a folder entry").path();
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        if name.starts_with('.') || name == "target" {
+            continue;
+        }
+        if path.is_dir() {
+            markdown_files(&path, out);
+        } else if name.ends_with(".md") {
+            out.push(path);
+        }
+    }
+}
+
+/// The ```rust blocks of a Markdown text, each with the line it starts on.
+fn rust_blocks(text: &str) -> Vec<(usize, String)> {
+    let mut blocks = Vec::new();
+    let mut open: Option<(usize, String)> = None;
+    for (n, line) in text.lines().enumerate() {
+        match (&mut open, line.trim_start()) {
+            (None, fence) if fence.starts_with("```rust") => open = Some((n + 1, String::new())),
+            (Some(_), "```") => blocks.extend(open.take()),
+            (Some((_, body)), _) => {
+                body.push_str(line);
+                body.push('\n');
+            }
+            (None, _) => {}
+        }
+    }
+    blocks
+}
+
+#[test]
+fn every_rust_snippet_is_a_compiled_example() {
+    let root = repo_root();
+    let examples: Vec<(PathBuf, String)> = std::fs::read_dir(root.join("tests/examples"))
+        .expect("tests/examples")
+        .map(|e| e.expect("an example").path())
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).expect("read an example");
+            (p, text)
+        })
+        .collect();
+    let mut files = Vec::new();
+    markdown_files(&root, &mut files);
+    let (mut snippets, mut strays) = (0, Vec::new());
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("read a Markdown file");
+        for (line, block) in rust_blocks(&text) {
+            snippets += 1;
+            if !examples.iter().any(|(_, example)| *example == block) {
+                let name = file
+                    .strip_prefix(&root)
+                    .unwrap_or(file)
+                    .display()
+                    .to_string();
+                strays.push(format!("{name}:{line}"));
+            }
+        }
+    }
+    assert!(
+        strays.is_empty(),
+        "these ```rust blocks are not word for word a file of tests/examples/, so nothing \
+         compiles them: {strays:?}"
+    );
+    // The README's, the spdl-core one and the decoder plugin's at least.
+    assert!(snippets >= 3, "only {snippets} Rust snippets found");
+}
+
+#[test]
+fn readme_example_runs_on_the_bundled_photos() {
+    // The README runs it from the repository's root, where `data/samples` is.
+    std::env::set_current_dir(repo_root()).expect("cd to the repository's root");
+    readme::run().expect("the README's example");
+}
+
+#[test]
+fn core_only_example_runs() {
+    core_only::run().expect("the spdl-core example");
+}
+
+#[test]
+fn decoder_plugin_example_runs() {
+    decoder_plugin::run().expect("the decoder plugin example");
+}
