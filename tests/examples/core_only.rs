@@ -1,5 +1,5 @@
-// spdl-core alone (no decoder, no I/O crate): a source, an async stage, a blocking stage that
-// drops some items, batches of 4. A failing item is counted and skipped; the epoch goes on.
+//! spdl-core alone (no decoder, no I/O crate): a source, an async stage, a blocking stage that
+//! drops some items, batches of 4. A failing item is counted and skipped; the epoch goes on.
 use spdl_core::{Op, Order, PipelineBuilder, StageConfig};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -1,6 +1,6 @@
-// A decoder for farbfeld (https://tools.suckless.org/farbfeld/): the magic `farbfeld`, width and
-// height as big-endian u32, then `[H, W, 4]` RGBA samples as big-endian u16. Registered, it is
-// picked by the file's leading bytes, like the built-in decoders.
+//! A decoder for farbfeld (https://tools.suckless.org/farbfeld/): the magic `farbfeld`, width and
+//! height as big-endian u32, then `[H, W, 4]` RGBA samples as big-endian u16. Registered, it is
+//! picked by the file's leading bytes, like the built-in decoders.
 use std::sync::Arc;
 
 use spdl_io::decode::{check_out_len, color, Registry};

@@ -1,6 +1,6 @@
-// List a folder, read the files (async), decode and resize them on the worker pool, and batch
-// them as `[N, 224, 224, 3]` u8, for two epochs. Run from the repository's root:
-// `cargo run -p spdl-tests --example readme`.
+//! List a folder, read the files (async), decode and resize them on the worker pool, and batch
+//! them as `[N, 224, 224, 3]` u8, for two epochs. Run from the repository's root:
+//! `cargo run -p spdl-tests --example readme`.
 use std::path::PathBuf;
 
 use spdl_core::{Op, Order, PipelineBuilder, StageConfig};

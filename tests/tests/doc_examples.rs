@@ -1,28 +1,27 @@
 //! Every Rust snippet in the Markdown of the repository (README, docs site, crate READMEs) is one
 //! of the examples in `tests/examples/`, word for word, so it compiles with the tests (cargo
-//! builds a package's examples for `cargo test`); each example also runs here.
+//! builds a package's examples for `cargo test`); each example also runs here, through
+//! `cargo run` as a reader would run it.
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
-mod readme {
-    include!("../examples/readme.rs");
-    pub fn run() -> Result<(), Box<dyn std::error::Error>> {
-        main()
-    }
-}
-
-mod core_only {
-    include!("../examples/core_only.rs");
-    pub fn run() -> Result<(), Box<dyn std::error::Error>> {
-        main()
-    }
-}
-
-mod decoder_plugin {
-    include!("../examples/decoder_plugin.rs");
-    pub fn run() -> Result<()> {
-        main()
-    }
+/// Builds the examples with the cargo running this test, and runs one from `dir`.
+fn run_example(name: &str, dir: &Path) {
+    let cargo = |args: &[&str]| {
+        Command::new(env!("CARGO"))
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("run cargo")
+    };
+    let out = cargo(&["run", "--quiet", "-p", "spdl-tests", "--example", name]);
+    assert!(
+        out.status.success(),
+        "example {name} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 fn repo_root() -> PathBuf {
@@ -102,17 +101,16 @@ fn every_rust_snippet_is_a_compiled_example() {
 
 #[test]
 fn readme_example_runs_on_the_bundled_photos() {
-    // The README runs it from the repository's root, where `data/samples` is.
-    std::env::set_current_dir(repo_root()).expect("cd to the repository's root");
-    readme::run().expect("the README's example");
+    // From the repository's root, where `data/samples` is, as the README says.
+    run_example("readme", &repo_root());
 }
 
 #[test]
 fn core_only_example_runs() {
-    core_only::run().expect("the spdl-core example");
+    run_example("core_only", &repo_root());
 }
 
 #[test]
 fn decoder_plugin_example_runs() {
-    decoder_plugin::run().expect("the decoder plugin example");
+    run_example("decoder_plugin", &repo_root());
 }

@@ -173,8 +173,10 @@ pub fn check_decoder(decoder: Arc<dyn Decoder>, samples: &[Sample]) -> Vec<Strin
     if samples.is_empty() {
         out.push("no samples given: the suite needs at least one valid encoded image".into());
     }
-    if guarded(|| decoder.matches(&[])).unwrap_or(true) {
-        out.push(format!("{}: matches(&[]) must be false", decoder.name()));
+    match guarded(|| decoder.matches(&[])) {
+        Ok(false) => {}
+        Ok(true) => out.push(format!("{}: matches(&[]) must be false", decoder.name())),
+        Err(why) => out.push(format!("{}: matches(&[]) panicked: {why}", decoder.name())),
     }
     for sample in samples {
         let mut report = |check: &str, detail: String| {
@@ -198,29 +200,36 @@ pub fn assert_conforms(decoder: Arc<dyn Decoder>, samples: &[Sample]) {
     );
 }
 
-/// Runs `f`, turning a panic into `None`.
-fn guarded<T>(f: impl FnOnce() -> T) -> Option<T> {
-    catch_unwind(AssertUnwindSafe(f)).ok()
+/// Runs `f`, turning a panic into `Err` with the panic's message.
+fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
+        payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".into())
+    })
 }
 
 const SENTINEL: u8 = 0xA5;
 
 fn check_sample(d: &dyn Decoder, s: &Sample, report: &mut dyn FnMut(&str, String)) {
     let bytes = &s.bytes[..];
-    if !guarded(|| d.matches(bytes)).unwrap_or(false) {
-        report("matches", "matches() is false for a valid sample".into());
-        return;
+    match guarded(|| d.matches(bytes)) {
+        Ok(true) => {}
+        Ok(false) => return report("matches", "matches() is false for a valid sample".into()),
+        Err(why) => return report("matches", format!("panicked: {why}")),
     }
     let info = match guarded(|| d.probe(bytes)) {
-        Some(Ok(info)) if info.width > 0 && info.height > 0 => info,
-        Some(Ok(info)) => {
+        Ok(Ok(info)) if info.width > 0 && info.height > 0 => info,
+        Ok(Ok(info)) => {
             return report(
                 "probe",
                 format!("empty size {}x{}", info.width, info.height),
             )
         }
-        Some(Err(e)) => return report("probe", format!("failed on a valid sample: {e}")),
-        None => return report("probe", "panicked".into()),
+        Ok(Err(e)) => return report("probe", format!("failed on a valid sample: {e}")),
+        Err(why) => return report("probe", format!("panicked: {why}")),
     };
 
     for color in [ColorMode::Rgb, ColorMode::Gray, ColorMode::Rgba] {
@@ -259,13 +268,13 @@ fn check_decode_into(
     let len = shape.len_bytes();
     let mut buf = vec![SENTINEL; len + 64];
     match guarded(|| d.decode_into(bytes, opts, &mut buf)) {
-        Some(Ok(got)) if got != *info => report(
+        Ok(Ok(got)) if got != *info => report(
             "decode_into",
             format!("{color:?}: reported header {got:?}, probe said {info:?}"),
         ),
-        Some(Ok(_)) => {}
-        Some(Err(e)) => return report("decode_into", format!("{color:?}: failed: {e}")),
-        None => return report("decode_into", format!("{color:?}: panicked")),
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => return report("decode_into", format!("{color:?}: failed: {e}")),
+        Err(why) => return report("decode_into", format!("{color:?}: panicked: {why}")),
     }
     if buf[len..].iter().any(|&b| b != SENTINEL) {
         report(
@@ -274,7 +283,7 @@ fn check_decode_into(
         );
     }
     match guarded(|| d.decode(bytes, opts)) {
-        Some(Ok(img)) => {
+        Ok(Ok(img)) => {
             let same_shape = [img.height, img.width, img.channels]
                 == [shape.height, shape.width, shape.channels];
             let same_bytes = img.as_u8().is_some_and(|p| p == &buf[..len]);
@@ -285,8 +294,11 @@ fn check_decode_into(
                 );
             }
         }
-        Some(Err(e)) => report("decode_into", format!("{color:?}: decode() failed: {e}")),
-        None => report("decode_into", format!("{color:?}: decode() panicked")),
+        Ok(Err(e)) => report("decode_into", format!("{color:?}: decode() failed: {e}")),
+        Err(why) => report(
+            "decode_into",
+            format!("{color:?}: decode() panicked: {why}"),
+        ),
     }
 }
 
@@ -299,13 +311,13 @@ fn check_small_buffer(
 ) {
     let mut short = vec![SENTINEL; shape.len_bytes() - 1];
     match guarded(|| d.decode_into(bytes, opts, &mut short)) {
-        Some(Err(e)) if e.kind() == ErrorKind::InvalidArgument => {}
-        Some(Err(e)) => report(
+        Ok(Err(e)) if e.kind() == ErrorKind::InvalidArgument => {}
+        Ok(Err(e)) => report(
             "small buffer",
             format!("expected an invalid-argument error, got: {e}"),
         ),
-        Some(Ok(_)) => report("small buffer", "a short buffer was accepted".into()),
-        None => report("small buffer", "panicked".into()),
+        Ok(Ok(_)) => report("small buffer", "a short buffer was accepted".into()),
+        Err(why) => report("small buffer", format!("panicked: {why}")),
     }
 }
 
@@ -326,7 +338,7 @@ fn check_limits(
     // Big enough for the real output: only the limit may refuse it.
     let mut buf = vec![SENTINEL; info.width * info.height * 4 * 2];
     match guarded(|| d.decode_into(bytes, &opts, &mut buf)) {
-        Some(Err(e)) if e.kind() == ErrorKind::LimitExceeded => {
+        Ok(Err(e)) if e.kind() == ErrorKind::LimitExceeded => {
             if buf.iter().any(|&b| b != SENTINEL) {
                 report(
                     "limits",
@@ -334,20 +346,20 @@ fn check_limits(
                 );
             }
         }
-        Some(Err(e)) => report(
+        Ok(Err(e)) => report(
             "limits",
             format!("expected a limit-exceeded error, got: {e}"),
         ),
-        Some(Ok(_)) => report(
+        Ok(Ok(_)) => report(
             "limits",
             format!("decoded {pixels} pixels with max_pixels = {}", pixels - 1),
         ),
-        None => report("limits", "panicked".into()),
+        Err(why) => report("limits", format!("panicked: {why}")),
     }
     match guarded(|| d.decode(bytes, &opts)) {
-        Some(Err(e)) if e.kind() == ErrorKind::LimitExceeded => {}
-        Some(_) => report("limits", "decode() ignored the limit".into()),
-        None => report("limits", "decode() panicked".into()),
+        Ok(Err(e)) if e.kind() == ErrorKind::LimitExceeded => {}
+        Ok(_) => report("limits", "decode() ignored the limit".into()),
+        Err(why) => report("limits", format!("decode() panicked: {why}")),
     }
 }
 
@@ -365,25 +377,28 @@ fn check_region(
         height: (shape.height / 2).max(1),
     };
     match guarded(|| d.decode_region(bytes, opts, region)) {
-        Some(Ok(img)) if (img.width, img.height) == (region.width, region.height) => {}
-        Some(Ok(img)) => report(
+        Ok(Ok(img)) if (img.width, img.height) == (region.width, region.height) => {}
+        Ok(Ok(img)) => report(
             "region",
             format!("asked {region:?}, got {}x{}", img.width, img.height),
         ),
-        Some(Err(e)) => report("region", format!("failed: {e}")),
-        None => report("region", "panicked".into()),
+        Ok(Err(e)) => report("region", format!("failed: {e}")),
+        Err(why) => report("region", format!("panicked: {why}")),
     }
     let outside = Region {
         x: shape.width,
         ..region
     };
     match guarded(|| d.decode_region(bytes, opts, outside)) {
-        Some(Err(e)) if e.kind() == ErrorKind::InvalidArgument => {}
-        Some(_) => report(
+        Ok(Err(e)) if e.kind() == ErrorKind::InvalidArgument => {}
+        Ok(_) => report(
             "region",
             format!("{outside:?} outside the image was not refused"),
         ),
-        None => report("region", "panicked on a region outside the image".into()),
+        Err(why) => report(
+            "region",
+            format!("panicked on a region outside the image: {why}"),
+        ),
     }
 }
 
@@ -398,10 +413,10 @@ fn check_never_panics(d: &dyn Decoder, bytes: &[u8], report: &mut dyn FnMut(&str
     lengths.dedup();
     for len in lengths {
         let prefix = &bytes[..len];
-        if guarded(|| d.decode(prefix, &opts).map(drop)).is_none() {
+        if let Err(why) = guarded(|| d.decode(prefix, &opts).map(drop)) {
             report(
                 "truncated",
-                format!("panicked on the first {len} of {n} bytes"),
+                format!("panicked on the first {len} of {n} bytes: {why}"),
             );
         }
     }
@@ -415,8 +430,8 @@ fn check_never_panics(d: &dyn Decoder, bytes: &[u8], report: &mut dyn FnMut(&str
                 copy[at] = rng.next() as u8;
             }
         }
-        if guarded(|| d.decode(&copy, &opts).map(drop)).is_none() {
-            report("mutated", format!("panicked on mutation {round}"));
+        if let Err(why) = guarded(|| d.decode(&copy, &opts).map(drop)) {
+            report("mutated", format!("panicked on mutation {round}: {why}"));
         }
     }
 }
@@ -432,9 +447,9 @@ fn check_reference(
         ..DecodeOptions::default()
     };
     let img = match guarded(|| d.decode(bytes, &opts)) {
-        Some(Ok(img)) => img,
-        Some(Err(e)) => return report("reference", format!("failed: {e}")),
-        None => return report("reference", "panicked".into()),
+        Ok(Ok(img)) => img,
+        Ok(Err(e)) => return report("reference", format!("failed: {e}")),
+        Err(why) => return report("reference", format!("panicked: {why}")),
     };
     let shape = [img.height, img.width, img.channels];
     if shape != r.shape {
@@ -469,13 +484,23 @@ fn check_reference(
 fn check_registry(decoder: &Arc<dyn Decoder>, s: &Sample, report: &mut dyn FnMut(&str, String)) {
     let mut registry = Registry::with_defaults();
     registry.register(Arc::clone(decoder));
-    match registry.decoder_for(&s.name, &s.bytes) {
-        Ok(d) if d.name() == decoder.name() => {}
-        Ok(d) => report(
+    // The registry asks every decoder's `matches`: a panic there is a finding, not a crash.
+    let picked = guarded(|| {
+        registry
+            .decoder_for(&s.name, &s.bytes)
+            .map(|d| d.name().to_string())
+    });
+    match picked {
+        Ok(Ok(name)) if name == decoder.name() => {}
+        Ok(Ok(name)) => report(
             "registry",
-            format!("`{}` was picked instead of `{}`", d.name(), decoder.name()),
+            format!("`{name}` was picked instead of `{}`", decoder.name()),
         ),
-        Err(e) => report("registry", format!("not picked by content: {e}")),
+        Ok(Err(e)) => report("registry", format!("not picked by content: {e}")),
+        Err(why) => report(
+            "registry",
+            format!("panicked while picking a decoder: {why}"),
+        ),
     }
 }
 

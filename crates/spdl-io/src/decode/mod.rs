@@ -126,12 +126,16 @@ impl OutputShape {
 }
 
 impl DecodeOptions {
-    /// The output layout for an image with header `info`, after checking
-    /// [`DecodeOptions::limits`] against the claimed size.
+    /// The output layout for an image with header `info`, after checking the header (every
+    /// decoder's, a run-time plugin's included) and [`DecodeOptions::limits`] against the
+    /// claimed size.
     ///
     /// # Errors
-    /// [`ErrorKind::LimitExceeded`] naming the claimed dimensions.
+    /// [`ErrorKind::Corrupt`] for a header no image has: a width or height of 0, channels
+    /// outside 1..=4, a bit depth other than 8 or 16. [`ErrorKind::LimitExceeded`] naming the
+    /// claimed dimensions.
     pub fn output_shape(&self, info: &ImageInfo) -> Result<OutputShape> {
+        check_header(info)?;
         let channels = color::out_channels(self.color, info.channels);
         let bytes_per_sample = if self.color == ColorMode::Unchanged && info.bit_depth > 8 {
             2
@@ -152,6 +156,23 @@ impl DecodeOptions {
             bytes_per_sample,
         })
     }
+}
+
+/// Refuses a header that describes no image, before any size is multiplied or allocated.
+pub(crate) fn check_header(info: &ImageInfo) -> Result<()> {
+    let problem = if info.width == 0 || info.height == 0 {
+        format!("an empty image ({}x{})", info.width, info.height)
+    } else if !(1..=4).contains(&info.channels) {
+        format!("{} channels (an image has 1 to 4)", info.channels)
+    } else if !matches!(info.bit_depth, 8 | 16) {
+        format!("a bit depth of {} (8 or 16 are decoded)", info.bit_depth)
+    } else {
+        return Ok(());
+    };
+    Err(Error::new(
+        ErrorKind::Corrupt,
+        format!("the {} header describes {problem}", info.format),
+    ))
 }
 
 /// A rectangle in pixels, in displayed (oriented) coordinates.

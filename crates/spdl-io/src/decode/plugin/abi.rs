@@ -18,6 +18,11 @@ pub const ABI_VERSION: u32 = 1;
 /// The symbol a plugin library exports: `extern "C" fn() -> *const RawDecoder`.
 pub const SYMBOL: &[u8] = b"spdl_decoder_plugin_v1\0";
 
+/// A `u8` static a plugin library exports beside [`SYMBOL`]: 1 when it was built with
+/// `panic = "abort"`, whose panics cannot be caught and would end the host's process, so the
+/// host refuses it; 0 otherwise. Plugins built before it existed lack it (nothing is known).
+pub const PANIC_ABORT_SYMBOL: &[u8] = b"spdl_decoder_plugin_panic_abort\0";
+
 /// [`ImageInfo`] across the boundary (the format is the plugin's `format` name).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
@@ -282,10 +287,16 @@ fn guarded(
     f: impl FnOnce() -> Result<RawImageInfo, Error>,
     info: *mut RawImageInfo,
 ) -> i32 {
-    let result = catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
+    let result = catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|payload| {
+        // The message crosses the boundary (the host never sees the payload itself).
+        let why = payload
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("a panic without a message");
         Err(Error::new(
             ErrorKind::Corrupt,
-            "the decoder plugin panicked",
+            format!("the decoder plugin panicked: {why}"),
         ))
     });
     match result {
@@ -355,12 +366,22 @@ unsafe extern "C" fn raw_decode_into(
 /// Exports a decoder from a `cdylib` as a spdl-rs decoder plugin: call it once at the crate's
 /// top level with an expression that makes the decoder and the name of its format.
 ///
+/// Build the plugin with `panic = "unwind"` (Cargo's default): a panic in the decoder is then
+/// caught on the plugin's side and becomes an error for that one sample, with the panic's
+/// message. A plugin built with `panic = "abort"` could end the host's process on any bad
+/// input, so the host refuses to load it (the macro records the setting in
+/// [`PANIC_ABORT_SYMBOL`](crate::decode::plugin::PANIC_ABORT_SYMBOL)).
+///
 /// ```ignore
 /// spdl_io::export_decoder_plugin!(my_crate::MyDecoder::new(), "MYFMT");
 /// ```
 #[macro_export]
 macro_rules! export_decoder_plugin {
     ($decoder:expr, $format:expr) => {
+        /// 1 when this library was built with `panic = "abort"` (the host then refuses it).
+        #[no_mangle]
+        pub static spdl_decoder_plugin_panic_abort: u8 = cfg!(panic = "abort") as u8;
+
         /// The entry point spdl-rs looks up (ABI version 1).
         #[no_mangle]
         pub extern "C" fn spdl_decoder_plugin_v1() -> *const $crate::decode::plugin::RawDecoder {

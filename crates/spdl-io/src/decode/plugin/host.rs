@@ -4,8 +4,10 @@ use std::ffi::{c_void, CStr};
 use std::path::Path;
 use std::sync::Arc;
 
-use super::abi::{RawDecodeOptions, RawDecoder, RawError, RawImageInfo, ABI_VERSION, SYMBOL};
-use crate::decode::{register_global, DecodeOptions, Decoder, ImageFormat, ImageInfo};
+use super::abi::{
+    RawDecodeOptions, RawDecoder, RawError, RawImageInfo, ABI_VERSION, PANIC_ABORT_SYMBOL, SYMBOL,
+};
+use crate::decode::{check_header, register_global, DecodeOptions, Decoder, ImageFormat, ImageInfo};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Loads the decoder plugin at `path` and registers it for every
@@ -16,7 +18,8 @@ use crate::error::{Error, ErrorKind, Result};
 ///
 /// # Errors
 /// [`ErrorKind::InvalidArgument`] naming the path when the library cannot be loaded, lacks
-/// the `spdl_decoder_plugin_v1` symbol, or was built for another plugin ABI version.
+/// the `spdl_decoder_plugin_v1` symbol, was built for another plugin ABI version, or was built
+/// with `panic = "abort"` (a panic in it would end this process instead of failing a sample).
 ///
 /// # Safety
 /// Loading a library runs its initialisers and trusts its exported table: only load plugins
@@ -35,6 +38,16 @@ pub unsafe fn load(path: impl AsRef<Path>) -> Result<String> {
         let entry = lib
             .get::<extern "C" fn() -> *const RawDecoder>(SYMBOL)
             .map_err(|_| fail("not a spdl-rs decoder plugin (no spdl_decoder_plugin_v1)".into()))?;
+        // Checked before the plugin runs any code of its own (its table is made lazily).
+        if let Ok(flag) = lib.get::<*const u8>(PANIC_ABORT_SYMBOL) {
+            if !flag.is_null() && **flag != 0 {
+                return Err(fail(
+                    "built with panic = \"abort\": a panic in it would end this process \
+                     instead of failing one sample; build it with panic = \"unwind\" (the default)"
+                        .into(),
+                ));
+            }
+        }
         let table = entry();
         // Never unloaded: the table and its strings live inside the library.
         std::mem::forget(lib);
@@ -85,7 +98,7 @@ impl PluginDecoder {
         if code != 0 {
             return Err(err.error());
         }
-        info.info(self.format).ok_or_else(|| {
+        let invalid = || {
             Error::new(
                 ErrorKind::Corrupt,
                 format!(
@@ -93,7 +106,16 @@ impl PluginDecoder {
                     self.name
                 ),
             )
-        })
+        };
+        let info = info.info(self.format).ok_or_else(invalid)?;
+        // Sizes, channels and depth as for every decoder, before the host sizes a buffer by them.
+        check_header(&info).map_err(|e| {
+            Error::new(
+                e.kind(),
+                format!("decoder plugin {}: {}", self.name, e.message()),
+            )
+        })?;
+        Ok(info)
     }
 }
 

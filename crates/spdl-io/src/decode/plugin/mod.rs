@@ -8,7 +8,10 @@
 //! host calls `load` (feature `decoder-plugins`) with the library's path, which registers
 //! the decoder for every [`Registry::with_defaults`](super::Registry::with_defaults) made
 //! afterwards. Panics inside the plugin are caught on its side of the boundary and become
-//! [`ErrorKind::Corrupt`](crate::ErrorKind::Corrupt) errors.
+//! [`ErrorKind::Corrupt`](crate::ErrorKind::Corrupt) errors carrying the panic's message; a
+//! plugin built with `panic = "abort"` is refused at load (its panics cannot be caught). Every
+//! header a plugin reports is checked like a built-in decoder's before anything is allocated
+//! (sizes, 1 to 4 channels, 8 or 16 bits).
 //!
 //! `examples/decoder-plugin-pnm` in the repository is a complete plugin.
 
@@ -17,7 +20,8 @@ mod abi;
 mod host;
 
 pub use abi::{
-    Exported, RawDecodeOptions, RawDecoder, RawError, RawImageInfo, ABI_VERSION, SYMBOL,
+    Exported, RawDecodeOptions, RawDecoder, RawError, RawImageInfo, ABI_VERSION,
+    PANIC_ABORT_SYMBOL, SYMBOL,
 };
 #[cfg(feature = "decoder-plugins")]
 pub use host::load;
