@@ -66,6 +66,9 @@ pub struct Error {
     position: Option<u64>,
     temporary: bool,
     source: Option<BoxError>,
+    /// The message is the source's own text ([`Error::from_op`]): `source()` then goes on from
+    /// the source's cause, so that a reporter walking the chain prints each text once.
+    transparent: bool,
 }
 
 impl Error {
@@ -78,6 +81,7 @@ impl Error {
             position: None,
             temporary: false,
             source: None,
+            transparent: false,
         }
     }
 
@@ -104,8 +108,24 @@ impl Error {
         Error {
             temporary,
             source: Some(source),
+            transparent: true,
             ..Error::new(kind, message)
         }
+    }
+
+    /// Sets the error this one was caused by (`source()`), when the message says something
+    /// of its own (e.g. a failure budget exceeded, caused by the last failure).
+    pub fn with_cause(mut self, cause: BoxError) -> Self {
+        self.source = Some(cause);
+        self.transparent = false;
+        self
+    }
+
+    /// The wrapped error: an op's own error for [`ErrorKind::OpFailed`] (downcast it, e.g. to
+    /// `spdl_io::Error`, for its kind), the cause given to [`Error::with_cause`]; `None` for an
+    /// error made by [`Error::new`]. Mirrors `std::io::Error::get_ref`.
+    pub fn get_ref(&self) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
+        self.source.as_deref()
     }
 
     /// Wraps another crate's error (spdl-io's, spdl-sources', ...) as an op's, keeping its
@@ -208,10 +228,19 @@ impl ErrorStatus for Error {
 }
 
 impl std::error::Error for Error {
+    /// The cause. For an op's error wrapped by [`Error::from_op`], whose text this error's
+    /// `Display` already shows, the op error's own cause (as `thiserror`'s `transparent`): the
+    /// op error itself is [`Error::get_ref`].
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source
+        let wrapped = self
+            .source
             .as_deref()
-            .map(|e| e as &(dyn std::error::Error + 'static))
+            .map(|e| e as &(dyn std::error::Error + 'static))?;
+        if self.transparent {
+            wrapped.source()
+        } else {
+            Some(wrapped)
+        }
     }
 }
 
@@ -258,11 +287,11 @@ mod tests {
         let other: BoxError = "plain".into();
         let back = Error::from_boxed_status::<Flaky>(ErrorKind::OpFailed, other).unwrap_err();
         assert_eq!(back.to_string(), "plain");
-        // Taken as it is: one `op failed:` prefix, the foreign error still the source.
+        // Taken as it is: one `op failed:` prefix; the foreign error is `get_ref`, and its
+        // text is not repeated by `source()` (it has no cause of its own).
         assert_eq!(wrapped.to_string(), "op failed: flaky");
-        assert_eq!(
-            std::error::Error::source(&wrapped).unwrap().to_string(),
-            "flaky"
-        );
+        assert_eq!(wrapped.get_ref().unwrap().to_string(), "flaky");
+        assert!(wrapped.get_ref().unwrap().is::<Flaky>());
+        assert!(std::error::Error::source(&wrapped).is_none());
     }
 }

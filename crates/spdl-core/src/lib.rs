@@ -52,4 +52,5 @@ pub use progress::Progress;
 pub use stage::source::BoxIter;
 pub use stage::stream::BoxStream;
 pub use stage::{Aggregator, Batcher, BoxFuture, FailureBudget, Op, OpResult, Order, StageConfig};
+pub use stage::failures::{SampleFailure, FAILURE_REPORTS};
 pub use stats::{PipelineStats, QueueStats, StageStats, TimeSummary};

@@ -16,7 +16,7 @@ use crate::exec::queue::{QueueMeter, QueueRx};
 use crate::exec::spawned::SpawnedTask;
 use crate::exec::spin::spin_until;
 use crate::progress::Progress;
-use crate::stage::failures::Failures;
+use crate::stage::failures::{Failures, SampleFailure};
 use crate::stage::source::StartEpoch;
 use crate::stage::{Ids, Msg};
 use crate::stats::{PipelineStats, StageMeter};
@@ -426,6 +426,21 @@ impl<T: Send + 'static> Pipeline<T> {
     /// The most recent failures (up to 5), oldest first, each naming its stage and position.
     pub fn last_errors(&self) -> Vec<String> {
         self.meters.failures.last_errors()
+    }
+
+    /// Every failed sample, typed, in the order the stages recorded them: a channel beside the
+    /// items, to read while iterating (`try_iter()`) or after an epoch. Each receiver returned
+    /// shares one queue (a report goes to one reader). At most
+    /// [`FAILURE_REPORTS`](crate::FAILURE_REPORTS) wait unread; past that a failure is still
+    /// counted in the stage's statistics and in [`Pipeline::unreported_failures`], but not
+    /// queued, so a pipeline whose failures nobody reads keeps bounded memory.
+    pub fn failures(&self) -> crossbeam_channel::Receiver<SampleFailure> {
+        self.meters.failures.reports()
+    }
+
+    /// Failures that were not queued for [`Pipeline::failures`] because its queue was full.
+    pub fn unreported_failures(&self) -> u64 {
+        self.meters.failures.unreported()
     }
 
     /// The error that stopped the pipeline (a failure budget exceeded) if the consumer has not

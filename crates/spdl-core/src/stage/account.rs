@@ -52,7 +52,7 @@ impl Account {
                 if let Some(p) = ids.first() {
                     e = e.with_position(p);
                 }
-                (None, self.failures.record(&self.meter, self.budget, &e))
+                (None, self.failures.record(&self.meter, self.budget, e))
             }
         }
     }

@@ -9,22 +9,47 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use crossbeam_channel::{Receiver, Sender, TrySendError};
+
 use super::FailureBudget;
-use crate::error::{Error, ErrorKind};
+use crate::error::{BoxError, Error, ErrorKind};
 use crate::stats::StageMeter;
 
 /// How many recent errors are kept for the report and the final error.
 const LAST_ERRORS: usize = 5;
+
+/// How many failures wait unread in [`Pipeline::failures`](crate::Pipeline::failures) before
+/// newer ones are only counted: memory stays bounded when nobody reads them.
+pub const FAILURE_REPORTS: usize = 4096;
+
+/// One sample that failed in one stage, as a Rust consumer receives it beside the items
+/// ([`Pipeline::failures`](crate::Pipeline::failures)): the pipeline skipped the sample,
+/// counted it in the stage's statistics, and went on.
+#[derive(Debug, Clone)]
+pub struct SampleFailure {
+    /// The stage the sample failed in (its [`StageConfig`](crate::StageConfig) name).
+    pub stage: String,
+    /// The sample's position in its epoch (0-based, source order); `None` for a failure that
+    /// stands for no one sample (a streaming stage's output between inputs).
+    pub position: Option<u64>,
+    /// The error: [`ErrorKind::OpFailed`] or [`ErrorKind::OpPanicked`] with the stage and
+    /// position as context; the op's own error is [`Error::get_ref`] (downcast it to
+    /// `spdl_io::Error` and the like for its kind) and its causes follow in `source()`.
+    pub error: Arc<Error>,
+}
 
 pub(crate) struct Failures {
     budget: Option<FailureBudget>,
     total: AtomicU64,
     /// Source items emitted: a pipeline-wide rate's denominator until the stages are known.
     pub(crate) emitted: AtomicU64,
-    last: Mutex<VecDeque<String>>,
+    last: Mutex<VecDeque<Arc<Error>>>,
     abort: Mutex<Option<Error>>,
     /// Every stage's meter (set once the pipeline is built), for a pipeline-wide rate.
     stages: OnceLock<Vec<Arc<StageMeter>>>,
+    reports: (Sender<SampleFailure>, Receiver<SampleFailure>),
+    /// Failures not sent to `reports` because [`FAILURE_REPORTS`] were waiting unread.
+    unreported: AtomicU64,
 }
 
 impl Failures {
@@ -36,7 +61,19 @@ impl Failures {
             last: Mutex::new(VecDeque::new()),
             abort: Mutex::new(None),
             stages: OnceLock::new(),
+            reports: crossbeam_channel::bounded(FAILURE_REPORTS),
+            unreported: AtomicU64::new(0),
         }
+    }
+
+    /// The receiving end of the per-sample failure reports.
+    pub(crate) fn reports(&self) -> Receiver<SampleFailure> {
+        self.reports.1.clone()
+    }
+
+    /// Failures that were counted but not reported (the report queue was full).
+    pub(crate) fn unreported(&self) -> u64 {
+        self.unreported.load(Ordering::Relaxed)
     }
 
     /// Gives the stages' meters (the source first), once the pipeline is built.
@@ -63,16 +100,26 @@ impl Failures {
         &self,
         stage: &StageMeter,
         stage_budget: Option<FailureBudget>,
-        err: &Error,
+        err: Error,
     ) -> bool {
         tracing::warn!(stage = stage.name(), position = err.position(), "{err}");
         let total = self.total.fetch_add(1, Ordering::Relaxed) + 1;
+        let err = Arc::new(err);
+        let report = SampleFailure {
+            stage: stage.name().to_string(),
+            position: err.position(),
+            error: Arc::clone(&err),
+        };
+        // Never blocks a stage: a full queue (nobody reading) only counts the report.
+        if let Err(TrySendError::Full(_)) = self.reports.0.try_send(report) {
+            self.unreported.fetch_add(1, Ordering::Relaxed);
+        }
         {
             let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
             if last.len() == LAST_ERRORS {
                 last.pop_front();
             }
-            last.push_back(err.to_string());
+            last.push_back(err);
         }
         if let Some(b) = stage_budget {
             let (stage_failures, stage_processed) = stage.failures_and_processed();
@@ -105,13 +152,22 @@ impl Failures {
             FailureBudget::Count(n) => format!("max_failures={n}"),
             FailureBudget::Rate(r) => format!("max_failure_rate={r}"),
         };
-        *slot = Some(
-            Error::new(
-                ErrorKind::TooManyFailures,
-                format!("{count} failures exceed {limit}; last errors:\n  {last}"),
-            )
-            .with_stage(stage),
-        );
+        let mut error = Error::new(
+            ErrorKind::TooManyFailures,
+            format!("{count} failures exceed {limit}; last errors:\n  {last}"),
+        )
+        .with_stage(stage);
+        // The failure that tipped the budget is the cause, for error reporters and downcasts.
+        let cause = self
+            .last
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .back()
+            .cloned();
+        if let Some(cause) = cause {
+            error = error.with_cause(Box::new(cause) as BoxError);
+        }
+        *slot = Some(error);
     }
 
     /// The error that stopped the pipeline, if a budget was exceeded.
@@ -133,7 +189,7 @@ impl Failures {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
-            .cloned()
+            .map(|e| e.to_string())
             .collect()
     }
 }

@@ -91,7 +91,7 @@ pub(crate) async fn run_stream<T: Send + 'static, U: Send + 'static>(
                 Err(e) => {
                     meter.on_task(std::time::Duration::ZERO, TaskOutcome::Failed);
                     let e = Error::from_op(ErrorKind::OpFailed, e).with_stage(meter.name());
-                    if failures.record(&meter, budget, &e) {
+                    if failures.record(&meter, budget, e) {
                         return;
                     }
                     Msg::Skip(ids)
