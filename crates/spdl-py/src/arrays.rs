@@ -284,23 +284,27 @@ impl TarStream {
         loop {
             let parts = self.read(py, tar::BLOCK as u64)?;
             let block: Vec<u8> = parts.iter().flat_map(|p| p.as_bytes()).copied().collect();
-            if block.is_empty() && !state.decoder.has_pending() {
-                return Err(io_err(if state.started {
-                    tar::no_end_marker()
-                } else {
-                    spdl_io::Error::new(spdl_io::ErrorKind::Empty, "no tar data (0 bytes)")
-                }));
+            if block.is_empty() && !state.started {
+                return Err(io_err(spdl_io::Error::new(
+                    spdl_io::ErrorKind::Empty,
+                    "no tar data (0 bytes)",
+                )));
             }
             state.started = true;
             if block.len() < tar::BLOCK {
-                // The end marker cut short: every member is whole.
+                // No end marker after a whole member (as `tarfile` reads it), or the marker
+                // cut short: every member is whole.
                 if !state.decoder.has_pending() && block.iter().all(|&b| b == 0) {
                     return Ok(None);
                 }
-                return Err(io_err(spdl_io::Error::new(
+                let e = spdl_io::Error::new(
                     spdl_io::ErrorKind::Truncated,
                     "the tar stream ends inside a header",
-                )));
+                );
+                return Err(io_err(match state.decoder.partial_name(&block) {
+                    Some(name) => e.with_key(&name),
+                    None => e,
+                }));
             }
             match state.decoder.header(&block).map_err(io_err)? {
                 tar::Record::End => return Ok(None),
@@ -315,6 +319,8 @@ impl TarStream {
                     state.decoder.meta(data.as_bytes()).map_err(io_err)?;
                     self.skip(py, tar::padded(size) - size)?;
                 }
+                // Links carry no data; SPDL 0.8.0's `iter_tarfile` skips them.
+                tar::Record::Link { .. } => {}
                 tar::Record::Skip { size } => {
                     if self.skip(py, size)? < size {
                         return Err(io_err(spdl_io::Error::new(

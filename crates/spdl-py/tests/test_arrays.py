@@ -266,16 +266,42 @@ def test_iter_tarfile_truncated_is_named_after_the_members_before():
             for name, _ in it:
                 names.append(name)
         assert names == [n for n, _ in MEMBERS[:-1]]
-    # Cut between two members: no end-of-archive marker.
+    # Cut between two members: no end-of-archive marker, read to there as tarfile does.
     boundary = data[: data.index(b'{"a": 1}') + 512]
+    with tarfile.open(fileobj=pyio.BytesIO(boundary)) as t:
+        ref = [m.name for m in t.getmembers()]
+    assert ref == [n for n, _ in MEMBERS[:4]]
     for src in (boundary, pyio.BytesIO(boundary)):
-        with pytest.raises(ValueError, match="end-of-archive marker"):
-            list(io.iter_tarfile(src))
+        assert [n for n, _ in io.iter_tarfile(src)] == ref
     # Garbage instead of a header.
     with pytest.raises(ValueError, match="unknown format"):
         list(io.iter_tarfile(b"<html>" * 200))
     with pytest.raises(TypeError, match="bytes-like or a file-like"):
         io.iter_tarfile(42)
+
+
+def test_iter_tarfile_skips_links_as_spdl_does():
+    """Hard and symbolic links are skipped (SPDL 0.8.0's behaviour), never yielded as 0-byte
+    files; 0-byte regular files are yielded as b""."""
+    buf = pyio.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as t:
+        for name, data in [("d/0001.png", b"red"), ("d/0001.cls", b"1"), ("d/0004.txt", b"")]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, pyio.BytesIO(data))
+        for name, kind, target in [
+            ("d/0002.png", tarfile.LNKTYPE, "d/0001.png"),
+            ("d/0003.png", tarfile.SYMTYPE, "0001.png"),
+            ("d/" + "l" * 120 + ".png", tarfile.SYMTYPE, "0001.png" + "/." * 60),
+        ]:
+            info = tarfile.TarInfo(name)
+            info.type = kind
+            info.linkname = target
+            t.addfile(info)
+    data = buf.getvalue()
+    want = [("d/0001.png", b"red"), ("d/0001.cls", b"1"), ("d/0004.txt", b"")]
+    for src in (data, pyio.BytesIO(data)):
+        assert [(n, bytes(d)) for n, d in io.iter_tarfile(src)] == want
 
 
 def write_wav(bits: int, channels: int, frames: np.ndarray) -> bytes:

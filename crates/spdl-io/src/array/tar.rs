@@ -1,9 +1,14 @@
 //! Tar archives: the regular files in archive order, as `(name, data)`.
 //!
 //! Reads POSIX ustar (name prefix), GNU (`L` long names, `K` long link names, base-256 sizes)
-//! and PAX (`x` headers: `path`, `size`) archives as GNU tar and Python's `tarfile` write
-//! them. Regular files (`0`, NUL, `7`) are members, zero-size ones included; directories,
-//! links and devices are skipped; GNU and PAX sparse files are `Unsupported`.
+//! and PAX (`x` headers: `path`, `size`, `linkpath`) archives as GNU tar and Python's
+//! `tarfile` write them. Regular files (`0`, NUL, `7`) are members, zero-size ones included;
+//! directories and devices are skipped; GNU and PAX sparse files are `Unsupported`.
+//!
+//! Links (`1` hard, `2` symbolic) carry no data. [`members`] and [`TarCursor`] skip them, as
+//! SPDL 0.8.0's `iter_tarfile` does (a link is never yielded as a 0-byte file);
+//! [`TarReader::next_entry`] hands them on as [`Entry::Link`] with their target, for a reader
+//! that resolves them (the shard reader of `spdl-sources` does, as `tarfile.extractfile`).
 //!
 //! Three ways in, one header decoder ([`TarDecoder`]):
 //! - [`members`] over a slice: each [`TarMember`] says where its data lies, so a binding can
@@ -16,10 +21,13 @@
 //!
 //! The end of the archive is the first all-zero header block (the end-of-archive marker, even
 //! cut short); bytes after it are ignored (as GNU tar and `tarfile` do). Data that ends
-//! without the marker is `Truncated` once the members before are yielded: a shard cut
-//! between two members is an error, not a short epoch (`tarfile` stops silently there). A
-//! header that fails its checksum is `Corrupt` (the first one: `UnknownFormat`), a member or
-//! header cut short `Truncated`, naming the member. Zero bytes are `Empty`.
+//! after a whole member (its data complete, padding or not) without the marker ends the
+//! archive too, as in `tarfile` and GNU tar: many writers leave the marker out when a job is
+//! killed after its last member. A header that fails its checksum is `Corrupt` (the first
+//! one: `UnknownFormat`); a member whose data is cut short, a header cut short, or an
+//! extended header with no entry after it is `Truncated`, naming the member when its name
+//! was read (a cut header's name is read when at least 500 of its bytes are there). Zero
+//! bytes are `Empty`.
 //! Spec: POSIX.1-2017 `pax` (ustar and pax interchange formats), GNU tar manual "Basic Tar
 //! Format".
 //!
@@ -92,7 +100,19 @@ pub enum Record {
         /// Size of the data.
         size: u64,
     },
-    /// An entry that is not a regular file (directory, link, ...): skip `size` bytes of data.
+    /// A hard link (`1`) or symbolic link (`2`): no data follows.
+    Link {
+        /// The link's own path.
+        name: String,
+        /// The path it names (ustar `linkname`, GNU `K` long link name, PAX `linkpath`): for a
+        /// hard link, a member path of the archive; for a symbolic link, relative to the
+        /// link's directory unless it starts with `/`.
+        target: String,
+        /// Hard link (`true`) or symbolic link.
+        hard: bool,
+    },
+    /// An entry that is neither a regular file nor a link (directory, device, FIFO, unknown
+    /// type): skip `size` bytes of data.
     Skip {
         /// Size of the data to skip (before padding).
         size: u64,
@@ -116,7 +136,9 @@ enum MetaKind {
 pub struct TarDecoder {
     pending: Option<MetaKind>,
     long_name: Option<String>,
+    long_link: Option<String>,
     pax_path: Option<String>,
+    pax_linkpath: Option<String>,
     pax_size: Option<u64>,
     pax_sparse: bool,
     headers: u64,
@@ -137,7 +159,9 @@ impl TarDecoder {
     pub fn has_pending(&self) -> bool {
         self.pending.is_some()
             || self.long_name.is_some()
+            || self.long_link.is_some()
             || self.pax_path.is_some()
+            || self.pax_linkpath.is_some()
             || self.pax_size.is_some()
     }
 
@@ -189,16 +213,25 @@ impl TarDecoder {
             return Ok(Record::Meta { size: header_size });
         }
         let name = self.take_name(block);
+        let target = self.take_link(block);
         let size = self.pax_size.take().unwrap_or(header_size);
         let sparse = std::mem::take(&mut self.pax_sparse);
         match flag {
+            // `tarfile` reads no data for links, whatever their size field says.
+            b'1' | b'2' => {
+                return Ok(Record::Link {
+                    name,
+                    target,
+                    hard: flag == b'1',
+                })
+            }
             b'0' | b'7' => {}
             // Old (pre-POSIX) archives mark directories by a trailing slash only.
             0 if !name.ends_with('/') => {}
             0 => return Ok(Record::Skip { size }),
             b'S' => return Err(sparse_error(&name)),
-            // Links, devices, directories, FIFOs: `tarfile` reads no data for these.
-            b'1'..=b'6' => return Ok(Record::Skip { size: 0 }),
+            // Devices, directories, FIFOs: `tarfile` reads no data for these.
+            b'3'..=b'6' => return Ok(Record::Skip { size: 0 }),
             _ => return Ok(Record::Skip { size }),
         }
         if sparse {
@@ -220,11 +253,12 @@ impl TarDecoder {
         })?;
         match kind {
             MetaKind::LongName => self.long_name = Some(c_string(data)),
-            MetaKind::LongLink => {}
+            MetaKind::LongLink => self.long_link = Some(c_string(data)),
             MetaKind::Pax => {
                 for (key, value) in pax_records(data)? {
                     match key {
                         "path" => self.pax_path = Some(value.to_owned()),
+                        "linkpath" => self.pax_linkpath = Some(value.to_owned()),
                         "size" => {
                             self.pax_size = Some(value.parse().map_err(|_| {
                                 corrupt(format!("PAX size {value:?} is not a number"))
@@ -262,6 +296,27 @@ impl TarDecoder {
             }
         }
         name
+    }
+
+    /// The entry's link target: PAX `linkpath`, else GNU long link name, else `linkname`.
+    fn take_link(&mut self, block: &[u8]) -> String {
+        let long = self.long_link.take();
+        self.pax_linkpath
+            .take()
+            .or(long)
+            .unwrap_or_else(|| c_string(&block[157..257]))
+    }
+
+    /// The name of the entry whose header block was cut after `partial.len()` bytes, when it
+    /// can be known: the whole name and prefix fields are there (500 bytes) and no extended
+    /// header set another one.
+    pub fn partial_name(&self, partial: &[u8]) -> Option<String> {
+        if self.has_pending() || partial.len() < 500 {
+            return None;
+        }
+        let mut block = [0u8; BLOCK];
+        block[..partial.len()].copy_from_slice(partial);
+        Some(self.clone().take_name(&block)).filter(|n| !n.is_empty())
     }
 }
 
@@ -387,18 +442,20 @@ impl TarCursor {
                         "the tar archive ends after an extended header, before its entry",
                     ));
                 }
-                if rest.is_empty() {
-                    return Err(no_end_marker());
-                }
-                // The end marker cut short: every member is whole.
+                // No end marker after a whole member, or the marker cut short: every member
+                // is whole.
                 if rest.iter().all(|&b| b == 0) {
                     return Ok(None);
                 }
-                return Err(truncated(format!(
+                let e = truncated(format!(
                     "a tar header at byte {} is cut short ({} bytes)",
                     self.pos,
                     rest.len()
-                )));
+                ));
+                return Err(match self.decoder.partial_name(rest) {
+                    Some(name) => e.with_key(&name),
+                    None => e,
+                });
             }
             let header_at = self.pos;
             let record = self
@@ -427,6 +484,8 @@ impl TarCursor {
                     self.decoder.meta(meta)?;
                     self.pos = start + padded(size);
                 }
+                // Links carry no data; SPDL 0.8.0's `iter_tarfile` skips them.
+                Record::Link { .. } => self.pos = start,
                 Record::Skip { size } => {
                     if start.checked_add(size).is_none_or(|end| end > len) {
                         return Err(truncated(format!(
@@ -438,12 +497,6 @@ impl TarCursor {
             }
         }
     }
-}
-
-/// The `Truncated` error of data that ends on a block boundary with no end-of-archive marker:
-/// every writer puts one there, so the archive was most likely cut short between two members.
-pub fn no_end_marker() -> Error {
-    truncated("the tar archive ends without its end-of-archive marker (cut short?)")
 }
 
 fn at_offset(e: Error, at: u64) -> Error {
@@ -477,8 +530,30 @@ impl Iterator for Members<'_> {
     }
 }
 
-/// Reads a tar archive from a stream in one pass: the regular files as `(name, data)`.
-/// Iteration stops after the first error.
+/// One entry of [`TarReader::next_entry`]: a regular file and its data, or a link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    /// A regular file (zero-size ones included).
+    File {
+        /// Its path.
+        name: String,
+        /// Its bytes.
+        data: Vec<u8>,
+    },
+    /// A hard or symbolic link (see [`Record::Link`]).
+    Link {
+        /// The link's own path.
+        name: String,
+        /// The path it names.
+        target: String,
+        /// Hard link (`true`) or symbolic link.
+        hard: bool,
+    },
+}
+
+/// Reads a tar archive from a stream in one pass: the regular files as `(name, data)`
+/// (links skipped; [`TarReader::next_entry`] hands them on). Iteration stops after the first
+/// error.
 #[derive(Debug)]
 pub struct TarReader<R> {
     inner: R,
@@ -508,6 +583,18 @@ impl<R: Read> TarReader<R> {
     /// Errors: those of [`TarDecoder::header`]; `Truncated` (naming the member) when the
     /// stream ends inside a header or a member; `Corrupt` wrapping a read error.
     pub fn next_file(&mut self) -> Result<Option<(String, Vec<u8>)>> {
+        loop {
+            match self.next_entry()? {
+                Some(Entry::File { name, data }) => return Ok(Some((name, data))),
+                Some(Entry::Link { .. }) => {}
+                None => return Ok(None),
+            }
+        }
+    }
+
+    /// The next regular file or link, `None` at the end (see [`TarReader::next_file`] for
+    /// the errors).
+    pub fn next_entry(&mut self) -> Result<Option<Entry>> {
         if self.done {
             return Ok(None);
         }
@@ -518,24 +605,26 @@ impl<R: Read> TarReader<R> {
         result
     }
 
-    fn advance(&mut self) -> Result<Option<(String, Vec<u8>)>> {
+    fn advance(&mut self) -> Result<Option<Entry>> {
         let mut block = [0u8; BLOCK];
         loop {
             let got = self.fill(&mut block)?;
             if got == 0 && self.pos == 0 {
                 return Err(Error::new(ErrorKind::Empty, "no tar data (0 bytes)"));
             }
-            if got == 0 && !self.decoder.has_pending() {
-                return Err(no_end_marker());
-            }
             if got < BLOCK {
+                // No end marker after a whole member, or the marker cut short.
                 if !self.decoder.has_pending() && block[..got].iter().all(|&b| b == 0) {
                     return Ok(None);
                 }
-                return Err(truncated(format!(
+                let e = truncated(format!(
                     "the tar stream ends inside a header at byte {}",
                     self.pos - got as u64
-                )));
+                ));
+                return Err(match self.decoder.partial_name(&block[..got]) {
+                    Some(name) => e.with_key(&name),
+                    None => e,
+                });
             }
             let header_at = self.pos - BLOCK as u64;
             match self
@@ -546,7 +635,10 @@ impl<R: Read> TarReader<R> {
                 Record::End => return Ok(None),
                 Record::File { name, size } => {
                     let data = self.read_data(size).map_err(|e| e.with_key(&name))?;
-                    return Ok(Some((name, data)));
+                    return Ok(Some(Entry::File { name, data }));
+                }
+                Record::Link { name, target, hard } => {
+                    return Ok(Some(Entry::Link { name, target, hard }))
                 }
                 Record::Meta { size } => {
                     let data = self.read_data(size)?;
@@ -623,9 +715,10 @@ impl<R: Read> Iterator for TarReader<R> {
     }
 }
 
-/// Writes a tar archive of regular files: GNU format (ustar header, `L` long-name entries for
-/// paths over 100 bytes, base-256 sizes over 8 GiB), mode 0644, owner 0, mtime 0, so that the
-/// same files give the same bytes. GNU tar, `tarfile` and WebDataset read it.
+/// Writes a tar archive of regular files (and links, directories and PAX headers, for tests
+/// and tools): GNU format (ustar header, `L`/`K` long-name entries for paths over 100 bytes,
+/// base-256 sizes over 8 GiB), mode 0644, owner 0, mtime 0, so that the same files give the
+/// same bytes. GNU tar, `tarfile` and WebDataset read it.
 #[derive(Debug)]
 pub struct TarWriter<W: Write> {
     inner: W,
@@ -647,18 +740,72 @@ impl<W: Write> TarWriter<W> {
     ///
     /// Errors: `InvalidInput` for an empty name or one with a NUL byte; those of the writer.
     pub fn append(&mut self, name: &str, data: &[u8]) -> std::io::Result<()> {
-        if name.is_empty() || name.contains('\0') {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!("tar member name {name:?} is empty or holds a NUL byte"),
-            ));
-        }
+        check_name(name)?;
+        self.named(name, b'0', data, "")
+    }
+
+    /// An entry whose name may need a GNU `L` long-name entry before it.
+    fn named(&mut self, name: &str, flag: u8, data: &[u8], link: &str) -> std::io::Result<()> {
         if name.len() > 100 {
             let mut long = name.as_bytes().to_vec();
             long.push(0);
-            self.entry("././@LongLink", b'L', &long)?;
+            self.entry("././@LongLink", b'L', &long, "")?;
         }
-        self.entry(name, b'0', data)
+        self.entry(name, flag, data, link)
+    }
+
+    /// Appends a hard link (`hard`: type `1`, as GNU tar writes the second name of a file) or
+    /// a symbolic link (type `2`) `name` to `target`, with no data; a target over 100 bytes
+    /// goes in a GNU `K` long-link entry.
+    ///
+    /// Errors: `InvalidInput` for an empty name or target, or one with a NUL byte; those of
+    /// the writer.
+    pub fn append_link(&mut self, name: &str, target: &str, hard: bool) -> std::io::Result<()> {
+        check_name(name)?;
+        check_name(target)?;
+        if target.len() > 100 {
+            let mut long = target.as_bytes().to_vec();
+            long.push(0);
+            self.entry("././@LongLink", b'K', &long, "")?;
+        }
+        self.named(name, if hard { b'1' } else { b'2' }, &[], target)
+    }
+
+    /// Appends a directory entry `name` (type `5`; a `/` is added when missing).
+    ///
+    /// Errors: as [`TarWriter::append`].
+    pub fn append_dir(&mut self, name: &str) -> std::io::Result<()> {
+        check_name(name)?;
+        let name = if name.ends_with('/') {
+            name.to_owned()
+        } else {
+            format!("{name}/")
+        };
+        self.named(&name, b'5', &[], "")
+    }
+
+    /// Appends a PAX extended header (type `x`) whose `records` (`key`, `value`), e.g.
+    /// `("path", "...")` or `("comment", "...")`, apply to the next entry.
+    ///
+    /// Errors: `InvalidInput` for a key with `=` or a NUL byte; those of the writer.
+    pub fn append_pax(&mut self, records: &[(&str, &str)]) -> std::io::Result<()> {
+        let mut data = Vec::new();
+        for (key, value) in records {
+            if key.is_empty() || key.contains(['=', '\0']) || value.contains('\0') {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("PAX record {key:?} is malformed"),
+                ));
+            }
+            // "LEN key=value\n", LEN counting its own digits.
+            let body = format!(" {key}={value}\n");
+            let mut len = body.len() + 1;
+            while len.to_string().len() + body.len() != len {
+                len = len.to_string().len() + body.len();
+            }
+            data.extend(format!("{len}{body}").as_bytes());
+        }
+        self.entry("././@PaxHeader", b'x', &data, "")
     }
 
     /// Writes the end-of-archive marker (two zero blocks) and returns the inner writer.
@@ -669,10 +816,12 @@ impl<W: Write> TarWriter<W> {
         Ok(self.inner)
     }
 
-    fn entry(&mut self, name: &str, flag: u8, data: &[u8]) -> std::io::Result<()> {
+    fn entry(&mut self, name: &str, flag: u8, data: &[u8], link: &str) -> std::io::Result<()> {
         let mut h = [0u8; BLOCK];
         let n = name.len().min(100);
         h[..n].copy_from_slice(&name.as_bytes()[..n]);
+        let l = link.len().min(100);
+        h[157..157 + l].copy_from_slice(&link.as_bytes()[..l]);
         h[100..108].copy_from_slice(b"0000644\0");
         h[108..116].copy_from_slice(b"0000000\0");
         h[116..124].copy_from_slice(b"0000000\0");
@@ -696,6 +845,16 @@ impl<W: Write> TarWriter<W> {
         self.written += BLOCK as u64 + padded(size);
         Ok(())
     }
+}
+
+fn check_name(name: &str) -> std::io::Result<()> {
+    if name.is_empty() || name.contains('\0') {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("tar member name {name:?} is empty or holds a NUL byte"),
+        ));
+    }
+    Ok(())
 }
 
 fn read_error(e: std::io::Error) -> Error {
@@ -789,10 +948,18 @@ mod tests {
             members(&[]).next().unwrap().unwrap_err().kind(),
             ErrorKind::Empty
         );
-        // No end marker after the last member: its data is yielded, then `Truncated`.
+        // No end marker after a whole member: the archive ends there, as in `tarfile`.
         let mut it = members(&a[..1024]);
         assert_eq!(it.next().unwrap().unwrap().data(&a), b"hello");
-        assert_eq!(it.next().unwrap().unwrap_err().kind(), ErrorKind::Truncated);
+        assert!(it.next().is_none());
+        assert_eq!(TarReader::new(&a[..1024]).count(), 1);
+        // A header cut after its name fields names its member; one cut before does not.
+        for (cut, key) in [(1024 + 500, "b.txt"), (1024 + 499, "")] {
+            let err = members(&a[..cut]).nth(1).unwrap().unwrap_err();
+            assert_eq!((err.kind(), err.key()), (ErrorKind::Truncated, key));
+            let err = TarReader::new(&a[..cut]).nth(1).unwrap().unwrap_err();
+            assert_eq!((err.kind(), err.key()), (ErrorKind::Truncated, key));
+        }
         assert_eq!(
             members(&a[..700]).next().unwrap().unwrap().data(&a),
             b"hello"
@@ -800,6 +967,59 @@ mod tests {
         assert_eq!(
             members(&a[..1100]).nth(1).unwrap().unwrap_err().kind(),
             ErrorKind::Truncated
+        );
+    }
+
+    #[test]
+    fn links_are_entries_of_the_stream_and_skipped_in_memory() {
+        let mut a = entry("d/0001.png", b"red", b'0');
+        let mut hard = header("d/0002.png", 0, b'1');
+        hard[157..167].copy_from_slice(b"d/0001.png");
+        let sum: u32 = hard[..148]
+            .iter()
+            .chain(&hard[156..])
+            .map(|&b| b as u32)
+            .sum();
+        hard[148..155].copy_from_slice(format!("{:06o}\0", sum + 8 * 32).as_bytes());
+        a.extend(hard);
+        let long_target = "t/".repeat(60) + "0001.png";
+        a.extend(entry(
+            "././@LongLink",
+            format!("{long_target}\0").as_bytes(),
+            b'K',
+        ));
+        a.extend(header("d/0003.png", 0, b'2'));
+        let rec = " linkpath=0001.png\n";
+        let rec = format!("{}{rec}", rec.len() + 2);
+        a.extend(entry("PaxHeaders/0004", rec.as_bytes(), b'x'));
+        a.extend(header("d/0004.png", 0, b'2'));
+        a.extend([0u8; 1024]);
+        let mut r = TarReader::new(a.as_slice());
+        let mut got = Vec::new();
+        while let Some(e) = r.next_entry().unwrap() {
+            got.push(e);
+        }
+        let link = |name: &str, target: &str, hard| Entry::Link {
+            name: name.into(),
+            target: target.into(),
+            hard,
+        };
+        assert_eq!(
+            got,
+            [
+                Entry::File {
+                    name: "d/0001.png".into(),
+                    data: b"red".to_vec()
+                },
+                link("d/0002.png", "d/0001.png", true),
+                link("d/0003.png", &long_target, false),
+                link("d/0004.png", "0001.png", false),
+            ]
+        );
+        // `members` and `next_file` skip links (SPDL 0.8.0's `iter_tarfile`).
+        assert_eq!(
+            collect(&a).unwrap(),
+            [("d/0001.png".into(), b"red".to_vec())]
         );
     }
 

@@ -33,15 +33,20 @@ def iter_tarfile(src: bytes | bytearray | memoryview | SupportsRead) -> Iterator
     object (only ``read(n)`` is called, sequentially): ``data`` is then ``bytes``.
 
     Reads ustar, GNU (long names) and PAX (long names, large sizes) archives, as GNU tar and
-    :mod:`tarfile` write them. Zero-size files are included; directories, links and devices
-    are skipped. Headers are parsed in Rust (over bytes, with the GIL released).
+    :mod:`tarfile` write them. Zero-size files are included (as ``b""``); directories and
+    devices are skipped. Hard and symbolic links are skipped too, as SPDL 0.8.0 does: a link
+    is never yielded, neither as a 0-byte file nor as its target's bytes (read the target's
+    own member; ``spdl_rs.sources.TarShards`` resolves links in shards). Headers are parsed
+    in Rust (over bytes, with the GIL released).
 
     Raises ``ValueError`` naming the member or header offset for truncated data
-    (``"truncated: ..."``), a header that fails its checksum (``"corrupt: ..."``; the first
-    one: ``"unknown format: ..."``) and sparse files (``"unsupported: ..."``);
-    ``TypeError`` for a ``src`` that is neither bytes-like nor has ``read``. Errors are raised
-    when iteration reaches them: the members before are yielded first. Bytes after the
-    end-of-archive marker are ignored, like :mod:`tarfile`.
+    (``"truncated: ..."``: a member whose data is cut short, a header cut short), a header
+    that fails its checksum (``"corrupt: ..."``; the first one: ``"unknown format: ..."``)
+    and sparse files (``"unsupported: ..."``); ``TypeError`` for a ``src`` that is neither
+    bytes-like nor has ``read``. Errors are raised when iteration reaches them: the members
+    before are yielded first. Bytes after the end-of-archive marker are ignored, and data
+    that ends after a whole member without the marker ends the archive there, like
+    :mod:`tarfile` (SPDL 0.8.0 raises ``RuntimeError`` there for a file-like ``src``).
 
     Mirrors SPDL's ``spdl.io.iter_tarfile``.
     """
