@@ -42,27 +42,57 @@ fn is_shard_pattern(path: &Path) -> bool {
     text.ends_with(".tar") || (text.contains('{') && text.contains(".tar"))
 }
 
+/// A sample with no field the loader can read: named by shard and key, counted as failed.
+#[derive(Debug)]
+struct MissingField {
+    key: String,
+    fields: Vec<String>,
+}
+
+impl std::fmt::Display for MissingField {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "missing field: sample {}: no image field (jpg, png, ...); its fields: {}",
+            self.key,
+            if self.fields.is_empty() {
+                "none".to_owned()
+            } else {
+                self.fields.join(", ")
+            }
+        )
+    }
+}
+
+impl std::error::Error for MissingField {}
+
 /// A WebDataset sample as a job: its first image field (by extension: `jpg`, `png`, ...)
-/// and its `cls` as the label; `None` when it has no image field.
+/// and its `cls` as the label; a [`MissingField`] failure when it has no image field.
 fn shard_job(
     mut sample: spdl_sources::shards::ShardSample,
     images: &Extensions,
     shard: &Uri,
     index: u64,
     epoch: u64,
-) -> Option<Job> {
+) -> std::result::Result<Job, MissingField> {
     let label = sample
         .get("cls")
         .and_then(|b| std::str::from_utf8(b).ok())
         .and_then(|t| t.trim().parse().ok());
-    let at = sample
+    let Some(at) = sample
         .fields
         .iter()
-        .position(|(f, _)| images.matches(Path::new(&format!("x.{f}"))))?;
+        .position(|(f, _)| images.matches(Path::new(&format!("x.{f}"))))
+    else {
+        return Err(MissingField {
+            key: sample.key,
+            fields: sample.fields.into_iter().map(|(f, _)| f).collect(),
+        });
+    };
     // The member's bytes move on as they are: no copy.
     let (field, bytes) = sample.fields.swap_remove(at);
     let path = PathBuf::from(format!("{shard}#{}.{field}", sample.key));
-    Some(Job {
+    Ok(Job {
         index,
         path,
         location: shard.clone(),
@@ -291,8 +321,12 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
                                     let size: usize = s.fields.iter().map(|(_, d)| d.len()).sum();
                                     bytes_read.fetch_add(size as u64, Ordering::Relaxed);
                                     index += 1;
-                                    let shard = s.shard;
-                                    shard_job(s, &images, &uris[shard], index - 1, epoch)
+                                    let shard = &uris[s.shard];
+                                    let at = PathBuf::from(format!("{shard}#{}", s.key));
+                                    // Every sample read is delivered or one named failure.
+                                    shard_job(s, &images, shard, index - 1, epoch)
+                                        .map_err(|e| Failure::record(&failures, &at, e))
+                                        .ok()
                                 }
                                 Err(e) => {
                                     let key = e.key.clone().unwrap_or_default();
@@ -312,12 +346,22 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
                 let mut sampler = Sampler::new(dataset.len_u64(), dist, sampler_options)?;
                 let per_epoch = sampler.num_samples();
                 let dataset = Arc::new(dataset);
+                let failures = failures.clone();
                 let source = move |epoch: u64| -> Jobs {
                     sampler.set_epoch(epoch);
                     let dataset = dataset.clone();
                     let items: Vec<_> = sampler.iter().collect();
+                    let failures = failures.clone();
                     Box::new(items.into_iter().filter_map(move |s| {
-                        let sample = dataset.get(s.index).ok()?;
+                        // Never silently: a sample the listing cannot give is a failure.
+                        let sample = match dataset.get(s.index) {
+                            Ok(sample) => sample,
+                            Err(e) => {
+                                let at = PathBuf::from(format!("{}#{}", dataset.name(), s.index));
+                                Failure::record(&failures, &at, e);
+                                return None;
+                            }
+                        };
                         Some(Job {
                             index: s.index,
                             path: sample.path.clone(),

@@ -239,3 +239,93 @@ fn spdl_cache_writes_a_cache_of_every_image() {
         c.record(i).unwrap();
     }
 }
+
+/// `spdl load PATH --json` on a tar shard: the report.
+fn load_report(path: &Path) -> serde_json::Value {
+    let (ok, stdout, stderr) = spdl(&[
+        "load",
+        path.to_str().unwrap(),
+        "--json",
+        "--size",
+        "32",
+        "-b",
+        "2",
+        "-t",
+        "2",
+    ]);
+    assert!(ok, "{stderr}");
+    serde_json::from_str(&stdout).unwrap()
+}
+
+/// `(sample, reason)` of each failure in a report, sorted.
+fn failures(report: &serde_json::Value) -> Vec<(String, String)> {
+    let mut all: Vec<(String, String)> = report["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let path = f["path"].as_str().unwrap();
+            let sample = path.rsplit_once('#').map_or(path, |(_, s)| s);
+            (sample.to_owned(), f["reason"].as_str().unwrap().to_owned())
+        })
+        .collect();
+    all.sort();
+    all
+}
+
+#[test]
+fn spdl_load_accounts_for_every_sample_of_a_shard_with_links_and_empty_members() {
+    // Case 38 of the shared hard cases (crates/spdl-sources/tests/fixtures/38-*/README.md):
+    // a directory, a hard link and a symlink to 0001.png, a 0-byte 0005.png, a FIFO.
+    let case = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../spdl-sources/tests/fixtures/38-tar-links-dirs-empty/links.tar");
+    let report = load_report(&case);
+    assert_eq!(
+        (&report["listed"], &report["images"], &report["failed"]),
+        (&6.into(), &5.into(), &1.into()),
+        "{report}"
+    );
+    let failed = failures(&report);
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].0, "data/0005.png");
+    assert!(failed[0].1.contains("empty file (0 bytes)"), "{failed:?}");
+}
+
+#[test]
+fn spdl_load_names_samples_missing_their_image_and_reads_a_shard_without_end_marker() {
+    let photo = std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/samples/opencv_aero1.jpg"),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.tar");
+    let mut w = spdl_io::array::tar::TarWriter::new(Vec::new());
+    w.append("a.jpg", &photo).unwrap();
+    w.append("a.cls", b"0").unwrap();
+    // Labels only: one named failure naming the shard, the key and the missing field.
+    w.append("b.cls", b"1").unwrap();
+    w.append("b.json", b"{}").unwrap();
+    w.append_link("c.jpg", "a.jpg", true).unwrap();
+    w.append("d.jpg", &photo).unwrap();
+    // No end-of-archive marker after the last member, as a killed writer leaves it.
+    let bytes = w.finish().unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() - 1024]).unwrap();
+    let report = load_report(&path);
+    assert_eq!(
+        (&report["listed"], &report["images"], &report["failed"]),
+        (&4.into(), &3.into(), &1.into()),
+        "{report}"
+    );
+    let failed = failures(&report);
+    assert_eq!(failed[0].0, "b", "{failed:?}");
+    assert!(
+        failed[0].1.contains(
+            "missing field: sample b: no image field (jpg, png, ...); its fields: cls, json"
+        ),
+        "{failed:?}"
+    );
+    assert!(report["failures"][0]["path"]
+        .as_str()
+        .unwrap()
+        .contains("s.tar#b"));
+}

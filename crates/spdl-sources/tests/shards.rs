@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use spdl_io::array::tar::TarWriter;
-use spdl_sources::shards::{list_shards, ShardErrorKind, ShardSource, ShardState};
+use spdl_sources::shards::{
+    list_shards, ShardError, ShardErrorKind, ShardSample, ShardSource, ShardState,
+};
 use spdl_sources::{DistInfo, Remainder, SamplerOptions, Uri};
 
 #[path = "common/tar_shards.rs"]
@@ -379,4 +381,251 @@ proptest::proptest! {
         let rest: Vec<_> = src.resume(&state).unwrap().map(Result::unwrap).collect();
         proptest::prop_assert_eq!(&rest[..], &full[cut..]);
     }
+}
+
+/// The items of one local shard file, read from its start.
+fn read_shard(path: &Path) -> Vec<Result<ShardSample, ShardError>> {
+    let src = ShardSource::new(
+        vec![Uri::Local(path.to_path_buf())],
+        DistInfo::single(),
+        options(0),
+    )
+    .unwrap();
+    src.epoch(0).collect()
+}
+
+#[test]
+fn hard_and_symbolic_links_resolve_to_their_targets_bytes() {
+    // Case 38 of the shared hard cases (tests/fixtures/38-tar-links-dirs-empty/README.md).
+    let case = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/38-tar-links-dirs-empty/links.tar");
+    let items = read_shard(&case);
+    let samples: Vec<&ShardSample> = items.iter().map(|r| r.as_ref().unwrap()).collect();
+    let keys: Vec<&str> = samples.iter().map(|s| s.key.as_str()).collect();
+    // The directory and the FIFO are neither samples nor failures.
+    assert_eq!(
+        keys,
+        [
+            "data/0001",
+            "data/0002",
+            "data/0003",
+            "data/0004",
+            "data/0005",
+            "data/0006"
+        ]
+    );
+    let red = samples[0].get("png").unwrap();
+    assert_eq!(red.len(), 75);
+    assert!(red.starts_with(b"\x89PNG"));
+    // The hard link and the symlink carry the red PNG's bytes, as `tarfile.extractfile`.
+    assert_eq!(samples[1].get("png"), Some(red));
+    assert_eq!(samples[2].get("png"), Some(red));
+    for (i, s) in samples.iter().enumerate() {
+        assert_eq!(
+            s.get("cls"),
+            Some((i + 1).to_string().as_bytes()),
+            "{}",
+            s.key
+        );
+    }
+    assert_eq!(samples[3].get("txt"), Some(&b""[..]));
+    assert_eq!(samples[3].get("png").map(<[u8]>::len), Some(76));
+    // A 0-byte member is a 0-byte field: the loader judges it.
+    assert_eq!(samples[4].get("png"), Some(&b""[..]));
+
+    // Links written by our writer: long targets, `..`, chains, and those that cannot resolve.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("links.tar");
+    let mut w = TarWriter::new(std::fs::File::create(&path).unwrap());
+    let long_dir = "deep/".repeat(30);
+    w.append_dir("a").unwrap();
+    w.append("a/1.jpg", b"one").unwrap();
+    w.append("a/1.cls", b"1").unwrap();
+    w.append(&format!("{long_dir}2.jpg"), b"two").unwrap();
+    // Hard link by archive path (long target: a GNU `K` entry), symlink through `..`.
+    w.append_link("b/3.jpg", &format!("{long_dir}2.jpg"), true)
+        .unwrap();
+    w.append_link("b/4.jpg", "../a/1.jpg", false).unwrap();
+    // A chain: a symlink to a hard link.
+    w.append_link("b/5.jpg", "3.jpg", false).unwrap();
+    w.append("b/5.cls", b"5").unwrap();
+    // Unresolvable: a later member, outside the archive, absolute, missing.
+    w.append_link("c/6.jpg", "7.jpg", false).unwrap();
+    w.append("c/7.jpg", b"seven").unwrap();
+    w.append_link("c/8.jpg", "../../x.jpg", false).unwrap();
+    w.append_link("c/9.jpg", "/etc/passwd", false).unwrap();
+    w.append_link("c/10.jpg", "c/none.jpg", true).unwrap();
+    w.finish().unwrap();
+    let items = read_shard(&path);
+    let shown: Vec<String> = items
+        .iter()
+        .map(|r| match r {
+            Ok(s) => format!("{} {:?}", s.key, s.fields),
+            Err(e) => format!("{:?} {}", e.kind, e.key.as_deref().unwrap_or("-")),
+        })
+        .collect();
+    let field = |v: &[u8]| format!("{:?}", [("jpg".to_owned(), v.to_vec())]);
+    assert_eq!(
+        shown,
+        [
+            format!(
+                "a/1 {:?}",
+                [
+                    ("jpg".to_owned(), b"one".to_vec()),
+                    ("cls".into(), b"1".to_vec())
+                ]
+            ),
+            format!("{long_dir}2 {}", field(b"two")),
+            format!("b/3 {}", field(b"two")),
+            format!("b/4 {}", field(b"one")),
+            format!(
+                "b/5 {:?}",
+                [
+                    ("jpg".to_owned(), b"two".to_vec()),
+                    ("cls".into(), b"5".to_vec())
+                ]
+            ),
+            "Link c/6".to_owned(),
+            format!("c/7 {}", field(b"seven")),
+            "Link c/8".to_owned(),
+            "Link c/9".to_owned(),
+            "Link c/10".to_owned(),
+        ]
+    );
+    let reason = |i: usize| items[i].as_ref().unwrap_err().to_string();
+    assert!(
+        reason(5).contains(
+            "c/6.jpg: symbolic link to \"c/7.jpg\": no member of that name before the link"
+        ),
+        "{}",
+        reason(5)
+    );
+    assert!(reason(7).contains("outside the archive"), "{}", reason(7));
+    assert!(reason(8).contains("outside the archive"), "{}", reason(8));
+    assert!(
+        reason(9).contains("hard link to \"c/none.jpg\""),
+        "{}",
+        reason(9)
+    );
+    assert!(reason(9).starts_with("unresolved link: "), "{}", reason(9));
+}
+
+/// `shown` of each item of one shard file.
+fn items_shown(path: &Path) -> Vec<String> {
+    read_shard(path)
+        .iter()
+        .map(|r| match r {
+            Ok(s) => {
+                let fields: Vec<&str> = s.fields.iter().map(|(f, _)| f.as_str()).collect();
+                format!("{} {}", s.key, fields.join("+"))
+            }
+            Err(e) => format!("{:?} {}", e.kind, e.key.as_deref().unwrap_or("-")),
+        })
+        .collect()
+}
+
+#[test]
+fn a_cut_shard_delivers_its_whole_samples_and_fails_the_cut_one_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = TarWriter::new(Vec::new());
+    let mut starts = Vec::new();
+    for key in ["a", "b", "c"] {
+        for (field, size) in [("jpg", 700), ("cls", 1)] {
+            starts.push(w.bytes_written());
+            w.append(&format!("{key}.{field}"), &vec![b'x'; size])
+                .unwrap();
+        }
+    }
+    let bytes = w.finish().unwrap();
+    let end = bytes.len() - 1024;
+    let path = dir.path().join("cut.tar");
+    let cut = |at: usize| {
+        std::fs::write(&path, &bytes[..at]).unwrap();
+        items_shown(&path)
+    };
+    let whole = ["a jpg+cls", "b jpg+cls", "c jpg+cls"];
+    // No end-of-archive marker, or half of it, or a cut in the last member's padding: every
+    // sample is whole and delivered, nothing failed.
+    for at in [
+        end,
+        end + 700,
+        starts[5] as usize + 512 + 1,
+        starts[5] as usize + 600,
+    ] {
+        assert_eq!(cut(at), whole, "cut at {at}");
+    }
+    // Cut inside c.jpg's data: a and b delivered, c one failure; its bytes go nowhere.
+    assert_eq!(
+        cut(starts[4] as usize + 512 + 300),
+        ["a jpg+cls", "b jpg+cls", "Truncated c"]
+    );
+    let items = read_shard(&path);
+    let e = items[2].as_ref().unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("cut.tar: sample c: truncated: c.jpg:"),
+        "{e}"
+    );
+    // Cut inside c.jpg's header after its name: b is whole (the next key is c).
+    assert_eq!(
+        cut(starts[4] as usize + 500),
+        ["a jpg+cls", "b jpg+cls", "Truncated c"]
+    );
+    // Cut inside b.cls's header after its name: b may miss members, it fails.
+    assert_eq!(cut(starts[3] as usize + 511), ["a jpg+cls", "Truncated b"]);
+    // Cut before the header's name is whole: the sample being read fails, once.
+    assert_eq!(cut(starts[4] as usize + 50), ["a jpg+cls", "Truncated b"]);
+    // Every sample seen is accounted for: samples + failures = keys seen.
+    for at in (0..bytes.len()).step_by(97) {
+        let got = cut(at);
+        let keys: std::collections::BTreeSet<&str> =
+            got.iter().map(|s| s.split(' ').next().unwrap()).collect();
+        assert!(got.len() <= 3, "cut at {at}: {got:?}");
+        let failed = got.iter().filter(|s| s.starts_with("Truncated")).count();
+        assert!(failed <= 1, "cut at {at}: {got:?}");
+        assert!(
+            keys.len() == got.len() || failed == 1,
+            "cut at {at}: {got:?}"
+        );
+    }
+}
+
+#[test]
+fn keys_out_of_order_fail_once_and_never_as_half_samples() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mixed.tar");
+    let mut w = TarWriter::new(std::fs::File::create(&path).unwrap());
+    // a's label comes after b's image: a is broken, b (whole once its label comes) is not.
+    for name in ["a.jpg", "b.jpg", "a.cls", "b.cls", "c.jpg", "c.cls"] {
+        w.append(name, name.as_bytes()).unwrap();
+    }
+    // x reappears after more samples than the window holds: its first part was handed on,
+    // the later one is a failure of its own.
+    w.append("x.jpg", b"x").unwrap();
+    for i in 0..spdl_sources::shards::REGROUP_WINDOW + 1 {
+        w.append(&format!("f{i:02}.jpg"), b"f").unwrap();
+    }
+    w.append("x.cls", b"late").unwrap();
+    w.append("x.json", b"late").unwrap();
+    w.append("z.jpg", b"z").unwrap();
+    w.finish().unwrap();
+    let got = items_shown(&path);
+    let mut want = vec![
+        "KeyNotGrouped a".to_owned(),
+        "b jpg+cls".into(),
+        "c jpg+cls".into(),
+        "x jpg".into(),
+    ];
+    want.extend((0..=spdl_sources::shards::REGROUP_WINDOW).map(|i| format!("f{i:02} jpg")));
+    want.extend(["KeyNotGrouped x".into(), "z jpg".into()]);
+    assert_eq!(got, want);
+    let items = read_shard(&path);
+    let e = items[0].as_ref().unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "key not grouped: {}: sample a: members of this key are not consecutive (a.cls comes after other samples)",
+            path.display()
+        )
+    );
 }

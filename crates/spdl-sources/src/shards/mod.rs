@@ -13,6 +13,8 @@
 //!   (`dir/0001.jpg` + `dir/0001.cls` + `dir/0001.json` is sample `dir/0001` with fields
 //!   `jpg`, `cls`, `json`). The key is the path up to the first dot of the file name, the field
 //!   the rest (WebDataset's `base_plus_ext`); members with no dot in the file name are skipped.
+//!   Hard and symbolic links resolve to their target's bytes; see [`Samples`] for links, keys
+//!   out of order and cut shards.
 //!
 //! Every sample is read once per epoch when the shard count is a multiple of the world size
 //! (otherwise the remainder policy drops or repeats whole shards); ranks get equal sample
@@ -24,11 +26,15 @@
 //! samples wait in a buffer of `n` and leave it in a seeded random order (WebDataset's
 //! `shuffle(n)`), on top of the shard-order shuffle.
 //!
+//! Every sample seen is handed on once, whole or as one failure: `samples + failures = seen`.
 //! Failures are named, counted ([`EpochSamples::failures`]) and the epoch goes on: a shard that
-//! cannot be opened, is cut short, loses its connection for good or holds a corrupt header is
-//! one [`ShardError`] naming the shard and the sample it stopped in (that sample and the rest
-//! of the shard are lost, never handed on half-read); a sample with two members of the same
-//! field is one error for that sample.
+//! cannot be opened, is cut short inside a member or header, loses its connection for good or
+//! holds a corrupt header is one [`ShardError`] naming the shard and the sample it stopped in
+//! (that sample and the rest of the shard are lost, never handed on half-read; the samples
+//! before it are delivered); a shard that ends after a whole member without its
+//! end-of-archive marker simply ends there. A sample with two members of the same field, a
+//! link that cannot be resolved, or members not consecutive in the shard is one error for
+//! that sample.
 //!
 //! Read-ahead: while one remote shard streams, the next [`ShardSource::with_readahead`] shards
 //! (default [`DEFAULT_READAHEAD`]) of the rank's order are already being opened (their GETs
@@ -54,7 +60,7 @@ use std::io::{BufReader, Cursor, Read, Seek, SeekFrom};
 use std::sync::Arc;
 
 pub use pattern::{expand_braces, list_shards, list_shards_with};
-pub use samples::Samples;
+pub use samples::{Samples, REGROUP_WINDOW};
 
 /// Remote shards opened ahead of their turn by default (see [`ShardSource::with_readahead`]).
 pub const DEFAULT_READAHEAD: usize = 2;
@@ -173,6 +179,10 @@ pub enum ShardErrorKind {
     Corrupt,
     /// Two members of one sample have the same field.
     DuplicateField,
+    /// A hard or symbolic link of the sample cannot be resolved (see [`Samples`]).
+    Link,
+    /// The sample's members are not consecutive in the shard (see [`Samples`]).
+    KeyNotGrouped,
 }
 
 /// A failed shard or sample: the shard path, the sample key when known, and the reason.
@@ -196,6 +206,8 @@ impl std::fmt::Display for ShardErrorKind {
             ShardErrorKind::Truncated => "truncated shard",
             ShardErrorKind::Corrupt => "corrupt shard",
             ShardErrorKind::DuplicateField => "duplicate field",
+            ShardErrorKind::Link => "unresolved link",
+            ShardErrorKind::KeyNotGrouped => "key not grouped",
         })
     }
 }

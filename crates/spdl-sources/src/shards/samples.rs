@@ -1,10 +1,16 @@
-//! A tar stream cut into samples by key (WebDataset's grouping).
+//! A tar stream cut into samples by key (WebDataset's grouping), with links resolved and
+//! every sample seen handed on once: whole, or as one named failure.
 
+use std::collections::{HashSet, VecDeque};
 use std::io::Read;
 
-use spdl_io::array::tar::TarReader;
+use spdl_io::array::tar::{Entry, TarReader};
 
 use super::{ShardError, ShardErrorKind, ShardSample};
+
+/// Closed samples held back before they are handed on (see [`Samples`]): a key that
+/// reappears within this many samples fails as a whole, and links reach back this far.
+pub const REGROUP_WINDOW: usize = 16;
 
 /// Splits a member name into `(key, field)` at the first dot of its file name.
 pub(super) fn split_key(name: &str) -> Option<(&str, &str)> {
@@ -13,21 +19,96 @@ pub(super) fn split_key(name: &str) -> Option<(&str, &str)> {
     (dot > base).then(|| (&name[..dot], &name[dot + 1..]))
 }
 
-/// A tar stream cut into samples (see the module docs). Yields each complete sample; after a
-/// failure of the stream, one error naming the sample it stopped in, then nothing.
+/// `path` without `.` and empty components, `..` applied; `None` when `..` climbs above the
+/// archive's root.
+fn normalize(path: &str) -> Option<String> {
+    let mut parts: Vec<&str> = Vec::new();
+    for c in path.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            c => parts.push(c),
+        }
+    }
+    Some(parts.join("/"))
+}
+
+/// A sample being read or held back, with what is wrong with it (if anything).
+struct Held {
+    sample: ShardSample,
+    problem: Option<(ShardErrorKind, String)>,
+}
+
+impl Held {
+    fn new(sample: ShardSample, problem: Option<(ShardErrorKind, String)>) -> Self {
+        Held { sample, problem }
+    }
+
+    /// Keeps the first problem: it is the one that made the sample fail.
+    fn fail(&mut self, kind: ShardErrorKind, reason: String) {
+        self.problem.get_or_insert((kind, reason));
+    }
+
+    /// The bytes of the member whose normalized path is `path`, if this sample holds it.
+    fn member(&self, path: &str) -> Option<&[u8]> {
+        self.sample
+            .fields
+            .iter()
+            .find(|(f, _)| normalize(&format!("{}.{f}", self.sample.key)).as_deref() == Some(path))
+            .map(|(_, d)| d.as_slice())
+    }
+}
+
+/// An item ready to hand on, and where reading would go on after it (`None`: the stream
+/// failed, nothing more of the shard can be read).
+type Out = (std::result::Result<ShardSample, ShardError>, Option<u64>);
+
+/// A tar stream cut into samples (see the module docs of `shards`).
+///
+/// Every sample seen is handed on once: whole, or as one [`ShardError`] naming the shard,
+/// the key and the reason:
+/// - links: a hard link (`1`) takes its target's bytes, a symbolic link (`2`) those of the
+///   member it names, relative to the link's directory (`tarfile.extractfile`'s reading),
+///   when that member came earlier in the stream and is still held (the sample being read or
+///   one of the last [`REGROUP_WINDOW`] samples; chains of links resolve). Otherwise the
+///   sample fails (`Link`): a target that is missing, later in the stream, outside the
+///   archive (absolute, or `..` above its root), further back than the window, or before the
+///   byte a resumed read started at. A link is never handed on as an empty field.
+/// - keys out of order: closed samples wait in a window of [`REGROUP_WINDOW`] before they
+///   are handed on; members whose key matches a held sample make that sample one
+///   `KeyNotGrouped` failure (its members are dropped, never handed on as two half samples).
+///   Members of a key handed on earlier (further back than the window) are one
+///   `KeyNotGrouped` failure of their own (the sample handed on before stays delivered).
+///   A read resumed between the two parts of such a key cannot know the first part: the
+///   later members are then read as a sample.
+/// - two members of one field: `DuplicateField`.
+/// - the stream: a member cut short, a corrupt header or a lost connection fail the sample
+///   being read (with the rest of the shard); a stream that ends after a whole member, with
+///   or without the end-of-archive marker, ends the shard; when the cut header's name is
+///   known and belongs to another key, the sample before it is whole and delivered, and the
+///   cut one is the failure.
+///
+/// Directories, devices, FIFOs and members without a dot in their file name are not
+/// samples. Memory: the held samples' bytes, and the names of the shard's members.
 pub struct Samples<R: Read> {
     reader: TarReader<R>,
     shard: usize,
     name: String,
-    current: Option<ShardSample>,
-    /// A sample whose fields repeat: reported when it is complete.
-    duplicate: Option<String>,
-    /// The stream's failure, reported after the whole sample before it.
-    pending: Option<ShardError>,
+    /// The sample being read.
+    current: Option<Held>,
+    /// Closed samples not yet handed on, in stream order.
+    window: VecDeque<Held>,
+    /// Keys handed on from this shard (a reappearing one is a failure of its own).
+    handed: HashSet<String>,
+    /// Normalized paths of the regular members (and resolved links) read so far.
+    seen: HashSet<String>,
+    out: VecDeque<Out>,
     done: bool,
     /// Offset in the shard of the reader's first byte (a resumed shard starts mid-file).
     base: u64,
-    /// Offset just past the last sample handed on (whole or as its duplicate-field error).
+    /// Offset just past the last sample handed on (whole or as its failure).
     after: u64,
     /// Whether the stream's failure was handed on (the rest of the shard is lost).
     failed: bool,
@@ -50,8 +131,10 @@ impl<R: Read> Samples<R> {
             shard,
             name: name.into(),
             current: None,
-            duplicate: None,
-            pending: None,
+            window: VecDeque::new(),
+            handed: HashSet::new(),
+            seen: HashSet::new(),
+            out: VecDeque::new(),
             done: false,
         }
     }
@@ -72,17 +155,221 @@ impl<R: Read> Samples<R> {
         }
     }
 
-    /// Hands on the finished sample (or its duplicate-field error).
-    fn finish_current(&mut self) -> Option<std::result::Result<ShardSample, ShardError>> {
-        let sample = self.current.take()?;
-        self.after = sample.end;
-        match self.duplicate.take() {
-            Some(field) => Some(Err(self.error(
-                ShardErrorKind::DuplicateField,
-                Some(sample.key),
-                format!("two members for field {field:?}"),
-            ))),
-            None => Some(Ok(sample)),
+    /// Queues a held sample to be handed on: whole, or as its failure.
+    fn emit(&mut self, held: Held) {
+        let end = held.sample.end;
+        self.handed.insert(held.sample.key.clone());
+        let item = match held.problem {
+            Some((kind, reason)) => Err(self.error(kind, Some(held.sample.key), reason)),
+            None => Ok(held.sample),
+        };
+        self.out.push_back((item, Some(end)));
+    }
+
+    /// Closes the sample being read: it joins the window, whose oldest leaves when full.
+    fn close_current(&mut self) {
+        if let Some(held) = self.current.take() {
+            self.window.push_back(held);
+        }
+        while self.window.len() > REGROUP_WINDOW {
+            if let Some(oldest) = self.window.pop_front() {
+                self.emit(oldest);
+            }
+        }
+    }
+
+    /// Closes the sample being read and queues every held sample.
+    fn flush(&mut self) {
+        self.close_current();
+        while let Some(held) = self.window.pop_front() {
+            self.emit(held);
+        }
+    }
+
+    /// The held sample with key `key`: the one being read, or one in the window.
+    fn held_mut(&mut self, key: &str) -> Option<&mut Held> {
+        if self.current.as_ref().is_some_and(|c| c.sample.key == key) {
+            return self.current.as_mut();
+        }
+        self.window.iter_mut().find(|h| h.sample.key == key)
+    }
+
+    /// The bytes a link names, or why it cannot be resolved.
+    fn resolve(
+        &self,
+        name: &str,
+        target: &str,
+        hard: bool,
+    ) -> std::result::Result<Vec<u8>, String> {
+        let what = if hard { "hard link" } else { "symbolic link" };
+        let path = if hard {
+            normalize(target)
+        } else if target.starts_with('/') {
+            None
+        } else {
+            let dir = name.rfind('/').map_or("", |i| &name[..i]);
+            normalize(&format!("{dir}/{target}"))
+        };
+        let Some(path) = path else {
+            return Err(format!("{what} to {target:?} points outside the archive"));
+        };
+        let held = self.current.iter().chain(self.window.iter().rev());
+        for h in held {
+            if let Some(data) = h.member(&path) {
+                return Ok(data.to_vec());
+            }
+        }
+        Err(if self.seen.contains(&path) {
+            format!(
+                "{what} to {path:?}: its target was handed on more than {REGROUP_WINDOW} samples before (links reach back that far)"
+            )
+        } else if self.base > 0 {
+            format!(
+                "{what} to {path:?}: no member of that name between byte {} (where this read started) and the link",
+                self.base
+            )
+        } else {
+            format!("{what} to {path:?}: no member of that name before the link in the shard")
+        })
+    }
+
+    /// Files one member (or resolved link) `name` spanning bytes `before..after`.
+    fn member(
+        &mut self,
+        name: &str,
+        data: std::result::Result<Vec<u8>, String>,
+        before: u64,
+        after: u64,
+    ) {
+        let Some((key, field)) = split_key(name) else {
+            return;
+        };
+        if let (true, Some(path)) = (data.is_ok(), normalize(name)) {
+            self.seen.insert(path);
+        }
+        let in_current = self.current.as_ref().is_some_and(|c| c.sample.key == key);
+        if !in_current {
+            if let Some(held) = self.window.iter_mut().find(|h| h.sample.key == key) {
+                // Members of a closed sample after other samples: the layout is broken.
+                held.fail(
+                    ShardErrorKind::KeyNotGrouped,
+                    format!(
+                        "members of this key are not consecutive ({name} comes after other samples)"
+                    ),
+                );
+                return;
+            }
+            self.close_current();
+            let problem = self.handed.contains(key).then(|| {
+                (
+                    ShardErrorKind::KeyNotGrouped,
+                    format!(
+                        "{name} comes after this key's sample was handed on (members not consecutive; regrouped within {REGROUP_WINDOW} samples only)"
+                    ),
+                )
+            });
+            self.current = Some(Held::new(
+                ShardSample {
+                    shard: self.shard,
+                    key: key.to_owned(),
+                    fields: Vec::new(),
+                    offset: before,
+                    end: after,
+                },
+                problem,
+            ));
+        }
+        let Some(held) = self.held_mut(key) else {
+            return;
+        };
+        held.sample.end = after;
+        match data {
+            Ok(data) => {
+                if held.sample.fields.iter().any(|(f, _)| f == field) {
+                    held.fail(
+                        ShardErrorKind::DuplicateField,
+                        format!("two members for field {field:?}"),
+                    );
+                } else {
+                    held.sample.fields.push((field.to_owned(), data));
+                }
+            }
+            Err(reason) => held.fail(ShardErrorKind::Link, format!("{name}: {reason}")),
+        }
+    }
+
+    /// The stream failed: the held samples that are whole are queued, then the failure, once
+    /// for the sample it concerns.
+    fn stream_failed(&mut self, e: spdl_io::Error) {
+        // A failed read (a connection lost for good) is no fault of the archive.
+        let read_failed = std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>());
+        let kind = match e.kind() {
+            _ if read_failed => ShardErrorKind::Read,
+            spdl_io::ErrorKind::Truncated | spdl_io::ErrorKind::Empty => ShardErrorKind::Truncated,
+            _ => ShardErrorKind::Corrupt,
+        };
+        let failed_key = split_key(e.key()).map(|(k, _)| k.to_owned());
+        let reason = e.to_string();
+        let owner = match &failed_key {
+            // A member of the sample being read failed, or the member is not known: that
+            // sample may miss members.
+            None => self.current.is_some().then_some(None),
+            Some(k) if self.current.as_ref().is_some_and(|c| c.sample.key == *k) => Some(None),
+            Some(k) => self
+                .window
+                .iter()
+                .position(|h| h.sample.key == *k)
+                .map(Some),
+        };
+        match owner {
+            Some(None) => {
+                if let Some(cur) = &mut self.current {
+                    cur.problem = Some((kind, reason));
+                }
+                self.flush();
+            }
+            Some(Some(i)) => {
+                self.window[i].problem = Some((kind, reason));
+                self.flush();
+            }
+            None => {
+                // Another sample's member: the one read so far is whole.
+                self.flush();
+                let e = self.error(kind, failed_key, reason);
+                self.out.push_back((Err(e), None));
+            }
+        }
+        if let Some(last) = self.out.back_mut() {
+            last.1 = None;
+        }
+    }
+
+    /// Reads members until an item is ready or the stream is over.
+    fn fill(&mut self) {
+        while self.out.is_empty() && !self.done {
+            let before = self.base + self.reader.position();
+            match self.reader.next_entry() {
+                Ok(Some(entry)) => {
+                    let after = self.base + self.reader.position();
+                    match entry {
+                        Entry::File { name, data } => self.member(&name, Ok(data), before, after),
+                        Entry::Link { name, target, hard } => {
+                            if split_key(&name).is_some() {
+                                let data = self.resolve(&name, &target, hard);
+                                self.member(&name, data, before, after);
+                            }
+                        }
+                    }
+                }
+                Ok(None) => {
+                    self.done = true;
+                    self.flush();
+                }
+                Err(e) => {
+                    self.done = true;
+                    self.stream_failed(e);
+                }
+            }
         }
     }
 }
@@ -91,75 +378,13 @@ impl<R: Read> Iterator for Samples<R> {
     type Item = std::result::Result<ShardSample, ShardError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if let Some(e) = self.pending.take() {
-            self.failed = true;
-            return Some(Err(e));
+        self.fill();
+        let (item, resume) = self.out.pop_front()?;
+        match resume {
+            Some(at) => self.after = at,
+            None => self.failed = true,
         }
-        while !self.done {
-            let before = self.base + self.reader.position();
-            match self.reader.next_file() {
-                Ok(Some((name, data))) => {
-                    let after = self.base + self.reader.position();
-                    let Some((key, field)) = split_key(&name) else {
-                        continue;
-                    };
-                    match &mut self.current {
-                        Some(s) if s.key == key => {
-                            if s.fields.iter().any(|(f, _)| f == field) {
-                                self.duplicate.get_or_insert_with(|| field.to_owned());
-                            } else {
-                                s.fields.push((field.to_owned(), data));
-                            }
-                            s.end = after;
-                        }
-                        _ => {
-                            let done = self.finish_current();
-                            self.current = Some(ShardSample {
-                                shard: self.shard,
-                                key: key.to_owned(),
-                                fields: vec![(field.to_owned(), data)],
-                                offset: before,
-                                end: after,
-                            });
-                            if done.is_some() {
-                                return done;
-                            }
-                        }
-                    }
-                }
-                Ok(None) => {
-                    self.done = true;
-                    return self.finish_current();
-                }
-                Err(e) => {
-                    self.done = true;
-                    // A failed read (a connection lost for good) is no fault of the archive.
-                    let read_failed =
-                        std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>());
-                    let kind = match e.kind() {
-                        _ if read_failed => ShardErrorKind::Read,
-                        spdl_io::ErrorKind::Truncated | spdl_io::ErrorKind::Empty => {
-                            ShardErrorKind::Truncated
-                        }
-                        _ => ShardErrorKind::Corrupt,
-                    };
-                    let failed_key = split_key(e.key()).map(|(k, _)| k.to_owned());
-                    let reason = e.to_string();
-                    // A member of another sample failed: the sample read so far is whole.
-                    if let (Some(fk), Some(cur)) = (&failed_key, &self.current) {
-                        if *fk != cur.key {
-                            self.pending = Some(self.error(kind, failed_key.clone(), reason));
-                            return self.finish_current();
-                        }
-                    }
-                    // Otherwise the sample being read may miss members: it fails with the shard.
-                    let key = self.current.take().map(|s| s.key).or(failed_key);
-                    self.failed = true;
-                    return Some(Err(self.error(kind, key, reason)));
-                }
-            }
-        }
-        None
+        Some(item)
     }
 }
 
@@ -173,5 +398,14 @@ mod tests {
         assert_eq!(split_key("a.b/0001.seg.png"), Some(("a.b/0001", "seg.png")));
         assert_eq!(split_key("README"), None);
         assert_eq!(split_key("d/.hidden"), None);
+    }
+
+    #[test]
+    fn paths() {
+        assert_eq!(
+            normalize("./d//a/../0001.png").as_deref(),
+            Some("d/0001.png")
+        );
+        assert_eq!(normalize("d/../../x"), None);
     }
 }
