@@ -629,3 +629,43 @@ fn keys_out_of_order_fail_once_and_never_as_half_samples() {
         )
     );
 }
+
+#[test]
+fn links_resolve_far_back_and_after_a_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("far.tar");
+    let mut w = TarWriter::new(std::fs::File::create(&path).unwrap());
+    w.append("t.jpg", b"target").unwrap();
+    let n = spdl_sources::shards::REGROUP_WINDOW + 4;
+    for i in 0..n {
+        w.append(&format!("s{i:02}.jpg"), i.to_string().as_bytes())
+            .unwrap();
+    }
+    // Further back than the held samples: the shard is read again up to the link.
+    w.append_link("h.jpg", "t.jpg", true).unwrap();
+    w.append_link("y.jpg", "h.jpg", false).unwrap();
+    w.finish().unwrap();
+    let src = ShardSource::new(vec![Uri::Local(path)], DistInfo::single(), options(0)).unwrap();
+    for buffer in [0, 4] {
+        let src = src.clone().with_shuffle_buffer(buffer);
+        let all: Vec<_> = src.epoch(0).map(Result::unwrap).collect();
+        assert_eq!(all.len(), n + 3);
+        for s in all
+            .iter()
+            .filter(|s| ["t", "h", "y"].contains(&s.key.as_str()))
+        {
+            assert_eq!(s.get("jpg"), Some(&b"target"[..]), "{}", s.key);
+        }
+        // Resumed after any sample: the rest is the same, links resolved.
+        for k in 0..all.len() {
+            let mut it = src.epoch(0);
+            it.by_ref().take(k).for_each(drop);
+            let rest: Vec<_> = src
+                .resume(&it.state())
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+            assert_eq!(rest, all[k..], "buffer {buffer}, resumed after {k}");
+        }
+    }
+}

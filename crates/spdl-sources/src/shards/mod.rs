@@ -60,7 +60,7 @@ use std::io::{BufReader, Cursor, Read, Seek, SeekFrom};
 use std::sync::Arc;
 
 pub use pattern::{expand_braces, list_shards, list_shards_with};
-pub use samples::{Samples, REGROUP_WINDOW};
+pub use samples::{Lookback, Samples, REGROUP_WINDOW};
 
 /// Remote shards opened ahead of their turn by default (see [`ShardSource::with_readahead`]).
 pub const DEFAULT_READAHEAD: usize = 2;
@@ -424,6 +424,34 @@ fn shared_runtime() -> Result<Arc<tokio::runtime::Runtime>> {
     Ok(RUNTIME.get_or_init(|| Arc::new(rt)).clone())
 }
 
+/// Reads shard `uri` again from its start, for links whose target is no longer held (see
+/// [`Samples::with_lookback`]): the last member of that name before the link, following
+/// chains of links (at most 8).
+fn lookback(uri: Uri, fetcher: Fetcher) -> Lookback {
+    Box::new(move |path: &str, limit: u64| {
+        let (mut path, mut limit) = (path.to_owned(), limit);
+        for _ in 0..8 {
+            let reader: Box<dyn Read + Send> = match &uri {
+                Uri::Local(p) => Box::new(BufReader::new(
+                    File::open(p).map_err(|e| Error::io(e, p).to_string())?,
+                )),
+                _ => {
+                    let rt = shared_runtime().map_err(|e| e.to_string())?;
+                    let r = stream::RemoteRead::open(rt, fetcher.clone(), uri.clone(), 0)
+                        .map_err(|e| e.to_string())?;
+                    Box::new(BufReader::new(r))
+                }
+            };
+            match samples::find_member(reader.take(limit), &path)? {
+                samples::Found::Bytes(data) => return Ok(Some(data)),
+                samples::Found::Link { path: next, at } => (path, limit) = (next, at),
+                samples::Found::Missing => return Ok(None),
+            }
+        }
+        Err("a chain of more than 8 links".to_owned())
+    })
+}
+
 /// A shard still to read: where to start, and its opening when it was opened ahead.
 struct Turn {
     shard: usize,
@@ -557,7 +585,9 @@ impl Reader {
         };
         // The range holds whole members; an end-of-archive marker closes it.
         let data = Cursor::new(bytes).chain(Cursor::new(vec![0u8; 1024]));
-        let mut one = Samples::at(data, span.shard, name.clone(), span.offset);
+        let uri = self.shards[span.shard].clone();
+        let mut one = Samples::at(data, span.shard, name.clone(), span.offset)
+            .with_lookback(lookback(uri, self.fetcher.clone()));
         match one.next() {
             Some(Ok(s)) if s.end == span.end => Ok(s),
             Some(Ok(s)) => Err(fail(
@@ -598,7 +628,8 @@ impl Iterator for Reader {
             match self.open(turn) {
                 Ok(reader) => {
                     self.cursor = (shard, base);
-                    self.current = Some(Samples::at(reader, shard, name, base));
+                    let back = lookback(self.shards[shard].clone(), self.fetcher.clone());
+                    self.current = Some(Samples::at(reader, shard, name, base).with_lookback(back));
                 }
                 Err(e) => {
                     self.cursor = (shard, ShardState::SHARD_DONE);

@@ -35,6 +35,59 @@ fn normalize(path: &str) -> Option<String> {
     Some(parts.join("/"))
 }
 
+/// The path a link names, normalized: a hard link's target is an archive path, a symbolic
+/// link's is relative to the link's directory; `None` when it points outside the archive
+/// (absolute, or `..` above its root).
+fn link_path(name: &str, target: &str, hard: bool) -> Option<String> {
+    if hard {
+        normalize(target)
+    } else if target.starts_with('/') {
+        None
+    } else {
+        let dir = name.rfind('/').map_or("", |i| &name[..i]);
+        normalize(&format!("{dir}/{target}"))
+    }
+}
+
+/// Reads an earlier member of the shard again, for a link whose target is no longer held:
+/// called with the target's normalized path and the offset of the link's first header (the
+/// target lies before it); gives its bytes, `None` when no member of that name comes before.
+pub type Lookback =
+    Box<dyn FnMut(&str, u64) -> std::result::Result<Option<Vec<u8>>, String> + Send>;
+
+/// What [`find_member`] found under a name: the last entry of that name in the stream.
+pub(super) enum Found {
+    Bytes(Vec<u8>),
+    /// A link: resolve `path`, which lies before byte `at`.
+    Link {
+        path: String,
+        at: u64,
+    },
+    Missing,
+}
+
+/// The last member named `path` (normalized) in the tar stream `reader`.
+pub(super) fn find_member<R: Read>(reader: R, path: &str) -> std::result::Result<Found, String> {
+    let mut r = TarReader::new(reader);
+    let mut found = Found::Missing;
+    loop {
+        let at = r.position();
+        let named = |name: &str| normalize(name).as_deref() == Some(path);
+        match r.next_entry() {
+            Ok(Some(Entry::File { name, data })) if named(&name) => found = Found::Bytes(data),
+            Ok(Some(Entry::Link { name, target, hard })) if named(&name) => {
+                found = match link_path(&name, &target, hard) {
+                    Some(path) => Found::Link { path, at },
+                    None => Found::Missing,
+                }
+            }
+            Ok(Some(_)) => {}
+            Ok(None) => return Ok(found),
+            Err(e) => return Err(format!("reading the shard again for the target: {e}")),
+        }
+    }
+}
+
 /// A sample being read or held back, with what is wrong with it (if anything).
 struct Held {
     sample: ShardSample,
@@ -71,11 +124,13 @@ type Out = (std::result::Result<ShardSample, ShardError>, Option<u64>);
 /// the key and the reason:
 /// - links: a hard link (`1`) takes its target's bytes, a symbolic link (`2`) those of the
 ///   member it names, relative to the link's directory (`tarfile.extractfile`'s reading),
-///   when that member came earlier in the stream and is still held (the sample being read or
-///   one of the last [`REGROUP_WINDOW`] samples; chains of links resolve). Otherwise the
-///   sample fails (`Link`): a target that is missing, later in the stream, outside the
-///   archive (absolute, or `..` above its root), further back than the window, or before the
-///   byte a resumed read started at. A link is never handed on as an empty field.
+///   when that member came earlier in the stream (chains of links resolve): from the samples
+///   still held (the one being read and the last [`REGROUP_WINDOW`]), else read again from
+///   the shard's start with [`Samples::with_lookback`] (the shard source sets it, so a
+///   resumed read resolves the same links). Otherwise the sample fails (`Link`): a target
+///   that is missing, later in the stream, outside the archive (absolute, or `..` above its
+///   root), or (without a lookback) no longer held. A link is never handed on as an empty
+///   field.
 /// - keys out of order: closed samples wait in a window of [`REGROUP_WINDOW`] before they
 ///   are handed on; members whose key matches a held sample make that sample one
 ///   `KeyNotGrouped` failure (its members are dropped, never handed on as two half samples).
@@ -105,6 +160,7 @@ pub struct Samples<R: Read> {
     /// Normalized paths of the regular members (and resolved links) read so far.
     seen: HashSet<String>,
     out: VecDeque<Out>,
+    lookback: Option<Lookback>,
     done: bool,
     /// Offset in the shard of the reader's first byte (a resumed shard starts mid-file).
     base: u64,
@@ -135,8 +191,16 @@ impl<R: Read> Samples<R> {
             handed: HashSet::new(),
             seen: HashSet::new(),
             out: VecDeque::new(),
+            lookback: None,
             done: false,
         }
+    }
+
+    /// Resolves links whose target is no longer held with `lookback` (which reads the shard
+    /// again from its start).
+    pub fn with_lookback(mut self, lookback: Lookback) -> Self {
+        self.lookback = Some(lookback);
+        self
     }
 
     /// Where reading this shard would go on after the items handed on so far: the offset just
@@ -194,23 +258,16 @@ impl<R: Read> Samples<R> {
         self.window.iter_mut().find(|h| h.sample.key == key)
     }
 
-    /// The bytes a link names, or why it cannot be resolved.
+    /// The bytes a link at byte `at` names, or why it cannot be resolved.
     fn resolve(
-        &self,
+        &mut self,
         name: &str,
         target: &str,
         hard: bool,
+        at: u64,
     ) -> std::result::Result<Vec<u8>, String> {
         let what = if hard { "hard link" } else { "symbolic link" };
-        let path = if hard {
-            normalize(target)
-        } else if target.starts_with('/') {
-            None
-        } else {
-            let dir = name.rfind('/').map_or("", |i| &name[..i]);
-            normalize(&format!("{dir}/{target}"))
-        };
-        let Some(path) = path else {
+        let Some(path) = link_path(name, target, hard) else {
             return Err(format!("{what} to {target:?} points outside the archive"));
         };
         let held = self.current.iter().chain(self.window.iter().rev());
@@ -218,6 +275,15 @@ impl<R: Read> Samples<R> {
             if let Some(data) = h.member(&path) {
                 return Ok(data.to_vec());
             }
+        }
+        if let Some(lookback) = &mut self.lookback {
+            return match lookback(&path, at) {
+                Ok(Some(data)) => Ok(data),
+                Ok(None) => Err(format!(
+                    "{what} to {path:?}: no member of that name before the link in the shard"
+                )),
+                Err(e) => Err(format!("{what} to {path:?}: {e}")),
+            };
         }
         Err(if self.seen.contains(&path) {
             format!(
@@ -355,7 +421,7 @@ impl<R: Read> Samples<R> {
                         Entry::File { name, data } => self.member(&name, Ok(data), before, after),
                         Entry::Link { name, target, hard } => {
                             if split_key(&name).is_some() {
-                                let data = self.resolve(&name, &target, hard);
+                                let data = self.resolve(&name, &target, hard, before);
                                 self.member(&name, data, before, after);
                             }
                         }
