@@ -49,3 +49,47 @@ pub(crate) fn optional() -> Result<Vec<String>> {
     found.sort();
     Ok(found)
 }
+
+/// Crates whose every feature the gate builds alone. spdl-py is left out: its builds are the
+/// wheels' feature sets (built by the wheel steps), and each other set would rebuild PyO3 and
+/// the whole extension (minutes each on 2 cores); spdl-core has no features.
+const ALONE_CRATES: &[&str] = &["spdl-io", "spdl-sources", "spdl-cuda", "spdl-cli"];
+
+/// Features that exist only to be implied by public ones, never to be asked for alone:
+/// spdl-sources' shared plumbing of its remote backends, spdl-io's image-rs core (a format
+/// feature picks what it decodes) and its fuzzing doors.
+const INTERNAL: &[&str] = &[
+    "spdl-sources/fetch",
+    "spdl-sources/remote",
+    "spdl-io/image-rs",
+    "spdl-io/fuzzing",
+];
+
+/// Every `(package, feature)` the gate builds alone with no default features (`None`: no
+/// feature at all), for [`ALONE_CRATES`], less [`INTERNAL`].
+pub(crate) fn each_alone() -> Result<Vec<(String, Option<String>)>> {
+    let out = cargo()
+        .args(["metadata", "--format-version", "1", "--no-deps"])
+        .stdout()
+        .context("cannot run `cargo metadata`")?;
+    let meta: Value = serde_json::from_str(&out).context("cannot parse `cargo metadata`")?;
+    let mut found = Vec::new();
+    for package in meta["packages"].as_array().into_iter().flatten() {
+        let name = package["name"].as_str().unwrap_or_default();
+        if !ALONE_CRATES.contains(&name) {
+            continue;
+        }
+        found.push((name.to_string(), None));
+        for feature in package["features"]
+            .as_object()
+            .into_iter()
+            .flat_map(|f| f.keys())
+        {
+            if feature != "default" && !INTERNAL.contains(&format!("{name}/{feature}").as_str()) {
+                found.push((name.to_string(), Some(feature.clone())));
+            }
+        }
+    }
+    found.sort();
+    Ok(found)
+}

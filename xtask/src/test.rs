@@ -1,7 +1,8 @@
 //! `cargo xtask test`: the whole gate, the one command CI runs (`.ci/run`).
 //!
 //! Steps, in order: setup; `cargo fmt --check`; `cargo xtask tidy` (see tidy.rs); clippy `-D warnings` with the default features
-//! and again with the optional ones; `cargo test` likewise; rustdoc with `-D warnings`; the
+//! and again with the optional ones, then with each feature of each published crate alone
+//! (features.rs); `cargo test` likewise; rustdoc with `-D warnings`; the
 //! documentation site (`mkdocs build --strict`); then,
 //! once `crates/spdl-py` has a `pyproject.toml`, the FFmpeg wheel into the venv, the portable
 //! wheel into a fresh venv with no Rust toolchain (the README's example), and pytest.
@@ -92,6 +93,27 @@ pub(crate) fn run(args: &Args) -> Result<()> {
                     .args(["--", "-D", "warnings"]),
             );
         }
+    }
+    if !args.quick {
+        // Each feature of each published crate alone, so a user's one-feature build is
+        // warning-free (lib and bins; the tests need the default features).
+        report.step("clippy, each feature alone", || {
+            let mut failed = Vec::new();
+            for (package, feature) in features::each_alone()? {
+                let mut clippy = cargo(&["clippy", "-q", "-p", &package, "--no-default-features"]);
+                if let Some(f) = &feature {
+                    clippy = clippy.args(["--features", f]);
+                }
+                if clippy.args(["--", "-D", "warnings"]).run().is_err() {
+                    failed.push(format!(
+                        "{package}/{}",
+                        feature.as_deref().unwrap_or("(none)")
+                    ));
+                }
+            }
+            anyhow::ensure!(failed.is_empty(), "not clean alone: {}", failed.join(", "));
+            Ok(())
+        });
     }
     report.run("test", cargo(&["test", "--workspace"]));
     if !optional.is_empty() {

@@ -6,7 +6,8 @@
 //!   file extension). Decoders probe the header first ([`ImageInfo`]), check
 //!   [`Limits`] before allocating, then decode into a caller buffer as
 //!   `[H, W, C]`. Built-ins: libjpeg-turbo (feature `decode-turbojpeg`) and
-//!   image-rs (feature `decode-image`: PNG, JPEG, GIF, WebP, BMP, TIFF).
+//!   image-rs in pure Rust, one feature per format (`decode-png`, `decode-jpeg-rs`,
+//!   `decode-gif`, `decode-webp`, `decode-bmp`, `decode-tiff`; `decode-image` is all six).
 //! - [`transform`]: resize, ImageNet-eval resize + center crop, seeded random
 //!   resized crop + flip, normalization to `f32` `[C, H, W]`.
 //! - [`ImageLoader`]: what a pipeline stage calls per sample; plans the crop

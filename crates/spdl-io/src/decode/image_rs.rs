@@ -1,6 +1,7 @@
-//! Pure-Rust backend on the `image` crate (feature `decode-image`): PNG
-//! (1..16-bit, palette + tRNS, gray + alpha), JPEG (zune-jpeg), GIF (first
-//! frame), WebP, BMP, TIFF.
+//! Pure-Rust backend on the `image` crate, one feature per format (`decode-image` turns on
+//! all): PNG (`decode-png`: 1..16-bit, palette + tRNS, gray + alpha), JPEG (`decode-jpeg-rs`:
+//! zune-jpeg), GIF (`decode-gif`: first frame), WebP (`decode-webp`), BMP (`decode-bmp`), TIFF
+//! (`decode-tiff`).
 
 use std::io::Cursor;
 
@@ -11,7 +12,7 @@ use super::{check_out_len, color, DecodeOptions, Decoder, ImageFormat, Orientati
 use super::{Image, ImageInfo, PixelData};
 use crate::error::{Error, ErrorKind, Result};
 
-/// Decoder over image-rs 0.25 for every format it was built with.
+/// Decoder over image-rs 0.25 for the formats this build has (their features).
 ///
 /// JPEG goes through zune-jpeg, which lacks arithmetic coding (reported as
 /// [`ErrorKind::Unsupported`]) and, unlike libjpeg-turbo, may not notice a cut
@@ -31,14 +32,22 @@ impl ImageRsDecoder {
 }
 
 fn image_format(f: ImageFormat) -> Option<image::ImageFormat> {
+    // Only the formats this build has (one feature each): the registry then says which
+    // format a file is and that no decoder for it is registered.
     Some(match f {
+        #[cfg(feature = "decode-jpeg-rs")]
         ImageFormat::Jpeg => image::ImageFormat::Jpeg,
+        #[cfg(feature = "decode-png")]
         ImageFormat::Png => image::ImageFormat::Png,
+        #[cfg(feature = "decode-gif")]
         ImageFormat::Gif => image::ImageFormat::Gif,
+        #[cfg(feature = "decode-webp")]
         ImageFormat::WebP => image::ImageFormat::WebP,
+        #[cfg(feature = "decode-bmp")]
         ImageFormat::Bmp => image::ImageFormat::Bmp,
+        #[cfg(feature = "decode-tiff")]
         ImageFormat::Tiff => image::ImageFormat::Tiff,
-        ImageFormat::Other(_) | ImageFormat::Unknown => return None,
+        _ => return None,
     })
 }
 

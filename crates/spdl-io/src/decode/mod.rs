@@ -8,28 +8,28 @@
 // Shared helpers serve the built-in decoders; a build with none of them (a registry for
 // third-party decoders only) leaves them unused.
 #![cfg_attr(
-    not(any(feature = "decode-turbojpeg", feature = "decode-image")),
+    not(any(feature = "decode-turbojpeg", feature = "image-rs")),
     allow(dead_code)
 )]
 
 pub mod color;
 mod format;
 mod image;
-#[cfg(any(feature = "decode-turbojpeg", feature = "decode-image"))]
+#[cfg(any(feature = "decode-turbojpeg", feature = "image-rs"))]
 mod jpeg_markers;
 mod limits;
 mod orientation;
 pub mod plugin;
 mod registry;
 
-#[cfg(feature = "decode-image")]
+#[cfg(feature = "image-rs")]
 mod image_rs;
 #[cfg(feature = "decode-turbojpeg")]
 mod turbojpeg;
 
 pub use format::{sniff, ImageFormat};
 pub use image::{Image, ImageInfo, PixelData};
-#[cfg(feature = "decode-image")]
+#[cfg(feature = "image-rs")]
 pub use image_rs::ImageRsDecoder;
 pub use limits::Limits;
 pub use orientation::Orientation;
@@ -41,7 +41,7 @@ pub use turbojpeg::TurboJpegDecoder;
 /// users): internal parsers that have no public door of their own.
 #[cfg(all(
     feature = "fuzzing",
-    any(feature = "decode-turbojpeg", feature = "decode-image")
+    any(feature = "decode-turbojpeg", feature = "image-rs")
 ))]
 #[doc(hidden)]
 pub mod fuzzing {

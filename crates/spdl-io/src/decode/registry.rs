@@ -48,7 +48,7 @@ impl Registry {
     pub fn with_defaults() -> Self {
         #[allow(unused_mut)]
         let mut r = Self::new();
-        #[cfg(feature = "decode-image")]
+        #[cfg(feature = "image-rs")]
         r.register(Arc::new(super::ImageRsDecoder::new()));
         #[cfg(feature = "decode-turbojpeg")]
         r.register(Arc::new(super::TurboJpegDecoder::new()));

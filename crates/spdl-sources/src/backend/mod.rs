@@ -41,7 +41,7 @@ pub struct Capability {
 
 impl Capability {
     /// A remote backend's: reads, ranges and retries, and a listing when `list`.
-    #[cfg(feature = "remote")]
+    #[cfg(any(feature = "source-http", feature = "source-s3"))]
     pub(crate) const fn remote(list: bool) -> Self {
         Self {
             read: true,
@@ -71,7 +71,9 @@ pub(crate) trait Backend: Send + Sync {
 
     /// The object at `uri` from byte `start` to its end as one sequential stream (one request;
     /// a `Range` only when `start > 0`), with the backend's retries for opening it. Local files
-    /// are read with `std::fs` by their callers instead: the default refuses.
+    /// are read with `std::fs` by their callers instead: the default refuses. Only the shard
+    /// reader streams, and it comes with `source-local` (it parses tar with spdl-io).
+    #[cfg_attr(not(feature = "source-local"), allow(dead_code))]
     fn open<'a>(&'a self, uri: &'a Uri, start: u64) -> BoxFuture<'a, Result<Opened>> {
         let _ = start;
         Box::pin(async move {
@@ -85,6 +87,7 @@ pub(crate) trait Backend: Send + Sync {
 }
 
 /// A response body read chunk by chunk.
+#[cfg_attr(not(feature = "source-local"), allow(dead_code))]
 pub(crate) trait Chunks: Send {
     /// The next chunk (never empty), `None` at the end of the body.
     fn next_chunk(&mut self) -> BoxFuture<'_, Option<Result<Bytes>>>;
@@ -92,6 +95,7 @@ pub(crate) trait Chunks: Send {
 
 /// A stream opened by [`Backend::open`]: its body, and how many bytes it should hold when
 /// the server said so (a body that ends before is cut short).
+#[cfg_attr(not(feature = "source-local"), allow(dead_code))]
 pub(crate) struct Opened {
     pub(crate) body: Box<dyn Chunks>,
     pub(crate) len: Option<u64>,
