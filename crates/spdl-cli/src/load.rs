@@ -139,10 +139,7 @@ fn bundled_samples() -> PathBuf {
 /// The extensions a listing accepts: the built-in image formats and those of every loaded
 /// decoder plugin (`--decoder-plugin`).
 fn image_extensions() -> Extensions {
-    let plugins = spdl_io::Registry::with_defaults().extensions();
-    let mut all: Vec<String> = Extensions::images().names().to_vec();
-    all.extend(plugins);
-    Extensions::new(all)
+    Extensions::images_and(spdl_io::Registry::with_defaults().extensions())
 }
 
 pub(crate) fn list_dataset(args: &LoadArgs) -> Result<(SampleList, String)> {

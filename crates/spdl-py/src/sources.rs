@@ -187,7 +187,10 @@ pub(crate) fn sample_list_from_parts(
 
 fn extensions(ext: Option<Vec<String>>) -> spdl_sources::Extensions {
     match ext {
-        None => spdl_sources::Extensions::images(),
+        // The loaded decoder plugins' extensions too (`spdl_rs.io.load_decoder_plugin`).
+        None => {
+            spdl_sources::Extensions::images_and(spdl_io::Registry::with_defaults().extensions())
+        }
         Some(v) => spdl_sources::Extensions::new(v),
     }
 }
@@ -203,7 +206,7 @@ fn warn_listing(py: Python<'_>, list: &spdl_sources::SampleList) -> PyResult<()>
 }
 
 /// Lists the files under `root`, recursively, whose extension is in `extensions` (default:
-/// common image extensions; case-insensitive), sorted by path bytes (the same order on every
+/// common image extensions and those of the loaded decoder plugins; case-insensitive), sorted by path bytes (the same order on every
 /// machine). Releases the GIL while listing.
 ///
 /// Hidden entries (names starting with `.`: `.DS_Store`, AppleDouble `._*`,

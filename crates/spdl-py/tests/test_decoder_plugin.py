@@ -67,3 +67,17 @@ def test_not_a_plugin_is_refused_by_name(tmp_path: pathlib.Path) -> None:
     with pytest.raises(ValueError, match="bogus.so"):
         io.load_decoder_plugin(bogus)
     assert "load_decoder_plugin" in spdl_rs.io.__all__
+
+
+def test_listings_include_a_loaded_plugins_extensions(plugin: str, tmp_path: pathlib.Path) -> None:
+    from spdl_rs import sources
+
+    for name in ["orange.ppm", "orange.pgm", "notes.txt"]:
+        (tmp_path / name).write_bytes(b"x")
+    (tmp_path / "cls").mkdir()
+    (tmp_path / "cls" / "deep.pgm").write_bytes(b"x")
+    # No `extensions=`: the built-in image extensions and the plugin's (ppm pgm pnm).
+    listed = sorted(pathlib.Path(p).name for p in sources.list_files(tmp_path).paths)
+    assert listed == ["deep.pgm", "orange.pgm", "orange.ppm"]
+    folder = sources.image_folder(tmp_path)
+    assert sorted(pathlib.Path(p).name for p in folder.paths) == ["deep.pgm"]

@@ -26,6 +26,18 @@ impl Extensions {
         Self::new(IMAGE_EXTENSIONS)
     }
 
+    /// [`Extensions::images`] and `more`: e.g. `spdl_io::Registry::with_defaults().extensions()`,
+    /// the extensions of the loaded decoder plugins, so a listing finds their files too.
+    pub fn images_and<I, S>(more: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let mut all: Vec<String> = IMAGE_EXTENSIONS.iter().map(|e| e.to_string()).collect();
+        all.extend(more.into_iter().map(|e| e.as_ref().to_string()));
+        Self::new(all)
+    }
+
     /// Every file, with or without an extension.
     pub fn any() -> Self {
         Self { accepted: None }
