@@ -163,6 +163,21 @@ enum Phase {
 ///
 /// Dropping it (or calling [`Pipeline::stop`]) aborts every stage, lets each worker finish
 /// the op it is running, and joins every thread.
+///
+/// ```
+/// use spdl_core::{Op, PipelineBuilder, StageConfig};
+///
+/// let mut pipeline = PipelineBuilder::source(|epoch| (0..4u64).map(move |i| epoch * 10 + i))
+///     .pipe(Op::blocking(|n: u64| Ok(Some(n + 1))), StageConfig::named("inc"))
+///     .build(2)?;
+/// for epoch in 0..2u64 {
+///     let mut got: Vec<u64> = pipeline.iter().collect::<Result<_, _>>()?;
+///     got.sort_unstable(); // the default order is completion order
+///     assert_eq!(got, (1..5).map(|i| epoch * 10 + i).collect::<Vec<_>>());
+/// }
+/// assert_eq!(pipeline.stats().stages[1].name, "inc");
+/// # Ok::<(), spdl_core::Error>(())
+/// ```
 pub struct Pipeline<T> {
     sink: QueueRx<Msg<T>>,
     runtime: Runtime,

@@ -311,7 +311,25 @@ impl<T: Send + 'static, U: Send + 'static> Op<T, U> {
     }
 
     /// An async function, polled on the scheduler's runtime (tokio, current-thread). Use it for
-    /// I/O; it must not block (blocking would stall every async stage).
+    /// I/O; it must not block (blocking would stall every async stage). Its stage's
+    /// concurrency is how many calls are in flight at once.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use spdl_core::{Op, Order, PipelineBuilder, StageConfig};
+    ///
+    /// // A slow "fetch": 8 in flight overlap their waits; Order::Input keeps source order.
+    /// let fetch = Op::future(|n: u64| async move {
+    ///     tokio::time::sleep(Duration::from_millis(5)).await;
+    ///     Ok(Some(format!("object-{n}")))
+    /// });
+    /// let mut pipeline = PipelineBuilder::source(|_| 0..3u64)
+    ///     .pipe(fetch, StageConfig::named("fetch").concurrency(8).order(Order::Input))
+    ///     .build(1)?;
+    /// let got: Vec<String> = pipeline.iter().collect::<Result<_, _>>()?;
+    /// assert_eq!(got, ["object-0", "object-1", "object-2"]);
+    /// # Ok::<(), spdl_core::Error>(())
+    /// ```
     pub fn future<F, Fut>(f: F) -> Self
     where
         F: Fn(T) -> Fut + Send + Sync + 'static,

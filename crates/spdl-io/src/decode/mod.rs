@@ -214,6 +214,49 @@ impl Region {
 /// leading bytes, never by file extension.
 ///
 /// Errors carry no sample key; the [`Registry`] attaches it.
+///
+/// A decoder of a made-up format, `GRAY` then a width and height byte and the gray samples:
+///
+/// ```
+/// use std::sync::Arc;
+/// use spdl_io::decode::{check_out_len, color};
+/// use spdl_io::{DecodeOptions, Decoder, Error, ErrorKind, ImageFormat, ImageInfo};
+/// use spdl_io::{Orientation, Registry, Result};
+///
+/// struct Gray;
+///
+/// impl Decoder for Gray {
+///     fn name(&self) -> &str { "gray" }
+///     fn matches(&self, bytes: &[u8]) -> bool { bytes.starts_with(b"GRAY") }
+///     fn probe(&self, bytes: &[u8]) -> Result<ImageInfo> {
+///         let size = bytes.get(4..6).ok_or(Error::new(ErrorKind::Truncated, "no size"))?;
+///         Ok(ImageInfo {
+///             format: ImageFormat::Other("GRAY"),
+///             width: usize::from(size[0]),
+///             height: usize::from(size[1]),
+///             channels: 1,
+///             bit_depth: 8,
+///             orientation: Orientation::Normal,
+///         })
+///     }
+///     fn decode_into(&self, bytes: &[u8], opts: &DecodeOptions, out: &mut [u8]) -> Result<ImageInfo> {
+///         let info = self.probe(bytes)?; // the header first: limits before any pixel
+///         let shape = opts.output_shape(&info)?;
+///         check_out_len(out, &shape)?;
+///         let gray = bytes.get(6..6 + info.width * info.height)
+///             .ok_or(Error::new(ErrorKind::Truncated, "samples cut short"))?;
+///         color::convert_u8(gray, 1, out, shape.channels); // to the channels asked for
+///         Ok(info)
+///     }
+/// }
+///
+/// let mut registry = Registry::with_defaults();
+/// registry.register(Arc::new(Gray));
+/// let image = registry.decode("two.gray", b"GRAY\x02\x01\x10\x20", &DecodeOptions::default())?;
+/// assert_eq!(image.shape(), [1, 2, 3]); // RGB by default
+/// assert_eq!(image.as_u8(), Some(&[16, 16, 16, 32, 32, 32][..]));
+/// # Ok::<(), Error>(())
+/// ```
 pub trait Decoder: Send + Sync {
     /// Short name for logs, e.g. `"turbojpeg"`.
     fn name(&self) -> &str;

@@ -23,6 +23,20 @@ pub fn register_global(decoder: Arc<dyn Decoder>) {
 /// An ordered set of decoders. The most recently registered decoder whose
 /// [`Decoder::matches`] accepts the bytes wins, so a third-party decoder
 /// registered after [`Registry::with_defaults`] overrides a built-in one.
+///
+/// ```
+/// use spdl_io::{DecodeOptions, ErrorKind, Registry};
+///
+/// let registry = Registry::with_defaults(); // the built-in decoders of this build
+/// // Decoders are chosen by content, never by the name; an error names the sample.
+/// let err = registry.decode("a.jpg", b"<html>503</html>", &DecodeOptions::default());
+/// let err = err.unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::UnknownFormat);
+/// assert!(err.to_string().contains("a.jpg"), "{err}");
+/// assert!(!registry.names().is_empty());
+/// ```
+///
+/// `docs/decoder-plugin.md` in the repository registers a decoder of its own.
 #[derive(Clone, Default)]
 pub struct Registry {
     decoders: Vec<Arc<dyn Decoder>>,
