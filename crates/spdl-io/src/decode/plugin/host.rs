@@ -7,7 +7,9 @@ use std::sync::Arc;
 use super::abi::{
     RawDecodeOptions, RawDecoder, RawError, RawImageInfo, ABI_VERSION, PANIC_ABORT_SYMBOL, SYMBOL,
 };
-use crate::decode::{check_header, register_global, DecodeOptions, Decoder, ImageFormat, ImageInfo};
+use crate::decode::{
+    check_header, register_global, DecodeOptions, Decoder, ImageFormat, ImageInfo,
+};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Loads the decoder plugin at `path` and registers it for every
