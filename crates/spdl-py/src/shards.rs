@@ -27,7 +27,9 @@ use crate::options::Kwargs;
 /// buffer of N samples and leave it in a random order seeded by `seed`, the epoch and the rank
 /// (WebDataset's `shuffle(N)`; memory: N samples), and `__state__` is
 /// `(epoch, shard, offset, draws, buffered)`, `buffered` being the byte ranges of the samples
-/// waiting in the buffer (opaque `bytes`). Each `iter()` starts the next epoch (as
+/// waiting in the buffer (opaque `bytes`). After a failure of keys out of order, a state
+/// carries one more item: the items to pass over at `offset` (`(epoch, shard, offset, skip)`,
+/// `(epoch, shard, offset, draws, buffered, skip)`). Each `iter()` starts the next epoch (as
 /// `PipelineBuilder.add_source` calls it), unless `set_epoch` chose one. `resume(state)` with
 /// the `__state__` of the last sample consumed makes the next `iter()` yield exactly the rest
 /// of that epoch, seeking into the shard and reading buffered samples by their ranges (no
@@ -42,10 +44,17 @@ use crate::options::Kwargs;
 /// shard streams, the next `shard_readahead` (default 2; 0: none) are already opened, so their
 /// request latency is not waited for in turn; sample order is the same.
 ///
-/// A shard that is missing, cut short or corrupt, or a sample with a repeated field, is
+/// Every sample seen is yielded once, or is one named failure (`delivered + failed = seen`).
+/// Hard and symbolic links inside a shard yield their target's bytes (as
+/// `tarfile.extractfile`), when the target came earlier in the shard; a 0-byte member is a
+/// 0-byte field; directories and FIFOs are not samples. A shard that is missing, cut short
+/// inside a member or header, or corrupt; a sample with a repeated field, an unresolvable
+/// link, or members not consecutive in the shard (never yielded as two half samples) is
 /// skipped and named: `failures` lists them for the last epoch, and a `RuntimeWarning` with
 /// the count and the first ones is issued at the end of that epoch. The samples before the
-/// failure in that shard are delivered; the one being read and the rest of the shard are not.
+/// failure in a cut shard are delivered; the one being read and the rest of the shard are
+/// not. A shard that ends after a whole member without its end-of-archive marker is read to
+/// its end, as `tarfile` does.
 ///
 /// Raises `FileNotFoundError` naming a missing shard of the pattern, `ValueError` for a bad
 /// pattern, rank or unsupported scheme.
@@ -148,8 +157,9 @@ impl TarShards {
     }
 
     /// Makes the next `iter()` yield the rest of an epoch after the sample whose `__state__`
-    /// is `state` (`(epoch, shard, offset)`, or `(epoch, shard, offset, draws, buffered)` with
-    /// a shuffle buffer); later ones go on with the next epochs.
+    /// is `state` (`(epoch, shard, offset[, skip])`, or
+    /// `(epoch, shard, offset, draws, buffered[, skip])` with a shuffle buffer); later ones
+    /// go on with the next epochs.
     ///
     /// Raises `ValueError` for a tuple of another length or a `buffered` that is not a
     /// multiple of 24 bytes.
@@ -160,12 +170,17 @@ impl TarShards {
             state.get_item(1)?.extract()?,
             state.get_item(2)?.extract()?,
         );
-        let (draws, buffered) = match state.len() {
-            3 => (0, Vec::new()),
-            5 => {
+        let (draws, buffered, skip) = match state.len() {
+            3 => (0, Vec::new(), 0),
+            4 => (0, Vec::new(), state.get_item(3)?.extract()?),
+            5 | 6 => {
                 let draws: u64 = state.get_item(3)?.extract()?;
                 let packed: Vec<u8> = state.get_item(4)?.extract()?;
-                (draws, unpack_spans(&packed).ok_or_else(bad)?)
+                let skip: u64 = match state.len() {
+                    6 => state.get_item(5)?.extract()?,
+                    _ => 0,
+                };
+                (draws, unpack_spans(&packed).ok_or_else(bad)?, skip)
             }
             _ => return Err(bad()),
         };
@@ -173,6 +188,7 @@ impl TarShards {
             epoch,
             shard,
             offset,
+            skip,
             draws,
             buffered,
             failures: 0,
@@ -234,7 +250,7 @@ impl TarShardIter {
             let next = py.detach(|| {
                 let mut samples = lock(&self.samples);
                 let next = samples.next();
-                let state = (self.buffered && matches!(next, Some(Ok(_)))).then(|| samples.state());
+                let state = matches!(next, Some(Ok(_))).then(|| samples.state());
                 (next, state)
             });
             match next {
@@ -242,19 +258,21 @@ impl TarShardIter {
                     let d = PyDict::new(py);
                     d.set_item("__key__", &sample.key)?;
                     d.set_item("__shard__", self.paths.get(sample.shard))?;
-                    match state {
-                        Some(st) => d.set_item(
-                            "__state__",
-                            (
-                                st.epoch,
-                                st.shard,
-                                st.offset,
-                                st.draws,
-                                PyBytes::new(py, &pack_spans(&st.buffered)),
-                            ),
-                        )?,
-                        None => d.set_item("__state__", (self.epoch, sample.shard, sample.end))?,
+                    let st = state.unwrap_or_else(|| sample.state(self.epoch));
+                    let mut items: Vec<Py<PyAny>> = vec![
+                        st.epoch.into_pyobject(py)?.into_any().unbind(),
+                        st.shard.into_pyobject(py)?.into_any().unbind(),
+                        st.offset.into_pyobject(py)?.into_any().unbind(),
+                    ];
+                    if self.buffered {
+                        items.push(st.draws.into_pyobject(py)?.into_any().unbind());
+                        let spans = PyBytes::new(py, &pack_spans(&st.buffered));
+                        items.push(spans.into_any().unbind());
                     }
+                    if st.skip > 0 {
+                        items.push(st.skip.into_pyobject(py)?.into_any().unbind());
+                    }
+                    d.set_item("__state__", PyTuple::new(py, items)?)?;
                     for (field, data) in &sample.fields {
                         d.set_item(field, PyBytes::new(py, data))?;
                     }

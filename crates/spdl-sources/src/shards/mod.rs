@@ -97,12 +97,15 @@ impl ShardSample {
     }
 
     /// The state to resume after this sample in `epoch` when reading without a shuffle
-    /// buffer (see [`ShardSource::resume`]; with a buffer use [`EpochSamples::state`]).
+    /// buffer, in a shard whose keys are grouped (see [`ShardSource::resume`]; in general, and
+    /// with a buffer, use [`EpochSamples::state`], which also counts failures and keys out of
+    /// order).
     pub fn state(&self, epoch: u64) -> ShardState {
         ShardState {
             epoch,
             shard: self.shard,
             offset: self.end,
+            skip: 0,
             draws: 0,
             buffered: Vec::new(),
             failures: 0,
@@ -119,7 +122,8 @@ impl ShardSample {
 }
 
 /// Where an epoch stands: reading goes on in `shard` (index in the shard list) at byte
-/// `offset`, the start of the first sample not yet read; with a shuffle buffer, `buffered`
+/// `offset`, the start of the first sample not yet read, passing over the first `skip` items
+/// read from there (handed on already: see [`Samples::resume_offset`]); with a shuffle buffer, `buffered`
 /// are the samples read but not yet delivered (in buffer order) and `draws` the samples
 /// delivered from the buffer; `failures` are the failures handed on so far in the epoch.
 /// Serializable (JSON: `{"epoch":0,"shard":3,"offset":15360}` without a buffer or failure).
@@ -132,6 +136,10 @@ pub struct ShardState {
     /// Byte offset in that shard, or [`ShardState::SHARD_DONE`]: the shard failed and
     /// reading goes on with the next one.
     pub offset: u64,
+    /// Items read from `offset` on that were handed on already (0 but after a failure of keys
+    /// out of order handed on before samples inside its span).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub skip: u64,
     /// Samples drawn from the shuffle buffer so far in the epoch (0 without a buffer).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub draws: u64,
@@ -301,14 +309,15 @@ impl ShardSource {
     /// inside an async task.
     pub fn epoch(&self, epoch: u64) -> EpochSamples {
         let order = self.epoch_shards(epoch);
-        let cursor = order.first().map_or((0, 0), |&s| (s, 0));
-        self.samples(epoch, &order, 0, cursor, 0, Vec::new(), 0)
+        let cursor = order.first().map_or((0, 0, 0), |&s| (s, 0, 0));
+        self.samples(epoch, &order, (0, 0), cursor, 0, Vec::new(), 0)
     }
 
     /// The rest of `state.epoch` after the sample `state` was taken at
     /// ([`EpochSamples::state`] or [`ShardSample::state`]): this rank's shards from
     /// `state.shard` on, that shard read from byte `state.offset` (seeked to, or a range
-    /// request: no shard is read again from its start), and the shuffle buffer refilled with
+    /// request: no shard is read again from its start; its first `state.skip` items passed
+    /// over), and the shuffle buffer refilled with
     /// `state.buffered`, each read by its byte range.
     ///
     /// A `state.offset` of [`ShardState::SHARD_DONE`] goes on with the shard after
@@ -346,15 +355,15 @@ impl ShardSource {
         }
         // A failed shard is not read again (its failure was counted).
         let (rest, start) = if state.offset == ShardState::SHARD_DONE {
-            (&order[at + 1..], 0)
+            (&order[at + 1..], (0, 0))
         } else {
-            (&order[at..], state.offset)
+            (&order[at..], (state.offset, state.skip))
         };
         Ok(self.samples(
             state.epoch,
             rest,
             start,
-            (state.shard, state.offset),
+            (state.shard, state.offset, state.skip),
             state.draws,
             state.buffered.clone(),
             state.failures,
@@ -366,8 +375,8 @@ impl ShardSource {
         &self,
         epoch: u64,
         order: &[usize],
-        start: u64,
-        cursor: (usize, u64),
+        start: (u64, u64),
+        cursor: (usize, u64, u64),
         draws: u64,
         refill: Vec<SampleSpan>,
         failures: u64,
@@ -375,10 +384,14 @@ impl ShardSource {
         let order = order
             .iter()
             .enumerate()
-            .map(|(i, &shard)| Turn {
-                shard,
-                start: if i == 0 { start } else { 0 },
-                opening: None,
+            .map(|(i, &shard)| {
+                let (start, skip) = if i == 0 { start } else { (0, 0) };
+                Turn {
+                    shard,
+                    start,
+                    skip,
+                    opening: None,
+                }
             })
             .collect();
         let options = self.sampler.options();
@@ -456,6 +469,8 @@ fn lookback(uri: Uri, fetcher: Fetcher) -> Lookback {
 struct Turn {
     shard: usize,
     start: u64,
+    /// Items read from `start` on to pass over (handed on before a resume).
+    skip: u64,
     opening: Option<tokio::task::JoinHandle<Result<crate::backend::Opened>>>,
 }
 
@@ -469,9 +484,9 @@ struct Reader {
     /// Remote shards of `order` opened ahead.
     readahead: usize,
     current: Option<Samples<Box<dyn Read + Send>>>,
-    /// The shard being read and where reading it would go on after the items handed on
-    /// ([`ShardState::SHARD_DONE`] once its failure was).
-    cursor: (usize, u64),
+    /// The shard being read, where reading it would go on after the items handed on
+    /// ([`ShardState::SHARD_DONE`] once its failure was), and the items to pass over there.
+    cursor: (usize, u64, u64),
 }
 
 impl Drop for Reader {
@@ -527,6 +542,7 @@ impl Reader {
             shard,
             start,
             opening,
+            ..
         } = turn;
         let uri = self.shards[shard].clone();
         if let Uri::Local(path) = &uri {
@@ -616,23 +632,28 @@ impl Iterator for Reader {
                 if item.is_none() {
                     self.current = None;
                 } else {
-                    let at = samples.resume_offset().unwrap_or(ShardState::SHARD_DONE);
-                    self.cursor = (self.cursor.0, at);
+                    let (at, skip) = samples
+                        .resume_offset()
+                        .unwrap_or((ShardState::SHARD_DONE, 0));
+                    self.cursor = (self.cursor.0, at, skip);
                     return item;
                 }
             }
             let turn = self.order.pop_front()?;
             self.open_ahead();
-            let (shard, base) = (turn.shard, turn.start);
+            let (shard, base, skip) = (turn.shard, turn.start, turn.skip);
             let name = crate::backend::shown(&self.shards[shard]);
             match self.open(turn) {
                 Ok(reader) => {
-                    self.cursor = (shard, base);
+                    self.cursor = (shard, base, skip);
                     let back = lookback(self.shards[shard].clone(), self.fetcher.clone());
-                    self.current = Some(Samples::at(reader, shard, name, base).with_lookback(back));
+                    let samples = Samples::at(reader, shard, name, base)
+                        .with_lookback(back)
+                        .skipping(skip);
+                    self.current = Some(samples);
                 }
                 Err(e) => {
-                    self.cursor = (shard, ShardState::SHARD_DONE);
+                    self.cursor = (shard, ShardState::SHARD_DONE, 0);
                     return Some(Err(ShardError {
                         kind: ShardErrorKind::Open,
                         shard: name,
@@ -671,7 +692,7 @@ impl EpochSamples {
     /// Where the epoch stands after the items handed on so far: give it to
     /// [`ShardSource::resume`] to go on with the next one.
     pub fn state(&self) -> ShardState {
-        let (shard, offset) = self.reader.cursor;
+        let (shard, offset, skip) = self.reader.cursor;
         let (draws, buffered) = match &self.buffer {
             Some(b) => (
                 b.draws(),
@@ -696,6 +717,7 @@ impl EpochSamples {
             epoch: self.epoch,
             shard,
             offset,
+            skip,
             draws,
             buffered,
             failures: self.failures,

@@ -114,9 +114,12 @@ impl Held {
     }
 }
 
-/// An item ready to hand on, and where reading would go on after it (`None`: the stream
-/// failed, nothing more of the shard can be read).
-type Out = (std::result::Result<ShardSample, ShardError>, Option<u64>);
+/// An item ready to hand on, and the bytes it spans (`None`: the stream's failure, after
+/// which nothing more of the shard can be read).
+type Out = (
+    std::result::Result<ShardSample, ShardError>,
+    Option<(u64, u64)>,
+);
 
 /// A tar stream cut into samples (see the module docs of `shards`).
 ///
@@ -135,9 +138,11 @@ type Out = (std::result::Result<ShardSample, ShardError>, Option<u64>);
 ///   are handed on; members whose key matches a held sample make that sample one
 ///   `KeyNotGrouped` failure (its members are dropped, never handed on as two half samples).
 ///   Members of a key handed on earlier (further back than the window) are one
-///   `KeyNotGrouped` failure of their own (the sample handed on before stays delivered).
-///   A read resumed between the two parts of such a key cannot know the first part: the
-///   later members are then read as a sample.
+///   `KeyNotGrouped` failure of their own (the sample handed on before stays delivered; a
+///   read resumed after that sample does not know its key, and reads them as a sample).
+///   Where such a failure was handed on before samples that lie inside its span, the resume
+///   point ([`Samples::resume_offset`]) stays before it with a count of items to pass over,
+///   so a resumed read gives exactly the rest.
 /// - two members of one field: `DuplicateField`.
 /// - the stream: a member cut short, a corrupt header or a lost connection fail the sample
 ///   being read (with the rest of the shard); a stream that ends after a whole member, with
@@ -164,8 +169,14 @@ pub struct Samples<R: Read> {
     done: bool,
     /// Offset in the shard of the reader's first byte (a resumed shard starts mid-file).
     base: u64,
-    /// Offset just past the last sample handed on (whole or as its failure).
-    after: u64,
+    /// Where a read would start again: every item before it was handed on, none after it...
+    anchor: u64,
+    /// ... but these first items read from `anchor` on (their spans overlap held samples).
+    since: u64,
+    /// The furthest end of the items handed on since `anchor`.
+    reach: u64,
+    /// Items still to pass over, unhanded, at the start (a resumed read).
+    skip: u64,
     /// Whether the stream's failure was handed on (the rest of the shard is lost).
     failed: bool,
 }
@@ -181,7 +192,10 @@ impl<R: Read> Samples<R> {
     pub fn at(reader: R, shard: usize, name: impl Into<String>, base: u64) -> Self {
         Samples {
             base,
-            after: base,
+            anchor: base,
+            since: 0,
+            reach: base,
+            skip: 0,
             failed: false,
             reader: TarReader::new(reader),
             shard,
@@ -203,11 +217,40 @@ impl<R: Read> Samples<R> {
         self
     }
 
-    /// Where reading this shard would go on after the items handed on so far: the offset just
-    /// past the last sample handed on (or the start), `None` once the stream's failure was
-    /// handed on (nothing more of the shard can be read).
-    pub fn resume_offset(&self) -> Option<u64> {
-        (!self.failed).then_some(self.after)
+    /// Passes over the first `items` items this read would hand on (those a resumed state
+    /// says were handed on already).
+    pub fn skipping(mut self, items: u64) -> Self {
+        self.skip = items;
+        self
+    }
+
+    /// Where reading this shard would go on after the items handed on so far, as `(offset,
+    /// items)`: read again from `offset` and pass over the first `items` items (0 unless a
+    /// failure of keys out of order was handed on before samples inside its span); `None`
+    /// once the stream's failure was handed on (nothing more of the shard can be read).
+    pub fn resume_offset(&self) -> Option<(u64, u64)> {
+        (!self.failed).then_some((self.anchor, self.since))
+    }
+
+    /// Books an item handed on (or passed over) spanning `span`.
+    fn handed_on(&mut self, span: Option<(u64, u64)>) {
+        let Some((_, end)) = span else {
+            self.failed = true;
+            return;
+        };
+        self.reach = self.reach.max(end);
+        // Settled when nothing still to hand on starts before what was handed on ends.
+        let held = self
+            .current
+            .iter()
+            .chain(&self.window)
+            .map(|h| h.sample.offset);
+        let queued = self.out.iter().filter_map(|(_, span)| span.map(|s| s.0));
+        if held.chain(queued).all(|start| start >= self.reach) {
+            (self.anchor, self.since) = (self.reach, 0);
+        } else {
+            self.since += 1;
+        }
     }
 
     fn error(&self, kind: ShardErrorKind, key: Option<String>, reason: String) -> ShardError {
@@ -221,13 +264,13 @@ impl<R: Read> Samples<R> {
 
     /// Queues a held sample to be handed on: whole, or as its failure.
     fn emit(&mut self, held: Held) {
-        let end = held.sample.end;
+        let span = (held.sample.offset, held.sample.end);
         self.handed.insert(held.sample.key.clone());
         let item = match held.problem {
             Some((kind, reason)) => Err(self.error(kind, Some(held.sample.key), reason)),
             None => Ok(held.sample),
         };
-        self.out.push_back((item, Some(end)));
+        self.out.push_back((item, Some(span)));
     }
 
     /// Closes the sample being read: it joins the window, whose oldest leaves when full.
@@ -316,7 +359,9 @@ impl<R: Read> Samples<R> {
         let in_current = self.current.as_ref().is_some_and(|c| c.sample.key == key);
         if !in_current {
             if let Some(held) = self.window.iter_mut().find(|h| h.sample.key == key) {
-                // Members of a closed sample after other samples: the layout is broken.
+                // Members of a closed sample after other samples: the layout is broken. Its
+                // span now covers them (a resume point never falls between its parts).
+                held.sample.end = held.sample.end.max(after);
                 held.fail(
                     ShardErrorKind::KeyNotGrouped,
                     format!(
@@ -444,13 +489,15 @@ impl<R: Read> Iterator for Samples<R> {
     type Item = std::result::Result<ShardSample, ShardError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        self.fill();
-        let (item, resume) = self.out.pop_front()?;
-        match resume {
-            Some(at) => self.after = at,
-            None => self.failed = true,
+        loop {
+            self.fill();
+            let (item, span) = self.out.pop_front()?;
+            self.handed_on(span);
+            if self.skip == 0 {
+                return Some(item);
+            }
+            self.skip -= 1;
         }
-        Some(item)
     }
 }
 
