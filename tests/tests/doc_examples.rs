@@ -100,17 +100,77 @@ fn every_rust_snippet_is_a_compiled_example() {
 }
 
 #[test]
-fn readme_example_runs_on_the_bundled_photos() {
-    // From the repository's root, where `data/samples` is, as the README says.
-    run_example("readme", &repo_root());
+fn every_example_runs() {
+    // From the repository's root, where `data/samples` is, as the READMEs say.
+    let root = repo_root();
+    let mut names: Vec<String> = std::fs::read_dir(root.join("tests/examples"))
+        .expect("tests/examples")
+        .filter_map(|e| {
+            let path = e.expect("an example").path();
+            let stem = path.file_stem()?.to_string_lossy().into_owned();
+            (path.extension()? == "rs").then_some(stem)
+        })
+        .collect();
+    names.sort();
+    assert!(names.len() >= 7, "examples: {names:?}");
+    for name in names {
+        run_example(&name, &root);
+    }
 }
 
+/// The README's "Crates and features" table is the one list of every crate's features: each
+/// feature a user may turn on (not the internal ones that others imply) is named in its
+/// crate's row, so the table cannot drift from the Cargo.toml files.
 #[test]
-fn core_only_example_runs() {
-    run_example("core_only", &repo_root());
-}
-
-#[test]
-fn decoder_plugin_example_runs() {
-    run_example("decoder_plugin", &repo_root());
+fn readme_feature_table_names_every_feature() {
+    let internal = ["fetch", "remote", "image-rs", "fuzzing", "default"];
+    let out = Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(repo_root())
+        .output()
+        .expect("run cargo metadata");
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("metadata JSON");
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).expect("README.md");
+    let mut missing = Vec::new();
+    for package in meta["packages"].as_array().expect("packages") {
+        let name = package["name"].as_str().unwrap_or_default();
+        let Some(row) = readme
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{name}` |")))
+        else {
+            continue;
+        };
+        for feature in package["features"]
+            .as_object()
+            .into_iter()
+            .flat_map(|f| f.keys())
+        {
+            if !internal.contains(&feature.as_str()) && !row.contains(&format!("`{feature}`")) {
+                missing.push(format!("{name}/{feature}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "README's crate table lacks: {missing:?}"
+    );
+    for crate_name in [
+        "spdl-core",
+        "spdl-io",
+        "spdl-sources",
+        "spdl-cuda",
+        "spdl-cli",
+        "spdl-py",
+    ] {
+        assert!(
+            readme.contains(&format!("| `{crate_name}` |")),
+            "README's crate table has no row for {crate_name}"
+        );
+    }
 }
