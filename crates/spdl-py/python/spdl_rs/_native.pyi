@@ -119,8 +119,14 @@ class NativeOp:
     @property
     def name(self) -> str: ...
     def __call__(self, item: Any, /) -> Any: ...
-    def _set_recipe(self, recipe: Any, /) -> None: ...
+    def _set_recipe(self, recipe: Any) -> None: ...
     def __reduce__(self) -> tuple[Any, tuple[()]]: ...
+
+def _sample_list(
+    paths: Sequence[str | PathLike[str]], labels: Sequence[int | None], classes: Sequence[str]
+) -> SampleList:
+    """Rebuilds a pickled ``SampleList`` (its ``__reduce__``). Raises ``ValueError`` when
+    ``paths`` and ``labels`` differ in length."""
 
 @final
 class SampleList:
@@ -675,9 +681,17 @@ class Demuxer:
     def image_codec(self) -> ImageCodec: ...
     def streaming_demux(
         self, indices: int | Sequence[int] | None = None, *, duration: float = -1, num_packets: int = -1
-    ) -> Iterator[Any]: ...
+    ) -> StreamingDemuxIter: ...
     def __enter__(self) -> Demuxer: ...
     def __exit__(self, *args: object) -> None: ...
+
+@final
+class StreamingDemuxIter:
+    """The iterator of ``Demuxer.streaming_demux``: packets of the asked streams, a window at a
+    time (a dict by stream index when several are asked)."""
+
+    def __iter__(self) -> StreamingDemuxIter: ...
+    def __next__(self) -> Any: ...
 
 def demux_video(
     src: _Src,
@@ -957,6 +971,15 @@ def build_decoded_cache(
     num_threads: int | None = None,
 ) -> list[str]: ...
 
+@final
+class _TarShardIter:
+    """One epoch of a ``TarShards``: a dict per sample (``__key__``, ``__url__``, one entry
+    per field)."""
+
+    def __iter__(self) -> _TarShardIter: ...
+    def __next__(self) -> dict[str, Any]: ...
+
+@final
 class TarShards:
     """Tar shards in the WebDataset layout (local; HTTP/S3 with those features), as a pipeline source."""
 
