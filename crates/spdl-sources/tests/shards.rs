@@ -596,7 +596,8 @@ fn keys_out_of_order_fail_once_and_never_as_half_samples() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("mixed.tar");
     let mut w = TarWriter::new(std::fs::File::create(&path).unwrap());
-    // a's label comes after b's image: a is broken, b (whole once its label comes) is not.
+    // a's label comes after b's image, b's after a's label: both are broken, one failure
+    // each; c is whole.
     for name in ["a.jpg", "b.jpg", "a.cls", "b.cls", "c.jpg", "c.cls"] {
         w.append(name, name.as_bytes()).unwrap();
     }
@@ -613,15 +614,15 @@ fn keys_out_of_order_fail_once_and_never_as_half_samples() {
     let got = items_shown(&path);
     let mut want = vec![
         "KeyNotGrouped a".to_owned(),
-        "b jpg+cls".into(),
+        "KeyNotGrouped b".into(),
         "c jpg+cls".into(),
         "x jpg".into(),
     ];
     want.extend((0..=spdl_sources::shards::REGROUP_WINDOW).map(|i| format!("f{i:02} jpg")));
     want.extend(["KeyNotGrouped x".into(), "z jpg".into()]);
     assert_eq!(got, want);
-    // Resumed after any item, the rest is exactly the same: the broken key's failure spans
-    // b, so a state after it goes back before b and passes over what was handed on.
+    // Resumed after any item, the rest is exactly the same: a's failure spans b's start, so
+    // a state after it goes back before b and passes over what was handed on.
     let src = ShardSource::new(
         vec![Uri::Local(path.clone())],
         DistInfo::single(),

@@ -135,8 +135,10 @@ type Out = (
 ///   root), or (without a lookback) no longer held. A link is never handed on as an empty
 ///   field.
 /// - keys out of order: closed samples wait in a window of [`REGROUP_WINDOW`] before they
-///   are handed on; members whose key matches a held sample make that sample one
-///   `KeyNotGrouped` failure (its members are dropped, never handed on as two half samples).
+///   are handed on. A key is one sample when its members are consecutive: members whose key
+///   matches a held sample make that sample one `KeyNotGrouped` failure (its members are
+///   dropped, never handed on as two half samples), and close the sample being read (which
+///   then fails too if more of its members follow).
 ///   Members of a key handed on earlier (further back than the window) are one
 ///   `KeyNotGrouped` failure of their own (the sample handed on before stays delivered; a
 ///   read resumed after that sample does not know its key, and reads them as a sample).
@@ -358,6 +360,9 @@ impl<R: Read> Samples<R> {
         }
         let in_current = self.current.as_ref().is_some_and(|c| c.sample.key == key);
         if !in_current {
+            // Another key's member closes the sample being read, even a stray one: a key is
+            // one sample only when its members are consecutive.
+            self.close_current();
             if let Some(held) = self.window.iter_mut().find(|h| h.sample.key == key) {
                 // Members of a closed sample after other samples: the layout is broken. Its
                 // span now covers them (a resume point never falls between its parts).
@@ -370,7 +375,6 @@ impl<R: Read> Samples<R> {
                 );
                 return;
             }
-            self.close_current();
             let problem = self.handed.contains(key).then(|| {
                 (
                     ShardErrorKind::KeyNotGrouped,
