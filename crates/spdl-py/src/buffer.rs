@@ -379,12 +379,16 @@ impl CpuBuffer {
         )
     }
 
-    /// NumPy's array interface (version 3): the data pointer is shared, not copied.
+    /// NumPy's array interface (version 3): the data pointer is shared, not copied; the keys
+    /// are those of a NumPy array's own interface (`shape`, `typestr`, `descr`, `data`,
+    /// `strides`, `version`).
     #[getter]
-    fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    pub(crate) fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
         d.set_item("shape", PyTuple::new(py, &self.shape)?)?;
         d.set_item("typestr", self.dtype.typestr())?;
+        // As NumPy's own arrays report it, so that the two dicts compare equal.
+        d.set_item("descr", vec![("", self.dtype.typestr())])?;
         d.set_item("data", (self.mem.ptr as usize, false))?;
         d.set_item("strides", py.None())?;
         d.set_item("version", 3)?;
@@ -407,7 +411,11 @@ impl CpuBuffer {
         signature = (**kw),
         text_signature = "($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)"
     )]
-    fn __dlpack__(&self, py: Python<'_>, kw: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyAny>> {
+    pub(crate) fn __dlpack__(
+        &self,
+        py: Python<'_>,
+        kw: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
         let args = DlpackArgs::parse(kw)?;
         args.check_host_stream()?;
         args.check_device((1, 0), "CPUBuffer")?;

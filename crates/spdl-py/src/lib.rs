@@ -26,6 +26,8 @@ mod io;
 mod item;
 mod media;
 #[cfg(feature = "decode-ffmpeg")]
+mod media_batch;
+#[cfg(feature = "decode-ffmpeg")]
 mod media_config;
 #[cfg(feature = "decode-ffmpeg")]
 mod media_decode;
@@ -121,6 +123,8 @@ fn add_media_api(m: &Bound<'_, PyModule>) -> PyResult<()> {
         function media_frames::create_reference_video_frame;
         function media_frames::create_reference_audio_frame;
         function media_frames::_filter_images;
+        function media_batch::_load_images_ffmpeg;
+        function media_batch::_load_audio_spdl;
         class media_graph::FilterGraph;
         class media_config::DemuxConfig;
         function media_config::demux_config;

@@ -241,6 +241,29 @@ impl VideoFrames {
         self.shape.first().copied().unwrap_or(0)
     }
 
+    /// NumPy's array interface of `frames` (SPDL's `load_video` returns the frame buffer
+    /// itself): `numpy.asarray(video)` and `spdl_rs.io.to_numpy(video)` share the frames'
+    /// memory, `uint8` `[T, H, W, C]`, and keep this object alive.
+    #[getter]
+    fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.frames.__array_interface__(py)
+    }
+
+    /// DLPack device of `frames`: `(1, 0)` (`kDLCPU`).
+    fn __dlpack_device__(&self) -> (i32, i32) {
+        (1, 0)
+    }
+
+    /// A DLPack capsule sharing `frames` (as `CPUBuffer.__dlpack__`), so that
+    /// `torch.from_dlpack(video)` and `spdl_rs.io.to_torch(video)` work as with SPDL's buffer.
+    #[pyo3(
+        signature = (**kw),
+        text_signature = "($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)"
+    )]
+    fn __dlpack__(&self, py: Python<'_>, kw: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyAny>> {
+        self.frames.__dlpack__(py, kw)
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "DecodedVideo(key={:?}, shape={:?}, codec={:?}, rotation={})",
@@ -287,10 +310,37 @@ impl AudioFrames {
         self.waveform.share()
     }
 
-    /// `(C, S)`: channels, samples per channel.
+    /// The shape of `waveform`: `(C, S)` (channels first: the default `float32` and planar
+    /// sample formats), or `(S, C)` for the packed sample format a `filter_desc` gave.
     #[getter]
-    fn shape(&self) -> (usize, usize) {
-        (self.channels, self.samples)
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.waveform
+            .__array_interface__(py)?
+            .as_any()
+            .get_item("shape")
+    }
+
+    /// NumPy's array interface of `waveform` (SPDL's `load_audio` returns the sample buffer
+    /// itself): `numpy.asarray(audio)` and `spdl_rs.io.to_numpy(audio)` share its memory and
+    /// keep this object alive.
+    #[getter]
+    fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.waveform.__array_interface__(py)
+    }
+
+    /// DLPack device of `waveform`: `(1, 0)` (`kDLCPU`).
+    fn __dlpack_device__(&self) -> (i32, i32) {
+        (1, 0)
+    }
+
+    /// A DLPack capsule sharing `waveform` (as `CPUBuffer.__dlpack__`), so that
+    /// `torch.from_dlpack(audio)` and `spdl_rs.io.to_torch(audio)` work.
+    #[pyo3(
+        signature = (**kw),
+        text_signature = "($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)"
+    )]
+    fn __dlpack__(&self, py: Python<'_>, kw: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyAny>> {
+        self.waveform.__dlpack__(py, kw)
     }
 
     /// Duration of `waveform`, seconds (`S / sample_rate`).
@@ -304,6 +354,33 @@ impl AudioFrames {
             "DecodedAudio(key={:?}, shape=({}, {}), sample_rate={}, codec={:?})",
             self.key, self.channels, self.samples, self.sample_rate, self.codec
         )
+    }
+}
+
+impl AudioFrames {
+    /// A waveform decoded elsewhere (SPDL's `load_audio(filter_desc=...)` path): `waveform` in
+    /// its own sample type and layout, `channels` x `samples` of it.
+    #[cfg_attr(not(feature = "decode-ffmpeg"), allow(dead_code))]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn from_parts(
+        waveform: CpuBuffer,
+        channels: usize,
+        samples: usize,
+        sample_rate: u32,
+        start: f64,
+        codec: String,
+        key: String,
+    ) -> Self {
+        AudioFrames {
+            waveform,
+            channels,
+            samples,
+            sample_rate,
+            start,
+            codec,
+            key,
+            label: None,
+        }
     }
 }
 

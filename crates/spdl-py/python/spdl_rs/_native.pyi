@@ -403,6 +403,13 @@ class _Decoded:
     def key(self) -> str: ...
     @property
     def label(self) -> int | None: ...
+    @property
+    def __array_interface__(self) -> dict[str, Any]:
+        """The samples' array interface (SPDL's loaders return the buffer itself)."""
+    def __dlpack__(
+        self, *, stream: Any = None, max_version: tuple[int, int] | None = None, dl_device: Any = None, copy: bool | None = None
+    ) -> Any: ...
+    def __dlpack_device__(self) -> tuple[int, int]: ...
 
 @final
 class DecodedVideo(_Decoded):
@@ -427,12 +434,13 @@ class DecodedVideo(_Decoded):
 
 @final
 class DecodedAudio(_Decoded):
-    """Decoded waveform (``load_audio``): ``waveform`` ``float32`` ``[C, S]``, ``sample_rate`` in Hz."""
+    """Decoded waveform (``load_audio``): ``waveform`` ``float32`` ``[C, S]`` (or the filter's sample
+    format: ``[C, S]`` planar, ``[S, C]`` packed), ``sample_rate`` in Hz."""
 
     @property
     def waveform(self) -> CPUBuffer: ...
     @property
-    def shape(self) -> tuple[int, int]: ...
+    def shape(self) -> tuple[int, ...]: ...
     @property
     def sample_rate(self) -> int: ...
     @property
@@ -575,6 +583,30 @@ def create_reference_audio_frame(
 
 def _filter_images(images: Sequence[Any], filter_desc: str, stack: bool = False) -> Any:
     """FFmpeg filter string on decoded 8-bit images (backs ``load_image(filter_desc=)``)."""
+
+def _load_images_ffmpeg(
+    srcs: Sequence[Any],
+    filter_desc: str | None,
+    demux_config: DemuxConfig | None = None,
+    decode_config: DecodeConfig | None = None,
+    *,
+    names: Sequence[str | None] | None = None,
+    stack: bool = True,
+    num_threads: int | None = None,
+) -> tuple[Any, list[tuple[int, BaseException]]]:
+    """FFmpeg decode + filter of each source on native threads (SPDL's form of ``load_image`` /
+    ``load_image_batch``): ``(stacked CPUBuffer or None, errors)``, or with ``stack=False`` a list
+    of ``CPUBuffer | None``."""
+
+def _load_audio_spdl(
+    src: Any,
+    timestamp: tuple[float, float] | None,
+    filter_desc: str | None,
+    demux_config: DemuxConfig | None = None,
+    decode_config: DecodeConfig | None = None,
+    name: str | None = None,
+) -> DecodedAudio:
+    """SPDL's form of ``load_audio(filter_desc=...)``: the filter's sample format and layout."""
 
 @final
 class FilterGraph:

@@ -33,6 +33,7 @@ one; ``pip install ./crates/spdl-py
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import os
 import sys
@@ -281,6 +282,8 @@ __all__ = [
 # The GPU half (spdl_rs/_gpu.py): cuda_config, transfer_*, nvJPEG, NVDEC, NV12.
 __all__ += _gpu.__all__
 
+_LG = logging.getLogger(__name__)
+
 #: A video/audio source: a local path, or the bytes of a whole file.
 Src = str | os.PathLike[str] | bytes | bytearray | memoryview
 
@@ -332,6 +335,9 @@ def load_video(
     Returns :class:`DecodedVideo`: ``frames`` a zero-copy :class:`CPUBuffer` ``uint8``
     ``[T, H, W, C]``; ``pts`` seconds per frame; ``indices``; ``rotation``;
     ``num_decoded`` (the exact frame count when the whole stream was decoded).
+    The result is also SPDL's CPU buffer itself (``__array_interface__`` and DLPack of
+    ``frames``): ``to_numpy(video)``, ``numpy.asarray(video)`` and ``to_torch(video)`` give
+    the ``[T, H, W, C]`` ``uint8`` frames without a copy, as SPDL's ``load_video`` buffer.
 
     Raises ``FileNotFoundError`` / ``OSError`` naming a path that cannot be opened,
     ``ValueError`` naming the source and the reason for data that is not a usable video
@@ -390,16 +396,40 @@ def load_audio(
     ``float32`` at the stream's rate; its output, in any sample format, is read as
     ``float32`` ``[C, S]``, then resampled to ``sample_rate`` / ``num_channels`` when given.
 
+    SPDL's call form, ``filter_desc`` given without ``sample_rate`` / ``num_channels``
+    (``demux_config`` / ``decode_config`` may come with it), decodes as SPDL's ``load_audio``
+    does: the packets of the window through the filter, and ``waveform`` is the filter's
+    output in its own sample format, ``[C, S]`` for planar formats (``fltp``, ``s16p``, ...)
+    and ``[S, C]`` for packed ones (``s16``, ``flt``, ...), typed as the format (``int16`` for
+    ``s16``, ``float32`` for ``flt``/``fltp``, ...); ``filter_desc=None`` gives the decoder's
+    own format (e.g. ``int16`` ``[S, C]`` for 16-bit WAV).
+
     Returns :class:`DecodedAudio`: ``waveform`` a zero-copy :class:`CPUBuffer` ``float32``
-    ``[C, S]`` (channels first, in [-1, 1]; 16-bit PCM scaled by 1/32768), ``sample_rate`` in
-    Hz, ``start`` in seconds. Encoder delay/padding is trimmed as ffmpeg does (MP3 LAME tag).
+    ``[C, S]`` (channels first, in [-1, 1]; 16-bit PCM scaled by 1/32768; or as above in
+    SPDL's call form), ``sample_rate`` in Hz, ``start`` in seconds. Encoder delay/padding is
+    trimmed as ffmpeg does (MP3 LAME tag). The result is also SPDL's CPU buffer itself
+    (``__array_interface__`` and DLPack of ``waveform``): ``to_numpy(audio)``,
+    ``numpy.asarray(audio)`` and ``to_torch(audio)`` share ``waveform``'s memory.
 
     ``demux_config`` / ``decode_config``: as :func:`load_video`.
 
     Raises as :func:`load_video` (``"unsupported"``: no audio stream; ``ValueError`` for a
     ``filter_desc`` FFmpeg rejects).
     """
+    if "filter_desc" in options and set(options) <= _SPDL_AUDIO_KEYS:
+        return _native._load_audio_spdl(
+            src,
+            timestamp,
+            options["filter_desc"],
+            options.get("demux_config"),
+            options.get("decode_config"),
+            name,
+        )
     return _native.load_media("load_audio", src, timestamp, name=name, **options)
+
+
+# The keywords of SPDL's load_audio (besides device_config, which the wrapper takes).
+_SPDL_AUDIO_KEYS = frozenset({"filter_desc", "demux_config", "decode_config"})
 
 
 def save_image(
@@ -446,54 +476,181 @@ def save_image(
 
 
 def load_image(
-    path: str | os.PathLike[str],
+    path: Src,
     width: int | None = None,
     height: int | None = None,
     *,
-    filter_desc: str | None = None,
+    filter_desc: Any = _FILTER_DEFAULT,
+    demux_config: Any = None,
+    decode_config: Any = None,
+    name: str | None = None,
     **kwargs: Any,
 ) -> CPUBuffer:
-    """Loads one image as a zero-copy :class:`CPUBuffer` ``uint8`` ``[H, W, C]``, with the GIL
-    released (libjpeg-turbo / image-rs). ``width`` / ``height`` and the keyword arguments
-    (``color``, ``filter``, ``lenient``, ``transform``, ``size``, ``seed``, ``index``, ``epoch``)
-    are those of the native loader (see ``spdl_rs._native.load_image``).
+    """Loads one image as a zero-copy :class:`CPUBuffer`, with the GIL released.
 
-    ``filter_desc``: an FFmpeg filter string run on the decoded (and resized, if asked) image,
-    as SPDL's ``load_image(filter_desc=...)`` (e.g. from :func:`get_video_filter_desc`); the
-    result is converted back to the image's ``rgb24`` / ``gray`` layout. Needs the FFmpeg build
-    (``RuntimeError`` otherwise); ``ValueError`` naming a description FFmpeg rejects. Other
-    errors as the native loader (``OSError`` subclasses for the path, ``ValueError`` for data).
+    spdl_rs's form, ``load_image(path, width=None, height=None, **kwargs)``: ``uint8`` ``[H, W,
+    C]`` decoded by libjpeg-turbo / image-rs; ``width`` / ``height`` and the keyword arguments
+    (``color``, ``filter``, ``lenient``, ``transform``, ``size``, ``seed``, ``index``,
+    ``epoch``) are those of the native loader (see ``spdl_rs._native.load_image``). With
+    ``filter_desc`` besides them, the FFmpeg filter string runs on the decoded (and resized)
+    image, whose ``rgb24`` / ``gray`` layout it keeps.
+
+    SPDL's form (SPDL's ``load_image(src, *, demux_config=None, decode_config=None,
+    filter_desc=<default>, name=None)``: any of ``filter_desc``, ``demux_config``,
+    ``decode_config``, ``name`` without the native keywords, or ``src`` as bytes): FFmpeg
+    demuxes and decodes the picture and runs ``filter_desc`` (default
+    ``"format=pix_fmts=rgb24"``), so pixels equal ``ffmpeg -vf``'s; ``filter_desc=None`` keeps
+    the decoder's pixel format, in SPDL's layout: ``[H, W, C]`` for packed RGB, ``[C, H, W]``
+    for planar formats (``[3, H, W]`` ``yuvj444p``, ``[1, H, W]`` gray, ``uint16`` for
+    ``gray16``), ``[1, H + H/2, W]`` for ``yuvj420p`` / ``nv12`` (chroma under luma),
+    ``[1, 2H, W]`` for ``yuvj422p``. ``demux_config`` (e.g. ``format="rawvideo"`` with
+    ``pixel_format`` / ``video_size`` options) reads headless raw pictures.
+
+    Errors: ``OSError`` subclasses naming the path, ``ValueError`` naming the source for data
+    that does not decode or a filter description FFmpeg rejects; ``TypeError`` for the SPDL
+    keywords ``demux_config`` / ``decode_config`` / ``name`` together with native keywords.
     """
+    spdl_form = (
+        demux_config is not None
+        or decode_config is not None
+        or name is not None
+        or isinstance(path, (bytes, bytearray, memoryview))
+        or (filter_desc is not _FILTER_DEFAULT and width is None and height is None and not kwargs)
+    )
+    if spdl_form:
+        extra = [k for k, v in (("width", width), ("height", height)) if v is not None] + sorted(kwargs)
+        if extra:
+            raise TypeError(
+                f"load_image: {extra} cannot be combined with SPDL's demux_config/decode_config/"
+                "name or bytes input; resize with filter_desc (get_video_filter_desc) instead"
+            )
+        desc = "format=pix_fmts=rgb24" if filter_desc is _FILTER_DEFAULT else filter_desc
+        out, errors = _ffmpeg_images([path], desc, demux_config, decode_config, names=[name], stack=False)
+        if errors:
+            raise errors[0][1]
+        return out[0]
     img = _native.load_image(path, width, height, **kwargs)
-    if filter_desc is None:
+    if filter_desc is _FILTER_DEFAULT or filter_desc is None:
         return img
     return _filter_images_or_raise([img], filter_desc, stack=False)[0]
 
 
+# The native loader's keywords besides width/height (spdl_rs's form of load_image_batch).
+_NATIVE_BATCH_KEYS = frozenset(
+    {"color", "filter", "lenient", "normalize", "num_threads", "transform", "size", "seed", "epoch"}
+)
+_UNSET: Any = object()
+
+
 def load_image_batch(
-    paths: Sequence[str | os.PathLike[str]],
-    width: int | None = None,
-    height: int | None = None,
-    *,
-    filter_desc: str | None = None,
+    srcs: Sequence[Src],
+    *size: int | None,
+    width: int | None = _UNSET,
+    height: int | None = _UNSET,
+    pix_fmt: str | None = _UNSET,
+    demux_config: Any = None,
+    decode_config: Any = None,
+    filter_desc: Any = _FILTER_DEFAULT,
+    strict: bool = _UNSET,
     **kwargs: Any,
 ) -> CPUBuffer:
-    """Loads images into one :class:`CPUBuffer` ``[N, H, W, C]`` (or normalized ``[N, C, H, W]``
-    ``float32``), with the GIL released; arguments as the native loader
-    (``spdl_rs._native.load_image_batch``).
+    """Loads images into one :class:`CPUBuffer`, with the GIL released. Two forms:
 
-    ``filter_desc``: an FFmpeg filter string run on each decoded image (after the resize to
-    ``width`` x ``height`` when given), as SPDL's ``load_image_batch(filter_desc=...)``; every
-    output must have the same size (``ValueError`` otherwise). With ``filter_desc``, only
-    ``color``, ``filter`` and ``lenient`` may be given besides (``TypeError`` naming others).
+    **spdl_rs's form**, ``load_image_batch(paths, width, height, **kwargs)`` (the size given
+    positionally, or any native keyword: ``color``, ``filter``, ``lenient``, ``normalize``,
+    ``num_threads``, ``transform``, ``size``, ``seed``, ``epoch``): the libjpeg-turbo /
+    image-rs loader, ``uint8`` ``[N, H, W, C]`` resized (stretched) to ``width`` x ``height``
+    (or normalized ``[N, C, H, W]`` ``float32``); see ``spdl_rs._native.load_image_batch``.
+    ``filter_desc`` then runs on each decoded image (only ``color``, ``filter`` and
+    ``lenient`` may come with it: ``TypeError`` naming others). SPDL's keywords ``pix_fmt``,
+    ``demux_config``, ``decode_config``, ``strict`` raise ``TypeError`` in this form.
+
+    **SPDL's form**, SPDL's ``load_image_batch(srcs, *, width, height, pix_fmt="rgb24",
+    demux_config=None, decode_config=None, filter_desc=<default>, storage=None, strict=True)``
+    (size as keywords, possibly ``None``): FFmpeg decodes each source (path or bytes) on
+    native threads and runs the filter of SPDL's ``get_video_filter_desc(scale_width=width,
+    scale_height=height, pix_fmt=pix_fmt)``: with a size, the picture is scaled (bicubic) to
+    fit inside ``width`` x ``height`` keeping its aspect ratio and padded with black, centred
+    (as SPDL); without one, pictures keep their size (all must share it). ``pix_fmt=None``
+    keeps the decoder's format in SPDL's layouts (see :func:`load_image`), e.g. ``[N, 3, H,
+    W]`` for ``yuvj444p`` JPEGs, ``[N, H, W, 3]`` for RGB PNGs. An explicit ``filter_desc``
+    replaces that filter (``width`` / ``height`` / ``pix_fmt`` must then be ``None`` or left
+    out: ``TypeError`` otherwise, rather than ignored as SPDL does). A source that fails is
+    logged (``spdl_rs.io`` logger); with ``strict=True`` (default) any failure raises
+    ``RuntimeError`` naming the first one, with ``strict=False`` the batch holds the others
+    (``RuntimeError`` when none decodes). ``ValueError`` for an empty ``srcs`` or pictures of
+    different sizes.
     """
-    if filter_desc is None:
-        return _native.load_image_batch(paths, width, height, **kwargs)
-    extra = set(kwargs) - {"color", "filter", "lenient"}
-    if extra:
-        raise TypeError(f"load_image_batch: {sorted(extra)} cannot be combined with filter_desc")
-    images = [_native.load_image(p, width, height, **kwargs) for p in paths]
-    return _filter_images_or_raise(images, filter_desc, stack=True)
+    if len(size) > 2:
+        raise TypeError(f"load_image_batch takes at most 2 positional sizes, got {len(size)}")
+    native_form = bool(size) or bool(set(kwargs) & _NATIVE_BATCH_KEYS)
+    if native_form:
+        spdl_only = [
+            k
+            for k, v in (("pix_fmt", pix_fmt), ("strict", strict), ("demux_config", demux_config),
+                         ("decode_config", decode_config))
+            if v is not _UNSET and v is not None
+        ]
+        if spdl_only:
+            raise TypeError(
+                f"load_image_batch: SPDL's {spdl_only} go with SPDL's form (width=/height= as "
+                "keywords, none of the native keywords)"
+            )
+        w, h = (list(size) + [None, None])[:2]
+        if width is not _UNSET:
+            w = width
+        if height is not _UNSET:
+            h = height
+        if filter_desc is _FILTER_DEFAULT or filter_desc is None:
+            return _native.load_image_batch(srcs, w, h, **kwargs)
+        extra = set(kwargs) - {"color", "filter", "lenient"}
+        if extra:
+            raise TypeError(f"load_image_batch: {sorted(extra)} cannot be combined with filter_desc")
+        images = [_native.load_image(p, w, h, **kwargs) for p in srcs]
+        return _filter_images_or_raise(images, filter_desc, stack=True)
+    if kwargs:
+        raise TypeError(f"load_image_batch got unexpected keyword arguments {sorted(kwargs)}")
+    if not srcs:
+        raise ValueError("load_image_batch: `srcs` must not be empty")
+    w = None if width is _UNSET else width
+    h = None if height is _UNSET else height
+    if filter_desc is _FILTER_DEFAULT:
+        fmt = "rgb24" if pix_fmt is _UNSET else pix_fmt
+        desc = get_video_filter_desc(scale_width=w, scale_height=h, pix_fmt=fmt)
+    else:
+        given = [k for k, v in (("width", w), ("height", h), ("pix_fmt", pix_fmt))
+                 if v is not _UNSET and v is not None]
+        if given:
+            raise TypeError(
+                f"load_image_batch: {given} have no effect with an explicit filter_desc; put the "
+                "scaling / format in the filter (get_video_filter_desc) or pass None"
+            )
+        desc = filter_desc
+    srcs = list(srcs)
+    buf, errors = _ffmpeg_images(srcs, desc, demux_config, decode_config, stack=True)
+    for i, err in errors:
+        shown = f"bytes object at {id(srcs[i])}" if not isinstance(srcs[i], (str, os.PathLike)) else repr(str(srcs[i]))
+        _LG.error("Failed to decode an image from %s: %s.", shown, err)
+    if errors and (strict is _UNSET or strict):
+        i, err = errors[0]
+        raise RuntimeError(
+            f"Failed to load some images ({len(errors)} of {len(srcs)}; strict=True), the first "
+            f"{srcs[i]!r}: {err}"
+        ) from err
+    if buf is None:
+        raise RuntimeError(f"Failed to load all the images ({len(srcs)})")
+    return buf
+
+
+def _ffmpeg_images(srcs: list[Any], desc: str | None, demux_config: Any, decode_config: Any, **kw: Any) -> Any:
+    """``_native._load_images_ffmpeg``, or ``RuntimeError`` in a build without FFmpeg."""
+    run = getattr(_native, "_load_images_ffmpeg", None)
+    if run is None:
+        raise RuntimeError(
+            "SPDL's image loading form (filter_desc / pix_fmt / demux_config / strict / bytes) needs "
+            "the FFmpeg build of spdl_rs (Cargo feature `decode-ffmpeg`)"
+        )
+    return run(srcs, desc, demux_config, decode_config, **kw)
 
 
 def _filter_images_or_raise(images: list[Any], filter_desc: str, stack: bool) -> Any:
