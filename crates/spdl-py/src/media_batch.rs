@@ -87,6 +87,9 @@ fn decode_all(
         .collect()
 }
 
+/// The sources that failed: `(index in srcs, the exception)`.
+type Failures = Vec<(usize, Py<PyAny>)>;
+
 /// The FFmpeg image loader of `spdl_rs.io.load_image` / `load_image_batch` in SPDL's call
 /// form (see `python/spdl_rs/io.py`): demuxes and decodes each of `srcs` (paths or bytes-like;
 /// `names[i]` names bytes in errors) through `filter_desc` (`None`: the decoder's pixel format)
@@ -111,7 +114,7 @@ pub(crate) fn _load_images_ffmpeg(
     names: Option<Vec<Option<String>>>,
     stack: bool,
     num_threads: Option<usize>,
-) -> PyResult<(Py<PyAny>, Vec<(usize, Py<PyAny>)>)> {
+) -> PyResult<(Py<PyAny>, Failures)> {
     let demux_cfg = crate::media_config::demux_config_of(demux_config)?;
     let decode_cfg = crate::media_config::decode_config_of(decode_config)?;
     let mut errors: Vec<(usize, PyErr)> = Vec::new();
