@@ -409,3 +409,71 @@ fn s3_server_killed_mid_shard_fails_its_samples_named_and_the_epoch_goes_on() {
     assert_eq!(ok.len(), first_lost + 3, "{ok:?}");
     assert_eq!(&ok[first_lost..], ["k/00000", "k/00001", "k/00002"]);
 }
+
+/// An item as `(key, fields)`, or the failure's text.
+type Plain = Result<(String, Vec<(String, Vec<u8>)>), String>;
+
+fn plain(items: EpochSamples) -> Vec<Plain> {
+    items
+        .map(|i| i.map(|s| (s.key, s.fields)).map_err(|e| e.kind.to_string()))
+        .collect()
+}
+
+#[test]
+fn http_shards_resolve_links_and_account_for_every_sample_as_local_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    // Case 38 of the shared hard cases (tests/fixtures/38-tar-links-dirs-empty/README.md).
+    let case = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/38-tar-links-dirs-empty/links.tar");
+    std::fs::copy(case, dir.path().join("links.tar")).unwrap();
+    // A link further back than the samples held: read again from the shard's start.
+    let mut w = spdl_io::array::tar::TarWriter::new(
+        std::fs::File::create(dir.path().join("far.tar")).unwrap(),
+    );
+    w.append("t.jpg", b"target").unwrap();
+    for i in 0..spdl_sources::shards::REGROUP_WINDOW + 4 {
+        w.append(&format!("s{i:02}.jpg"), &payload(i, 700)).unwrap();
+    }
+    w.append_link("h.jpg", "t.jpg", true).unwrap();
+    w.append_link("y.jpg", "missing.jpg", false).unwrap();
+    w.finish().unwrap();
+    let names = ["links.tar", "far.tar"];
+    let local = ShardSource::new(
+        names
+            .iter()
+            .map(|n| Uri::Local(dir.path().join(n)))
+            .collect(),
+        DistInfo::single(),
+        in_order(),
+    )
+    .unwrap();
+    let server = ShardServer::start(dir.path().to_path_buf(), None);
+    let remote = ShardSource::new(
+        names
+            .iter()
+            .map(|n| Uri::parse(&server.url(n)).unwrap())
+            .collect(),
+        DistInfo::single(),
+        in_order(),
+    )
+    .unwrap()
+    .with_fetcher(quick_retries(FetchOptions::default()));
+    let want = plain(local.epoch(0));
+    assert_eq!(
+        want.len(),
+        6 + 1 + spdl_sources::shards::REGROUP_WINDOW + 4 + 2
+    );
+    assert_eq!(want.iter().filter(|i| i.is_err()).count(), 1, "{want:?}");
+    let h = want.iter().flatten().find(|(k, _)| k == "h").unwrap();
+    assert_eq!(h.1, [("jpg".to_owned(), b"target".to_vec())]);
+    assert_eq!(plain(remote.epoch(0)), want);
+    // Resumed by a range request after each sample of far.tar: the same rest, links resolved.
+    for k in 6..want.len() {
+        let state = after(&remote, 0, k).state();
+        assert_eq!(
+            plain(remote.resume(&state).unwrap()),
+            want[k..],
+            "after {k}"
+        );
+    }
+}
