@@ -38,6 +38,8 @@ struct Spec {
     shuffle: Option<u64>,
     /// `./d/` or `d/` before every name.
     dot: bool,
+    /// Written without the end-of-archive marker (as a killed writer leaves a shard).
+    no_end: bool,
 }
 
 fn content() -> impl Strategy<Value = Content> {
@@ -70,12 +72,14 @@ fn spec() -> impl Strategy<Value = Spec> {
         prop::collection::vec(any::<Index>(), 0..3),
         prop::option::weighted(0.3, any::<u64>()),
         any::<bool>(),
+        prop::bool::weighted(0.3),
     )
-        .prop_map(|(samples, dirs, shuffle, dot)| Spec {
+        .prop_map(|(samples, dirs, shuffle, dot, no_end)| Spec {
             samples,
             dirs,
             shuffle,
             dot,
+            no_end,
         })
 }
 
@@ -113,6 +117,8 @@ struct Shard {
     /// cannot), in written order.
     resolved: Resolved,
     grouped: bool,
+    /// Where the end-of-archive marker starts (or the data ends without one).
+    content_end: u64,
 }
 
 /// A small seeded generator (splitmix64) for the member shuffle.
@@ -210,7 +216,11 @@ fn build(spec: &Spec) -> Shard {
             header,
         });
     }
-    let bytes = w.finish().unwrap();
+    let content_end = w.bytes_written();
+    let mut bytes = w.finish().unwrap();
+    if spec.no_end {
+        bytes.truncate(content_end as usize);
+    }
 
     // The model: links resolve to members earlier in the stream; a key is whole when its
     // members are consecutive and every link of it resolves.
@@ -261,6 +271,7 @@ fn build(spec: &Spec) -> Shard {
         expected,
         resolved,
         grouped: broken.is_empty(),
+        content_end,
     }
 }
 
@@ -298,7 +309,7 @@ fn check_cut(shard: &Shard, cut: usize) -> Result<(), TestCaseError> {
     if shard.grouped {
         // Keys grouped: each key read whole before the cut, with the next key's header read,
         // is exactly as in the whole shard.
-        let content_end = shard.bytes.len() as u64 - 1024;
+        let content_end = shard.content_end;
         for (i, (key, want)) in shard.expected.iter().enumerate() {
             let last = shard.members.iter().rposition(|m| &m.key == key).unwrap();
             let known = match shard.members.get(last + 1) {

@@ -554,6 +554,25 @@ fn a_cut_shard_delivers_its_whole_samples_and_fails_the_cut_one_once() {
         starts[5] as usize + 600,
     ] {
         assert_eq!(cut(at), whole, "cut at {at}");
+        // Resumed after any sample, even the last one (at the very end of the data).
+        let src = ShardSource::new(
+            vec![Uri::Local(path.clone())],
+            DistInfo::single(),
+            options(0),
+        )
+        .unwrap();
+        for k in 0..=3 {
+            let mut it = src.epoch(0);
+            it.by_ref().take(k).for_each(drop);
+            let rest: Vec<String> = src
+                .resume(&it.state())
+                .unwrap()
+                .map(|i| shown(&i))
+                .collect();
+            let want: Vec<String> = src.epoch(0).skip(k).map(|i| shown(&i)).collect();
+            assert_eq!(want.len(), 3 - k);
+            assert_eq!(rest, want, "cut at {at}, resumed after {k}");
+        }
     }
     // Cut inside c.jpg's data: a and b delivered, c one failure; its bytes go nowhere.
     assert_eq!(

@@ -480,6 +480,11 @@ impl<R: Read> Samples<R> {
                     self.done = true;
                     self.flush();
                 }
+                // A read resumed at the very end of a shard without its end-of-archive marker.
+                Err(e) if e.kind() == spdl_io::ErrorKind::Empty && self.base > 0 => {
+                    self.done = true;
+                    self.flush();
+                }
                 Err(e) => {
                     self.done = true;
                     self.stream_failed(e);
