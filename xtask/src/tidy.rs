@@ -28,7 +28,7 @@ const CORE_DEPENDENCIES: &[&str] = &[
 
 /// The only crate that may touch Python.
 const PYTHON_CRATE: &str = "spdl-py";
-const PYTHON_DEPENDENCIES: &[&str] = &["pyo3", "numpy"];
+const PYTHON_DEPENDENCIES: &[&str] = &["pyo3"];
 
 /// Text that spawns a task bypassing `SpawnedTask` (clippy bans the first two by path; these
 /// catch the other spellings too).
@@ -42,8 +42,25 @@ const SPAWN_WRAPPER: &str = "crates/spdl-core/src/exec/spawned.rs";
 /// Module circles known and scheduled for removal: (crate dir, members as reported, why).
 /// Like `#[expect]`, an entry that no longer matches a circle is itself a violation, so a
 /// fixed circle cannot come back unnoticed and the list cannot go stale.
-/// Empty since issue 13 broke the last one (spdl-py's item dispatch moved into `ops`).
-const KNOWN_CIRCLES: &[(&str, &str, &str)] = &[];
+/// Issue 13 broke the circles of plain Rust paths; following `$crate::` in macros and reading
+/// the Python package found these (issue 34).
+const KNOWN_CIRCLES: &[(&str, &str, &str)] = &[
+    (
+        "crates/spdl-py/python/spdl_rs",
+        "_io_utils, io",
+        "io imports its helpers, which import io's names back inside functions",
+    ),
+    (
+        "crates/spdl-py/python/spdl_rs",
+        "_build, _pipeline, _profile, _variants",
+        "the pipeline's builder, handle, profiler and path variants import each other inside functions",
+    ),
+    (
+    "crates/spdl-py",
+    "media_frames, media_props",
+    "media_props' `media_classes!` names `$crate::media_frames::type_name` (issue 34)",
+    ),
+];
 
 /// Runs every check and prints each violation; fails if there is any.
 pub(crate) fn run() -> Result<()> {
@@ -65,20 +82,22 @@ pub(crate) fn run() -> Result<()> {
 pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
     let mut problems = dependency_rules(root)?;
     let mut known_seen = vec![false; KNOWN_CIRCLES.len()];
+    let mut found = python_cycles(root)?;
     for krate in crate_dirs(root)? {
         let src = krate.join("src");
         problems.extend(spawn_rule(root, &src)?);
-        for (krate, members, message) in module_cycles(root, &src)? {
-            match KNOWN_CIRCLES
-                .iter()
-                .position(|(k, m, _)| *k == krate && *m == members)
-            {
-                Some(i) => {
-                    known_seen[i] = true;
-                    eprintln!("tidy: known (tolerated) {message}");
-                }
-                None => problems.push(message),
+        found.extend(module_cycles(root, &src)?);
+    }
+    for (krate, members, message) in found {
+        match KNOWN_CIRCLES
+            .iter()
+            .position(|(k, m, _)| *k == krate && *m == members)
+        {
+            Some(i) => {
+                known_seen[i] = true;
+                eprintln!("tidy: known (tolerated) {message}");
             }
+            None => problems.push(message),
         }
     }
     for ((krate, members, why), seen) in KNOWN_CIRCLES.iter().zip(known_seen) {
@@ -195,8 +214,7 @@ fn module_path(src: &Path, file: &Path) -> ModPath {
 fn module_cycles(root: &Path, src: &Path) -> Result<Vec<(String, String, String)>> {
     let files = rust_files(src)?;
     let modules: BTreeSet<ModPath> = files.iter().map(|f| module_path(src, f)).collect();
-    // parent -> sibling -> sibling it uses, with one piece of evidence per edge.
-    let mut edges: BTreeMap<ModPath, BTreeMap<String, BTreeMap<String, String>>> = BTreeMap::new();
+    let mut uses = Vec::new();
     for file in &files {
         let from = module_path(src, file);
         let rel = file
@@ -208,26 +226,32 @@ fn module_cycles(root: &Path, src: &Path) -> Result<Vec<(String, String, String)
         for (n, line) in code_lines(&text) {
             for path in referenced_paths(line, &from) {
                 let to = deepest_module(&modules, &path);
-                let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
-                if common == from.len() || common == to.len() {
-                    continue; // one contains the other: parent and child may use each other
-                }
-                edges
-                    .entry(from[..common].to_vec())
-                    .or_default()
-                    .entry(from[common].clone())
-                    .or_default()
-                    .entry(to[common].clone())
-                    .or_insert_with(|| format!("{rel}:{n}"));
+                uses.push((from.clone(), to, format!("{rel}:{n}")));
             }
         }
     }
     let krate = src.parent().unwrap_or(src);
-    let krate = krate
-        .strip_prefix(root)
-        .unwrap_or(krate)
-        .display()
-        .to_string();
+    Ok(circles(&label(root, krate), uses))
+}
+
+/// The circles among sibling modules, given every use `(from, to, where)`: each as
+/// `(label, members, message)`.
+fn circles(label: &str, uses: Vec<(ModPath, ModPath, String)>) -> Vec<(String, String, String)> {
+    // parent -> sibling -> sibling it uses, with one piece of evidence per edge.
+    let mut edges: BTreeMap<ModPath, BTreeMap<String, BTreeMap<String, String>>> = BTreeMap::new();
+    for (from, to, at) in uses {
+        let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+        if common == from.len() || common == to.len() {
+            continue; // one contains the other: parent and child may use each other
+        }
+        edges
+            .entry(from[..common].to_vec())
+            .or_default()
+            .entry(from[common].clone())
+            .or_default()
+            .entry(to[common].clone())
+            .or_insert(at);
+    }
     let mut problems = Vec::new();
     for (parent, graph) in &edges {
         for group in cycles(graph) {
@@ -238,19 +262,138 @@ fn module_cycles(root: &Path, src: &Path) -> Result<Vec<(String, String, String)
                 .map(|(a, b, at)| format!("{a} -> {b} ({at})"))
                 .collect();
             let at = if parent.is_empty() {
-                "the crate root".to_string()
+                "the root".to_string()
             } else {
                 parent.join("::")
             };
             let members = group.join(", ");
             let message = format!(
-                "module circle in {krate} under {at} among {members}: {}",
+                "module circle in {label} under {at} among {members}: {}",
                 steps.join(", ")
             );
-            problems.push((krate.clone(), members, message));
+            problems.push((label.to_string(), members, message));
         }
     }
-    Ok(problems)
+    problems
+}
+
+fn label(root: &Path, dir: &Path) -> String {
+    dir.strip_prefix(root).unwrap_or(dir).display().to_string()
+}
+
+/// The Python package, checked like a crate: in each package, sibling modules (files and
+/// subpackages) import each other in one direction only, imports inside functions included.
+const PYTHON_PACKAGE: &str = "crates/spdl-py/python/spdl_rs";
+
+fn python_cycles(root: &Path) -> Result<Vec<(String, String, String)>> {
+    let pkg = root.join(PYTHON_PACKAGE);
+    if !pkg.is_dir() {
+        return Ok(Vec::new());
+    }
+    let mut files = files_under(&pkg)?;
+    files.retain(|p| p.extension().is_some_and(|e| e == "py"));
+    // `pipeline/_build.py` is `pipeline::_build`; `pipeline/__init__.py` is `pipeline`.
+    let module_of = |file: &Path| -> ModPath {
+        let rel = file.strip_prefix(&pkg).unwrap_or(file).with_extension("");
+        let mut path: ModPath = rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        if path.last().is_some_and(|l| l == "__init__") {
+            path.pop();
+        }
+        path
+    };
+    let modules: BTreeSet<ModPath> = files.iter().map(|f| module_of(f)).collect();
+    let mut uses = Vec::new();
+    for file in &files {
+        let from = module_of(file);
+        // Relative imports start from the module's package (a package's own for `__init__`).
+        let package = if file.ends_with("__init__.py") {
+            from.clone()
+        } else {
+            parent_of(&from)
+        };
+        let rel = label(root, file);
+        let text = std::fs::read_to_string(file)?;
+        for (n, statement) in python_imports(&text) {
+            for path in python_imported(&statement, &package) {
+                let to = deepest_module(&modules, &path);
+                uses.push((from.clone(), to, format!("{rel}:{n}")));
+            }
+        }
+    }
+    Ok(circles(PYTHON_PACKAGE, uses))
+}
+
+/// Each `import` / `from ... import` statement (at any indentation, parenthesized lists
+/// joined), with its 1-based line.
+fn python_imports(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut lines = text.lines().enumerate();
+    while let Some((n, line)) = lines.next() {
+        let code = line.split('#').next().unwrap_or("").trim();
+        if !(code.starts_with("from ") || code.starts_with("import ")) {
+            continue;
+        }
+        let mut statement = code.to_string();
+        while statement.contains('(') && !statement.contains(')') {
+            let Some((_, more)) = lines.next() else { break };
+            statement.push(' ');
+            statement.push_str(more.split('#').next().unwrap_or("").trim());
+        }
+        out.push((n + 1, statement));
+    }
+    out
+}
+
+/// The module paths (relative to the package root) a statement imports, from `package`.
+fn python_imported(statement: &str, package: &ModPath) -> Vec<ModPath> {
+    const ROOT: &str = "spdl_rs";
+    let dotted = |s: &str| -> ModPath {
+        s.split('.')
+            .filter(|p| !p.is_empty())
+            .map(String::from)
+            .collect()
+    };
+    if let Some(rest) = statement.strip_prefix("import ") {
+        return rest
+            .split(',')
+            .filter_map(|m| m.split_whitespace().next())
+            .filter_map(|m| m.strip_prefix(ROOT))
+            .map(dotted)
+            .collect();
+    }
+    let Some(rest) = statement.strip_prefix("from ") else {
+        return Vec::new();
+    };
+    let Some((source, names)) = rest.split_once(" import ") else {
+        return Vec::new();
+    };
+    let source = source.trim();
+    let base = if let Some(absolute) = source.strip_prefix(ROOT) {
+        dotted(absolute)
+    } else if source.starts_with('.') {
+        let level = source.chars().take_while(|&c| c == '.').count();
+        let mut base = package.clone();
+        for _ in 1..level {
+            base = parent_of(&base);
+        }
+        base.extend(dotted(&source[level..]));
+        base
+    } else {
+        return Vec::new(); // another package
+    };
+    names
+        .trim_matches(|c: char| c == '(' || c == ')' || c.is_whitespace())
+        .split(',')
+        .filter_map(|n| n.split_whitespace().next())
+        .map(|name| {
+            let mut path = base.clone();
+            path.push(name.to_string()); // a submodule, or a name the deepest module defines
+            path
+        })
+        .collect()
 }
 
 /// The longest prefix of `path` that names a module file of the crate.
@@ -272,8 +415,10 @@ fn referenced_paths(line: &str, from: &ModPath) -> Vec<ModPath> {
             let before = rest[..i].chars().last();
             let tail = &rest[i + anchor.len()..];
             rest = tail;
-            // `$crate::` (macros) and `foo_crate::` are not this crate.
-            if before.is_some_and(|c| c == '$' || c == '_' || c.is_alphanumeric()) {
+            // `foo_crate::` is not this crate. `$crate::` in a macro is: counted as a use by the
+            // module that defines the macro, since the macro carries the path wherever it goes.
+            let macro_crate = anchor == "crate::" && before == Some('$');
+            if !macro_crate && before.is_some_and(|c| c == '$' || c == '_' || c.is_alphanumeric()) {
                 continue;
             }
             let mut base = base.clone();
@@ -402,7 +547,36 @@ mod tests {
                 p("decode::sniff")
             ]
         );
-        assert!(referenced_paths("$crate::x; spdl_crate::y", &from).is_empty());
+        assert_eq!(
+            referenced_paths("$crate::x::Y; spdl_crate::y", &from),
+            vec![p("x::Y")]
+        );
+    }
+
+    #[test]
+    fn python_imports_resolve_from_their_package() {
+        let text = "import os\nfrom . import _build, _hooks\n\ndef f():\n    from ._pipeline import (\n        Pipeline,\n    )\n    from ..io import load\n    import spdl_rs.sources\n";
+        let statements = python_imports(text);
+        assert_eq!(statements.len(), 5);
+        assert_eq!(
+            statements[2],
+            (5, "from ._pipeline import ( Pipeline, )".to_string())
+        );
+        let package = p("pipeline");
+        let imported: Vec<ModPath> = statements
+            .iter()
+            .flat_map(|(_, s)| python_imported(s, &package))
+            .collect();
+        assert_eq!(
+            imported,
+            vec![
+                p("pipeline::_build"),
+                p("pipeline::_hooks"),
+                p("pipeline::_pipeline::Pipeline"),
+                p("io::load"),
+                p("sources"),
+            ]
+        );
     }
 
     #[test]
