@@ -18,13 +18,8 @@ const EXCLUDED: &[&str] = &[];
 
 /// The optional features as `package/feature`, ready for `cargo --features`.
 pub(crate) fn optional() -> Result<Vec<String>> {
-    let out = cargo()
-        .args(["metadata", "--format-version", "1", "--no-deps"])
-        .stdout()
-        .context("cannot run `cargo metadata`")?;
-    let meta: Value = serde_json::from_str(&out).context("cannot parse `cargo metadata`")?;
     let mut found = Vec::new();
-    for package in meta["packages"].as_array().into_iter().flatten() {
+    for package in packages()? {
         let name = package["name"].as_str().unwrap_or_default();
         let Some(features) = package["features"].as_object() else {
             continue;
@@ -68,13 +63,8 @@ const INTERNAL: &[&str] = &[
 /// Every `(package, feature)` the gate builds alone with no default features (`None`: no
 /// feature at all), for [`ALONE_CRATES`], less [`INTERNAL`].
 pub(crate) fn each_alone() -> Result<Vec<(String, Option<String>)>> {
-    let out = cargo()
-        .args(["metadata", "--format-version", "1", "--no-deps"])
-        .stdout()
-        .context("cannot run `cargo metadata`")?;
-    let meta: Value = serde_json::from_str(&out).context("cannot parse `cargo metadata`")?;
     let mut found = Vec::new();
-    for package in meta["packages"].as_array().into_iter().flatten() {
+    for package in packages()? {
         let name = package["name"].as_str().unwrap_or_default();
         if !ALONE_CRATES.contains(&name) {
             continue;
@@ -92,4 +82,17 @@ pub(crate) fn each_alone() -> Result<Vec<(String, Option<String>)>> {
     }
     found.sort();
     Ok(found)
+}
+
+/// The workspace's packages, as `cargo metadata` describes them.
+fn packages() -> Result<Vec<Value>> {
+    let out = cargo()
+        .args(["metadata", "--format-version", "1", "--no-deps"])
+        .stdout()
+        .context("cannot run `cargo metadata`")?;
+    let mut meta: Value = serde_json::from_str(&out).context("cannot parse `cargo metadata`")?;
+    Ok(match meta["packages"].take() {
+        Value::Array(packages) => packages,
+        _ => Vec::new(),
+    })
 }
