@@ -191,3 +191,59 @@ def test_http_shards_read_like_local_ones_in_a_pipeline(tmp_path, http_root):
         keys = [s["__key__"] for s in src]
     assert sorted(keys) == sorted(k for k, _ in want if not 6 <= int(k[2:]) <= 8)
     assert len(src.failures) == 1 and "train-0002.tar" in src.failures[0]
+
+
+CASE_38 = (
+    __import__("pathlib").Path(__file__).resolve().parents[2]
+    / "spdl-sources/tests/fixtures/38-tar-links-dirs-empty/links.tar"
+)
+
+
+def test_links_directories_and_empty_members_read_as_tarfile_extracts_them():
+    """Case 38 (crates/spdl-sources/tests/fixtures/38-tar-links-dirs-empty/README.md): the hard
+    link and the symlink give their target's bytes, as tarfile.extractfile does; 0-byte members
+    are b""; the directory and the FIFO are not samples; 6 samples, no failure."""
+    want = {}
+    with tarfile.open(CASE_38) as t:
+        for m in t.getmembers():
+            stem, dot, field = m.name.rpartition("/")[2].partition(".")
+            f = t.extractfile(m) if (m.isfile() or m.islnk() or m.issym()) else None
+            if dot and f is not None:
+                want.setdefault(f"data/{stem}", {})[field] = f.read()
+    assert want["data/0002"]["png"] == want["data/0001"]["png"] == want["data/0003"]["png"]
+    assert len(want["data/0001"]["png"]) == 75
+    src = TarShards(str(CASE_38))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = {s["__key__"]: {k: v for k, v in s.items() if not k.startswith("__")} for s in src}
+    assert got == want
+    assert got["data/0004"]["txt"] == b"" and got["data/0005"]["png"] == b""
+    assert src.failures == []
+
+
+def test_keys_out_of_order_fail_once_each_and_a_shard_without_end_marker_is_read(tmp_path):
+    buf = pyio.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as t:
+        for name in ["a.jpg", "b.jpg", "a.cls", "b.cls", "c.jpg", "c.cls", "d.jpg"]:
+            info = tarfile.TarInfo(name)
+            info.size = len(name)
+            t.addfile(info, pyio.BytesIO(name.encode()))
+    data = buf.getvalue()
+    end = len(data)
+    while data[end - 512 : end] == bytes(512):
+        end -= 512  # no end-of-archive marker, as a killed writer leaves it
+    path = tmp_path / "mixed.tar"
+    path.write_bytes(data[:end])
+    src = TarShards(str(path), shuffle=False)
+    with pytest.warns(RuntimeWarning, match=r"2 failed.*key not grouped: .*mixed.tar: sample a: "):
+        got = list(src)
+    assert [(s["__key__"], sorted(k for k in s if not k.startswith("__"))) for s in got] == [
+        ("c", ["cls", "jpg"]),
+        ("d", ["jpg"]),
+    ]
+    assert [f.split(": sample ")[1].split(":")[0] for f in src.failures] == ["a", "b"]
+    # Resumed after either sample: exactly the rest.
+    for i, s in enumerate(got):
+        fresh = TarShards(str(path), shuffle=False)
+        fresh.resume(s["__state__"])
+        assert [r["__key__"] for r in fresh] == [g["__key__"] for g in got[i + 1 :]]
