@@ -80,12 +80,13 @@ pub(crate) fn run(args: CacheArgs) -> Result<ExitCode> {
     let [h, w, c] = report.shape;
     let size = std::fs::metadata(&args.out).map_or(0, |m| m.len());
     crate::emit(&format!(
-        "{} records of {h}x{w}x{c} in {} ({:.1} MB) from {:.1} MB of images, {} failed, {seconds:.3} s ({:.1} images/s, {threads} threads)",
+        "{} records of {h}x{w}x{c} in {} ({:.1} MB) from {:.1} MB of images, {} failed of {} listed, {seconds:.3} s ({:.1} images/s, {threads} threads)",
         report.stored,
         args.out.display(),
         size as f64 / 1e6,
         report.bytes_read as f64 / 1e6,
         report.failures.len(),
+        paths.len(),
         paths.len() as f64 / seconds.max(1e-9),
     ));
     Ok(ExitCode::SUCCESS)

@@ -238,6 +238,33 @@ fn spdl_cache_writes_a_cache_of_every_image() {
     for i in 0..n {
         c.record(i).unwrap();
     }
+    assert!(
+        stdout.contains(&format!("0 failed of {n} listed")),
+        "{stdout}"
+    );
+
+    // One file that is no image: every listed file is a record or one named failure, and
+    // reading its record is an error naming the record.
+    let src = tempfile::tempdir().unwrap();
+    let photo = std::fs::read(samples.join("opencv_aero1.jpg")).unwrap();
+    std::fs::write(src.path().join("a.jpg"), &photo).unwrap();
+    std::fs::write(src.path().join("b.jpg"), b"not a jpeg").unwrap();
+    let (ok, stdout, stderr) = spdl(&[
+        "cache",
+        src.path().to_str().unwrap(),
+        cache.to_str().unwrap(),
+        "--size",
+        "16",
+    ]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.starts_with("1 records of 16x16x3"), "{stdout}");
+    assert!(stdout.contains("1 failed of 2 listed"), "{stdout}");
+    assert!(stderr.contains("b.jpg"), "{stderr}");
+    let c = spdl_io::cache::DecodedCache::open(&cache, true).unwrap();
+    assert_eq!(c.len(), 2);
+    c.record(0).unwrap();
+    let e = c.record(1).unwrap_err().to_string();
+    assert!(e.contains("samples.spdlcache#1: not stored"), "{e}");
 }
 
 /// `spdl load PATH --json` on a tar shard: the report.
