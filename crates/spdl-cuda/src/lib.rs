@@ -57,8 +57,8 @@ pub use error::{Error, Result};
 pub use pinned::{pinned_pool, PinnedAllocator, PinnedPool};
 pub use stream::{ConsumerStream, CopyStream, Event};
 pub use transfer::{
-    DeviceBatch, DeviceBuffer, DeviceMemory, PendingTransfer, TransferIter, TransferStage,
-    TransferStats,
+    DeviceAllocator, DeviceBatch, DeviceBuffer, DeviceMemory, PendingTransfer, TransferIter,
+    TransferStage, TransferStats,
 };
 
 /// The name of an `nvjpegStatus_t` value (`6` -> `"NVJPEG_STATUS_EXECUTION_FAILED"`).

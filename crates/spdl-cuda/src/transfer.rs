@@ -33,6 +33,28 @@ pub struct DeviceMemory {
     stream: Arc<CopyStream>,
     #[debug(skip)]
     consumers: Mutex<Vec<usize>>,
+    /// Where the memory came from a caller's allocator ([`DeviceAllocator`]), it goes back
+    /// there instead of to the driver.
+    #[debug(skip)]
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    external: Option<Arc<dyn DeviceAllocator>>,
+}
+
+/// A caller's device allocator (SPDL's `cuda_config(allocator=(alloc, free))`, e.g. PyTorch's
+/// caching allocator): device memory for transfers comes from [`DeviceAllocator::allocate`]
+/// and goes back through [`DeviceAllocator::release`] when the last view of it is dropped.
+pub trait DeviceAllocator: Send + Sync {
+    /// `len` bytes (at least 1) of device memory on device `device_index`, for use on the
+    /// stream `stream` (a `CUstream` value, as the caller configured it): the `CUdeviceptr`.
+    ///
+    /// # Errors
+    /// Whatever the allocator reports (as [`Error::Driver`] or [`Error::InvalidArgument`]).
+    fn allocate(&self, len: usize, device_index: usize, stream: usize) -> Result<u64>;
+
+    /// Gives back memory [`DeviceAllocator::allocate`] returned. Called once per allocation,
+    /// after the work queued on the copy stream (and on every recorded consumer stream) is
+    /// complete; errors are the allocator's to report (they cannot propagate from a drop).
+    fn release(&self, ptr: u64);
 }
 
 impl DeviceMemory {
@@ -59,6 +81,7 @@ impl DeviceMemory {
                 len,
                 stream: Arc::clone(stream),
                 consumers: Mutex::new(Vec::new()),
+                external: None,
             })
         }
         #[cfg(not(feature = "cuda"))]
@@ -66,6 +89,30 @@ impl DeviceMemory {
             let _ = len;
             match stream.device().never {}
         }
+    }
+
+    /// `len` bytes from `allocator` for `stream`'s device (the caller's stream value
+    /// `user_stream` is handed to it), given back to it when dropped.
+    pub(crate) fn alloc_external(
+        stream: &Arc<CopyStream>,
+        len: usize,
+        allocator: &Arc<dyn DeviceAllocator>,
+        user_stream: usize,
+    ) -> Result<DeviceMemory> {
+        let index = stream.device().index();
+        let ptr = allocator.allocate(len.max(1), index, user_stream)?;
+        if ptr == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "the device allocator returned a null pointer for {len} bytes on device {index}"
+            )));
+        }
+        Ok(DeviceMemory {
+            ptr,
+            len,
+            stream: Arc::clone(stream),
+            consumers: Mutex::new(Vec::new()),
+            external: Some(Arc::clone(allocator)),
+        })
     }
 }
 
@@ -101,6 +148,15 @@ impl Drop for DeviceMemory {
                     let _ = result::event::destroy(ev);
                 }
             }
+            if let Some(allocator) = self.external.take() {
+                // The caller's allocator knows nothing of our copy stream: wait for it (and
+                // the consumers it now waits for) before handing the memory back.
+                if self.stream.synchronize().is_err() {
+                    let _ = dev.synchronize();
+                }
+                allocator.release(self.ptr);
+                return;
+            }
             // SAFETY: `ptr` came from malloc_async/malloc_sync in `alloc` and no view exists
             // (this is the last owner); the free is ordered after the copy stream's work,
             // which now includes every registered consumer's.
@@ -135,6 +191,27 @@ impl DeviceBuffer {
     pub fn alloc(stream: &Arc<CopyStream>, len: usize) -> Result<DeviceBuffer> {
         Ok(DeviceBuffer {
             mem: Arc::new(DeviceMemory::alloc(stream, len)?),
+        })
+    }
+
+    /// `len` bytes of uninitialized device memory from `allocator` (which gets the device
+    /// index and `user_stream`), given back to it after the last view is dropped.
+    ///
+    /// # Errors
+    /// What the allocator reports; [`Error::InvalidArgument`] for a null pointer.
+    pub fn alloc_with(
+        stream: &Arc<CopyStream>,
+        len: usize,
+        allocator: &Arc<dyn DeviceAllocator>,
+        user_stream: usize,
+    ) -> Result<DeviceBuffer> {
+        Ok(DeviceBuffer {
+            mem: Arc::new(DeviceMemory::alloc_external(
+                stream,
+                len,
+                allocator,
+                user_stream,
+            )?),
         })
     }
 
@@ -534,6 +611,45 @@ impl TransferStage {
         keys: Vec<String>,
         labels: Vec<Option<i64>>,
     ) -> Result<DeviceBatch> {
+        self.transfer_slice_into(bytes, shape, dtype, keys, labels, None)
+    }
+
+    /// [`TransferStage::transfer_slice`] into memory from `allocator` (SPDL's
+    /// `cuda_config(allocator=...)`), which is called with the byte count, the device index
+    /// and `user_stream`, and gets the memory back after the last view is dropped.
+    ///
+    /// # Errors
+    /// As [`TransferStage::transfer_slice`]; what the allocator reports.
+    #[allow(clippy::too_many_arguments)]
+    pub fn transfer_slice_with(
+        &self,
+        bytes: &[u8],
+        shape: [usize; 4],
+        dtype: DType,
+        keys: Vec<String>,
+        labels: Vec<Option<i64>>,
+        allocator: &Arc<dyn DeviceAllocator>,
+        user_stream: usize,
+    ) -> Result<DeviceBatch> {
+        self.transfer_slice_into(
+            bytes,
+            shape,
+            dtype,
+            keys,
+            labels,
+            Some((allocator, user_stream)),
+        )
+    }
+
+    fn transfer_slice_into(
+        &self,
+        bytes: &[u8],
+        shape: [usize; 4],
+        dtype: DType,
+        keys: Vec<String>,
+        labels: Vec<Option<i64>>,
+        allocator: Option<(&Arc<dyn DeviceAllocator>, usize)>,
+    ) -> Result<DeviceBatch> {
         let want = shape.iter().product::<usize>() * dtype.size();
         if bytes.len() != want {
             return Err(Error::InvalidArgument(format!(
@@ -541,7 +657,12 @@ impl TransferStage {
                 bytes.len()
             )));
         }
-        let dev = DeviceBuffer::alloc(&self.stream, bytes.len())?;
+        let dev = match allocator {
+            None => DeviceBuffer::alloc(&self.stream, bytes.len())?,
+            Some((a, user_stream)) => {
+                DeviceBuffer::alloc_with(&self.stream, bytes.len(), a, user_stream)?
+            }
+        };
         let start = self.stream.record(true)?;
         self.copy_to(bytes, &dev)?;
         let ready = self.stream.record(true)?;

@@ -19,7 +19,6 @@ use crate::cuda::{GpuError, BUILT_WITH_CUDA, NOT_BUILT};
 /// `decode_image_nvjpeg`, `load_image_batch_nvjpeg`, `nv12_to_rgb`/`nv12_to_bgr` and the NVDEC
 /// functions.
 #[pyclass(frozen, module = "spdl_rs.io", name = "CUDAConfig")]
-#[derive(Clone, Copy)]
 pub(crate) struct CudaConfig {
     /// The device index (`cuda:N`).
     #[pyo3(get)]
@@ -27,20 +26,35 @@ pub(crate) struct CudaConfig {
     /// The `cudaStream_t` value the caller's work runs on (`0x2`: per-thread default).
     #[pyo3(get)]
     pub(crate) stream: usize,
+    /// SPDL's `(alloc_fn, free_fn)` pair, or `None`: device memory of transfers comes from
+    /// `alloc_fn(size, device_index, stream)` and goes back through `free_fn(ptr)`.
+    #[pyo3(get)]
+    pub(crate) allocator: Option<Py<PyAny>>,
 }
 
 #[pymethods]
 impl CudaConfig {
     fn __repr__(&self) -> String {
+        let allocator = if self.allocator.is_some() {
+            ", allocator=(...)"
+        } else {
+            ""
+        };
         format!(
-            "CUDAConfig(device_index={}, stream={:#x})",
+            "CUDAConfig(device_index={}, stream={:#x}{allocator})",
             self.device_index, self.stream
         )
     }
 
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
         other.cast::<CudaConfig>().is_ok_and(|o| {
-            (o.get().device_index, o.get().stream) == (self.device_index, self.stream)
+            let o = o.get();
+            let same_allocator = match (&o.allocator, &self.allocator) {
+                (None, None) => true,
+                (Some(a), Some(b)) => a.is(b),
+                _ => false,
+            };
+            (o.device_index, o.stream) == (self.device_index, self.stream) && same_allocator
         })
     }
 }
@@ -52,12 +66,17 @@ impl CudaConfig {
 /// stream, `0` the legacy default stream, or e.g. `torch.cuda.Stream().cuda_stream`).
 /// spdl_rs copies on its own stream and, before returning, makes the result ready for
 /// work on any stream (the copy is waited for), so `stream` orders nothing further; it is
-/// kept on the config. `allocator`: SPDL's pair of custom allocate/free functions; spdl_rs
-/// allocates device memory with `cuMemAlloc` only, so anything but `None` raises
-/// `TypeError` naming it.
+/// kept on the config. `allocator`: SPDL's pair `(alloc_fn, free_fn)` of device memory
+/// functions, e.g. `(torch.cuda.caching_allocator_alloc, torch.cuda.caching_allocator_delete)`:
+/// the device memory of `transfer_buffer` and of the loaders' `device_config=` copies is then
+/// `alloc_fn(size_in_bytes, device_index, stream)` (an `int` device pointer; SPDL's arguments),
+/// handed back with `free_fn(ptr)` once the `CUDABuffer` and every view of it (DLPack, CUDA
+/// array interface) are gone, after the copy stream's work. nvJPEG and NVDEC decode into
+/// their own device memory: with an allocator they raise `TypeError` (once a device is
+/// there; without a driver they raise the driver error as always).
 ///
-/// Raises `ValueError` for a negative index or stream. Opens no device (safe before
-/// `fork()`).
+/// Raises `ValueError` for a negative index or stream, `TypeError` for an `allocator` that is
+/// not a pair of callables. Opens no device (safe before `fork()`).
 #[pyfunction]
 #[pyo3(signature = (device_index, stream=2, allocator=None))]
 pub(crate) fn cuda_config(
@@ -65,12 +84,24 @@ pub(crate) fn cuda_config(
     stream: i64,
     allocator: Option<Bound<'_, PyAny>>,
 ) -> PyResult<CudaConfig> {
-    if allocator.is_some_and(|a| !a.is_none()) {
-        return Err(PyTypeError::new_err(
-            "cuda_config(allocator=...): custom device allocators are not supported by spdl_rs \
-             (device memory comes from cuMemAlloc); pass allocator=None",
-        ));
-    }
+    let allocator = match allocator {
+        Some(a) if !a.is_none() => {
+            let pair: Option<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = a.extract().ok();
+            match pair {
+                Some((alloc, free)) if alloc.is_callable() && free.is_callable() => {
+                    Some(a.unbind())
+                }
+                _ => {
+                    return Err(PyTypeError::new_err(format!(
+                        "cuda_config: allocator must be a pair of callables (alloc_fn(size, \
+                         device_index, stream) -> int, free_fn(ptr)), got {}",
+                        crate::error::type_name(&a)
+                    )))
+                }
+            }
+        }
+        _ => None,
+    };
     let device_index = usize::try_from(device_index).map_err(|_| {
         PyValueError::new_err(format!(
             "cuda_config: device_index {device_index} is negative"
@@ -81,6 +112,7 @@ pub(crate) fn cuda_config(
     Ok(CudaConfig {
         device_index,
         stream,
+        allocator,
     })
 }
 

@@ -167,6 +167,31 @@ impl CudaTarget {
     /// one is free (then an asynchronous DMA), else straight from pageable memory. The device
     /// batch is `[rows, H, W, C]` with the view's leading dimensions folded into `rows`; the
     /// `CUDABuffer` keeps the view's own shape.
+    /// [`CudaTarget::transfer_view`] into memory from `allocator` (SPDL's `cuda_config(
+    /// allocator=...)`, called with the caller's `stream` value); a pageable copy (the
+    /// allocator's memory is what the caller gets, so no pooled staging is involved).
+    pub(crate) fn transfer_view_with(
+        &self,
+        view: &HostView,
+        allocator: &Arc<dyn spdl_cuda::DeviceAllocator>,
+        stream: usize,
+    ) -> Result<CudaBuffer, GpuError> {
+        let opened = self.open()?;
+        let batch = opened.stage.transfer_slice_with(
+            view.bytes(),
+            fold4(&view.shape),
+            view.dtype,
+            view.keys.clone(),
+            view.labels.clone(),
+            allocator,
+            stream,
+        )?;
+        Ok(CudaBuffer {
+            batch,
+            shape: view.shape.iter().map(|&d| d as i64).collect(),
+        })
+    }
+
     pub(crate) fn transfer_view(&self, view: &HostView) -> Result<CudaBuffer, GpuError> {
         let opened = self.open()?;
         let bytes = view.bytes();
@@ -443,15 +468,66 @@ pub(crate) fn export_probe(
     ExportProbe { export }
 }
 
+/// SPDL's `cuda_config(allocator=(alloc_fn, free_fn))` as a device allocator: Python calls
+/// `alloc_fn(size, device_index, stream) -> int` and `free_fn(ptr)`, taking the GIL for each.
+struct PyAllocator {
+    alloc: Py<PyAny>,
+    free: Py<PyAny>,
+}
+
+impl spdl_cuda::DeviceAllocator for PyAllocator {
+    fn allocate(&self, len: usize, device_index: usize, stream: usize) -> spdl_cuda::Result<u64> {
+        Python::attach(|py| {
+            self.alloc
+                .call1(py, (len, device_index, stream))
+                .and_then(|p| p.extract::<u64>(py))
+                .map_err(|e| {
+                    spdl_cuda::Error::InvalidArgument(format!(
+                        "the device allocator (cuda_config(allocator=...)) failed for {len} bytes \
+                         on device {device_index}: {e}"
+                    ))
+                })
+        })
+    }
+
+    fn release(&self, ptr: u64) {
+        Python::attach(|py| {
+            if let Err(e) = self.free.call1(py, (ptr,)) {
+                // A drop cannot raise: report it as Python reports errors in __del__.
+                e.write_unraisable(py, None);
+            }
+        })
+    }
+}
+
+/// The allocator of `cuda_config(allocator=(alloc_fn, free_fn))`; `TypeError` for another shape.
+fn py_allocator(pair: &Bound<'_, PyAny>) -> PyResult<Arc<dyn spdl_cuda::DeviceAllocator>> {
+    let (alloc, free): (Bound<'_, PyAny>, Bound<'_, PyAny>) = pair.extract().map_err(|_| {
+        PyTypeError::new_err("allocator must be a pair (alloc_fn, free_fn) of callables")
+    })?;
+    Ok(Arc::new(PyAllocator {
+        alloc: alloc.unbind(),
+        free: free.unbind(),
+    }))
+}
+
 /// Copies a `CPUBuffer` to a CUDA device and returns a `CUDABuffer` of the same shape and
-/// dtype (GIL released; waits for the copy).
+/// dtype (GIL released; waits for the copy). With `allocator` (SPDL's `(alloc_fn, free_fn)`
+/// pair of a `cuda_config`), the device memory comes from `alloc_fn(size, device_index,
+/// stream)` and goes back through `free_fn(ptr)` when the buffer and its views are gone.
 #[pyfunction]
-#[pyo3(signature = (buffer, device=None))]
+#[pyo3(signature = (buffer, device=None, *, allocator=None, stream=0))]
 pub(crate) fn transfer_buffer(
     py: Python<'_>,
     buffer: Bound<'_, PyAny>,
     device: Option<Bound<'_, PyAny>>,
+    allocator: Option<Bound<'_, PyAny>>,
+    stream: usize,
 ) -> PyResult<CudaBuffer> {
+    let allocator = allocator
+        .filter(|a| !a.is_none())
+        .map(|a| py_allocator(&a))
+        .transpose()?;
     let target = CudaTarget::new(device.as_ref())?;
     // One target per device for the whole process, so that calls reuse its pinned buffers
     // (page-locking costs milliseconds per MiB) and copy stream.
@@ -481,7 +557,10 @@ pub(crate) fn transfer_buffer(
             )));
         }
     };
-    Ok(py.detach(|| target.transfer_view(&view))?)
+    Ok(py.detach(|| match &allocator {
+        None => target.transfer_view(&view),
+        Some(a) => target.transfer_view_with(&view, a, stream),
+    })?)
 }
 
 /// Whether this build has CUDA support (the `cuda` feature).

@@ -58,10 +58,19 @@ def test_cuda_config_fields_and_refusals():
     assert isinstance(cfg, io.CUDAConfig)
     assert cfg == io.cuda_config(1, stream=0x1234) and cfg != io.cuda_config(0)
     assert "device_index=1" in repr(cfg)
-    with pytest.raises(TypeError, match="allocator"):
-        io.cuda_config(0, allocator=(lambda n, d, s: 0, lambda p: None))
+    assert cfg.allocator is None
     with pytest.raises(ValueError, match="negative"):
         io.cuda_config(-1)
+
+
+def test_cuda_config_takes_spdls_allocator_pair():
+    pair = (lambda size, device, stream: 0, lambda ptr: None)
+    cfg = io.cuda_config(0, allocator=pair)
+    assert cfg.allocator is pair and "allocator" in repr(cfg)
+    assert cfg == io.cuda_config(0, allocator=pair) and cfg != io.cuda_config(0)
+    for bad in [(print,), (print, 3), "ab", print]:
+        with pytest.raises(TypeError, match="allocator"):
+            io.cuda_config(0, allocator=bad)
 
 
 def test_build_flags():
@@ -149,6 +158,50 @@ def test_device_config_without_a_driver_raises_the_driver_error():
     ):
         with pytest.raises(RuntimeError, match="no CUDA driver|built without CUDA"):
             call()
+
+
+@requires_no_gpu
+def test_device_config_with_an_allocator_without_a_driver_raises_before_allocating():
+    calls = []
+    cfg = io.cuda_config(0, allocator=(lambda *a: calls.append(a) or 1, calls.append))
+    buf = io.load_image(photo())
+    for call in (
+        lambda: io.transfer_buffer(buf, device_config=cfg),
+        lambda: io.load_image_batch([photo()], 8, 8, device_config=cfg),
+        lambda: io.decode_image_nvjpeg(photo().read_bytes(), device_config=cfg),
+    ):
+        with pytest.raises(RuntimeError, match="no CUDA driver|built without CUDA|nvJPEG unavailable"):
+            call()
+    assert calls == []
+
+
+@pytest.mark.skipif(torch is None or not torch.cuda.is_available(), reason="needs torch with CUDA")
+def test_transfers_allocate_through_the_allocator_on_a_gpu():
+    calls = []
+
+    def alloc(size, device, stream):
+        calls.append(("alloc", size, device, stream))
+        return torch.cuda.caching_allocator_alloc(size, device, stream)
+
+    def free(ptr):
+        calls.append(("free", ptr))
+        torch.cuda.caching_allocator_delete(ptr)
+
+    stream = torch.cuda.current_stream().cuda_stream
+    cfg = io.cuda_config(0, stream=stream, allocator=(alloc, free))
+    host = io.load_image(photo(), 40, 30)
+    dev = io.transfer_buffer(host, device_config=cfg)
+    assert calls == [("alloc", 40 * 30 * 3, 0, stream)]
+    t = io.to_torch(dev)
+    ptr = t.data_ptr()
+    assert torch.equal(t.cpu(), torch.from_numpy(np.asarray(host)))
+    del t, dev
+    import gc
+
+    gc.collect()
+    assert calls[-1] == ("free", ptr)
+    with pytest.raises(TypeError, match="allocator"):
+        io.decode_image_nvjpeg(photo().read_bytes(), device_config=cfg)
 
 
 def test_device_config_is_checked():

@@ -27,6 +27,7 @@ from ._native import (
     built_with_nvcodec,
     built_with_nvjpeg,
     cpu_storage,
+    cuda_available,
     cuda_config,
     nvjpeg_fallback_reason,
     nvjpeg_stats,
@@ -98,8 +99,19 @@ def transfer_buffer(
     rebuild), without a driver (``"no CUDA driver: ..."``), for a device index out of range
     (``"invalid CUDA device ..."``) or a failed driver call; ``ValueError`` for a bad
     ``device``; ``TypeError`` when ``buffer`` is not a ``CPUBuffer``.
+
+    With a ``device_config`` made with ``allocator=(alloc_fn, free_fn)`` (SPDL's keyword, e.g.
+    PyTorch's caching allocator), the device memory is ``alloc_fn(size_in_bytes, device_index,
+    stream)`` (``stream``: the config's) and goes back with ``free_fn(ptr)`` once the
+    ``CUDABuffer`` and every view of it are gone; an exception from ``alloc_fn`` raises
+    ``ValueError`` naming the size and device. Without a driver the call raises the driver
+    error before ``alloc_fn`` is called.
     """
-    return _native.transfer_buffer(buffer, _device_of(device, device_config, "transfer_buffer"))
+    target = _device_of(device, device_config, "transfer_buffer")
+    allocator = getattr(device_config, "allocator", None)
+    if allocator is None:
+        return _native.transfer_buffer(buffer, target)
+    return _native.transfer_buffer(buffer, target, allocator=allocator, stream=device_config.stream)
 
 
 def transfer_buffer_cpu(buffer: CUDABuffer) -> CPUBuffer:
@@ -414,6 +426,14 @@ def _check_config(device_config: Any, fn: str) -> CUDAConfig:
     if not isinstance(device_config, CUDAConfig):
         raise TypeError(
             f"{fn}: device_config must be a CUDAConfig, got {type(device_config).__name__}"
+        )
+    # nvJPEG / NVDEC write into device memory of their own: a caller's allocator would not be
+    # used, so say so rather than ignore it (without a device, the driver error comes first).
+    if device_config.allocator is not None and cuda_available():
+        raise TypeError(
+            f"{fn}: cuda_config(allocator=...) is used by transfer_buffer and the loaders' "
+            "device_config= copies; nvJPEG/NVDEC decode into their own device memory: pass a "
+            "cuda_config without allocator"
         )
     return device_config
 

@@ -1,7 +1,7 @@
 """Type stubs of the compiled extension ``spdl_rs._native`` (use the public submodules)."""
 
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from os import PathLike
 from typing import Any, Generic, Self, TypeVar, Unpack, final, type_check_only
 
@@ -371,8 +371,11 @@ def _gil_acquisitions() -> int:
     """Times pipeline threads took the GIL since import (tests)."""
 
 def op_to_device(device: str | int | None = None) -> NativeOp: ...
-def transfer_buffer(buffer: CPUBuffer, device: str | int | None = None) -> CUDABuffer:
-    """Copies a CPUBuffer to a CUDA device (GIL released, waits for the copy). ``RuntimeError``
+def transfer_buffer(
+    buffer: CPUBuffer, device: str | int | None = None, *, allocator: Any = None, stream: int = 0
+) -> CUDABuffer:
+    """Copies a CPUBuffer to a CUDA device (GIL released, waits for the copy), into memory from
+    ``allocator`` (``(alloc_fn, free_fn)``, called with ``stream``) when given. ``RuntimeError``
     without CUDA support, driver or device; ``ValueError`` for a bad ``device``."""
 
 def cuda_built() -> bool:
@@ -1044,10 +1047,17 @@ class CUDAConfig:
     def device_index(self) -> int: ...
     @property
     def stream(self) -> int: ...
+    @property
+    def allocator(self) -> tuple[Callable[[int, int, int], int], Callable[[int], None]] | None: ...
 
-def cuda_config(device_index: int, stream: int = 2, allocator: Any = None) -> CUDAConfig:
-    """SPDL's ``cuda_config``. ``TypeError`` for an ``allocator``; ``ValueError`` for a
-    negative index or stream."""
+def cuda_config(
+    device_index: int,
+    stream: int = 2,
+    allocator: tuple[Callable[[int, int, int], int], Callable[[int], None]] | None = None,
+) -> CUDAConfig:
+    """SPDL's ``cuda_config``: ``allocator=(alloc_fn, free_fn)`` supplies the device memory of
+    transfers. ``TypeError`` for an ``allocator`` that is not a pair of callables;
+    ``ValueError`` for a negative index or stream."""
 
 @final
 class CPUStorage:
