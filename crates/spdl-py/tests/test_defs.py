@@ -8,11 +8,15 @@ import concurrent.futures
 import inspect
 import multiprocessing as mp
 import os
+import pathlib
 import pickle
+import sys
+import time
+from contextlib import asynccontextmanager
 
 import pytest
 
-from spdl_rs.pipeline import PipelineBuilder, build_pipeline, is_eof, profile_pipeline
+from spdl_rs.pipeline import AsyncQueue, PipelineBuilder, TaskHook, build_pipeline, config, is_eof, profile_pipeline
 from spdl_rs.pipeline.defs import (
     MAIN_PROCESS,
     Aggregate,
@@ -496,6 +500,125 @@ def test_region_checks_as_spdl():
         build_pipeline(cfg, num_threads=1)
     with concurrent.futures.ThreadPoolExecutor(1) as ex, pytest.raises(TypeError, match="not a live Executor"):
         PipelineBuilder().to(ex)  # type: ignore[arg-type]
+
+
+def test_region_checks_run_at_get_config():
+    # get_config() checks the regions as build() does, before anything is started.
+    pool = ProcessPoolExecutorConfig(max_workers=1, mp_context="spawn")
+    with pytest.raises(ValueError, match="must be closed with"):
+        PipelineBuilder().add_source([1]).to(pool).pipe(double).add_sink(1).get_config()
+    with pytest.raises(ValueError, match="has no stages"):
+        PipelineBuilder().add_source([1]).to(pool).to(MAIN_PROCESS).add_sink(1).get_config()
+    with pytest.raises(ValueError, match="output_order='input'"):
+        PipelineBuilder().add_source([1]).to(pool).pipe(double, output_order="input").to(MAIN_PROCESS).add_sink(
+            1
+        ).get_config()
+    nested = [[Pipe(double, output_order="input")], [Pipe(negate)]]
+    with pytest.raises(ValueError, match="output_order='input'"):
+        PipelineBuilder().add_source([1]).to(pool).path_variants(even_odd, nested).to(MAIN_PROCESS).add_sink(
+            1
+        ).get_config()
+    # Two regions side by side, each with a stage, are fine.
+    other = ProcessPoolExecutorConfig(max_workers=2, mp_context="spawn")
+    cfg = PipelineBuilder().add_source([1]).to(pool).pipe(double).to(other).pipe(negate).to(MAIN_PROCESS).add_sink(1)
+    assert len(cfg.get_config().pipes) == 5
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 14), reason="subinterpreter regions run from Python 3.14")
+def test_subinterpreter_region_refused_at_get_config_before_314():
+    from spdl_rs.pipeline.defs import InterpreterPoolExecutorConfig
+
+    b = PipelineBuilder().add_source([1]).to(InterpreterPoolExecutorConfig(max_workers=1)).pipe(double)
+    b = b.to(MAIN_PROCESS).add_sink(1)
+    with pytest.raises(RuntimeError, match="requires Python 3.14 or later"):
+        b.get_config()
+    with pytest.raises(RuntimeError, match="requires Python 3.14 or later"):
+        b.build(num_threads=1)
+
+
+def test_merged_sources_must_agree_on_continuous():
+    once = PipelineConfig(src=SourceConfig([1, 2]), pipes=[], sink=SinkConfig(1))
+    every_epoch = PipelineConfig(src=SourceConfig([3], continuous=True), pipes=[], sink=SinkConfig(1))
+    cfg = PipelineConfig(src=Merge([once, every_epoch]), pipes=[], sink=SinkConfig(2))
+    with pytest.raises(ValueError, match="Mixed continuous mode"):
+        build_pipeline(cfg, num_threads=1)
+    same = PipelineConfig(src=Merge([once, once]), pipes=[], sink=SinkConfig(2))
+    p = build_pipeline(same, num_threads=1)
+    with p.auto_stop():
+        assert sorted(p) == [1, 1, 2, 2]
+
+
+# Set in each region worker by record_in_worker (the region's initializer).
+_RECORD_DIR: str | None = None
+
+
+class _WorkerHook(TaskHook):
+    """Counts its stage's tasks in a region worker; writes the count to a file named after
+    the worker's pid when the stage ends (the worker exits)."""
+
+    def __init__(self, info, interval=-1):
+        self.info = info
+        self.tasks = 0
+
+    @asynccontextmanager
+    async def stage_hook(self):
+        yield
+        if _RECORD_DIR is not None:
+            name = f"task-{os.getpid()}-{self.info.stage_name}"
+            pathlib.Path(_RECORD_DIR, name).write_text(str(self.tasks))
+
+    @asynccontextmanager
+    async def task_hook(self, input_item=None):
+        self.tasks += 1
+        yield
+
+
+class _WorkerQueue(AsyncQueue):
+    """Counts what passes through it in a region worker; written when the worker exits."""
+
+    def __init__(self, info, *, buffer_size=1, interval=-1):
+        super().__init__(info, buffer_size=buffer_size)
+        self.taken = 0
+
+    async def get(self):
+        item = await super().get()
+        self.taken += 1
+        return item
+
+    @asynccontextmanager
+    async def stage_hook(self):
+        yield
+        if _RECORD_DIR is not None:
+            pathlib.Path(_RECORD_DIR, f"queue-{os.getpid()}-{self.info.stage_name}").write_text(str(self.taken))
+
+
+def record_in_worker(path):
+    global _RECORD_DIR
+    _RECORD_DIR = path
+    config.set_default_hook_class(_WorkerHook)
+    config.set_default_queue_class(_WorkerQueue)
+
+
+@pytest.mark.parametrize("buffer_size", [1, 3])
+def test_default_hooks_and_queues_run_in_region_workers(tmp_path, buffer_size):
+    # As SPDL runs a region as a pipeline in each worker: the worker's default hook and queue
+    # classes (set there by the region's initializer) run around each of the region's tasks.
+    pool = ProcessPoolExecutorConfig(max_workers=2, mp_context="spawn", initializer=record_in_worker, initargs=(str(tmp_path),))
+    b = PipelineBuilder().add_source(range(10)).to(pool, buffer_size=buffer_size).pipe(plus_one).pipe(double)
+    p = b.to(MAIN_PROCESS).add_sink(10).build(num_threads=2)
+    with p.auto_stop():
+        assert sorted(p) == [2 * (x + 1) for x in range(10)]
+    # The workers write their counts as they exit, after the stop.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        files = {f.name: int(f.read_text()) for f in tmp_path.iterdir() if f.read_text()}
+        tasks = {n: sum(v for k, v in files.items() if k.startswith("task-") and k.endswith(n)) for n in ("plus_one", "double")}
+        if tasks == {"plus_one": 10, "double": 10}:
+            break
+        time.sleep(0.05)
+    assert tasks == {"plus_one": 10, "double": 10}
+    assert {int(k.split("-")[1]) for k in files} - {os.getpid()} == {int(k.split("-")[1]) for k in files}
+    assert sum(v for k, v in files.items() if k.startswith("queue-")) == 20
 
 
 def twice(x):

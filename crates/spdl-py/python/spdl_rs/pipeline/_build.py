@@ -6,7 +6,9 @@ the lowering of what the engine has no stage for (``Merge`` sources, ``PathVaria
 from __future__ import annotations
 
 import asyncio
+import itertools
 import queue
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor
@@ -21,6 +23,7 @@ from .defs import (
     Aggregator,
     Collate,
     DisaggregateConfig,
+    InterpreterPoolExecutorConfig,
     MergeConfig,
     PathVariantsConfig,
     PipeConfig,
@@ -54,8 +57,8 @@ def build_pipeline(
     :class:`~spdl_rs.pipeline.defs.PipelineConfig` (SPDL's ``spdl.pipeline.build_pipeline``).
 
     The keywords are those of ``PipelineBuilder.build``; ``background_tasks``: factories of
-    :class:`~spdl_rs.pipeline.BackgroundTask` run while the pipeline runs (``None``: the
-    global default, ``config.set_default_background_tasks``). Sub-pipelines of a
+    :class:`~spdl_rs.pipeline.BackgroundTask` run while the pipeline runs, after the global
+    defaults (``config.set_default_background_tasks``), which always run (as SPDL). Sub-pipelines of a
     :class:`~spdl_rs.pipeline.defs.MergeConfig` are built with the same ``num_threads``.
     Building from a config gives the same pipeline as building its builder: the same items.
 
@@ -71,6 +74,7 @@ def build_pipeline(
         raise TypeError("background_tasks must be a sequence of callables (BackgroundTask factories)")
     builder = config_to_builder(cfg, num_threads=num_threads)
     builder._background_tasks = background_tasks
+    builder._from_config = True  # SPDL checks a hand-built config's regions as it fuses them
     return builder.build(**build_args)
 
 
@@ -84,6 +88,11 @@ def config_to_builder(cfg: PipelineConfig[Any], *, num_threads: int = 1) -> Any:
 
     b: PipelineBuilder = PipelineBuilder()
     if isinstance(cfg.src, MergeConfig):
+        if len(modes := set(_continuous_modes(cfg))) > 1:
+            raise ValueError(
+                "Mixed continuous mode is not supported. All sources in a pipeline "
+                "(including merged sub-pipelines) must have the same continuous setting."
+            )
         b.add_source(_MergedSource(cfg.src, num_threads))
     else:
         b.add_source(cfg.src.source, continuous=cfg.src.continuous)
@@ -114,6 +123,15 @@ def config_to_builder(cfg: PipelineConfig[Any], *, num_threads: int = 1) -> Any:
             raise TypeError(f"unknown stage config {type(p).__name__}")
     b.add_sink(cfg.sink.buffer_size)
     return b
+
+
+def _continuous_modes(cfg: PipelineConfig[Any]) -> Iterator[bool]:
+    """The ``continuous`` flag of every source of ``cfg``, merged sub-pipelines' included."""
+    if isinstance(cfg.src, MergeConfig):
+        for sub in cfg.src.pipeline_configs:
+            yield from _continuous_modes(sub)
+    else:
+        yield bool(cfg.src.continuous)
 
 
 def builder_to_config(b: Any) -> PipelineConfig[Any]:
@@ -161,7 +179,7 @@ def lower_stages(stages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], li
     an op that raises fails the items of its transfer (one failure counted). A marker between
     two regions sizes both sides of its handoff (as SPDL).
     """
-    _validate_regions(stages)
+    _validate_regions(stages, subinterpreter=False)
     out: list[dict[str, Any]] = []
     executors: list[Executor] = []
     region: Executor | None = None
@@ -205,6 +223,13 @@ def _lower_region(stages: list[dict[str, Any]], pool: Executor, n: int, m: int) 
     if m > 1:
         while tail > lead and _fusable(stages[tail - 1]):
             tail -= 1
+    region_id = next(_REGION_IDS)
+    stages = [
+        dict(st, op=_WorkerStage(st["op"], st["kind"] == "gen", f"{region_id}:{i}", st["name"], st["concurrency"]))
+        if _fusable(st)
+        else st
+        for i, st in enumerate(stages)
+    ]
     out: list[dict[str, Any]] = []
     if lead:
         out.extend(_fused_chain(stages[:lead], pool, n))
@@ -212,6 +237,102 @@ def _lower_region(stages: list[dict[str, Any]], pool: Executor, n: int, m: int) 
     if tail < len(stages):
         out.extend(_fused_chain(stages[tail:], pool, m))
     return out
+
+
+_REGION_IDS = itertools.count()
+
+
+class _WorkerStage:
+    """A region stage's op as it runs in a worker process: inside the task hooks and past the
+    output queue that the worker's defaults make (``config.get_default_hook_class()``,
+    ``config.get_default_queue_class()``, as set there by the region's ``initializer``), as
+    SPDL runs a region as a nested pipeline in each worker. Each worker makes its hooks and
+    queue once per stage, enters their ``stage_hook`` on the stage's first item and exits it
+    when the worker exits. Pickles as its op and the stage's identity. A generator op's
+    outputs come back as one list."""
+
+    def __init__(self, op: Callable[[Any], Any], gen: bool, key: str, name: str, concurrency: int) -> None:
+        self.op = op
+        self.gen = gen
+        self.key = key
+        self.name = name
+        self.concurrency = concurrency
+
+    def __call__(self, item: Any) -> Any:
+        state = _WORKER_STAGES.get(self.key)
+        if state is None:
+            state = _WORKER_STAGES[self.key] = _WorkerStageState(self)
+        return state.run(self.op, self.gen, item)
+
+
+#: The per-process state of each region stage run in this (worker) process, by stage key.
+_WORKER_STAGES: dict[str, "_WorkerStageState"] = {}
+
+
+class _WorkerStageState:
+    """One region stage's hooks and queue in one worker process (see :class:`_WorkerStage`)."""
+
+    def __init__(self, stage: _WorkerStage) -> None:
+        from . import config
+        from ._hooks import StageInfo
+        from ._pipeline import _is_quiet
+
+        region, index = stage.key.split(":")
+        conc = stage.concurrency if stage.concurrency > 1 else None
+        info = StageInfo(int(region), str(int(index) + 1), stage.name, conc)
+        hook_cls = config.get_default_hook_class()
+        self.hooks = [hook_cls(info, interval=-1)] if hook_cls is not None else []
+        queue_cls = config.get_default_queue_class()
+        try:
+            self.queue = queue_cls(info, buffer_size=2, interval=-1)
+        except TypeError:  # a queue class without SPDL's `interval`
+            self.queue = queue_cls(info, buffer_size=2)
+        # SPDL's default classes with no periodic report only log their totals: nothing to run
+        # per item (and no loop) for them.
+        self.quiet = all(_is_quiet(o) for o in [*self.hooks, self.queue])
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.stack: Any = None
+
+    def _enter(self) -> None:
+        import multiprocessing.util
+
+        from ._hooks import _stage_hooks
+
+        self.loop = asyncio.new_event_loop()
+        stack = _stage_hooks([*self.hooks, self.queue])
+        self.loop.run_until_complete(stack.__aenter__())
+        self.stack = stack
+        # Run when the worker process exits (a pool worker ends through multiprocessing's
+        # exit function, which runs these, not atexit's).
+        multiprocessing.util.Finalize(None, self._exit, exitpriority=10)
+
+    def _exit(self) -> None:
+        if self.loop is None or self.stack is None:
+            return
+        try:
+            self.loop.run_until_complete(self.stack.__aexit__(None, None, None))
+        finally:
+            self.stack = None
+            self.loop.close()
+
+    def run(self, op: Callable[[Any], Any], gen: bool, item: Any) -> Any:
+        if self.quiet:
+            return list(op(item)) if gen else op(item)
+        if self.loop is None:
+            self._enter()
+        assert self.loop is not None
+        return self.loop.run_until_complete(self._one(op, gen, item))
+
+    async def _one(self, op: Callable[[Any], Any], gen: bool, item: Any) -> Any:
+        from ._hooks import _task_hooks
+
+        out = [] if gen else None
+        async with _task_hooks(self.hooks, item):
+            out = list(op(item)) if gen else op(item)
+        if out is None:
+            return None
+        await self.queue.put(out)
+        return await self.queue.get()
 
 
 def _expand_path_variants(stages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -240,10 +361,12 @@ def _has_ordered_pipe(st: dict[str, Any]) -> bool:
     return st.get("output_order") == "input"
 
 
-def _validate_regions(stages: list[dict[str, Any]]) -> None:
-    """SPDL's checks of ``to()`` regions: no empty region, no ``output_order="input"`` stage
-    inside one (workers finish in any order), every region closed before the sink
-    (``ValueError``)."""
+def _validate_regions(stages: list[dict[str, Any]], *, subinterpreter: bool = True) -> None:
+    """SPDL's checks of ``to()`` regions, run by ``get_config()`` and ``build()``: no empty
+    region, no ``output_order="input"`` stage inside one, nor in a ``path_variants`` path inside
+    one (workers finish in any order), every region closed before the sink (``ValueError``); a
+    subinterpreter region needs Python 3.14 (``RuntimeError``; with ``subinterpreter=False``
+    left to the region's executor, whose message is that of SPDL's ``build_pipeline``)."""
     in_region = has_stage = False
     for st in stages:
         if st["kind"] == "placement":
@@ -253,6 +376,11 @@ def _validate_regions(stages: list[dict[str, Any]]) -> None:
                     "or remove the redundant marker."
                 )
             in_region, has_stage = not isinstance(st["target"], _MainProcess), False
+            if subinterpreter and isinstance(st["target"], InterpreterPoolExecutorConfig) and sys.version_info < (3, 14):
+                raise RuntimeError(
+                    "A subinterpreter region (`to(InterpreterPoolExecutorConfig(...))`) requires Python 3.14 "
+                    f"or later. Current version: {sys.version_info.major}.{sys.version_info.minor}"
+                )
         elif in_region:
             has_stage = True
             if _has_ordered_pipe(st):

@@ -268,6 +268,13 @@ class TaskStatsHook(TaskHook):
         self._lap_quantiles = _Quantiles()
         # Set by the pipeline for an engine-fed hook: () -> spdl_rs StageStats | None.
         self._engine: Callable[[], Any] | None = None
+        # What SPDL counts as the stage's tasks, set by the pipeline for an engine-fed hook:
+        # "tasks" (op calls), "items_in" (an aggregation: one accumulate per item, plus one
+        # flush at the end when ``_flush_task``), "items_out" (a disaggregation: one step per
+        # item it yields).
+        self._count = "tasks"
+        self._flush_task = False
+        self._ended = False  # the stage saw the end of a single-pass source
 
     def _refresh(self) -> None:
         if self._engine is None:
@@ -275,8 +282,14 @@ class TaskStatsHook(TaskHook):
         st = self._engine()
         if st is None:
             return
-        self.num_tasks = st.tasks
-        self.num_success = st.tasks - st.failures
+        if self._count == "items_in":
+            tasks = st.items_in + (1 if self._flush_task and self._ended else 0)
+        elif self._count == "items_out":
+            tasks = st.items_out
+        else:
+            tasks = st.tasks
+        self.num_tasks = tasks
+        self.num_success = tasks - st.failures
         self.ave_time = st.task_time.mean
         self._p90 = st.task_time.p90
         self._p99 = st.task_time.p99
@@ -400,6 +413,22 @@ class AsyncQueue:
         self.buffer_size = buffer_size
         # Set by the pipeline: () -> spdl_rs QueueStats | None.
         self._engine: Callable[[], Any] | None = None
+        self._items: asyncio.Queue | None = None  # made by the first put/get
+
+    def _queue(self) -> asyncio.Queue:
+        if self._items is None:
+            self._items = asyncio.Queue(maxsize=max(0, self.buffer_size))
+        return self._items
+
+    async def put(self, item: Any) -> None:
+        """Puts ``item``, waiting for room (an :class:`asyncio.Queue` of ``buffer_size``).
+        Items pass through it only where a stage runs in Python: a ``to()`` region's stage
+        in a worker process puts each result here and takes it back with :meth:`get`."""
+        await self._queue().put(item)
+
+    async def get(self) -> Any:
+        """Takes the oldest item, waiting for one (see :meth:`put`)."""
+        return await self._queue().get()
 
     @asynccontextmanager
     async def stage_hook(self) -> AsyncIterator[None]:
@@ -489,9 +518,10 @@ class StatsQueue(AsyncQueue):
         )
 
 
-def _check_queue_class(queue_class: Any) -> None:
+def _check_queue_class(queue_class: Any, *, items: bool = True) -> None:
     """Raises ``TypeError`` for a queue class spdl_rs cannot honour: not a class or factory,
-    or one that overrides how items are put or taken (they never pass through Python)."""
+    or (``items=True``) one that overrides how items are put or taken (in the main process
+    they never pass through Python; in a ``to()`` region's worker they do)."""
     if not isinstance(queue_class, type):
         # SPDL also takes a factory (e.g. functools.partial of a class); what it makes is
         # checked when the pipeline is built.
@@ -500,6 +530,8 @@ def _check_queue_class(queue_class: Any) -> None:
         return
     if not issubclass(queue_class, AsyncQueue):
         raise TypeError(f"queue_class must be a subclass of spdl_rs.pipeline.AsyncQueue, got {queue_class.__name__}")
+    if not items:
+        return
     for cls in queue_class.__mro__:
         if cls in (AsyncQueue, StatsQueue, object):
             continue
@@ -507,5 +539,6 @@ def _check_queue_class(queue_class: Any) -> None:
             if name in vars(cls):
                 raise TypeError(
                     f"queue_class={queue_class.__name__} overrides {name}(): spdl_rs's queues are native and "
-                    "items never pass through a Python queue; override stage_hook()/interval_stats_callback() only"
+                    "items never pass through a Python queue (only in a to() region's workers); override "
+                    "stage_hook()/interval_stats_callback() only"
                 )

@@ -23,6 +23,7 @@ import concurrent.futures
 import functools
 import itertools
 import logging
+import multiprocessing.util
 import numbers
 import threading
 import time
@@ -417,6 +418,7 @@ class PipelineBuilder(Generic[T, U]):
         # The background task factories of build_pipeline(..., background_tasks=...), which
         # sets them on the builder it makes; None: the global default (build() takes none).
         self._background_tasks: Sequence[Callable[[], Any]] | None = None
+        self._from_config = False  # made by build_pipeline from a PipelineConfig
 
     def add_source(self, source: Iterable[T] | AsyncIterable[T], *, continuous: bool = False) -> "PipelineBuilder[T, U]":
         """Sets the source: an iterable, an async iterable, or a native
@@ -609,14 +611,17 @@ class PipelineBuilder(Generic[T, U]):
         ``get_config``): ``build_pipeline(builder.get_config(), ...)`` builds the same
         pipeline, and :func:`profile_pipeline` takes it.
 
-        Raises ``RuntimeError`` if the source or the sink is not set (as SPDL).
+        Raises ``RuntimeError`` if the source or the sink is not set, or for a subinterpreter
+        region before Python 3.14; ``ValueError`` for a ``to()`` region that is empty, left open
+        at the sink, or holds an ``output_order="input"`` stage (as SPDL).
         """
         if self._source is None:
             raise RuntimeError("Source is not set. Did you call `add_source`?")
         if self._sink_size is None:
             raise RuntimeError("Sink is not set. Did you call `add_sink`?")
-        from ._build import builder_to_config
+        from ._build import _validate_regions, builder_to_config
 
+        _validate_regions(self._stages)
         return builder_to_config(self)
 
     def build(
@@ -677,6 +682,10 @@ class PipelineBuilder(Generic[T, U]):
             raise RuntimeError("Source is not set. Did you call `add_source`?")
         if self._sink_size is None:
             raise RuntimeError("Sink is not set. Did you call `add_sink`?")
+        if not self._from_config:
+            from ._build import _validate_regions
+
+            _validate_regions(self._stages)
         if isinstance(num_threads, bool) or not isinstance(num_threads, numbers.Integral) or num_threads < 1:
             raise ValueError(f"num_threads must be a positive int, got {num_threads!r}")
         _at_most("num_threads", num_threads, MAX_THREADS)
@@ -698,8 +707,8 @@ class PipelineBuilder(Generic[T, U]):
             )
         if task_hook_factory is not None and not callable(task_hook_factory):
             raise TypeError(f"task_hook_factory must be callable, got {type(task_hook_factory).__name__}")
-        if queue_class is not None:
-            _check_queue_class(queue_class)
+        # The default class too (set_default_queue_class takes one for region workers).
+        _check_queue_class(queue_class if queue_class is not None else config.get_default_queue_class())
         if (callback := config.get_default_build_callback()) is not None:
             from ._build import builder_to_config
 
@@ -785,14 +794,19 @@ class _Build:
         b = self.b
         infos = [StageInfo(self.pipeline_id, str(self.stage_id), "src")]
         for i, st in enumerate(stages, 1):
-            conc = st.get("concurrency", 1)
-            infos.append(StageInfo(self.pipeline_id, str(self.stage_id + i), st["name"], conc))
-        # hooks[i] for stage i (0: the source has none); queues[i]: the queue after stage i.
+            # As SPDL: only a pipe stage running more than one task at a time shows it.
+            conc = st.get("concurrency", 1) if st["kind"] not in ("aggregate", "disaggregate") else 1
+            infos.append(StageInfo(self.pipeline_id, str(self.stage_id + i), st["name"], conc if conc > 1 else None))
+        sink_info = StageInfo(self.pipeline_id, str(self.stage_id + len(stages) + 1), "sink")
+        # hooks[i] for stage i (0: the source has none); queues[i]: the queue after stage i,
+        # then the sink's (SPDL's sizes: 2 between stages). The engine's last queue is both
+        # the last stage's and the sink's.
         hooks: list[list[Any]] = [[]] + [self._hooks_for(info) for info in infos[1:]]
-        sizes = [st.get("concurrency", 1) for st in stages] + [b._sink_size if b._sink_size is not None else 3]
-        queues = [self._queue_for(info, size) for info, size in zip(infos, sizes)]
+        queues = [self._queue_for(info, 2) for info in infos]
+        queues.append(self._queue_for(sink_info, b._sink_size if b._sink_size is not None else 3))
         per_task = [[h for h in hs if not _engine_fed(h)] for hs in hooks]
-        bg = list(self.background_tasks if self.background_tasks is not None else _misc._DEFAULT_BACKGROUND_TASKS or [])
+        # As SPDL: the global defaults, then the pipeline's own.
+        bg = list(_misc._DEFAULT_BACKGROUND_TASKS or []) + list(self.background_tasks or [])
 
         stage_objs = [h for hs in hooks for h in hs] + queues
         quiet = all(_is_quiet(o) for o in stage_objs) and not bg
@@ -824,6 +838,13 @@ class _Build:
                 loop.stop()
             raise
         lifecycle = _StageLifecycle(native, hooks, queues, bg, loop, quiet)
+        for st, hs in zip(stages, hooks[1:]):
+            # SPDL's task counts of its aggregation stages (see TaskStatsHook._refresh).
+            if st["kind"] in ("aggregate", "pyaggregate", "disaggregate"):
+                for h in hs:
+                    if _engine_fed(h):
+                        h._count = "items_out" if st["kind"] == "disaggregate" else "items_in"
+                        h._flush_task = st["kind"] != "disaggregate" and not st.get("drop_last", False)
         lifecycle.executors = executors
         if (shutdown := getattr(b._source, "_merged_shutdown", None)) is not None:
             lifecycle.on_stop.append(shutdown)
@@ -971,7 +992,7 @@ class _StageLifecycle:
                 if _engine_fed(h):
                     h._engine = engine_stats("stages", i)
         for i, q in enumerate(queues):
-            q._engine = engine_stats("queues", i)
+            q._engine = engine_stats("queues", min(i, len(hooks) - 1))
         self._objs = [h for hs in hooks for h in hs] + list(queues)
 
     def enter(self, timeout: float | None) -> None:
@@ -997,11 +1018,17 @@ class _StageLifecycle:
         except Exception as e:  # a stage hook failed: the pipeline fails, as in SPDL
             self.error = e
 
-    def exit(self, error: BaseException | None = None) -> None:
+    def exit(self, error: BaseException | None = None, ended: bool = False) -> None:
+        """``ended``: the stages saw the end of a single-pass source (an aggregation then
+        flushed, one more task in SPDL's counts)."""
         with self._state_lock:
             was, self._state = self._state, "exited"
         if was != "entered":
             return
+        if ended:
+            for obj in self._objs:
+                if hasattr(obj, "_ended"):
+                    obj._ended = True
         if self._quiet or self._loop is None:
             for obj in self._objs:
                 final = getattr(obj, "_total", None) or getattr(obj, "_final", None)
@@ -1068,7 +1095,7 @@ def _stop_impl(native: Any, loop: _LoopThread | None, lifecycle: _StageLifecycle
                             loop.stop()
                     finally:
                         for ex in lifecycle.executors:
-                            ex.shutdown(wait=False, cancel_futures=True)
+                            _reap_region_pool(ex)
                         for cb in lifecycle.on_stop:
                             cb()
                         lifecycle.executors, lifecycle.on_stop = [], []
@@ -1076,6 +1103,23 @@ def _stop_impl(native: Any, loop: _LoopThread | None, lifecycle: _StageLifecycle
         bg = state.thread
         if bg is not None and bg is not threading.current_thread():
             bg.join()
+
+
+def _reap_region_pool(ex: Executor) -> None:
+    """Shuts down a ``to()`` region's pool and reaps its worker processes as SPDL reaps its
+    region workers: each gets 3 s to exit, then is terminated (5 s), then killed. A pool
+    asked to shut down can leave a worker waiting for work forever (its sentinel lost in a
+    race with the last submissions); a process exit would then wait for it."""
+    procs = list((getattr(ex, "_processes", None) or {}).values())
+    ex.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        p.join(3)
+        if p.exitcode is None:
+            p.terminate()
+            p.join(5)
+        if p.exitcode is None:
+            p.kill()
+            p.join(5)
 
 
 #: Seconds the interpreter's exit waits for a pipeline still running to stop.
@@ -1106,6 +1150,11 @@ def _register_stop_at_exit(pipeline: "Pipeline") -> None:
         threading._register_atexit(_hook)  # type: ignore[attr-defined]
     except (AttributeError, RuntimeError):
         pass
+    # In a multiprocessing child the order differs: its exit function joins the child's own
+    # non-daemon processes (a region's ProcessPoolExecutor workers, which wait for work) before
+    # threading's exit hooks run, so the hook above would come too late. Multiprocessing runs
+    # its finalizers first: stop the pipeline there too (the second stop returns at once).
+    multiprocessing.util.Finalize(pipeline, _hook, exitpriority=100)
 
 
 class Pipeline(Generic[T]):
@@ -1129,6 +1178,7 @@ class Pipeline(Generic[T]):
         self._continuous = continuous
         self._started = False
         self._exhausted = False  # a single-pass pipeline reached its end
+        self._warned_reiterate = False  # get_iterator() warned about iterating it again
         # One consumer at a time: threads sharing the pipeline share its items (each once).
         self._consumer_lock = threading.Lock()
         self._failure: BaseException | None = None  # raised again by later reads
@@ -1167,7 +1217,9 @@ class Pipeline(Generic[T]):
         As SPDL 0.8: if a failure budget was exceeded and no read has raised it yet, one
         ``stop()`` call raises that :class:`PipelineFailure` (later calls return normally).
         ``timeout``: seconds to wait for the threads; past it ``TimeoutError`` is raised and
-        the stop goes on in the background.
+        the stop goes on in the background. The wait wakes for signals: a signal handler's
+        exception (``KeyboardInterrupt``) is raised and the stop goes on in the background
+        too.
 
         Called from the pipeline's own threads (an op, the source's iterator, a custom
         aggregator, a hook, a background task), it cannot wait for the thread it runs on (SPDL
@@ -1180,16 +1232,25 @@ class Pipeline(Generic[T]):
         if _on_own_thread(self._native, self._loop):
             self._stop_now()  # stops the engine and returns; the rest runs in the background
             return
-        if timeout is None:
-            unobserved = self._stop_now()
-        else:
-            box: list[Any] = []
-            t = threading.Thread(target=lambda: box.append(self._stop_now()), name="spdl_rs_stop", daemon=True)
-            t.start()
-            t.join(timeout)
-            if t.is_alive():
-                raise TimeoutError(f"The pipeline did not stop within {timeout} sec.")
-            unobserved = box[0] if box else None
+        # The joins run in a thread of their own, and this one waits in Thread.join, which a
+        # signal interrupts: a handler's exception (Ctrl-C's KeyboardInterrupt) is raised here
+        # while the stop goes on in the background (a later stop() waits for it).
+        box: list[Any] = []
+
+        def run() -> None:
+            try:
+                box.append((True, self._stop_now()))
+            except BaseException as e:  # raised again on the calling thread
+                box.append((False, e))
+
+        t = threading.Thread(target=run, name="spdl_rs_stop", daemon=True)
+        t.start()
+        t.join(timeout)
+        if t.is_alive():
+            raise TimeoutError(f"The pipeline did not stop within {timeout} sec.")
+        ok, unobserved = box[0] if box else (True, None)
+        if not ok:
+            raise unobserved
         if unobserved is not None and self._failure is None:
             self._failure = unobserved
             raise unobserved
@@ -1259,7 +1320,7 @@ class Pipeline(Generic[T]):
         except EOFError:
             if not self._continuous and not self._native.stopped:
                 self._exhausted = True
-                self._lifecycle.exit()
+                self._lifecycle.exit(ended=True)
             raise
         except PipelineFailure as e:
             self._failure = e
@@ -1268,7 +1329,20 @@ class Pipeline(Generic[T]):
 
     def get_iterator(self, *, timeout: float | None = None) -> "PipelineIterator[T]":
         """An iterator over one epoch; ``timeout`` applies to each item (``TimeoutError``).
-        With ``continuous=True``, call again for the next epoch."""
+        With ``continuous=True``, call again for the next epoch.
+
+        A single-pass pipeline (``continuous=False``) that has reached its end yields nothing
+        again, as SPDL; unlike SPDL, the first such iterator warns (``RuntimeWarning``, once per
+        pipeline), since a training loop would otherwise silently run its later epochs empty."""
+        if self._exhausted and not self._continuous and not self._warned_reiterate:
+            self._warned_reiterate = True
+            warnings.warn(
+                "This pipeline has a single-pass source and was already iterated to its end: "
+                "this iterator yields nothing. For one epoch per iterator, build it with "
+                "add_source(..., continuous=True) and call get_iterator() once per epoch.",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         return PipelineIterator(self, timeout)
 
     def __iter__(self) -> "PipelineIterator[T]":

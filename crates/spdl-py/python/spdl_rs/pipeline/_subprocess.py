@@ -25,6 +25,7 @@ import functools
 import itertools
 import mmap
 import multiprocessing as mp
+import multiprocessing.util
 import os
 import pickle
 import queue
@@ -303,6 +304,10 @@ class _SubprocessIterable(Iterable[T]):
         self._closed = False
         self._arena = arena
         self._finalizer = weakref.finalize(self, _shutdown, process, cmd_q, data_q, arena)
+        # In a multiprocessing child, atexit (and so weakref.finalize's exit call) never runs,
+        # and the child's exit joins its non-daemon processes, this worker among them: stop it
+        # from multiprocessing's own exit finalizers, which run before that join.
+        multiprocessing.util.Finalize(self, self._finalizer, exitpriority=10)
 
     @property
     def pid(self) -> int | None:
@@ -362,6 +367,10 @@ class _SubprocessIterable(Iterable[T]):
                     return
                 else:  # "error"
                     finished = True
+                    if self._arena is not None and not isinstance(payload, RuntimeError):
+                        # As SPDL's arena transport: the worker's failure is a RuntimeError
+                        # (its own exception is the cause).
+                        raise RuntimeError(f"The worker subprocess quit. {type(payload).__name__}: {payload}") from payload
                     raise payload
         finally:
             self._active = False
@@ -413,11 +422,12 @@ def iterate_in_subprocess(
       arena serves one call. ``None``: the per-array files.
 
     Raises: the worker's exception (same type when it pickles, with the worker's traceback
-    as a note) when ``fn`` or the iteration fails; ``RuntimeError`` from ``iter()`` if the
+    as a note) when ``fn`` or the iteration fails (with ``arena``: a ``RuntimeError`` whose
+    cause is that exception, as SPDL); ``RuntimeError`` from ``iter()`` if the
     initializer or ``fn()`` failed; :class:`WorkerDied` if the worker exits unexpectedly;
     ``ValueError``/``TypeError`` for bad arguments (``TypeError`` for an ``arena`` of another
-    type, ``ValueError`` for one already used); ``BufferError`` when the arena has no room for
-    an item within its ``acquire_timeout`` (raised in the worker, re-raised by the iterator).
+    type, ``ValueError`` for one already used); when the arena has no room for an item within
+    its ``acquire_timeout``, the worker's ``BufferError`` (as the cause of a ``RuntimeError``).
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")

@@ -57,10 +57,12 @@ def get_default_hook_class() -> type[TaskHook] | None:
 def set_default_queue_class(queue_class: type[AsyncQueue] = StatsQueue) -> None:
     """The queue class used when ``build()`` has no ``queue_class``: called as
     ``queue_class(stage_info, buffer_size=n, interval=report_stats_interval)``. Raises
-    ``TypeError`` for a class spdl_rs cannot honour (one overriding ``get``/``put``)."""
+    ``TypeError`` for what is not an ``AsyncQueue`` class or factory. A class overriding
+    ``get``/``put`` serves the stages of ``to()`` regions in the worker processes, where items
+    pass through it; ``build()`` in the main process refuses it (``TypeError``)."""
     from ._hooks import _check_queue_class
 
-    _check_queue_class(queue_class)
+    _check_queue_class(queue_class, items=False)
     global _QUEUE_CLASS
     _QUEUE_CLASS = queue_class
 

@@ -354,7 +354,11 @@ class ProcessPoolExecutorConfig(ExecutorConfig):
     its processes while the pipeline's threads run, and a process forked then can deadlock),
     made when the pipeline is built and shut down when it stops. Unlike SPDL, which runs the region as one nested pipeline inside each
     worker, each item goes to a worker and back per stage, so the ops, items and results
-    must pickle; aggregation stages and native ops of the region run in the main process."""
+    must pickle; aggregation stages and native ops of the region run in the main process.
+    As in SPDL's workers, each function or generator stage of the region runs there inside
+    the worker's default task hooks and output queue (``config.get_default_hook_class()``,
+    ``config.get_default_queue_class()``, as the ``initializer`` may set them), whose
+    ``stage_hook`` exits when the worker exits."""
 
     mp_context: str | None = None
 
