@@ -387,7 +387,7 @@ fn options(seed: u64) -> SamplerOptions {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(16))]
+    #![proptest_config(ProptestConfig::with_cases(12))]
 
     #[test]
     fn every_sample_is_handed_on_once_whole_or_failed(spec in spec()) {

@@ -164,7 +164,8 @@ pub struct Samples<R: Read> {
     window: VecDeque<Held>,
     /// Keys handed on from this shard (a reappearing one is a failure of its own).
     handed: HashSet<String>,
-    /// Normalized paths of the regular members (and resolved links) read so far.
+    /// Normalized paths of the regular members (and resolved links) read so far (without a
+    /// lookback only).
     seen: HashSet<String>,
     out: VecDeque<Out>,
     lookback: Option<Lookback>,
@@ -355,8 +356,11 @@ impl<R: Read> Samples<R> {
         let Some((key, field)) = split_key(name) else {
             return;
         };
-        if let (true, Some(path)) = (data.is_ok(), normalize(name)) {
-            self.seen.insert(path);
+        // Names are kept only to say why a link failed when no lookback can read it again.
+        if self.lookback.is_none() && data.is_ok() {
+            if let Some(path) = normalize(name) {
+                self.seen.insert(path);
+            }
         }
         let in_current = self.current.as_ref().is_some_and(|c| c.sample.key == key);
         if !in_current {
