@@ -419,17 +419,16 @@ fn plain(items: EpochSamples) -> Vec<Plain> {
         .collect()
 }
 
-#[test]
-fn http_shards_resolve_links_and_account_for_every_sample_as_local_ones() {
-    let dir = tempfile::tempdir().unwrap();
+/// Writes case 38 (`links.tar`) and `far.tar` (a hard link further back than the samples
+/// held, read again from the shard's start; a dangling symlink) into `dir`.
+fn write_link_shards(dir: &Path) -> [PathBuf; 2] {
+    std::fs::create_dir_all(dir).unwrap();
     // Case 38 of the shared hard cases (tests/fixtures/38-tar-links-dirs-empty/README.md).
     let case = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/38-tar-links-dirs-empty/links.tar");
-    std::fs::copy(case, dir.path().join("links.tar")).unwrap();
-    // A link further back than the samples held: read again from the shard's start.
-    let mut w = spdl_io::array::tar::TarWriter::new(
-        std::fs::File::create(dir.path().join("far.tar")).unwrap(),
-    );
+    std::fs::copy(case, dir.join("links.tar")).unwrap();
+    let mut w =
+        spdl_io::array::tar::TarWriter::new(std::fs::File::create(dir.join("far.tar")).unwrap());
     w.append("t.jpg", b"target").unwrap();
     for i in 0..spdl_sources::shards::REGROUP_WINDOW + 4 {
         w.append(&format!("s{i:02}.jpg"), &payload(i, 700)).unwrap();
@@ -437,27 +436,21 @@ fn http_shards_resolve_links_and_account_for_every_sample_as_local_ones() {
     w.append_link("h.jpg", "t.jpg", true).unwrap();
     w.append_link("y.jpg", "missing.jpg", false).unwrap();
     w.finish().unwrap();
-    let names = ["links.tar", "far.tar"];
+    [dir.join("links.tar"), dir.join("far.tar")]
+}
+
+/// The remote shards `uris` (of [`write_link_shards`]'s `local` files) give exactly the local
+/// items, and so does a resume after each sample of `far.tar`.
+fn links_as_local(local: &[PathBuf], uris: Vec<Uri>, fetcher: Fetcher) {
     let local = ShardSource::new(
-        names
-            .iter()
-            .map(|n| Uri::Local(dir.path().join(n)))
-            .collect(),
+        local.iter().cloned().map(Uri::Local).collect(),
         DistInfo::single(),
         in_order(),
     )
     .unwrap();
-    let server = ShardServer::start(dir.path().to_path_buf(), None);
-    let remote = ShardSource::new(
-        names
-            .iter()
-            .map(|n| Uri::parse(&server.url(n)).unwrap())
-            .collect(),
-        DistInfo::single(),
-        in_order(),
-    )
-    .unwrap()
-    .with_fetcher(quick_retries(FetchOptions::default()));
+    let remote = ShardSource::new(uris, DistInfo::single(), in_order())
+        .unwrap()
+        .with_fetcher(fetcher);
     let want = plain(local.epoch(0));
     assert_eq!(
         want.len(),
@@ -476,4 +469,29 @@ fn http_shards_resolve_links_and_account_for_every_sample_as_local_ones() {
             "after {k}"
         );
     }
+}
+
+#[test]
+fn http_shards_resolve_links_and_account_for_every_sample_as_local_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let local = write_link_shards(dir.path());
+    let server = ShardServer::start(dir.path().to_path_buf(), None);
+    let uris = ["links.tar", "far.tar"]
+        .iter()
+        .map(|n| Uri::parse(&server.url(n)).unwrap())
+        .collect();
+    links_as_local(&local, uris, quick_retries(FetchOptions::default()));
+}
+
+#[test]
+fn s3_shards_resolve_links_and_account_for_every_sample_as_local_ones() {
+    let data = tempfile::tempdir().unwrap();
+    let local = write_link_shards(&data.path().join("bucket/links"));
+    let server = S3Server::start(data.path());
+    let fetcher = quick_retries(FetchOptions {
+        s3: server.options(),
+        ..FetchOptions::default()
+    });
+    let uris = list_shards_with("s3://bucket/links/{links,far}.tar", &fetcher).unwrap();
+    links_as_local(&local, uris, fetcher);
 }
