@@ -136,6 +136,40 @@ fn pipeline_rate_budget_waits_for_probation() {
 }
 
 #[test]
+fn a_rate_reached_before_probation_is_caught_by_the_successes_that_end_it() {
+    // 20 of the first 96 calls fail (every fifth), none after: the 100th call ends the
+    // probation with a 20% rate, over a 15% budget, though no failure comes after it.
+    for budget_on_stage in [true, false] {
+        let cfg = StageConfig::default();
+        let cfg = if budget_on_stage {
+            cfg.max_failure_rate(0.15)
+        } else {
+            cfg
+        };
+        let b = PipelineBuilder::source(|_| 0..10_000u64)
+            .pipe(fail_when(|x| x % 5 == 0 && x < 96), cfg);
+        let b = if budget_on_stage {
+            b
+        } else {
+            b.max_failure_rate(0.15)
+        };
+        let mut p = b.build(1).unwrap();
+        let results: Vec<_> = p.iter().collect();
+        let err = results.last().unwrap().as_ref().unwrap_err();
+        assert_eq!(
+            err.kind(),
+            ErrorKind::TooManyFailures,
+            "stage budget: {budget_on_stage}"
+        );
+        let ok = results.iter().filter(|r| r.is_ok()).count();
+        assert!(
+            (80..1000).contains(&ok),
+            "stopped soon after the probation: {ok}"
+        );
+    }
+}
+
+#[test]
 fn epochs_rerun_the_source_with_the_epoch_number() {
     let mut p = PipelineBuilder::source(|epoch| (0..5u64).map(move |i| epoch * 100 + i))
         .pipe(

@@ -20,6 +20,12 @@ pub(crate) struct Account {
 }
 
 impl Account {
+    /// Whether a failure rate budget is exceeded after a successful call (a count budget only
+    /// changes with a failure).
+    fn rate_exceeded(&self) -> bool {
+        self.failures.check_rate(&self.meter, self.budget)
+    }
+
     /// Records one finished call: its outputs, or `None` for a filter or a failure (named with
     /// the stage and the item's first position), and whether a failure budget is now exceeded.
     pub(crate) fn record<U>(
@@ -31,20 +37,20 @@ impl Account {
         match outcome {
             Ok(Outputs::One(u)) => {
                 self.meter.on_task(took, TaskOutcome::Produced(1));
-                (Some(Outputs::One(u)), false)
+                (Some(Outputs::One(u)), self.rate_exceeded())
             }
             Ok(Outputs::Many(v)) if !v.is_empty() => {
                 self.meter.on_task(took, TaskOutcome::Produced(v.len()));
-                (Some(Outputs::Many(v)), false)
+                (Some(Outputs::Many(v)), self.rate_exceeded())
             }
             Ok(Outputs::Streamed(n)) if n > 0 => {
                 // Its outputs were counted as they went on.
                 self.meter.on_task(took, TaskOutcome::Produced(0));
-                (Some(Outputs::Streamed(n)), false)
+                (Some(Outputs::Streamed(n)), self.rate_exceeded())
             }
             Ok(_) => {
                 self.meter.on_task(took, TaskOutcome::Filtered);
-                (None, false)
+                (None, self.rate_exceeded())
             }
             Err(e) => {
                 self.meter.on_task(took, TaskOutcome::Failed);

@@ -82,7 +82,7 @@ impl Failures {
     }
 
     /// Op calls settled in all stages but the source (a pipeline-wide rate's denominator),
-    /// computed only when a failure is recorded.
+    /// computed only once a failure was recorded.
     fn processed(&self) -> u64 {
         match self.stages.get() {
             Some(stages) => stages
@@ -138,6 +138,33 @@ impl Failures {
                 self.abort(stage.name(), b, total);
                 return true;
             }
+        }
+        false
+    }
+
+    /// After a successful call in `stage`: whether a rate budget is now exceeded. As SPDL,
+    /// which checks its rate after every task: a rate reached before the probation ended is
+    /// still caught by the successes that end it.
+    pub(crate) fn check_rate(
+        &self,
+        stage: &StageMeter,
+        stage_budget: Option<FailureBudget>,
+    ) -> bool {
+        let (budget, failures, processed) = match (stage_budget, self.budget) {
+            (Some(b @ FailureBudget::Rate(_)), _) => {
+                let (f, p) = stage.failures_and_processed();
+                (b, f, p)
+            }
+            (None, Some(b @ FailureBudget::Rate(_))) => {
+                let total = self.total.load(Ordering::Relaxed);
+                // The sum over the stages only once a failure makes it matter.
+                (b, total, if total > 0 { self.processed() } else { 0 })
+            }
+            _ => return false,
+        };
+        if failures > 0 && budget.exceeded(failures, processed) {
+            self.abort(stage.name(), budget, failures);
+            return true;
         }
         false
     }

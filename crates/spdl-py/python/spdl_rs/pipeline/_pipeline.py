@@ -645,8 +645,8 @@ class PipelineBuilder(Generic[T, U]):
           int (``-1``: no limit) or a :class:`fractions.Fraction` in (0, 1] (failed calls over
           all calls of all stages, checked after 100 calls). Past it the pipeline stops after
           the items already produced and the iterator raises :class:`PipelineFailure`.
-          The check runs when such a stage records a failure (SPDL also runs it after each of
-          their successful tasks, so a failure elsewhere can stop it one task sooner there).
+          As SPDL, a rate is checked after every call (a count after every failure), so the
+          successes that end the probation still catch a rate reached before it.
         - ``report_stats_interval``: seconds between the stats reports of each stage's
           :class:`TaskStatsHook` and :class:`StatsQueue` (logger ``spdl_rs.pipeline``, INFO)
           and of the engine's table (``spdl_rs.init_logging``); ``-1``: none.
