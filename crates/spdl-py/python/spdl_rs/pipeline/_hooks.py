@@ -193,13 +193,20 @@ def _stage_hooks(hooks: Sequence[Any]) -> Any:
 
 
 async def _every(interval: float, done: asyncio.Event, fn: Callable[[], Any]) -> None:
-    """Awaits ``fn()`` every ``interval`` seconds until ``done`` is set."""
+    """Awaits ``fn()`` every ``interval`` seconds until ``done`` is set, on a fixed grid from
+    the start: a report that runs late (a busy loop, a slow callback) does not push the later
+    ones back, so a run of ``k * interval`` seconds gets ``k`` reports."""
+    loop = asyncio.get_running_loop()
+    target = loop.time() + interval
     while True:
         try:
-            await asyncio.wait_for(done.wait(), timeout=interval)
+            await asyncio.wait_for(done.wait(), timeout=max(0.0, target - loop.time()))
             return
         except asyncio.TimeoutError:
             pass
+        now = loop.time()
+        while target <= now:  # the next slot still ahead (slots missed entirely are skipped)
+            target += interval
         try:
             await fn()
         except Exception:
