@@ -304,6 +304,62 @@ def test_iter_tarfile_skips_links_as_spdl_does():
         assert [(n, bytes(d)) for n, d in io.iter_tarfile(src)] == want
 
 
+def random_archive(rng) -> bytes:
+    """A tar archive as tarfile writes it: regular (some empty) members, hard and symbolic
+    links, directories, PAX or GNU headers, in a random order."""
+    buf = pyio.BytesIO()
+    fmt = rng.choice([tarfile.GNU_FORMAT, tarfile.PAX_FORMAT])
+    names = []
+    with tarfile.open(fileobj=buf, mode="w", format=fmt) as t:
+        for i in range(rng.randint(1, 8)):
+            kind = rng.choice(["file", "file", "empty", "dir", "hard", "sym"])
+            name = f"d/{i:02}" + ("x" * rng.choice([0, 0, 120])) + ".bin"
+            info = tarfile.TarInfo(name)
+            if kind in ("file", "empty"):
+                data = rng.randbytes(rng.randint(1, 700)) if kind == "file" else b""
+                info.size = len(data)
+                t.addfile(info, pyio.BytesIO(data))
+                names.append(name)
+                continue
+            if kind == "dir":
+                info.type = tarfile.DIRTYPE
+            elif names:
+                info.type = tarfile.LNKTYPE if kind == "hard" else tarfile.SYMTYPE
+                info.linkname = rng.choice(names)
+            else:
+                continue
+            t.addfile(info)
+    return buf.getvalue()
+
+
+def test_iter_tarfile_on_random_archives_cut_anywhere_in_their_last_members():
+    """Never more than tarfile's regular members whose data is whole, byte-exact and in order;
+    then the end or one ValueError ("truncated"; "empty" for no byte); links never yielded."""
+    import random
+
+    rng = random.Random(32)
+    for _ in range(12):
+        data = random_archive(rng)
+        with tarfile.open(fileobj=pyio.BytesIO(data)) as t:
+            members = t.getmembers()
+            regular = [(m.name, m.offset_data, m.size) for m in members if m.isreg()]
+        assert [(n, bytes(d)) for n, d in io.iter_tarfile(data)] == [
+            (n, data[o : o + s]) for n, o, s in regular
+        ]
+        start = members[-3].offset if len(members) >= 3 else 0
+        for cut in range(start, len(data) + 1):
+            part = data[:cut]
+            want = [(n, part[o : o + s]) for n, o, s in regular if o + s <= cut]
+            for src in (part, pyio.BytesIO(part)):
+                got = []
+                try:
+                    for n, d in io.iter_tarfile(src):
+                        got.append((n, bytes(d)))
+                except ValueError as e:
+                    assert ("empty" if cut == 0 else "truncated") in str(e), (cut, str(e))
+                assert got == want, cut
+
+
 def write_wav(bits: int, channels: int, frames: np.ndarray) -> bytes:
     buf = pyio.BytesIO()
     with wave.open(buf, "wb") as w:
