@@ -9,7 +9,8 @@ use spdl_io::array::tar::{Entry, TarReader};
 use super::{ShardError, ShardErrorKind, ShardSample};
 
 /// Closed samples held back before they are handed on (see [`Samples`]): a key that
-/// reappears within this many samples fails as a whole, and links reach back this far.
+/// reappears within this many samples fails as a whole (never as two half samples), and
+/// links to them resolve without reading the shard again.
 pub const REGROUP_WINDOW: usize = 16;
 
 /// Splits a member name into `(key, field)` at the first dot of its file name.
@@ -153,7 +154,8 @@ type Out = (
 ///   cut one is the failure.
 ///
 /// Directories, devices, FIFOs and members without a dot in their file name are not
-/// samples. Memory: the held samples' bytes, and the names of the shard's members.
+/// samples. Memory: the held samples' bytes and the keys handed on from the shard (without a
+/// lookback, also its member names).
 pub struct Samples<R: Read> {
     reader: TarReader<R>,
     shard: usize,
@@ -383,7 +385,7 @@ impl<R: Read> Samples<R> {
                 (
                     ShardErrorKind::KeyNotGrouped,
                     format!(
-                        "{name} comes after this key's sample was handed on (members not consecutive; regrouped within {REGROUP_WINDOW} samples only)"
+                        "{name} comes after this key's sample was handed on (members not consecutive; a sample is held back for {REGROUP_WINDOW} samples only)"
                     ),
                 )
             });
