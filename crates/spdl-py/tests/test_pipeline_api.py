@@ -4,6 +4,7 @@ global config. Each test checks one behaviour SPDL 0.8's source and docs give.""
 import asyncio
 import inspect
 import logging
+import re
 import threading
 import warnings
 import time
@@ -17,6 +18,7 @@ import pytest
 import spdl_rs
 from spdl_rs import io, ops, sources
 from spdl_rs.pipeline import (
+    build_pipeline,
     AsyncQueue,
     BackgroundTask,
     PipelineBuilder,
@@ -32,7 +34,7 @@ from spdl_rs.pipeline import (
     is_eof,
     is_epoch_end,
 )
-from spdl_rs.pipeline.defs import Aggregator, Collate
+from spdl_rs.pipeline.defs import Aggregate, Aggregator, Collate, Disaggregate, Merge, PathVariants, Pipe, PipelineConfig, SinkConfig, SourceConfig
 
 SAFETY = 60  # seconds: only to turn a hang into a failure, never an assertion on speed
 
@@ -940,3 +942,48 @@ def test_prefetch_epochs_loads_the_next_epoch_while_this_one_ends(samples, threa
         PipelineBuilder().add_source(listing).pipe(tag).add_sink(1).build(num_threads=1, prefetch_epochs=True)
     with pytest.raises(TypeError, match="prefetch_epochs must be a bool"):
         PipelineBuilder().add_source(listing, continuous=True).pipe(tag).add_sink(1).build(num_threads=1, prefetch_epochs=1)
+
+
+def test_final_stats_names_and_counts_as_spdl(caplog):
+    # The stats lines tools parse: SPDL numbers a Merge's sub-pipelines within the merging
+    # pipeline (no sink of their own), reports the merge, a path_variants router and its
+    # merge with no task, each path's queue and stages with what the path received, every
+    # queue with its end marker but the sink's.
+    def neg(x):
+        return -x
+
+    def inc(x):
+        return x + 1
+
+    def as_list(x):
+        return x if isinstance(x, list) else [x]
+
+    def keep(x):
+        return x
+
+    negs = PipelineConfig(src=SourceConfig(range(4)), pipes=[Pipe(neg), Aggregate(2)], sink=SinkConfig(2))
+    incs = PipelineConfig(src=SourceConfig(range(3)), pipes=[Pipe(inc, concurrency=2)], sink=SinkConfig(2))
+    variants = PathVariants(lambda x: 0 if x < 0 else 1, [[Pipe(keep, name="low")], [Pipe(keep, name="high"), Pipe(keep, name="high2")]])
+    cfg = PipelineConfig(src=Merge([negs, incs]), pipes=[Pipe(as_list), Disaggregate(), variants], sink=SinkConfig(8))
+    caplog.set_level(logging.INFO, logger="spdl_rs.pipeline")
+    p = build_pipeline(cfg, num_threads=2)
+    with p.auto_stop():
+        assert sorted(p) == [-3, -2, -1, 0, 1, 2, 3]
+    pid = None
+    got = {}
+    for rec in caplog.records:
+        m = re.match(r"\[(\d+):(\d+):(.*)\]\t(?:Completed|Processed) +(\d+) ", rec.getMessage())
+        if m:
+            pid = m.group(1)
+            got[f"{m.group(2)}:{m.group(3)}"] = int(m.group(4))
+    agg = "aggregate(op=collate(2), drop_last=False)"
+    assert got == {
+        "0:merge": 0, "0:merge_queue": 6,
+        "1:src_queue": 5, "2:neg": 4, "2:neg_queue": 5, f"3:{agg}": 5, f"3:{agg}_queue": 3,
+        "4:src_queue": 4, "5:inc[2]": 3, "5:inc[2]_queue": 4,
+        "6:as_list": 5, "6:as_list_queue": 6, "7:disaggregate": 7, "7:disaggregate_queue": 8,
+        "8:path_variants": 0, "8:path_variants_path0_queue": 4, "8:path_variants_path1_queue": 5,
+        "9:low": 3, "9:low_queue": 4, "10:high": 4, "10:high_queue": 5, "11:high2": 4, "11:high2_queue": 5,
+        "12:path_variants_merge": 0, "12:path_variants_merge_queue": 8, "13:sink_queue": 7,
+    }, got
+    assert pid is not None

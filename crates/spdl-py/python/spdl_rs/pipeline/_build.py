@@ -376,7 +376,8 @@ def _validate_regions(stages: list[dict[str, Any]], *, subinterpreter: bool = Tr
                     "or remove the redundant marker."
                 )
             in_region, has_stage = not isinstance(st["target"], _MainProcess), False
-            if subinterpreter and isinstance(st["target"], InterpreterPoolExecutorConfig) and sys.version_info < (3, 14):
+            subinterp = isinstance(st["target"], InterpreterPoolExecutorConfig)
+            if subinterpreter and subinterp and sys.version_info < (3, 14):
                 raise RuntimeError(
                     "A subinterpreter region (`to(InterpreterPoolExecutorConfig(...))`) requires Python 3.14 "
                     f"or later. Current version: {sys.version_info.major}.{sys.version_info.minor}"
@@ -567,6 +568,16 @@ async def _cancel_all() -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
+def _stats_stage_count(cfg: PipelineConfig[Any]) -> int:
+    """The stage ids a sub-pipeline of a Merge takes in SPDL's stats: its source (or merge,
+    with that merge's sub-pipelines), then each engine stage of its pipes."""
+    n = 1
+    if isinstance(cfg.src, MergeConfig):
+        n += sum(_stats_stage_count(c) for c in cfg.src.pipeline_configs)
+    stages = config_to_builder(cfg)._stages
+    return n + sum(1 for st in _expand_path_variants(stages) if st["kind"] != "placement")
+
+
 class _MergedSource:
     """The source a :class:`MergeConfig` becomes: each ``iter()`` builds and starts the
     sub-pipelines, and yields what the merge op puts into its output queue. Feeder threads
@@ -577,6 +588,9 @@ class _MergedSource:
     def __init__(self, config: MergeConfig, num_threads: int) -> None:
         self.config = config
         self.num_threads = num_threads
+        # (pipeline_id, first stage id) of the sub-pipelines' stats, set by the pipeline that
+        # merges them (as SPDL numbers them within it); None: numbered on their own.
+        self._stats_ids: tuple[int, int] | None = None
         # (close, closed) of the iterations not closed yet; close() is idempotent.
         self._closers: list[tuple[Callable[[], None], threading.Event]] = []
 
@@ -587,11 +601,22 @@ class _MergedSource:
             close()  # returns at once if another thread is closing it
             closed.wait()
 
+    def _num_stats_stages(self) -> int:
+        """The stage ids the sub-pipelines take in the merging pipeline's stats."""
+        return sum(_stats_stage_count(c) for c in self.config.pipeline_configs)
+
+    def _build_sub(self, cfg: PipelineConfig[Any], stage_id: int) -> Any:
+        b = config_to_builder(cfg, num_threads=self.num_threads)
+        if self._stats_ids is not None:
+            b._stats_ids = (self._stats_ids[0], stage_id)
+        return b.build(num_threads=self.num_threads)
+
     def __iter__(self) -> Iterator[Any]:
-        pipelines = [
-            config_to_builder(c, num_threads=self.num_threads).build(num_threads=self.num_threads)
-            for c in self.config.pipeline_configs
-        ]
+        first = self._stats_ids[1] if self._stats_ids is not None else 0
+        pipelines = []
+        for c in self.config.pipeline_configs:
+            pipelines.append(self._build_sub(c, first))
+            first += _stats_stage_count(c)
         op = self.config.op or _pass_through
         loop = asyncio.new_event_loop()
         loop_thread = threading.Thread(target=loop.run_forever, name="spdl_rs_merge", daemon=True)

@@ -48,7 +48,7 @@ from ._hooks import (
     _stage_hooks,
     _task_hooks,
 )
-from .defs import Aggregator, Collate
+from .defs import Aggregator, Collate, MergeConfig
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -419,6 +419,9 @@ class PipelineBuilder(Generic[T, U]):
         # sets them on the builder it makes; None: the global default (build() takes none).
         self._background_tasks: Sequence[Callable[[], Any]] | None = None
         self._from_config = False  # made by build_pipeline from a PipelineConfig
+        # (pipeline_id, first stage id) of a Merge's sub-pipeline: its stats are numbered
+        # within the pipeline that merges it (as SPDL), else None.
+        self._stats_ids: tuple[int, int] | None = None
 
     def add_source(self, source: Iterable[T] | AsyncIterable[T], *, continuous: bool = False) -> "PipelineBuilder[T, U]":
         """Sets the source: an iterable, an async iterable, or a native
@@ -754,7 +757,10 @@ class _Build:
         self.prefetch_epochs = False
         self.hook_factory = hook_factory
         self.stage_id = stage_id
-        self.pipeline_id = next(_PIPELINE_IDS)
+        if b._stats_ids is not None:  # a merged sub-pipeline: numbered within its parent
+            self.pipeline_id, self.stage_id = b._stats_ids
+        else:
+            self.pipeline_id = next(_PIPELINE_IDS)
         self.background_tasks: Any = None
 
     def _hooks_for(self, info: StageInfo) -> list[Any]:
@@ -792,18 +798,51 @@ class _Build:
 
     def _run(self, stages: list[dict[str, Any]], executors: list[Executor]) -> "Pipeline":
         b = self.b
-        infos = [StageInfo(self.pipeline_id, str(self.stage_id), "src")]
+        # As SPDL numbers the stages of a Merge: the merge (the source) first, then each
+        # sub-pipeline's (it has no sink), then this pipeline's own stages.
+        merge = b._source if isinstance(getattr(b._source, "config", None), MergeConfig) else None
+        first = self.stage_id
+        if merge is not None:
+            merge._stats_ids = (self.pipeline_id, first + 1)
+            first += merge._num_stats_stages()
+        infos = [StageInfo(self.pipeline_id, str(self.stage_id), "src" if merge is None else "merge")]
         for i, st in enumerate(stages, 1):
             # As SPDL: only a pipe stage running more than one task at a time shows it.
             conc = st.get("concurrency", 1) if st["kind"] not in ("aggregate", "disaggregate") else 1
-            infos.append(StageInfo(self.pipeline_id, str(self.stage_id + i), st["name"], conc if conc > 1 else None))
-        sink_info = StageInfo(self.pipeline_id, str(self.stage_id + len(stages) + 1), "sink")
-        # hooks[i] for stage i (0: the source has none); queues[i]: the queue after stage i,
-        # then the sink's (SPDL's sizes: 2 between stages). The engine's last queue is both
-        # the last stage's and the sink's.
-        hooks: list[list[Any]] = [[]] + [self._hooks_for(info) for info in infos[1:]]
-        queues = [self._queue_for(info, 2) for info in infos]
-        queues.append(self._queue_for(sink_info, b._sink_size if b._sink_size is not None else 3))
+            infos.append(StageInfo(self.pipeline_id, str(first + i), st["name"], conc if conc > 1 else None))
+        sink_info = StageInfo(self.pipeline_id, str(first + len(stages) + 1), "sink")
+        # hooks[i] for stage i (0: the source, none but a merge's, which runs no task of
+        # SPDL's); queues: the queue after each stage, then the sink's (SPDL's sizes: 2
+        # between stages). The engine's last queue is both the last stage's and the sink's.
+        hooks: list[list[Any]] = [[] if merge is None else self._hooks_for(infos[0])]
+        hooks += [self._hooks_for(info) for info in infos[1:]]
+        # queue_at[j]: the engine queue that queue object j reads; queue_items[j]: what it
+        # counts instead of that queue's items (a path_variants path's share), or None.
+        queues: list[Any] = []
+        queue_at: list[int] = []
+        queue_items: list[Callable[[Any], int] | None] = []
+        stage_tasks: dict[int, Callable[[], int]] = {} if merge is None else {0: lambda: 0}
+        for i, info in enumerate(infos):
+            stats = stages[i - 1].get("stats") if i else None
+            if stats is not None and "tasks" in stats:
+                stage_tasks[i] = lambda n=stats["tasks"]: n
+            elif stats is not None and "count" in stats:
+                stage_tasks[i] = lambda c=stats["count"]: c.calls
+            if stats is not None and "path_queues" in stats:
+                for name, count in stats["path_queues"]:
+                    queues.append(self._queue_for(StageInfo(info.pipeline_id, info.stage_id, name), 2))
+                    queue_at.append(i)
+                    queue_items.append(None if count is None else _path_items(i, lambda c=count: c.calls))
+                continue
+            queues.append(self._queue_for(info, 2))
+            queue_at.append(i)
+            count = stats.get("count") if stats is not None else None
+            queue_items.append(None if count is None else _path_items(i, lambda c=count: c.outs))
+        if b._stats_ids is None:  # a merged sub-pipeline has no sink of SPDL's
+            queues.append(self._queue_for(sink_info, b._sink_size if b._sink_size is not None else 3))
+            queue_at.append(len(stages))
+            # SPDL's sink queue counts the items, not the end marker.
+            queue_items.append(lambda stats, n=len(stages): stats.stages[n].items_out)
         per_task = [[h for h in hs if not _engine_fed(h)] for hs in hooks]
         # As SPDL: the global defaults, then the pipeline's own.
         bg = list(_misc._DEFAULT_BACKGROUND_TASKS or []) + list(self.background_tasks or [])
@@ -837,7 +876,7 @@ class _Build:
             if loop is not None:
                 loop.stop()
             raise
-        lifecycle = _StageLifecycle(native, hooks, queues, bg, loop, quiet)
+        lifecycle = _StageLifecycle(native, hooks, queues, bg, loop, quiet, queue_at, queue_items, stage_tasks)
         for st, hs in zip(stages, hooks[1:]):
             # SPDL's task counts of its aggregation stages (see TaskStatsHook._refresh).
             if st["kind"] in ("aggregate", "pyaggregate", "disaggregate"):
@@ -929,6 +968,18 @@ class _Build:
         return spec
 
 
+def _path_items(i: int, items: Callable[[], int]) -> Callable[[Any], int]:
+    """The items count of a path_variants path's queue after stage ``i``: what the path's
+    stage received or produced (``items()``), plus the end markers the engine's queue counts
+    (its items beyond what the stage put out), as SPDL's per-path queues count them."""
+
+    def count(stats: Any) -> int:
+        ends = max(0, stats.queues[i].items - stats.stages[i].items_out)
+        return items() + ends
+
+    return count
+
+
 def _describe(b: PipelineBuilder) -> str:
     """The builder's :class:`~spdl_rs.pipeline.defs.PipelineConfig` as text (SPDL's
     ``str(pipeline)``), or ``""`` when it cannot be made."""
@@ -964,7 +1015,13 @@ class _StageLifecycle:
         bg: list[Any],
         loop: _LoopThread | None,
         quiet: bool,
+        queue_at: list[int] | None = None,
+        queue_items: list[Callable[[Any], int] | None] | None = None,
+        stage_tasks: dict[int, Callable[[], int]] | None = None,
     ) -> None:
+        """``queue_at[j]``: the engine queue queue object ``j`` reads (default: ``j``, the sink's
+        for the rest); ``queue_items[j]``: its item count instead of that queue's;
+        ``stage_tasks[i]``: stage ``i``'s task count instead of the engine's."""
         self._loop = loop
         self._quiet = quiet
         self._bg_factories = bg
@@ -976,23 +1033,32 @@ class _StageLifecycle:
         self.executors: list[Executor] = []  # made for PlacementConfig regions; shut down at stop
         self.on_stop: list[Callable[[], None]] = []  # e.g. a Merge source's shutdown
 
-        def engine_stats(kind: str, i: int) -> Callable[[], Any]:
-            """``() -> native.stats().<kind>[i]``, ``None`` once the pipeline is gone."""
+        def engine_stats(kind: str, i: int, **counts: Callable[[Any], int]) -> Callable[[], Any]:
+            """``() -> native.stats().<kind>[i]`` (with the ``counts`` read from the whole
+            stats instead), ``None`` once the pipeline is gone."""
 
             def get() -> Any:
                 try:
-                    return getattr(native.stats(), kind)[i]
+                    stats = native.stats()
+                    one = getattr(stats, kind)[i]
+                    return _Counted(one, {k: f(stats) for k, f in counts.items()}) if counts else one
                 except (RuntimeError, IndexError):
                     return None
 
             return get
 
+        tasks_of = stage_tasks or {}
         for i, hs in enumerate(hooks):
             for h in hs:
                 if _engine_fed(h):
-                    h._engine = engine_stats("stages", i)
-        for i, q in enumerate(queues):
-            q._engine = engine_stats("queues", min(i, len(hooks) - 1))
+                    if i in tasks_of:
+                        h._engine = engine_stats("stages", i, tasks=lambda _s, f=tasks_of[i]: f())
+                    else:
+                        h._engine = engine_stats("stages", i)
+        for j, q in enumerate(queues):
+            at = queue_at[j] if queue_at is not None else min(j, len(hooks) - 1)
+            items = queue_items[j] if queue_items is not None else None
+            q._engine = engine_stats("queues", at, items=items) if items is not None else engine_stats("queues", at)
         self._objs = [h for hs in hooks for h in hs] + list(queues)
 
     def enter(self, timeout: float | None) -> None:
@@ -1051,6 +1117,18 @@ class _StageLifecycle:
             self._loop.run(go(), 30)
         except Exception:
             _LG.exception("a stage hook failed at the end of the pipeline")
+
+
+class _Counted:
+    """An engine stats record with some of its counts replaced (see ``_StageLifecycle``)."""
+
+    def __init__(self, base: Any, counts: dict[str, int]) -> None:
+        self._base = base
+        self._counts = counts
+
+    def __getattr__(self, name: str) -> Any:
+        counts = self.__dict__["_counts"]
+        return counts[name] if name in counts else getattr(self.__dict__["_base"], name)
 
 
 def _on_own_thread(native: Any, loop: _LoopThread | None) -> bool:

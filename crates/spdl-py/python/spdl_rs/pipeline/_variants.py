@@ -14,6 +14,7 @@ runs its paths inline in one stage.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from ._misc import op_kind
@@ -56,6 +57,32 @@ def _check(idx: Any, n: int) -> int:
     return idx
 
 
+class _PathCount:
+    """What one path stage did with the items routed to it, for its stats (SPDL counts the
+    tasks and queue items of each path, not the items passed through): ``calls`` of its op,
+    ``outs`` produced. Pickles as its counts (a process-pool worker counts on its own)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.outs = 0
+        self._lock = threading.Lock()
+
+    def call(self) -> None:
+        with self._lock:
+            self.calls += 1
+
+    def out(self, n: int = 1) -> None:
+        with self._lock:
+            self.outs += n
+
+    def __getstate__(self) -> dict[str, int]:
+        return {"calls": self.calls, "outs": self.outs}
+
+    def __setstate__(self, state: dict[str, int]) -> None:
+        self.__init__()  # type: ignore[misc]
+        self.calls, self.outs = state["calls"], state["outs"]
+
+
 class _Router:
     """Tags each item at route ``prefix`` with ``router(value)``; passes other items on."""
 
@@ -95,12 +122,17 @@ class _OnPath:
 
     def __init__(self, op: Any, route: tuple[int, ...]) -> None:
         self.op, self.route = op, route
+        self.count = _PathCount()
 
     def __call__(self, item: Any) -> Any:
         if _route_of(item) != self.route:
             return item
+        self.count.call()
         out = self.op(item.value)
-        return None if out is None else _Routed(self.route, out)
+        if out is None:
+            return None
+        self.count.out()
+        return _Routed(self.route, out)
 
 
 class _OnPathGen(_OnPath):
@@ -108,7 +140,9 @@ class _OnPathGen(_OnPath):
         if _route_of(item) != self.route:
             yield item
             return
+        self.count.call()
         for out in self.op(item.value):
+            self.count.out()
             yield _Routed(self.route, out)
 
 
@@ -116,8 +150,12 @@ class _OnPathAsync(_OnPath):
     async def __call__(self, item: Any) -> Any:  # type: ignore[override]
         if _route_of(item) != self.route:
             return item
+        self.count.call()
         out = await self.op(item.value)
-        return None if out is None else _Routed(self.route, out)
+        if out is None:
+            return None
+        self.count.out()
+        return _Routed(self.route, out)
 
 
 class _OnPathAsyncGen(_OnPath):
@@ -125,7 +163,9 @@ class _OnPathAsyncGen(_OnPath):
         if _route_of(item) != self.route:
             yield item
             return
+        self.count.call()
         async for out in self.op(item.value):
+            self.count.out()
             yield _Routed(self.route, out)
 
 
@@ -134,16 +174,24 @@ class _OnPathAggregator(Aggregator):
 
     def __init__(self, agg: Aggregator, route: tuple[int, ...]) -> None:
         self.agg, self.route = agg, route
+        self.count = _PathCount()
 
     def accumulate(self, item: Any) -> Any | None:
         if _route_of(item) != self.route:
             return item
+        self.count.call()
         out = self.agg.accumulate(item.value)
-        return None if out is None else _Routed(self.route, out)
+        if out is None:
+            return None
+        self.count.out()
+        return _Routed(self.route, out)
 
     def flush(self) -> Any | None:
         out = self.agg.flush()
-        return None if out is None else _Routed(self.route, out)
+        if out is None:
+            return None
+        self.count.out()
+        return _Routed(self.route, out)
 
 
 def _stage(kind: str, op: Any, name: str, **kw: Any) -> dict[str, Any]:
@@ -171,9 +219,14 @@ def lower_path_variants(cfg: PathVariantsConfig[Any], prefix: tuple[int, ...] = 
 
     router_kind = "async" if op_kind(cfg.router) == "async" else "func"
     router_cls = _AsyncRouter if router_kind == "async" else _Router
-    stages = [_stage(router_kind, router_cls(cfg.router, len(cfg.paths), prefix), cfg.name)]
+    router = _stage(router_kind, router_cls(cfg.router, len(cfg.paths), prefix), cfg.name)
+    # For the stats (see _pipeline._Build): the router and the merge run no task of SPDL's;
+    # the router's queue stands for one queue per path, counting what the path received.
+    router["stats"] = {"tasks": 0, "path_queues": []}
+    stages = [router]
     for i, path in enumerate(cfg.paths):
         route = prefix + (i,)
+        first = len(stages)
         for c in path:
             if isinstance(c, PathVariantsConfig):
                 if c.batched:  # its paths run inline, in one stage (see _build._path_variants_stage)
@@ -214,5 +267,13 @@ def lower_path_variants(cfg: PathVariantsConfig[Any], prefix: tuple[int, ...] = 
                 raise NotImplementedError(
                     f"PathVariants path {i}: {type(c).__name__} inside a path is not supported by spdl_rs"
                 )
-    stages.append(_stage("func", _Merge(prefix), "path_variants_merge"))
+        for st in stages[first:]:
+            count = getattr(st["op"], "count", None)
+            if isinstance(count, _PathCount) and "stats" not in st:
+                st["stats"] = {"count": count}
+        head = getattr(stages[first]["op"], "count", None) if first < len(stages) else None
+        router["stats"]["path_queues"].append((f"path_variants_path{i}", head))
+    merge = _stage("func", _Merge(prefix), "path_variants_merge")
+    merge["stats"] = {"tasks": 0}
+    stages.append(merge)
     return stages
