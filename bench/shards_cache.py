@@ -2,20 +2,24 @@
 """Sharded streaming and the decoded cache, side by side in one run.
 
     cargo xtask bench shards   # builds what it needs, then runs this script
-    nice -n 19 PY bench/shards_cache.py --spdl target/release/spdl \
-        [--corpus ~/.cache/spdl-corpus/imagenet-like-2000] [--latency-ms 20] [--threads 2] \
+    nice -n 19 PY bench/shards_cache.py --spdl target/release/spdl --bench-bins target/release \
+        [--smoke] [--corpus ~/.cache/spdl-corpus/imagenet-like-2000] [--latency-ms 20] [--threads 2] \
         [--rounds 3] [--out bench/results/shards_cache.md]
 
 ``PY`` is a Python with ``numpy``, ``spdl_rs`` importable (a wheel, or ``PYTHONPATH`` on a
 built package) and, optionally, ``turboloader`` (``python -m pip install turboloader``).
 
-Part 1, shards vs files (images/s of ``spdl load``, eval 224, u8, each run a fresh process):
-the corpus packed by ``spdl shard --image-folder`` into 100-sample shards and served by s3s-fs
-through a loopback proxy that delays every request by ``--latency-ms``, read as
-``s3://bench/shards/shard-{000000..N}.tar`` (one sequential GET per shard, the next 2 shards
-opened ahead, and again with ``--shard-readahead 0``: each opened in turn); the same corpus as
-single files from local disk; and, for contrast, as single objects from the same S3 (one GET
-per image, each paying the latency).
+Part 1, remote vs local (``spdl load``, eval 224, u8, each run a fresh process, the systems in
+alternating rounds): the corpus as single files from local disk; packed by ``spdl shard
+--image-folder`` into 100-sample shards, read from local disk; the same shards over HTTP (the
+Rust ``file_server`` of package ``spdl-benches``: whole files, ranges, keep-alive) and over S3
+(s3s-fs), with 2 shards opened ahead and, for S3, none; and the corpus as single S3 objects
+(``--fetch-concurrency``). Every remote request goes through the Rust ``latency_proxy`` (same
+package), which delays each client-to-server chunk by ``--latency-ms``. Per system: images/s
+(the loader's report), the loader's own CPU per image (user + system from ``os.wait4``), and
+the server's and the proxy's CPU per image apart (``/proc/PID/stat`` before and after the run).
+``--smoke``: 600 images, one round (about a minute). ``--bench-bins``: where the two binaries
+are (``cargo build --release -p spdl-benches --bins``).
 
 Part 2, training batches (random crop 224 of 256 + flip + ImageNet normalization, f32 NCHW,
 batches of 64, ``--threads`` threads): from the decoded cache (``spdl_rs.io.DecodedCache``,
@@ -52,47 +56,54 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def latency_proxy(listen: int, target: int, delay: float) -> None:
-    """A TCP proxy on a thread of its own: each chunk from the client (a request) reaches the
-    server ``delay`` seconds later."""
-
-    async def pipe(reader, writer, wait):
+def wait_port(port: int) -> None:
+    for _ in range(200):
         try:
-            while data := await reader.read(1 << 16):
-                if wait:
-                    await asyncio.sleep(delay)
-                writer.write(data)
-                await writer.drain()
-        except (ConnectionError, OSError):
-            pass
-        finally:
-            writer.close()
-
-    async def handle(cr, cw):
-        try:
-            sr, sw = await asyncio.open_connection("127.0.0.1", target)
-        except OSError:
-            cw.close()
+            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
             return
-        await asyncio.gather(pipe(cr, sw, True), pipe(sr, cw, False))
-
-    async def main():
-        server = await asyncio.start_server(handle, "127.0.0.1", listen)
-        async with server:
-            await server.serve_forever()
-
-    threading.Thread(target=lambda: asyncio.run(main()), daemon=True).start()
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port}")
 
 
-def run_load(spdl: str, source: str, env: dict, threads: int, extra=()) -> dict:
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def proc_cpu(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (all its threads), from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def run_load(spdl: str, source: str, env: dict, threads: int, extra=(), watch=()) -> dict:
+    """One ``spdl load`` in a fresh process: its report, its own CPU (rusage from wait4) and
+    the CPU the processes ``watch`` (server, proxy) spent meanwhile."""
     cmd = [spdl, "load", source, "--json", "-q", "--size", "224", "--transform", "eval", "-t", str(threads), *extra]
+    before = [proc_cpu(p) for p in watch]
     t0 = time.perf_counter()
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - t0
-    if out.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)}: {out.stderr[-2000:]}")
-    report = json.loads(out.stdout)
-    return {"images": report["images"], "failed": report["failed"], "seconds": report["seconds"], "wall": wall}
+    with tempfile.TemporaryFile() as err:
+        # Not Popen.communicate: it would reap the child before wait4 could read its rusage.
+        child = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=err)
+        stdout = child.stdout.read().decode()
+        child.stdout.close()
+        _pid, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.perf_counter() - t0
+        after = [proc_cpu(p) for p in watch]
+        err.seek(0)
+        stderr = err.read().decode(errors="replace")
+    if child.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: {stderr[-2000:]}")
+    report = json.loads(stdout)
+    return {
+        "images": report["images"],
+        "failed": report["failed"],
+        "seconds": report["seconds"],
+        "wall": wall,
+        "cpu": usage.ru_utime + usage.ru_stime,
+        "watched": [b1 - b0 for b0, b1 in zip(before, after)],
+    }
 
 
 def timed(fn) -> tuple[float, float, int]:
@@ -119,10 +130,15 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--s3s-fs", default=str(pathlib.Path.home() / ".cache/spdl-tools/bin/s3s-fs"))
+    ap.add_argument("--bench-bins", default="target/release", help="where `latency_proxy` and `file_server` are")
+    ap.add_argument("--fetch-concurrency", type=int, default=64)
+    ap.add_argument("--smoke", action="store_true", help="600 images of the corpus, 1 round: about a minute")
     ap.add_argument("--skip-shards", action="store_true")
     ap.add_argument("--skip-cache", action="store_true")
     ap.add_argument("--out", default="bench/results/shards_cache.md")
     args = ap.parse_args()
+    if args.smoke:
+        args.rounds = 1
     corpus = pathlib.Path(args.corpus)
     work = pathlib.Path(tempfile.mkdtemp(prefix="spdl-shards-bench-"))
     lines = [
@@ -146,7 +162,18 @@ def main() -> int:
     return 0
 
 
+def small_corpus(corpus: pathlib.Path, dest: pathlib.Path, count: int) -> pathlib.Path:
+    """The first ``count`` images of ``corpus`` (by path), their class folders kept."""
+    paths = sorted(p for p in corpus.rglob("*") if p.suffix.lower() in (".jpg", ".jpeg"))[:count]
+    for p in paths:
+        (dest / p.parent.relative_to(corpus)).mkdir(parents=True, exist_ok=True)
+        shutil.copy(p, dest / p.relative_to(corpus))
+    return dest
+
+
 def bench_shards(args, corpus: pathlib.Path, work: pathlib.Path) -> list[str]:
+    if args.smoke:
+        corpus = small_corpus(corpus, work / "corpus", 600)
     data = work / "s3"
     shards = data / "bench" / "shards"
     subprocess.run(
@@ -155,59 +182,93 @@ def bench_shards(args, corpus: pathlib.Path, work: pathlib.Path) -> list[str]:
         capture_output=True,
     )
     shutil.copytree(corpus, data / "bench" / "files")
+    n_images = len([p for p in corpus.rglob("*") if p.suffix.lower() in (".jpg", ".jpeg")])
     n_shards = len(list(shards.glob("*.tar")))
-    s3_port, proxy_port = free_port(), free_port()
-    server = subprocess.Popen(
-        [args.s3s_fs, "--host", "127.0.0.1", "--port", str(s3_port), "--access-key", "bench", "--secret-key", "bench-secret", str(data)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    bins = pathlib.Path(args.bench_bins)
+    s3_port, http_port, s3_proxy_port, http_proxy_port = (free_port() for _ in range(4))
+    ms = f"{args.latency_ms:g}"
+    procs = {}
     try:
-        for _ in range(200):
-            try:
-                socket.create_connection(("127.0.0.1", s3_port), timeout=0.1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        latency_proxy(proxy_port, s3_port, args.latency_ms / 1000)
+        procs["s3s-fs"] = subprocess.Popen(
+            [args.s3s_fs, "--host", "127.0.0.1", "--port", str(s3_port), "--access-key", "bench", "--secret-key", "bench-secret", str(data)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        procs["file server"] = subprocess.Popen([bins / "file_server", str(http_port), str(data / "bench")])
+        procs["S3 proxy"] = subprocess.Popen([bins / "latency_proxy", str(s3_proxy_port), str(s3_port), str(args.latency_ms)])
+        procs["HTTP proxy"] = subprocess.Popen([bins / "latency_proxy", str(http_proxy_port), str(http_port), str(args.latency_ms)])
+        for port in (s3_port, http_port, s3_proxy_port, http_proxy_port):
+            wait_port(port)
         env = dict(
             os.environ,
-            AWS_ENDPOINT_URL=f"http://127.0.0.1:{proxy_port}",
+            AWS_ENDPOINT_URL=f"http://127.0.0.1:{s3_proxy_port}",
             AWS_ACCESS_KEY_ID="bench",
             AWS_SECRET_ACCESS_KEY="bench-secret",
             AWS_REGION="us-east-1",
         )
-        pattern = f"s3://bench/shards/shard-{{000000..{n_shards - 1:06}}}.tar"
+        braces = f"shard-{{000000..{n_shards - 1:06}}}.tar"
+        s3_pids = (procs["s3s-fs"].pid, procs["S3 proxy"].pid)
+        http_pids = (procs["file server"].pid, procs["HTTP proxy"].pid)
+        # name: (source, extra arguments, (server pid, proxy pid) or ())
         systems = {
-            f"shards from S3 (+{args.latency_ms:g} ms per request), read-ahead 2 shards": (pattern, ("--shard-readahead", "2")),
-            f"shards from S3 (+{args.latency_ms:g} ms per request), no read-ahead": (pattern, ("--shard-readahead", "0")),
-            "single files from local disk": (str(corpus), ("--image-folder",)),
-            f"single objects from S3 (+{args.latency_ms:g} ms per request)": ("s3://bench/files/", ("--fetch-concurrency", "64")),
+            "single files, local disk": (str(corpus), ("--image-folder",), ()),
+            "shards, local disk": (str(shards / braces), (), ()),
+            f"shards, HTTP (+{ms} ms), read-ahead 2": (
+                f"http://127.0.0.1:{http_proxy_port}/shards/{braces}",
+                ("--shard-readahead", "2"),
+                http_pids,
+            ),
+            f"shards, S3 (+{ms} ms), read-ahead 2": (f"s3://bench/shards/{braces}", ("--shard-readahead", "2"), s3_pids),
+            f"shards, S3 (+{ms} ms), no read-ahead": (f"s3://bench/shards/{braces}", ("--shard-readahead", "0"), s3_pids),
+            f"single objects, S3 (+{ms} ms), {args.fetch_concurrency} in flight": (
+                "s3://bench/files/",
+                ("--fetch-concurrency", str(args.fetch_concurrency)),
+                s3_pids,
+            ),
         }
+        names = list(systems)
         runs: dict[str, list] = {k: [] for k in systems}
-        for _ in range(args.rounds):
-            for name, (src, extra) in systems.items():
-                runs[name].append(run_load(args.spdl, src, env, args.threads, extra))
+        load = os.getloadavg()
+        for r in range(args.rounds):
+            # Alternating rounds, each starting one system later: drift on a shared machine
+            # falls on every system alike.
+            for name in names[r % len(names) :] + names[: r % len(names)]:
+                src, extra, watch = systems[name]
+                runs[name].append(run_load(args.spdl, src, env, args.threads, extra, watch))
+        load_after = os.getloadavg()
     finally:
-        server.kill()
-        server.wait()
+        for p in procs.values():
+            p.kill()
+            p.wait()
+    base = statistics.median(r["images"] / r["seconds"] for r in runs["single files, local disk"])
+    base_cpu = statistics.median(r["cpu"] / r["images"] * 1000 for r in runs["single files, local disk"])
     out = [
-        f"## ImageNet-like corpus ({n_shards} shards of 100): `spdl load` eval 224 u8, {args.threads} threads",
+        f"## {n_images} images ({n_shards} shards of 100): `spdl load` eval 224 u8, {args.threads} threads,"
+        f" +{ms} ms per request",
         "",
-        "| source | images/s (median) | min - max | images | failed |",
-        "|---|---|---|---|---|",
+        f"Load average (1 min) {load[0]:.2f} before, {load_after[0]:.2f} after, on {os.cpu_count()} cores.",
+        "",
+        "| source | images/s (median) | min - max | x local files | loader CPU ms/image | x local | server CPU ms/image | proxy CPU ms/image | failed |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, rs in runs.items():
         ips = [r["images"] / r["seconds"] for r in rs]
+        cpu = statistics.median(r["cpu"] / r["images"] * 1000 for r in rs)
+        watched = ["-", "-"]
+        if rs[0]["watched"]:
+            watched = [f"{statistics.median(r['watched'][i] / r['images'] * 1000 for r in rs):.3f}" for i in range(2)]
         out.append(
-            f"| {name} | {statistics.median(ips):.1f} | {min(ips):.1f} - {max(ips):.1f} | {rs[0]['images']} | {rs[0]['failed']} |"
+            f"| {name} | {statistics.median(ips):.0f} | {min(ips):.0f} - {max(ips):.0f} | {statistics.median(ips) / base:.2f}"
+            f" | {cpu:.3f} | {cpu / base_cpu:.2f} | {watched[0]} | {watched[1]} | {rs[0]['failed']} |"
         )
     out += [
         "",
-        f"Commands: `{args.spdl} load '{pattern}' --json -q --size 224 --transform eval -t {args.threads}"
-        " --shard-readahead 2` (or `0`) with"
-        " `AWS_ENDPOINT_URL` on the latency proxy; `spdl load CORPUS --image-folder ...`; `spdl load s3://bench/files/"
-        " --fetch-concurrency 64 ...`.",
+        f"Each run is a fresh `{args.spdl} load SOURCE --json -q --size 224 --transform eval -t {args.threads}`;"
+        " images/s from its report; loader CPU = user + system of that process (`wait4` rusage); server"
+        " (s3s-fs, or the bench's `file_server`) and proxy (`latency_proxy`, which delays each request"
+        f" by {ms} ms) CPU from `/proc/PID/stat` before and after the run. Sources: the ImageFolder"
+        f" corpus; `{braces}` on local disk; the same shards over HTTP and S3 through the proxy;"
+        f" `s3://bench/files/` with `--fetch-concurrency {args.fetch_concurrency}`.",
         "",
     ]
     return out

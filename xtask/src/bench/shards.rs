@@ -1,7 +1,8 @@
-//! `cargo xtask bench shards`: `bench/shards_cache.py` in one run. Part 1: the corpus packed
-//! into tar shards and streamed from the loopback S3 server (s3s-fs) behind a proxy adding
-//! `--latency-ms` per request, with and without shard read-ahead, against the same corpus as
-//! single files from local disk and as single S3 objects (`spdl load`, images/s). Part 2
+//! `cargo xtask bench shards`: `bench/shards_cache.py` in one run. Part 1, in alternating
+//! rounds: the corpus as single files and as tar shards from local disk, the shards over HTTP
+//! (the bench's `file_server`) and S3 (s3s-fs), and single S3 objects, each remote one behind
+//! the Rust `latency_proxy` (package `spdl-benches`) adding `--latency-ms` per request
+//! (`spdl load`: images/s, and CPU per image of the loader, the server and the proxy). Part 2
 //! (unless `--skip-cache`): training batches from the decoded cache, from the JPEGs and from
 //! TurboLoader's cache (when it installs). Writes `bench/results/shards_cache.md`.
 //!
@@ -27,6 +28,9 @@ pub(crate) struct Args {
     /// Only part 1 (shards vs files): no venv, no wheel.
     #[arg(long)]
     skip_cache: bool,
+    /// 600 images and one round (about a minute); implies nothing about part 2.
+    #[arg(long)]
+    smoke: bool,
     /// Reuse the venv and the installed wheel as they are (no pip, no maturin).
     #[arg(long)]
     no_install: bool,
@@ -39,6 +43,8 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     cargo_release("build", "spdl-cli")
         .args(["--features", "source-http,source-s3"])
         .run()?;
+    // The latency proxy and the HTTP file server (pure Rust, little CPU beside the loader).
+    cargo_release("build", "spdl-benches").arg("--bins").run()?;
     let python = if args.skip_cache {
         PathBuf::from("python3")
     } else {
@@ -69,11 +75,16 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         .arg(root.join("target/release/spdl"))
         .arg("--s3s-fs")
         .arg(&s3s_fs)
+        .arg("--bench-bins")
+        .arg(root.join("target/release"))
         .args(["--latency-ms", &args.latency_ms.to_string()])
         .arg("--out")
         .arg(root.join("bench/results/shards_cache.md"));
     if args.skip_cache {
         cmd = cmd.arg("--skip-cache");
+    }
+    if args.smoke {
+        cmd = cmd.arg("--smoke");
     }
     cmd.run()
 }

@@ -1,0 +1,141 @@
+//! `file-server PORT ROOT`: a static HTTP/1.1 file server on 127.0.0.1 for the remote
+//! benchmarks (`bench/shards_cache.py`): `GET` and `HEAD` of the files under `ROOT`, whole
+//! (200) or by one `Range: bytes=A-[B]` (206), kept-alive connections, 404 for what is not a
+//! file. One tokio thread and one reusable buffer per connection, so that its CPU (reported by
+//! the bench from `/proc`) stays small beside the loader's.
+
+use std::path::{Component, Path, PathBuf};
+
+use anyhow::{Context, Result};
+use std::io::{Read, Seek};
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [port, root] = args.as_slice() else {
+        anyhow::bail!("usage: file-server PORT ROOT");
+    };
+    let port: u16 = port.parse().context("PORT")?;
+    let root = PathBuf::from(root);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let listener = TcpListener::bind(("127.0.0.1", port)).await?;
+        loop {
+            let (conn, _) = listener.accept().await?;
+            let root = root.clone();
+            // Detached on purpose: a connection's task ends when it closes or the process does.
+            #[allow(clippy::disallowed_methods)]
+            tokio::spawn(async move {
+                let _ = conn.set_nodelay(true);
+                let _ = serve(conn, &root).await;
+            });
+        }
+    })
+}
+
+/// Requests of one connection, answered in turn until the client closes it.
+async fn serve(conn: TcpStream, root: &Path) -> std::io::Result<()> {
+    let (r, mut w) = conn.into_split();
+    let mut r = BufReader::new(r);
+    let mut buf = vec![0u8; 256 << 10];
+    loop {
+        let mut line = String::new();
+        if r.read_line(&mut line).await? == 0 {
+            return Ok(());
+        }
+        let mut parts = line.split_whitespace();
+        let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or("/"));
+        let (method, target) = (method.to_owned(), target.to_owned());
+        let mut range: Option<(u64, Option<u64>)> = None;
+        loop {
+            let mut h = String::new();
+            if r.read_line(&mut h).await? == 0 {
+                return Ok(());
+            }
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = h.split_once(':') {
+                if name.eq_ignore_ascii_case("range") {
+                    range = parse_range(value.trim());
+                }
+            }
+        }
+        let path = local_path(root, &target);
+        let file = match &path {
+            // Blocking reads: the files are in the page cache, a thread hop would cost more.
+            Some(p) => std::fs::File::open(p).ok(),
+            None => None,
+        };
+        let Some(mut file) = file else {
+            w.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n")
+                .await?;
+            continue;
+        };
+        let size = file.metadata()?.len();
+        let (status, start, end) = match range {
+            Some((a, b)) if a < size => {
+                let end = b.map_or(size, |b| (b + 1).min(size));
+                ("206 Partial Content", a, end)
+            }
+            Some(_) => {
+                let head = format!(
+                    "HTTP/1.1 416 Range Not Satisfiable\r\ncontent-range: bytes */{size}\r\ncontent-length: 0\r\n\r\n"
+                );
+                w.write_all(head.as_bytes()).await?;
+                continue;
+            }
+            None => ("200 OK", 0, size),
+        };
+        let mut head = format!(
+            "HTTP/1.1 {status}\r\ncontent-length: {}\r\naccept-ranges: bytes\r\n",
+            end - start
+        );
+        if range.is_some() {
+            head += &format!("content-range: bytes {start}-{}/{size}\r\n", end - 1);
+        }
+        head += "\r\n";
+        w.write_all(head.as_bytes()).await?;
+        if method == "HEAD" {
+            continue;
+        }
+        file.seek(std::io::SeekFrom::Start(start))?;
+        let mut left = end - start;
+        while left > 0 {
+            let want = buf.len().min(left as usize);
+            let n = file.read(&mut buf[..want])?;
+            if n == 0 {
+                return Ok(()); // the file shrank: close, the client sees a short body
+            }
+            w.write_all(&buf[..n]).await?;
+            left -= n as u64;
+        }
+    }
+}
+
+/// `bytes=A-` or `bytes=A-B` (one range; other forms are served whole).
+fn parse_range(v: &str) -> Option<(u64, Option<u64>)> {
+    let (a, b) = v.strip_prefix("bytes=")?.split_once('-')?;
+    let a = a.parse().ok()?;
+    let b = if b.is_empty() {
+        None
+    } else {
+        Some(b.parse().ok()?)
+    };
+    Some((a, b))
+}
+
+/// The file `target` names under `root`; `None` for a path leaving it.
+fn local_path(root: &Path, target: &str) -> Option<PathBuf> {
+    let path = target.split('?').next()?.trim_start_matches('/');
+    let rel = Path::new(path);
+    if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
+        return None;
+    }
+    Some(root.join(rel))
+}
