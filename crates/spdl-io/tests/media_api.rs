@@ -610,8 +610,12 @@ fn configs_bsf_and_serialized_packets() {
     let extra = p.codec().extradata();
     assert_eq!(extra[0], 1);
     assert_eq!(back.codec().extradata(), extra);
+    let (num, den) = p.codec().time_base();
     let pts: Vec<f64> = (0..p.len())
-        .map(|i| p.packet_pts(i).expect("every MP4 packet has a pts") as f64)
+        .map(|i| {
+            p.packet_pts(i).expect("every MP4 packet has a pts") as f64 * f64::from(num)
+                / f64::from(den)
+        })
         .collect();
     assert_eq!(pts, p.timestamps(true));
     assert_eq!(p.packet_pts(p.len()), None);

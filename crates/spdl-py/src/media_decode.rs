@@ -14,7 +14,7 @@ use spdl_io::ffmpeg::packets::{Codec, Packets};
 
 use crate::error::io_err;
 use crate::lock;
-use crate::media_demux::{codec_of, packets_of};
+use crate::media_demux::{codec_of, packets_of, take_packets};
 use crate::media_frames::frames_to_py;
 
 /// What SPDL's `filter_desc` default (`_FILTER_DESC_DEFAULT`) is spelled as: the default
@@ -64,7 +64,7 @@ pub(crate) fn decode_packets(
     decode_config: Option<&Bound<'_, PyAny>>,
     num_frames: i64,
 ) -> PyResult<Py<PyAny>> {
-    let p = packets_of(packets)?;
+    let p = take_packets(packets)?;
     let cfg = crate::media_config::decode_config_of(decode_config)?;
     let desc = resolve_filter(filter_desc, p.kind());
     let limit = limit_of(num_frames)?;
@@ -76,9 +76,10 @@ pub(crate) fn decode_packets(
 
 /// SPDL's `sample_decode_video(packets, indices, *, decode_config=None,
 /// filter_desc=<default>)`: the frames at `indices` (presentation order, from 0, within the
-/// packets' window) as a list of `ImageFrames`, decoding once and stopping after the last
-/// wanted frame; `indices` may repeat and come in any order. Raises `IndexError` for an
-/// index past the last frame, `ValueError` as `decode_packets`.
+/// packets' window) as a list of `ImageFrames`; as SPDL, only the runs of packets from the key
+/// frame before each wanted frame are decoded (up to the last wanted frame of the run);
+/// `indices` may repeat and come in any order. Raises `IndexError` for an index past
+/// `len(packets)`, `ValueError` as `decode_packets`.
 #[pyfunction]
 #[pyo3(signature = (packets, indices, *, decode_config=None, filter_desc=FILTER_DESC_DEFAULT))]
 pub(crate) fn sample_decode_video(
@@ -101,24 +102,20 @@ pub(crate) fn sample_decode_video(
                 .map_err(|_| PyValueError::new_err(format!("frame indices must be >= 0, got {i}")))
         })
         .collect::<PyResult<_>>()?;
-    let Some(&max) = idx.iter().max() else {
-        return Ok(PyList::empty(py).unbind());
-    };
+    if let Some(&i) = idx.iter().find(|&&i| i >= p.num_in_window()) {
+        return Err(PyIndexError::new_err(format!(
+            "{}: frame index {i} out of range: the packets hold {} frames",
+            p.key(),
+            p.num_in_window()
+        )));
+    }
     let cfg = crate::media_config::decode_config_of(decode_config)?;
     let desc = resolve_filter(filter_desc, MediaKind::Video);
     let frames = py
-        .detach(|| decoder::decode_packets(&p, desc.as_deref(), &cfg, Some(max + 1)))
+        .detach(|| decoder::sample_decode_video(&p, &idx, desc.as_deref(), &cfg))
         .map_err(io_err)?;
-    if max >= frames.len() {
-        return Err(PyIndexError::new_err(format!(
-            "{}: frame index {max} out of range: the packets decode to {} frames",
-            p.key(),
-            frames.len()
-        )));
-    }
     let out = PyList::empty(py);
-    for i in idx {
-        let one = frames.select(&[i], MediaKind::Image).map_err(io_err)?;
+    for one in frames {
         out.append(frames_to_py(py, one)?)?;
     }
     Ok(out.unbind())
@@ -200,7 +197,7 @@ impl Decoder {
 
     /// The frames `packets` give so far (an empty frames object when none yet).
     fn decode(&self, py: Python<'_>, packets: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        let p = packets_of(packets)?;
+        let p = take_packets(packets)?;
         self.check_kind(&p)?;
         let frames = py.detach(|| lock(&self.inner).decode(&p)).map_err(io_err)?;
         frames_to_py(py, frames)
@@ -212,7 +209,7 @@ impl Decoder {
         py: Python<'_>,
         packets: &Bound<'_, PyAny>,
     ) -> PyResult<Py<PyAny>> {
-        let p = packets_of(packets)?;
+        let p = take_packets(packets)?;
         self.check_kind(&p)?;
         let out = self.run(py, |d| d.decode(&p))?;
         iter_of(py, out)

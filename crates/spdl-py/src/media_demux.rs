@@ -7,6 +7,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
@@ -80,8 +81,12 @@ media_classes! {
     ImagePackets;
     /// `p` as the packet object of its media kind.
     packets_to_py;
-    /// The packets of a `VideoPackets` / `AudioPackets` / `ImagePackets`; `TypeError` otherwise.
+    /// The packets of a `VideoPackets` / `AudioPackets` / `ImagePackets`; `TypeError` otherwise
+    /// (also once consumed).
     packets_of;
+    /// As `packets_of`, and marks the object consumed (SPDL moves packets into
+    /// `decode_packets`, `apply_bsf` and a `Decoder`: later calls raise `TypeError`).
+    take_packets;
 }
 
 /// `p` as [`packets_to_py`] makes it, or `None` when it holds no packet (what a filter or
@@ -95,6 +100,22 @@ pub(crate) fn none_if_empty(py: Python<'_>, p: Packets) -> PyResult<Option<Py<Py
 
 fn deserialize_as(py: Python<'_>, data: &[u8], kind: MediaKind) -> PyResult<Arc<Packets>> {
     let p = py.detach(|| Packets::deserialize(data)).map_err(io_err)?;
+    check_kind(p, kind)
+}
+
+fn deserialize_view_as(
+    py: Python<'_>,
+    data: &Bound<'_, PyAny>,
+    kind: MediaKind,
+) -> PyResult<Arc<Packets>> {
+    let memory = crate::media_frames::buffer_memory(data, "deserialize_view")?;
+    let p = py
+        .detach(|| Packets::deserialize_view(Box::new(memory)))
+        .map_err(io_err)?;
+    check_kind(p, kind)
+}
+
+fn check_kind(p: Packets, kind: MediaKind) -> PyResult<Arc<Packets>> {
     if p.kind() != kind {
         return Err(PyValueError::new_err(format!(
             "the bytes hold {} packets, not {}",
@@ -115,14 +136,59 @@ fn reduce<'py>(slf: &Bound<'py, PyAny>, p: &Packets) -> PyResult<Bound<'py, PyTu
     )
 }
 
+/// SPDL 0.8.0's `repr` of packets: `VideoPackets<src="path:0", num_packets=25, pts=[0.000,
+/// 0.960], timestamp=(0.0, 1.0), Codec=<...>>` (audio marks the last pts `~`; images show the
+/// source and codec only).
 fn packets_repr(name: &str, p: &Packets) -> String {
-    format!(
-        "{name}(src={:?}, codec={:?}, num_packets={}, timestamp={:?})",
-        p.key(),
-        p.codec().name(),
-        p.len(),
-        p.timestamp()
-    )
+    let mut parts = Vec::new();
+    if p.kind() == MediaKind::Image {
+        parts.push(format!("src=\"{}\"", p.key()));
+    } else {
+        parts.push(format!("src=\"{}:{}\"", p.key(), p.stream_index()));
+        let ts = p.timestamps(false);
+        if let (Some(first), Some(last)) = (ts.first(), ts.last()) {
+            let tilde = if p.kind() == MediaKind::Audio {
+                "~"
+            } else {
+                ""
+            };
+            parts.push(format!("num_packets={}", ts.len()));
+            parts.push(format!("pts=[{first:.3}, {last:.3}{tilde}]"));
+        }
+        if let Some((s, e)) = p.timestamp() {
+            parts.push(format!("timestamp=({s:?}, {e:?})"));
+        }
+    }
+    if p.codec_attached() {
+        parts.push(codec_summary(p.codec()));
+    }
+    format!("{name}<{}>", parts.join(", "))
+}
+
+/// SPDL's `Codec=<...>` part of a packets `repr`.
+fn codec_summary(c: &Codec) -> String {
+    let mut p = vec![
+        format!("bit_rate={}", c.bit_rate()),
+        format!("bits_per_sample={}", c.bits_per_sample()),
+        format!("codec=\"{}\"", c.name()),
+    ];
+    match c.kind() {
+        MediaKind::Audio => {
+            p.push(format!("sample_format=\"{}\"", c.format_name()));
+            p.push(format!("sample_rate={}", c.sample_rate()));
+            p.push(format!("num_channels={}", c.num_channels()));
+        }
+        kind => {
+            p.push(format!("pixel_format=\"{}\"", c.format_name()));
+            if kind == MediaKind::Video {
+                let (n, d) = c.frame_rate();
+                p.push(format!("frame_rate={n}/{d}"));
+            }
+            p.push(format!("width={}", c.width()));
+            p.push(format!("height={}", c.height()));
+        }
+    }
+    format!("Codec=<{}>", p.join(", "))
 }
 
 /// The methods of the packet class `$ty` of media kind `$kind`: its properties `[...]` (read
@@ -131,8 +197,10 @@ macro_rules! packets_class {
     ($ty:ident, $kind:expr, [$($prop:ident),*]) => {
         media_pymethods! {
             impl $ty, Codec from |p| p.inner.codec(), [$($prop),*] {
+                /// The number of packets inside the demuxed window (all without one), as
+                /// SPDL: the reference packets before the window's start are not counted.
                 fn __len__(&self) -> usize {
-                    self.inner.len()
+                    self.inner.num_in_window()
                 }
 
                 /// The time window `(start, end)` in seconds the packets were demuxed for.
@@ -141,24 +209,32 @@ macro_rules! packets_class {
                     self.inner.timestamp()
                 }
 
-                /// The codec object of the stream.
+                /// The codec object of the stream; `None` for the chunks of
+                /// `streaming_demux` (as SPDL).
                 #[getter]
-                fn codec(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-                    codec_to_py(py, self.inner.codec().clone())
+                fn codec(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+                    if !self.inner.codec_attached() {
+                        return Ok(None);
+                    }
+                    codec_to_py(py, self.inner.codec().clone()).map(Some)
                 }
 
-                /// Packet presentation timestamps, decode order: seconds, or time-base units
-                /// with `raw=True`.
+                /// Packet presentation timestamps in seconds, as SPDL: those inside the
+                /// demuxed window (all without one) in display order; with `raw=True` every
+                /// packet's, in decode order.
                 #[pyo3(signature = (*, raw=false))]
                 fn get_timestamps(&self, raw: bool) -> Vec<f64> {
                     self.inner.timestamps(raw)
                 }
 
-                /// A copy sharing the packet data.
-                fn clone(&self) -> Self {
-                    $ty {
+                /// A copy sharing the packet data (copying it for `deserialize_view`
+                /// packets). `TypeError` once the packets were consumed.
+                fn clone(&self) -> PyResult<Self> {
+                    crate::media_props::check_live(stringify!($ty), &self.consumed, false)?;
+                    Ok($ty {
                         inner: Arc::new((*self.inner).clone()),
-                    }
+                        consumed: Default::default(),
+                    })
                 }
 
                 /// The packets as bytes (see `deserialize`).
@@ -173,6 +249,19 @@ macro_rules! packets_class {
                 fn deserialize(py: Python<'_>, data: &[u8]) -> PyResult<Self> {
                     Ok($ty {
                         inner: deserialize_as(py, data, $kind)?,
+                        consumed: Default::default(),
+                    })
+                }
+
+                /// Packets from `__getstate__`'s bytes without a copy, as SPDL's
+                /// `deserialize_view(memoryview)`: they point into `data` (any C-contiguous
+                /// buffer), which they keep alive; it must not change while they live.
+                /// `clone()` copies. `ValueError` as `deserialize`.
+                #[staticmethod]
+                fn deserialize_view(py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<Self> {
+                    Ok($ty {
+                        inner: deserialize_view_as(py, data, $kind)?,
+                        consumed: Default::default(),
                     })
                 }
 
@@ -209,9 +298,22 @@ fn source(obj: &Bound<'_, PyAny>, name: Option<&str>) -> PyResult<MediaSource<'s
                 None => MediaSource::file_owned(p),
             }
         }
-        Src::Backed(b) => MediaSource::shared(name.unwrap_or("<bytes>"), Arc::from(&b[..])),
-        Src::Owned(v) => MediaSource::shared(name.unwrap_or("<bytes>"), Arc::from(v)),
+        Src::Backed(b) => {
+            let key = name.map_or_else(|| bytes_name(b.as_ptr()), str::to_owned);
+            MediaSource::shared(key, Arc::from(&b[..]))
+        }
+        Src::Owned(v) => {
+            let addr = PyBuffer::<u8>::get(obj).map_or(v.as_ptr(), |b| b.buf_ptr() as *const u8);
+            let key = name.map_or_else(|| bytes_name(addr), str::to_owned);
+            MediaSource::shared(key, Arc::from(v))
+        }
     })
+}
+
+/// SPDL's name of in-memory data in errors and `repr`: `<Bytes: 0x...>`, the address of the
+/// caller's buffer.
+fn bytes_name(addr: *const u8) -> String {
+    format!("<Bytes: {:#x}>", addr as usize)
 }
 
 fn window_of(w: Option<&Bound<'_, PyAny>>) -> PyResult<Option<(f64, f64)>> {
@@ -569,7 +671,7 @@ pub(crate) fn apply_bsf(
     packets: &Bound<'_, PyAny>,
     bsf: &str,
 ) -> PyResult<Py<PyAny>> {
-    let p = packets_of(packets)?;
+    let p = take_packets(packets)?;
     let out = py.detach(|| bsf::apply_bsf(&p, bsf)).map_err(io_err)?;
     packets_to_py(py, out)
 }

@@ -29,8 +29,8 @@ media_classes! {
     /// `convert_frames(frames)` gives the pixels: `[N, H, W, C]` `uint8` for packed RGB formats,
     /// `[N, C, H, W]` for planar ones, `[N, 1, H*3/2, W]` for `yuv420p` / `nv12`.
     VideoFrames,
-    /// Decoded audio frames. As SPDL's `spdl.io.AudioFrames`: `num_frames` / `len()` (FFmpeg
-    /// frames, each many samples), `sample_rate`, `num_channels`, `sample_fmt`, `num_samples`,
+    /// Decoded audio frames. As SPDL's `spdl.io.AudioFrames`: `num_frames` / `len()` (samples
+    /// per channel, as SPDL counts them), `sample_rate`, `num_channels`, `sample_fmt`, `num_samples`,
     /// `time_base`, `get_pts()`, `get_timestamps()`, `clone()`. `convert_frames(frames)` gives
     /// `[C, S]` for planar sample formats (`fltp`, the default after `decode_packets`) and
     /// `[S, C]` for packed ones, `float32` (other sample types raise `ValueError`: convert with
@@ -43,8 +43,12 @@ media_classes! {
     ImageFrames;
     /// The Python frame object of `frames`' kind.
     frames_to_py;
-    /// The frames of a `VideoFrames`, `AudioFrames` or `ImageFrames`; `TypeError` otherwise.
+    /// The frames of a `VideoFrames`, `AudioFrames` or `ImageFrames`; `TypeError` otherwise
+    /// (also once consumed).
     frames_of;
+    /// As `frames_of`, and marks the object consumed (SPDL moves frames into
+    /// `convert_frames`: later calls raise `TypeError`).
+    take_frames;
 }
 
 pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
@@ -106,8 +110,20 @@ media_pymethods! {
 
 media_pymethods! {
     impl AudioFrames, Frames from |f| &f.inner,
-    [num_frames, sample_rate, num_channels, num_samples, sample_fmt, time_base, get_pts, clone]
-    repr [num_frames, sample_rate, num_channels, sample_fmt] {}
+    [sample_rate, num_channels, num_samples, sample_fmt, time_base, get_pts, clone]
+    repr [num_frames, sample_rate, num_channels, sample_fmt] {
+        /// The number of samples per channel, as SPDL's `AudioFrames.num_frames` (SPDL counts
+        /// an audio frame per sample instant, not per FFmpeg frame).
+        #[getter]
+        fn num_frames(&self) -> usize {
+            self.inner.num_samples()
+        }
+
+        /// As `num_frames`.
+        fn __len__(&self) -> usize {
+            self.inner.num_samples()
+        }
+    }
 }
 
 media_pymethods! {
@@ -168,7 +184,11 @@ pub(crate) fn convert_frames(
     storage: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<CpuBuffer> {
     check_storage(storage)?;
-    if let Ok(one) = frames_of(frames) {
+    let is_frames = frames.cast::<VideoFrames>().is_ok()
+        || frames.cast::<AudioFrames>().is_ok()
+        || frames.cast::<ImageFrames>().is_ok();
+    if is_frames {
+        let one = take_frames(frames)?;
         let a = py.detach(|| one.to_array()).map_err(io_err)?;
         return buffer_of(a, String::new());
     }
@@ -179,6 +199,9 @@ pub(crate) fn convert_frames(
         ))
     })?;
     let all: Vec<Arc<Frames>> = list.iter().map(frames_of).collect::<PyResult<_>>()?;
+    for f in &list {
+        take_frames(f)?;
+    }
     let a = py
         .detach(|| stack_arrays(&all.iter().map(|f| &**f).collect::<Vec<_>>()))
         .map_err(io_err)?;
@@ -217,7 +240,7 @@ pub(crate) fn convert_array(
 
 /// A C-contiguous Python buffer that frames refer to in place; releasing it (with the GIL,
 /// as `PyBuffer`'s drop does) lets the exporting array go.
-struct ArrayMemory(PyBuffer<u8>);
+pub(crate) struct ArrayMemory(PyBuffer<u8>);
 
 // SAFETY: a C-contiguous buffer's pointer and length do not change while it is held, and the
 // exporter keeps the bytes alive until the buffer is released (on drop).
@@ -225,6 +248,28 @@ unsafe impl FrameMemory for ArrayMemory {
     fn as_ptr_len(&self) -> (*const u8, usize) {
         (self.0.buf_ptr() as *const u8, self.0.len_bytes())
     }
+}
+
+/// The bytes of the C-contiguous buffer `obj` (a `memoryview`, `bytes`, ...) without a copy,
+/// held (and the exporter kept alive) until the returned value is dropped. `TypeError` for
+/// an object without a buffer or a non-contiguous one, naming `what`.
+pub(crate) fn buffer_memory(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<ArrayMemory> {
+    let buf = match PyBuffer::<u8>::get(obj) {
+        Ok(b) => b,
+        // A buffer of another item type: its bytes.
+        Err(_) => {
+            let mv = pyo3::types::PyMemoryView::from(obj)
+                .map_err(|e| PyTypeError::new_err(format!("{what} expects a memoryview: {e}")))?;
+            PyBuffer::<u8>::get(&mv.call_method1("cast", ("B",))?)
+                .map_err(|e| PyTypeError::new_err(format!("{what} expects a memoryview: {e}")))?
+        }
+    };
+    if !buf.is_c_contiguous() {
+        return Err(PyTypeError::new_err(format!(
+            "{what} expects a contiguous buffer"
+        )));
+    }
+    Ok(ArrayMemory(buf))
 }
 
 /// `array` as C-contiguous bytes without a copy when it is C-contiguous already (else one
@@ -240,12 +285,13 @@ fn array_memory(array: &Bound<'_, PyAny>, what: &str) -> PyResult<(ArrayMemory, 
 }
 
 /// SPDL's `create_reference_video_frame`: `VideoFrames` referring to a `uint8` array laid out
-/// as `convert_frames` gives them for `pix_fmt` (`[N, H, W, 3]` for `rgb24`, `[N, 1, H, W]` for
-/// `gray8`, `[N, 3, H, W]` for `yuv444p`, ...), frame `i` with pts `pts + i` in time base
+/// as `convert_frames` gives them for `pix_fmt` (`[N, H, W, 3]` for `rgb24`, `[N, H, W]` or
+/// `[N, 1, H, W]` for `gray8`, `[N, 3, H, W]` for `yuv444p`, ...; `gray16` / `gray16le` /
+/// `gray16be` take an `int16` or `uint16` `[N, H, W]` array), frame `i` with pts `pts + i` in time base
 /// `1 / frame_rate`. As SPDL, the frames point into the array (no copy; a non-contiguous array
 /// is made contiguous first) and keep it alive; they are read-only (a filter or encoder that
-/// writes copies first). For filter graphs and encoders. Raises `TypeError` for a non-`uint8`
-/// array, `ValueError` for a shape that does not fit `pix_fmt` or an unknown format.
+/// writes copies first). For filter graphs and encoders. Raises `TypeError` for an array of
+/// another dtype, `ValueError` for a shape that does not fit `pix_fmt` or an unknown format.
 #[pyfunction]
 #[pyo3(signature = (array, *, pix_fmt, frame_rate, pts))]
 pub(crate) fn create_reference_video_frame(
@@ -261,15 +307,25 @@ pub(crate) fn create_reference_video_frame(
         .getattr("dtype")?
         .getattr("name")?
         .extract()?;
-    if dtype != "uint8" {
+    // As SPDL: 16-bit samples for the 16-bit gray formats, 8-bit for the others.
+    let want: &[&str] = if pix_fmt.starts_with("gray16") {
+        &["int16", "uint16"]
+    } else {
+        &["uint8"]
+    };
+    if !want.contains(&dtype.as_str()) {
         return Err(PyTypeError::new_err(format!(
-            "create_reference_video_frame expects a uint8 array, got {dtype}"
+            "create_reference_video_frame with pix_fmt {pix_fmt:?} expects a {} array, got {dtype}",
+            want.join(" or ")
         )));
     }
     let (memory, shape) = array_memory(array, "create_reference_video_frame")?;
     let f = Frames::reference_video_array(Box::new(memory), &shape, pix_fmt, frame_rate, pts)
         .map_err(io_err)?;
-    Ok(VideoFrames { inner: Arc::new(f) })
+    Ok(VideoFrames {
+        inner: Arc::new(f),
+        consumed: Default::default(),
+    })
 }
 
 /// SPDL's `create_reference_audio_frame`: one `AudioFrames` frame referring to a 2-D array laid
@@ -325,7 +381,10 @@ pub(crate) fn create_reference_audio_frame(
         pts,
     )
     .map_err(io_err)?;
-    Ok(AudioFrames { inner: Arc::new(f) })
+    Ok(AudioFrames {
+        inner: Arc::new(f),
+        consumed: Default::default(),
+    })
 }
 
 /// Runs the FFmpeg filter string `filter_desc` on decoded 8-bit images (`[H, W, 3]` RGB or

@@ -4,7 +4,7 @@
 //! their two conversions, and [`media_pymethods!`] gives each class the read-only properties
 //! it names (`width`, `pix_fmt`, `time_base`, ...) from one definition per property.
 
-/// Declares three frozen `spdl_rs.io` classes named `$video`, `$audio`, `$image` (each with
+/// Declares three frozen, weak-referenceable (as SPDL's) `spdl_rs.io` classes named `$video`, `$audio`, `$image` (each with
 /// the doc comments written before its name), holding `inner: $field`, and two functions:
 ///
 /// - `$to_py(py, value)`: `value` (anything `Into<$field>`, e.g. a `Packets` for an
@@ -19,24 +19,31 @@ macro_rules! media_classes {
         $(#[$audio_doc:meta])* $audio:ident,
         $(#[$image_doc:meta])* $image:ident;
         $(#[$to_py_doc:meta])* $to_py:ident;
-        $(#[$of_doc:meta])* $of:ident $(;)?
+        $(#[$of_doc:meta])* $of:ident
+        $(; $(#[$take_doc:meta])* $take:ident)? $(;)?
     ) => {
         $(#[$video_doc])*
-        #[pyo3::pyclass(frozen, module = "spdl_rs.io")]
+        #[pyo3::pyclass(frozen, weakref, module = "spdl_rs.io")]
         pub(crate) struct $video {
             pub(crate) inner: $field,
+            /// Set once a call took the value (see `$take`).
+            pub(crate) consumed: std::sync::atomic::AtomicBool,
         }
 
         $(#[$audio_doc])*
-        #[pyo3::pyclass(frozen, module = "spdl_rs.io")]
+        #[pyo3::pyclass(frozen, weakref, module = "spdl_rs.io")]
         pub(crate) struct $audio {
             pub(crate) inner: $field,
+            /// Set once a call took the value (see `$take`).
+            pub(crate) consumed: std::sync::atomic::AtomicBool,
         }
 
         $(#[$image_doc])*
-        #[pyo3::pyclass(frozen, module = "spdl_rs.io")]
+        #[pyo3::pyclass(frozen, weakref, module = "spdl_rs.io")]
         pub(crate) struct $image {
             pub(crate) inner: $field,
+            /// Set once a call took the value (see `$take`).
+            pub(crate) consumed: std::sync::atomic::AtomicBool,
         }
 
         $(#[$to_py_doc])*
@@ -47,23 +54,15 @@ macro_rules! media_classes {
             use spdl_io::ffmpeg::frames::MediaKind;
             let inner: $field = value.into();
             Ok(match inner.kind() {
-                MediaKind::Video => pyo3::Py::new(py, $video { inner })?.into_any(),
-                MediaKind::Audio => pyo3::Py::new(py, $audio { inner })?.into_any(),
-                MediaKind::Image => pyo3::Py::new(py, $image { inner })?.into_any(),
+                MediaKind::Video => pyo3::Py::new(py, $video { inner, consumed: Default::default() })?.into_any(),
+                MediaKind::Audio => pyo3::Py::new(py, $audio { inner, consumed: Default::default() })?.into_any(),
+                MediaKind::Image => pyo3::Py::new(py, $image { inner, consumed: Default::default() })?.into_any(),
             })
         }
 
         $(#[$of_doc])*
         pub(crate) fn $of(obj: &pyo3::Bound<'_, pyo3::PyAny>) -> pyo3::PyResult<$field> {
-            if let Ok(v) = obj.cast::<$video>() {
-                return Ok(v.get().inner.clone());
-            }
-            if let Ok(a) = obj.cast::<$audio>() {
-                return Ok(a.get().inner.clone());
-            }
-            if let Ok(i) = obj.cast::<$image>() {
-                return Ok(i.get().inner.clone());
-            }
+            $crate::media_props::media_classes!(@get obj, false, $video, $audio, $image);
             Err(pyo3::exceptions::PyTypeError::new_err(format!(
                 concat!(
                     "expected ",
@@ -77,9 +76,52 @@ macro_rules! media_classes {
                 $crate::media_frames::type_name(obj)
             )))
         }
+
+        $(
+            $(#[$take_doc])*
+            pub(crate) fn $take(obj: &pyo3::Bound<'_, pyo3::PyAny>) -> pyo3::PyResult<$field> {
+                $crate::media_props::media_classes!(@get obj, true, $video, $audio, $image);
+                $of(obj)
+            }
+        )?
+    };
+    // The value of `$obj` when it is one of the classes (`TypeError` once consumed), marking
+    // it consumed when `$take`.
+    (@get $obj:ident, $take:expr, $($class:ident),*) => {
+        $(
+            if let Ok(c) = $obj.cast::<$class>() {
+                let c = c.get();
+                $crate::media_props::check_live(stringify!($class), &c.consumed, $take)?;
+                return Ok(c.inner.clone());
+            }
+        )*
     };
 }
 pub(crate) use media_classes;
+
+/// `TypeError` when `consumed` is set, as SPDL's objects after a call took them
+/// (`decode_packets(packets)`, `convert_frames(frames)`, ...: SPDL moves them into the call);
+/// with `take`, sets it.
+pub(crate) fn check_live(
+    class: &str,
+    consumed: &std::sync::atomic::AtomicBool,
+    take: bool,
+) -> pyo3::PyResult<()> {
+    use std::sync::atomic::Ordering;
+    let was = if take {
+        consumed.swap(true, Ordering::AcqRel)
+    } else {
+        consumed.load(Ordering::Acquire)
+    };
+    if was {
+        return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "this {class} was consumed by an earlier call (decode_packets, convert_frames, \
+             apply_bsf, a Decoder or FilterGraph take their input, as in SPDL); \
+             clone() it before that call to use it twice"
+        )));
+    }
+    Ok(())
+}
 
 /// `#[pymethods] impl $ty { ... }` with the properties and methods named in `[...]`, a
 /// `__repr__` showing the properties named after `repr` (when given: `$ty(width=640,
@@ -181,11 +223,12 @@ macro_rules! media_pymethods {
         /// Presentation timestamps of the frames in seconds.
         fn get_timestamps(&self) -> Vec<f64> { self.src().timestamps() }
     ); };
-    (@clone Frames $s:tt) => { $crate::media_props::media_pymethods!(@emit $s
-        /// A copy sharing the frame data.
+    (@clone Frames [$ty:ident $($s:tt)*]) => { $crate::media_props::media_pymethods!(@emit [$ty $($s)*]
+        /// A copy sharing the frame data. `TypeError` once the frames were consumed.
         fn clone(&self) -> pyo3::PyResult<Self> {
+            $crate::media_props::check_live(stringify!($ty), &self.consumed, false)?;
             let copy = self.src().try_clone().map_err($crate::error::io_err)?;
-            Ok(Self { inner: std::sync::Arc::new(copy) })
+            Ok(Self { inner: std::sync::Arc::new(copy), consumed: Default::default() })
         }
     ); };
 }

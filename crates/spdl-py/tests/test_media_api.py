@@ -44,7 +44,8 @@ def test_filter_graph_on_reference_frames_with_named_inputs_and_outputs():
     frames = io.create_reference_video_frame(arr, pix_fmt="rgb24", frame_rate=(25, 1), pts=100)
     assert (len(frames), frames.width, frames.height, frames.pix_fmt) == (3, 8, 6, "rgb24")
     assert frames.get_pts() == [100, 101, 102] and frames.time_base == (1, 25)
-    np.testing.assert_array_equal(np.asarray(io.convert_frames(frames)), arr)
+    # As SPDL, convert_frames takes its frames: convert a clone to use them again.
+    np.testing.assert_array_equal(np.asarray(io.convert_frames(frames.clone())), arr)
 
     src = "video_size=8x6:pix_fmt=rgb24:time_base=1/25:pixel_aspect=1/1"
     g = io.FilterGraph(f"buffer={src},hflip,buffersink")
@@ -142,9 +143,9 @@ def test_decode_packets_with_filter_strings_gives_the_ffmpeg_command_line_bytes_
     assert (codec.name, codec.width, codec.height, codec.pix_fmt) == ("h264", 320, 180, "yuv420p")
     assert codec.frame_rate == (25, 1) and packets.frame_rate == (25, 1)
     desc = io.get_video_filter_desc(scale_width=64, scale_height=48)
-    frames = io.decode_packets(packets, desc)
+    frames = io.decode_packets(packets.clone(), desc)
     assert isinstance(frames, io.VideoFrames) and len(frames) == 75 and frames.num_frames == 75
-    got = np.asarray(io.convert_frames(frames))
+    got = np.asarray(io.convert_frames(frames.clone()))
     np.testing.assert_array_equal(got, ffmpeg_rgb(BBB, desc, got.shape))
 
     # Slicing shares the frames; one frame is an ImageFrames with its pts.
@@ -161,7 +162,7 @@ def test_decode_packets_with_filter_strings_gives_the_ffmpeg_command_line_bytes_
         frames[75]
 
     # No filter: the decoder's yuv420p, SPDL's [N, 1, H*3/2, W] layout, Y plane as ffmpeg's.
-    raw = io.decode_packets(packets, None, num_frames=2)
+    raw = io.decode_packets(packets.clone(), None, num_frames=2)
     assert raw.pix_fmt == "yuv420p" and raw.num_planes == 3
     yuv = np.asarray(io.convert_frames(raw))
     assert yuv.shape == (2, 1, 270, 320)
@@ -176,7 +177,7 @@ def test_decode_packets_with_filter_strings_gives_the_ffmpeg_command_line_bytes_
         io.sample_decode_video(packets, [75])
 
     with pytest.raises(TypeError, match="storage"):
-        io.convert_frames(frames, storage=object())
+        io.convert_frames(frames.clone(), storage=object())
     storage = io.cpu_storage(got.nbytes, pin_memory=False)
     np.testing.assert_array_equal(np.asarray(io.convert_frames(frames, storage=storage)), got)
 
@@ -225,7 +226,7 @@ def test_audio_packets_decode_to_the_reference_and_windows_cut_at_the_sample():
     packets = io.demux_audio(FLAC)
     assert isinstance(packets, io.AudioPackets)
     assert (packets.sample_rate, packets.num_channels) == (44100, 2)
-    frames = io.decode_packets(packets)
+    frames = io.decode_packets(packets.clone())
     assert isinstance(frames, io.AudioFrames) and frames.sample_fmt == "fltp"
     wav = np.asarray(io.convert_frames(frames))
     ref = np.load(MEDIA / "16-audio-odd-rates-channels" / "ref" / "sine_44100Hz_stereo_LR.npy")
@@ -268,21 +269,25 @@ def test_packets_are_pickled_to_another_process_and_decoded_there():
 
 def test_configs_bsf_images_and_named_errors():
     packets = io.demux_video(BBB)
-    want = np.asarray(io.convert_frames(io.decode_packets(packets, num_frames=5)))
+    want = np.asarray(io.convert_frames(io.decode_packets(packets.clone(), num_frames=5)))
     cfg = io.decode_config(decoder="h264", decoder_options={"threads": "2"})
-    got = np.asarray(io.convert_frames(io.decode_packets(packets, decode_config=cfg, num_frames=5)))
+    got = np.asarray(
+        io.convert_frames(io.decode_packets(packets.clone(), decode_config=cfg, num_frames=5))
+    )
     np.testing.assert_array_equal(got, want)
     with pytest.raises(ValueError, match="nosuchoption"):
-        io.decode_packets(packets, decode_config=io.decode_config(decoder_options={"nosuchoption": "1"}))
+        io.decode_packets(
+            packets.clone(), decode_config=io.decode_config(decoder_options={"nosuchoption": "1"})
+        )
 
-    annexb = io.apply_bsf(packets, "h264_mp4toannexb")
+    annexb = io.apply_bsf(packets.clone(), "h264_mp4toannexb")
     got = np.asarray(io.convert_frames(io.decode_packets(annexb, num_frames=5)))
     np.testing.assert_array_equal(got, want)
     assert io.demux_video(BBB, bsf="h264_mp4toannexb").codec.name == "h264"
     bsf = io.BSF(packets.codec, "null")
     assert len(bsf.filter(packets)) == 75 and bsf.flush() is None
     with pytest.raises(ValueError, match="nosuchbsf"):
-        io.apply_bsf(packets, "nosuchbsf")
+        io.apply_bsf(packets.clone(), "nosuchbsf")
 
     raw = ffmpeg(BBB, "-frames:v", "2", "-s", "16x8", "-f", "rawvideo", "-pix_fmt", "rgb24")
     dc = io.demux_config(format="rawvideo", format_options={"video_size": "16x8", "pixel_format": "rgb24"})
@@ -447,7 +452,7 @@ def test_decoder_and_encoder_classes_follow_the_codec_kind(tmp_path):
     assert isinstance(adec, io.AudioDecoder) and not isinstance(adec, io.VideoDecoder)
     assert type(vdec).__name__ == "VideoDecoder" and type(adec).__name__ == "AudioDecoder"
     packets = io.demux_video(BBB)
-    frames = [f for f in vdec.streaming_decode_packets(packets)] + list(vdec.flush())
+    frames = [f for f in vdec.streaming_decode_packets(packets.clone())] + list(vdec.flush())
     assert sum(len(f) for f in frames) == 75 and all(isinstance(f, io.VideoFrames) for f in frames)
     # The classes can be made directly, with SPDL's keywords; the wrong kind is a TypeError.
     d = io.VideoDecoder(packets.codec, filter_desc=None, decode_config=io.decode_config(decoder="h264"))
@@ -488,7 +493,7 @@ def test_convert_frames_keeps_integer_and_double_sample_formats(sample_fmt, ffmp
     # SPDL's convert_frames returns the frames' own sample type: int16 / int32 / float64 arrays,
     # [S, C] for packed formats and [C, S] for planar ones, equal to the ffmpeg command line's.
     frames = io.decode_packets(io.demux_audio(FLAC), filter_desc=f"aformat=sample_fmts={sample_fmt}")
-    got = np.asarray(io.convert_frames(frames))
+    got = np.asarray(io.convert_frames(frames.clone()))
     want = np.frombuffer(ffmpeg(FLAC, "-f", ffmpeg_fmt), dtype)
     assert got.dtype == np.dtype(dtype)
     if sample_fmt.endswith("p"):

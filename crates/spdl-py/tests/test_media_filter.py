@@ -43,9 +43,16 @@ def test_video_filter_desc_gives_the_ffmpeg_command_line_bytes():
     assert v.indices is None
 
     # A frame rate change gives fewer frames with the filter's timestamps.
-    v = io.load_video(BBB, filter_desc=io.get_video_filter_desc(frame_rate=(5, 1), pix_fmt="gray8"))
+    v = io.load_video(BBB, filter_desc=io.get_video_filter_desc(frame_rate=(5, 1)))
     assert np.asarray(v.frames).shape == (15, 180, 320, 3)
     assert v.pts[:3] == pytest.approx([0.0, 0.2, 0.4])
+
+    # SPDL's form keeps the filter's pixel format: None gives the decoder's yuv420p, Y, U and V
+    # planes one after another as the command line writes them.
+    native = io.load_video(BBB, filter_desc=None)
+    assert np.asarray(native).shape == (75, 1, 270, 320) and native.indices is None
+    raw = ffmpeg(BBB, "-f", "rawvideo", "-pix_fmt", "yuv420p")
+    np.testing.assert_array_equal(np.asarray(native).ravel(), np.frombuffer(raw, np.uint8))
 
     # With a time window: the window's frames, filtered.
     full = io.load_video(BBB, filter_desc="hflip")
@@ -160,7 +167,7 @@ def test_demux_then_decode_equals_load_video_and_runs_on_threads():
     packets = io.demux_video(BBB)
     assert len(packets) == 75 and packets.timestamp is None and packets.codec.name == "h264"
     assert sorted(packets.get_timestamps()) == pytest.approx(full.pts)
-    v = io.decode_packets(packets)
+    v = io.decode_packets(packets.clone())
     np.testing.assert_array_equal(np.asarray(io.convert_frames(v)), np.asarray(full.frames))
     assert v.get_timestamps() == pytest.approx(full.pts)
 
@@ -168,7 +175,7 @@ def test_demux_then_decode_equals_load_video_and_runs_on_threads():
     part = io.demux_video(BBB.read_bytes(), timestamp=window, name="bbb.mp4")
     assert 25 <= len(part) < 75 and part.timestamp == window
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        outs = list(pool.map(lambda p: io.decode_packets(p), [part, part.clone()]))
+        outs = list(pool.map(lambda p: io.decode_packets(p), [part.clone(), part.clone()]))
     for out in outs:
         np.testing.assert_array_equal(
             np.asarray(io.convert_frames(out)), np.asarray(full.frames)[30:55]
@@ -176,7 +183,7 @@ def test_demux_then_decode_equals_load_video_and_runs_on_threads():
 
     desc = "scale=64:36,hflip,format=rgb24"
     np.testing.assert_array_equal(
-        np.asarray(io.convert_frames(io.decode_packets(packets, desc, num_frames=4))),
+        np.asarray(io.convert_frames(io.decode_packets(packets.clone(), desc, num_frames=4))),
         np.asarray(io.load_video(BBB, filter_desc=desc).frames)[:4],
     )
     with pytest.raises(ValueError, match="bbb.mp4"):

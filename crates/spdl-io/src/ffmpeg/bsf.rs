@@ -149,6 +149,9 @@ impl Bsf {
             codec: self.out_codec.clone(),
             packets: out,
             window: packets.window,
+            stream_index: packets.stream_index,
+            codec_attached: packets.codec_attached,
+            memory: None,
         })
     }
 
@@ -159,6 +162,9 @@ impl Bsf {
             codec: self.out_codec.clone(),
             packets: Vec::new(),
             window: None,
+            stream_index: 0,
+            codec_attached: true,
+            memory: None,
         };
         self.filter(&empty, true)
     }

@@ -315,3 +315,117 @@ pub fn decode_packets(
     }
     Ok(frames)
 }
+
+/// Splits video packets (decode order) into runs that each start at a key
+/// frame and decode on their own, as SPDL 0.8.0 does for sample decoding:
+/// `(start, end, lead)` per key frame, where the run `start..end` also takes
+/// the later packets shown before the next key frame (some files store a
+/// frame after the key frame that follows it), and `lead` counts the packets
+/// of the run shown before its key frame (the decoder drops those frames).
+fn key_frame_runs(packets: &[ff::Packet]) -> Vec<(usize, usize, usize)> {
+    let pts: Vec<i64> = packets
+        .iter()
+        .map(|p| p.pts().unwrap_or(i64::MIN))
+        .collect();
+    if pts.is_empty() {
+        return Vec::new();
+    }
+    let mut keys = vec![(0, pts[0])];
+    keys.extend(
+        packets
+            .iter()
+            .enumerate()
+            .skip(1)
+            .filter(|(_, p)| p.is_key())
+            .map(|(i, _)| (i, pts[i])),
+    );
+    keys.push((packets.len(), i64::MAX));
+    keys.windows(2)
+        .map(|w| {
+            let ((start, first_pts), (next, next_pts)) = (w[0], w[1]);
+            let end = (next + 1..pts.len())
+                .filter(|&i| pts[i] < next_pts)
+                .map(|i| i + 1)
+                .max()
+                .unwrap_or(next)
+                .max(next);
+            let lead = (start..end).filter(|&i| pts[i] < first_pts).count();
+            (start, end, lead)
+        })
+        .collect()
+}
+
+/// The frames at `indices` (presentation order from 0, within the packets'
+/// time window when they have one; any order, repeats allowed), each as one
+/// image, through `filter_desc`: as SPDL's `sample_decode_video`, only the
+/// runs of packets from the key frame before each wanted frame are decoded,
+/// up to the last wanted frame of the run.
+///
+/// Errors: `InvalidArgument` for an index past the frames the packets hold;
+/// otherwise as [`decode_packets`].
+pub fn sample_decode_video(
+    packets: &Packets,
+    indices: &[usize],
+    filter_desc: Option<&str>,
+    config: &DecodeConfig,
+) -> Result<Vec<Frames>> {
+    let out_of_range = |i: usize| {
+        Error::new(
+            ErrorKind::InvalidArgument,
+            format!(
+                "frame index {i} out of range: the packets hold {} frames",
+                packets.num_in_window()
+            ),
+        )
+        .with_key(&packets.key)
+    };
+    if let Some(&i) = indices.iter().find(|&&i| i >= packets.num_in_window()) {
+        return Err(out_of_range(i));
+    }
+    // Indices count from the window's start: skip the reference packets
+    // shown before it.
+    let offset = match packets.window {
+        Some((start, _)) => packets
+            .packets
+            .iter()
+            .filter(|p| {
+                p.pts()
+                    .is_some_and(|t| seconds(t, packets.codec.time_base) < start)
+            })
+            .count(),
+        None => 0,
+    };
+    let runs = key_frame_runs(&packets.packets);
+    // For each run, the (output position, index within the run) it serves.
+    let mut wanted: std::collections::BTreeMap<usize, Vec<(usize, usize)>> = Default::default();
+    for (pos, &i) in indices.iter().enumerate() {
+        let g = i + offset;
+        let (r, &(start, _, lead)) = runs
+            .iter()
+            .enumerate()
+            .find(|(_, &(s, e, _))| s <= g && g < e)
+            .ok_or_else(|| out_of_range(i))?;
+        let local = (g - start)
+            .checked_sub(lead)
+            .ok_or_else(|| out_of_range(i))?;
+        wanted.entry(r).or_default().push((pos, local));
+    }
+    let mut out: Vec<Option<Frames>> = (0..indices.len()).map(|_| None).collect();
+    for (r, picks) in wanted {
+        let (start, end, _) = runs[r];
+        let mut run = packets.slice(start..end);
+        run.window = None;
+        let last = picks.iter().map(|&(_, l)| l).max().unwrap_or(0);
+        let frames = decode_packets(&run, filter_desc, config, Some(last + 1))?;
+        for (pos, local) in picks {
+            if local >= frames.len() {
+                return Err(out_of_range(indices[pos]));
+            }
+            out[pos] = Some(frames.select(&[local], MediaKind::Image)?);
+        }
+    }
+    Ok(out
+        .into_iter()
+        .map(|f| f.expect("every index was served"))
+        .collect())
+}

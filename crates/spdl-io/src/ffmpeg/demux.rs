@@ -11,7 +11,7 @@ use super::bsf::Bsf;
 use super::config::DemuxConfig;
 use super::frames::MediaKind;
 use super::packets::{Codec, Packets};
-use super::{to_ts, MediaSource};
+use super::MediaSource;
 use crate::{Error, ErrorKind, Result};
 
 /// An open container. As SPDL's `spdl.io.Demuxer`.
@@ -38,16 +38,33 @@ fn kind_media(kind: MediaKind) -> media::Type {
     }
 }
 
+/// A window `[start, end)` must be ordered; an empty one (`start == end`) is
+/// valid and selects no frame, as in SPDL.
 fn check_window(window: Option<(f64, f64)>) -> Result<()> {
     if let Some((s, e)) = window {
-        if s.is_nan() || e.is_nan() || e <= s {
+        if s.is_nan() || e.is_nan() || e < s {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
-                format!("time window [{s}, {e}) is empty"),
+                format!("time window [{s}, {e}) is reversed"),
             ));
         }
     }
     Ok(())
+}
+
+/// How far past a video window's end demuxing goes (seconds): frames are
+/// stored out of display order, so a frame shown before `end` can follow one
+/// shown after it. SPDL 0.8.0's margin, so that the same packets are selected.
+const VIDEO_END_MARGIN: f64 = 0.3;
+
+/// `seconds` in `time_base` units, rounded to the nearest (as FFmpeg's
+/// `av_rescale`, which SPDL uses for the seek target).
+fn round_ts(seconds: f64, time_base: ff::Rational) -> i64 {
+    if time_base.numerator() == 0 {
+        return 0;
+    }
+    let v = seconds * f64::from(time_base.denominator()) / f64::from(time_base.numerator());
+    v.round() as i64
 }
 
 impl<'a> Demuxer<'a> {
@@ -152,15 +169,18 @@ impl<'a> Demuxer<'a> {
     }
 
     /// The packets of the default stream of `kind`: all of them, or with
-    /// `window = Some((start, end))` those needed for the frames with
-    /// `start <= pts < end` (video: from the key frame at or before
-    /// `start`, seeking there; audio: the packets overlapping the window),
-    /// passed through the bit-stream filter `bsf` when given. Image: the
-    /// first packet of the picture stream. As SPDL's
+    /// `window = Some((start, end))` those SPDL 0.8.0 selects for the frames
+    /// with `start <= pts < end`: in decode order from the key frame before
+    /// `start` (seeking there; the packets before `start` are the references
+    /// the window's frames need) up to the first packet shown at or after
+    /// `end` (video: `end + 0.3` s, as frames are stored out of display
+    /// order). An empty window `[t, t)` is valid: its packets decode to no
+    /// frame. Passed through the bit-stream filter `bsf` when given. Image:
+    /// the first packet of the picture stream. As SPDL's
     /// `Demuxer.demux_video/audio/image`.
     ///
-    /// Errors: `Unsupported` (no such stream), `InvalidArgument` (an empty
-    /// or reversed window, a bad `bsf`), `Truncated` / `Corrupt` from
+    /// Errors: `Unsupported` (no such stream), `InvalidArgument` (a
+    /// reversed window, a bad `bsf`), `Truncated` / `Corrupt` from
     /// reading; each names the source.
     pub fn demux(
         &mut self,
@@ -189,21 +209,30 @@ impl<'a> Demuxer<'a> {
         let codec = self.codec_of(index, kind);
         let tb = codec.time_base;
         let start_ts = self.start_ts(index);
-        let (seek_to, end_ts) = match window {
-            Some((start, end)) => (
-                Some(to_ts(start, tb).max(start_ts)),
-                end.is_finite().then(|| to_ts(end, tb)),
-            ),
-            None => (None, None),
-        };
-        if self.dirty && seek_to.is_none_or(|ts| ts <= start_ts) {
+        // As SPDL 0.8.0: seek to the key frame before `start` (the target is
+        // one tick early, so a key frame exactly at `start` is before it too),
+        // then read in decode order until the first packet shown at or after
+        // `end` (plus a margin for video). The packets before `start` stay:
+        // they are the references the window's frames need.
+        let seek_to = window.map(|(s, _)| round_ts(s, tb));
+        let end = window.map(|(_, e)| match kind {
+            MediaKind::Video => e + VIDEO_END_MARGIN,
+            _ => e,
+        });
+        let seek_target = seek_to
+            .map(|t| t.saturating_sub(1))
+            .filter(|&t| t > start_ts);
+        if self.dirty && seek_target.is_none() {
             self.rewind()?;
         }
-        if let Some(ts) = seek_to.filter(|&ts| ts > start_ts) {
+        if let Some(ts) = seek_target {
             self.inner.seek_stream(index, ts)?;
         }
         self.dirty = true;
-        let start_ts_window = window.map(|(s, _)| to_ts(s, tb));
+        // A first packet after a seek shown later than `start` may be a
+        // leading picture that refers to frames before the key frame (HEVC
+        // RASL): seek again from its decode time, once.
+        let mut check_first = seek_target.is_some();
         let mut packets = Vec::new();
         loop {
             let mut packet = ff::Packet::empty();
@@ -213,23 +242,18 @@ impl<'a> Demuxer<'a> {
             if packet.stream() != index || packet.size() == 0 {
                 continue;
             }
-            if let Some(end) = end_ts {
-                let t = match kind {
-                    // dts only grows and pts >= dts: from here on every frame
-                    // is shown at or after `end`.
-                    MediaKind::Video => packet.dts(),
-                    _ => packet.pts(),
-                };
-                if t.is_some_and(|t| t >= end) {
-                    break;
-                }
-            }
-            if kind == MediaKind::Audio {
-                // Audio packets wholly before the window are not needed.
-                if let (Some(s), Some(p)) = (start_ts_window, packet.pts()) {
-                    if p + packet.duration().max(0) <= s && packet.duration() > 0 {
+            if check_first {
+                check_first = false;
+                if let (Some(t), Some(pts), Some(dts)) = (seek_to, packet.pts(), packet.dts()) {
+                    if pts > t {
+                        self.inner.seek_stream(index, dts.saturating_sub(1))?;
                         continue;
                     }
+                }
+            }
+            if let (Some(end), Some(pts)) = (end, packet.pts()) {
+                if super::seconds(pts, tb) >= end {
+                    break;
                 }
             }
             packets.push(packet);
@@ -242,6 +266,9 @@ impl<'a> Demuxer<'a> {
             codec,
             packets,
             window,
+            stream_index: index,
+            codec_attached: true,
+            memory: None,
         };
         match bsf {
             None => Ok(packets),
@@ -415,6 +442,11 @@ impl StreamingDemux {
                             codec: self.codecs[&i].clone(),
                             packets,
                             window: None,
+                            stream_index: i,
+                            // As SPDL: chunks of a stream carry no codec (the
+                            // decoder was made from the demuxer's).
+                            codec_attached: false,
+                            memory: None,
                         },
                     )
                 })

@@ -471,6 +471,9 @@ impl Encoder {
             codec: self.codec.clone(),
             packets,
             window: None,
+            stream_index: 0,
+            codec_attached: true,
+            memory: None,
         }
     }
 

@@ -59,7 +59,8 @@ impl FilterGraph {
                 format!("invalid filter graph {desc:?}: {why}"),
             )
         };
-        let c_desc = CString::new(desc).map_err(|_| bad("contains a NUL byte".into()))?;
+        let c_desc = CString::new(short_channel_counts(desc))
+            .map_err(|_| bad("contains a NUL byte".into()))?;
         let mut graph = ff::filter::Graph::new();
         // SAFETY: the graph pointer is only used below while `graph` lives.
         let g = unsafe { graph.as_mut_ptr() };
@@ -283,5 +284,51 @@ impl FilterGraph {
     /// The configured graph as text (`avfilter_graph_dump`), as SPDL's `dump`.
     pub fn dump(&self) -> String {
         self.graph.dump()
+    }
+}
+
+/// `desc` with each `channel_layout=N channels` written `channel_layout=Nc`:
+/// how FFmpeg describes a layout of unspecified order (`"1 channels"`, what
+/// SPDL's `get_abuffer_desc` writes for a mono WAV) is parsed back only by
+/// newer FFmpeg releases; every release parses `Nc`.
+fn short_channel_counts(desc: &str) -> String {
+    const KEY: &str = "channel_layout=";
+    let mut out = String::with_capacity(desc.len());
+    let mut rest = desc;
+    while let Some(at) = rest.find(KEY) {
+        let (head, tail) = rest.split_at(at + KEY.len());
+        out.push_str(head);
+        let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
+        match tail[digits..].strip_prefix(" channels") {
+            Some(after) if digits > 0 => {
+                out.push_str(&tail[..digits]);
+                out.push('c');
+                rest = after;
+            }
+            _ => rest = tail,
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::short_channel_counts;
+
+    #[test]
+    fn channel_counts_are_written_short() {
+        assert_eq!(
+            short_channel_counts("abuffer=sample_rate=8000:channel_layout=1 channels,anull"),
+            "abuffer=sample_rate=8000:channel_layout=1c,anull"
+        );
+        assert_eq!(
+            short_channel_counts("abuffer=channel_layout=stereo,anull"),
+            "abuffer=channel_layout=stereo,anull"
+        );
+        assert_eq!(
+            short_channel_counts("a=channel_layout=12 channels;b=channel_layout=3 channels"),
+            "a=channel_layout=12c;b=channel_layout=3c"
+        );
     }
 }

@@ -10,7 +10,9 @@ use std::ffi::CStr;
 
 use ffmpeg_next::{self as ff, codec, ffi};
 
-use super::frames::{pix_fmt_name, sample_fmt_name, static_name, MediaKind};
+use std::sync::{Arc, Mutex};
+
+use super::frames::{pix_fmt_name, sample_fmt_name, static_name, FrameMemory, MediaKind};
 use crate::{Error, ErrorKind, Result};
 
 /// The accessors every list of demuxed packets has ([`Packets`], and
@@ -176,6 +178,18 @@ impl Codec {
         }
     }
 
+    /// The stream's bit rate in bits per second from the header (0 when
+    /// unknown).
+    pub fn bit_rate(&self) -> i64 {
+        self.params.raw().bit_rate
+    }
+
+    /// Bits per raw sample (`bits_per_raw_sample`: 8 for 8-bit video, 0
+    /// when the header does not say), as SPDL's codec summary shows it.
+    pub fn bits_per_sample(&self) -> i32 {
+        self.params.raw().bits_per_raw_sample
+    }
+
     /// Audio sample rate in Hz (0 for pictures).
     pub fn sample_rate(&self) -> u32 {
         u32::try_from(self.params.raw().sample_rate).unwrap_or(0)
@@ -214,14 +228,43 @@ impl Codec {
 
 /// Demuxed packets of one stream, in decode order, with their codec. As
 /// SPDL's `VideoPackets` / `AudioPackets` / `ImagePackets`.
-#[derive(derive_more::Debug, Clone)]
+#[derive(derive_more::Debug)]
 pub struct Packets {
     pub(crate) key: String,
     pub(crate) codec: Codec,
     #[debug("[{} packets]", packets.len())]
     pub(crate) packets: Vec<ff::Packet>,
     pub(crate) window: Option<(f64, f64)>,
+    /// The index of the stream in its container (shown in SPDL's `repr`).
+    pub(crate) stream_index: usize,
+    /// Whether the codec is shown to users: SPDL's packets of
+    /// `streaming_demux` have none (`codec` is `None`).
+    pub(crate) codec_attached: bool,
+    /// The serialized bytes that view packets ([`Packets::deserialize_view`])
+    /// point into; declared after `packets` so that it is dropped after them.
+    #[debug(skip)]
+    pub(crate) memory: Option<Arc<ViewMemory>>,
 }
+
+impl Clone for Packets {
+    /// The packets with their own copy of the data (FFmpeg copies a packet
+    /// without a buffer of its own): a clone of view packets does not hold
+    /// their memory.
+    fn clone(&self) -> Self {
+        Packets {
+            key: self.key.clone(),
+            codec: self.codec.clone(),
+            packets: self.packets.clone(),
+            window: self.window,
+            stream_index: self.stream_index,
+            codec_attached: self.codec_attached,
+            memory: None,
+        }
+    }
+}
+
+/// The memory view packets point into, kept alive while any of them is.
+pub(crate) struct ViewMemory(#[allow(dead_code)] Mutex<Box<dyn FrameMemory>>);
 
 impl Packets {
     /// Audio, video or image.
@@ -236,20 +279,46 @@ impl Packets {
         &self.codec
     }
 
-    /// The packets' presentation timestamps: seconds, or stream time base
-    /// units with `raw` (packets without one are left out). Decode order.
+    /// The index of the stream in its container.
+    pub fn stream_index(&self) -> usize {
+        self.stream_index
+    }
+
+    /// Whether SPDL shows these packets' codec: `false` for the chunks of
+    /// `streaming_demux` (and what a bit-stream filter makes of them), whose
+    /// `codec` is `None` in SPDL; decoding uses [`Packets::codec`] either way.
+    pub fn codec_attached(&self) -> bool {
+        self.codec_attached
+    }
+
+    /// The packets' presentation timestamps in seconds, as SPDL's
+    /// `get_timestamps(raw=...)`: by default those inside the window the
+    /// packets were demuxed for (all without one), in display order; with
+    /// `raw` every packet's, in decode order (the window's reference packets
+    /// before `start` included). Packets without a timestamp are left out.
     pub fn timestamps(&self, raw: bool) -> Vec<f64> {
-        self.packets
+        let all = self
+            .packets
             .iter()
             .filter_map(|p| p.pts())
-            .map(|t| {
-                if raw {
-                    t as f64
-                } else {
-                    super::seconds(t, self.codec.time_base)
-                }
-            })
-            .collect()
+            .map(|t| super::seconds(t, self.codec.time_base));
+        if raw {
+            return all.collect();
+        }
+        let (start, end) = self.window.unwrap_or((f64::NEG_INFINITY, f64::INFINITY));
+        let mut ts: Vec<f64> = all.filter(|&t| start <= t && t < end).collect();
+        ts.sort_by(f64::total_cmp);
+        ts
+    }
+
+    /// The number of packets inside the window the packets were demuxed for
+    /// (all without one): what SPDL's `len(packets)` counts, one per frame
+    /// the packets decode to for video in MP4, MKV, WebM or AVI.
+    pub fn num_in_window(&self) -> usize {
+        match self.window {
+            None => self.packets.len(),
+            Some(_) => self.timestamps(false).len(),
+        }
     }
 
     /// The bytes of packet `i` (empty past the end).
@@ -272,6 +341,10 @@ impl Packets {
             codec: self.codec.clone(),
             packets: self.packets[range].to_vec(),
             window: self.window,
+            stream_index: self.stream_index,
+            codec_attached: self.codec_attached,
+            // The copies of view packets own their data.
+            memory: None,
         }
     }
 
@@ -308,6 +381,8 @@ impl Packets {
                 w.f64(e);
             }
         }
+        w.i64(self.stream_index as i64);
+        w.u8(u8::from(self.codec_attached));
         let p = c.params.raw();
         for v in [
             p.codec_type as i64,
@@ -358,6 +433,9 @@ impl Packets {
             w.i64(pkt.duration());
             w.i64(i64::from(pkt.flags().bits()));
             w.bytes(pkt.data().unwrap_or(&[]));
+            // Zeros after each payload: FFmpeg may read that far past a
+            // packet's end, which lets deserialize_view point into the bytes.
+            w.0.extend_from_slice(&[0; PADDING]);
             let side: Vec<_> = pkt.side_data().collect();
             w.i64(side.len() as i64);
             for sd in side {
@@ -379,6 +457,29 @@ impl Packets {
     /// Errors: `Corrupt` when `data` is not such bytes (wrong header or
     /// checksum, truncated, inconsistent lengths).
     pub fn deserialize(data: &[u8]) -> Result<Packets> {
+        Self::parse(data, false)
+    }
+
+    /// Packets from [`Packets::serialize`]'s bytes without copying them, as
+    /// SPDL's `deserialize_view`: each packet's data points into `memory`,
+    /// which the packets keep alive (dropped with the last of them).
+    /// Cloning or slicing the packets copies their data (the copies do not
+    /// need `memory`). The bytes must not change while the packets live.
+    ///
+    /// Errors: as [`Packets::deserialize`].
+    pub fn deserialize_view(memory: Box<dyn FrameMemory>) -> Result<Packets> {
+        let (ptr, len) = memory.as_ptr_len();
+        // SAFETY: FrameMemory guarantees `len` readable bytes at `ptr`, the
+        // same on every call, until `memory` is dropped; the packets made
+        // from this slice keep `memory` (declared after them, so dropped
+        // after them) and clones copy the data.
+        let data = unsafe { std::slice::from_raw_parts(ptr, len) };
+        let mut p = Self::parse(data, true)?;
+        p.memory = Some(Arc::new(ViewMemory(Mutex::new(memory))));
+        Ok(p)
+    }
+
+    fn parse(data: &[u8], view: bool) -> Result<Packets> {
         if data.len() < MAGIC.len() + 8 || !data.starts_with(MAGIC) {
             return Err(corrupt("not serialized spdl-rs packets"));
         }
@@ -406,6 +507,9 @@ impl Packets {
             0 => None,
             _ => Some((r.f64()?, r.f64()?)),
         };
+        let stream_index =
+            usize::try_from(r.i64()?).map_err(|_| corrupt("negative stream index"))?;
+        let codec_attached = r.u8()? != 0;
         let mut params = codec::Parameters::new();
         // SAFETY: `params` is a fresh AVCodecParameters we own; every field
         // is written with a value of its own type read back from the bytes
@@ -472,7 +576,26 @@ impl Packets {
             let dts = r.i64()?;
             let duration = r.i64()?;
             let flags = r.i64()? as i32;
-            let mut pkt = ff::Packet::copy(r.bytes()?);
+            let payload = r.bytes()?;
+            if r.take(PADDING)?.iter().any(|&b| b != 0) {
+                return Err(corrupt("packet padding is not zero"));
+            }
+            let mut pkt = if view {
+                let mut pkt = ff::Packet::empty();
+                // SAFETY: a packet without a buffer (`buf` stays NULL)
+                // pointing at `payload`, followed by PADDING zero bytes;
+                // FFmpeg copies such data before keeping it, and the caller
+                // keeps the bytes alive as long as the packet.
+                unsafe {
+                    let p = codec::packet::Mut::as_mut_ptr(&mut pkt);
+                    (*p).data = payload.as_ptr().cast_mut();
+                    (*p).size =
+                        i32::try_from(payload.len()).map_err(|_| corrupt("packet too large"))?;
+                }
+                pkt
+            } else {
+                ff::Packet::copy(payload)
+            };
             pkt.set_pts((pts != i64::MIN).then_some(pts));
             pkt.set_dts((dts != i64::MIN).then_some(dts));
             pkt.set_duration(duration);
@@ -514,11 +637,17 @@ impl Packets {
             codec: Codec::new(kind, params, time_base, frame_rate, rotation),
             packets,
             window,
+            stream_index,
+            codec_attached,
+            memory: None,
         })
     }
 }
 
-const MAGIC: &[u8] = b"SPDLRS-PACKETS-2";
+const MAGIC: &[u8] = b"SPDLRS-PACKETS-3";
+
+/// Zero bytes after each serialized payload (FFmpeg's input padding).
+const PADDING: usize = ffi::AV_INPUT_BUFFER_PADDING_SIZE as usize;
 
 /// 64-bit FNV-1a, to tell damaged serialized packets.
 fn fnv1a(data: &[u8]) -> u64 {
