@@ -987,3 +987,29 @@ def test_final_stats_names_and_counts_as_spdl(caplog):
         "12:path_variants_merge": 0, "12:path_variants_merge_queue": 8, "13:sink_queue": 7,
     }, got
     assert pid is not None
+
+
+def test_each_failed_task_is_logged_as_spdl(caplog):
+    # SPDL logs each failed task at ERROR, "Task [<stage>:<n>] failed." with the traceback,
+    # n counting the stage's tasks from 1.
+    def odd_fails(x):
+        if x % 2:
+            raise ValueError(f"odd {x}")
+        return x
+
+    async def three_fails(x):
+        if x == 3:
+            raise KeyError(x)
+        return x
+
+    caplog.set_level(logging.INFO, logger="spdl_rs.pipeline")
+    b = PipelineBuilder().add_source(range(5)).pipe(three_fails).pipe(odd_fails)
+    p = b.add_sink(5).build(num_threads=1)
+    with p.auto_stop(), pytest.warns(RuntimeWarning, match=r"2 item\(s\) failed"):
+        assert list(p) == [0, 2, 4]
+    failed = [r for r in caplog.records if r.levelno == logging.ERROR]
+    got = sorted(r.getMessage() for r in failed)
+    assert len(got) == 2
+    assert re.fullmatch(r"Task \[\d+:1:three_fails:4\] failed\.", got[0]), got
+    assert re.fullmatch(r"Task \[\d+:2:odd_fails:2\] failed\.", got[1]), got
+    assert {type(r.exc_info[1]) for r in failed} == {KeyError, ValueError}

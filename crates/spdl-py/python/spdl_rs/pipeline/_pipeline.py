@@ -863,6 +863,9 @@ class _Build:
                 assert loop is not None
                 source = _AsyncSource(source, loop)
             specs = [self._spec(st, per_task[i], loop) for i, st in enumerate(stages, 1)]
+            for spec, info in zip(specs, infos[1:]):
+                if spec["kind"] in ("func", "gen", "async", "asyncgen"):
+                    spec["op"] = _logging_failures(spec["op"], spec["kind"], str(info))
             native = _native.build_pipeline(
                 source,
                 specs,
@@ -966,6 +969,75 @@ class _Build:
             # Drop the partial group, but start the next epoch empty.
             spec["flush"] = lambda _: _done_future(lambda _: (agg.flush(), None)[1], None)
         return spec
+
+
+def _logging_failures(op: Callable[[Any], Any], kind: str, stage: str) -> Callable[[Any], Any]:
+    """``op`` (as the engine calls it: a function, a generator function, or one returning
+    ``concurrent.futures.Future``\ s) logging each failed task as SPDL does: ``ERROR``
+    ``Task [<stage>:<n>] failed.`` with the traceback (logger ``spdl_rs.pipeline``), ``n``
+    counting the stage's tasks from 1. The failure itself goes on as before."""
+    counter = itertools.count(1)
+
+    def log(n: int, e: BaseException) -> None:
+        # On an engine thread, logging's threading.current_thread() registers a dummy Python
+        # thread that would stay listed (threading.enumerate) for good: forget it again.
+        active = getattr(threading, "_active", {})
+        ident = threading.get_ident()
+        foreign = ident not in active
+        try:
+            _LG.error("Task [%s:%d] failed.", stage, n, exc_info=(type(e), e, e.__traceback__))
+        finally:
+            if foreign:
+                active.pop(ident, None)
+
+    def log_done(n: int, fut: concurrent.futures.Future) -> None:
+        if not fut.cancelled() and (e := fut.exception()) is not None and isinstance(e, Exception):
+            log(n, e)
+
+    if kind == "func":
+
+        def call(item: Any) -> Any:
+            n = next(counter)
+            try:
+                return op(item)
+            except Exception as e:
+                log(n, e)
+                raise
+
+        return call
+    if kind == "gen":
+
+        def gen(item: Any) -> Any:
+            n = next(counter)
+            try:
+                yield from op(item)
+            except Exception as e:
+                log(n, e)
+                raise
+
+        return gen
+    if kind == "async":
+
+        def submit(item: Any) -> Any:
+            n = next(counter)
+            fut = op(item)
+            fut.add_done_callback(functools.partial(log_done, n))
+            return fut
+
+        return submit
+
+    def stepper(item: Any) -> Any:  # asyncgen: each step a future
+        n = next(counter)
+        step = op(item)
+
+        def next_step(arg: Any) -> Any:
+            fut = step(arg)
+            fut.add_done_callback(functools.partial(log_done, n))
+            return fut
+
+        return next_step
+
+    return stepper
 
 
 def _path_items(i: int, items: Callable[[], int]) -> Callable[[Any], int]:
@@ -1448,7 +1520,7 @@ class Pipeline(Generic[T]):
         last = "; ".join(self.last_errors()[-3:])
         warnings.warn(
             f"{new} item(s) failed and were skipped ({per_stage}); last: {last}. Give "
-            "max_failures to stop on failures, or call spdl_rs.init_logging('warn') to log each.",
+            "max_failures to stop on failures; each failed task is logged (ERROR, logger spdl_rs.pipeline).",
             RuntimeWarning,
             stacklevel=3,
         )
