@@ -194,37 +194,48 @@ def bench_shards(args, corpus: pathlib.Path, work: pathlib.Path) -> list[str]:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        procs["file server"] = subprocess.Popen([bins / "file_server", str(http_port), str(data / "bench")])
+        procs["file server"] = subprocess.Popen([bins / "file_server", str(http_port), str(data)])
         procs["S3 proxy"] = subprocess.Popen([bins / "latency_proxy", str(s3_proxy_port), str(s3_port), str(args.latency_ms)])
         procs["HTTP proxy"] = subprocess.Popen([bins / "latency_proxy", str(http_proxy_port), str(http_port), str(args.latency_ms)])
         for port in (s3_port, http_port, s3_proxy_port, http_proxy_port):
             wait_port(port)
-        env = dict(
-            os.environ,
-            AWS_ENDPOINT_URL=f"http://127.0.0.1:{s3_proxy_port}",
-            AWS_ACCESS_KEY_ID="bench",
-            AWS_SECRET_ACCESS_KEY="bench-secret",
-            AWS_REGION="us-east-1",
-        )
+        def s3_env(port: int) -> dict:
+            return dict(
+                os.environ,
+                AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}",
+                AWS_ACCESS_KEY_ID="bench",
+                AWS_SECRET_ACCESS_KEY="bench-secret",
+                AWS_REGION="us-east-1",
+            )
+
+        # `file_server` answers S3 too (path style, no signature check, cheap on the shared
+        # cores); s3s-fs is a full S3 server (signatures, and much more CPU per byte).
+        lean, s3s = s3_env(http_proxy_port), s3_env(s3_proxy_port)
+        plain = dict(os.environ)
         braces = f"shard-{{000000..{n_shards - 1:06}}}.tar"
         s3_pids = (procs["s3s-fs"].pid, procs["S3 proxy"].pid)
         http_pids = (procs["file server"].pid, procs["HTTP proxy"].pid)
-        # name: (source, extra arguments, (server pid, proxy pid) or ())
+        fc = ("--fetch-concurrency", str(args.fetch_concurrency))
+        # name: (source, extra arguments, environment, (server pid, proxy pid) or ())
         systems = {
-            "single files, local disk": (str(corpus), ("--image-folder",), ()),
-            "shards, local disk": (str(shards / braces), (), ()),
+            "single files, local disk": (str(corpus), ("--image-folder",), plain, ()),
+            "shards, local disk": (str(shards / braces), (), plain, ()),
             f"shards, HTTP (+{ms} ms), read-ahead 2": (
-                f"http://127.0.0.1:{http_proxy_port}/shards/{braces}",
+                f"http://127.0.0.1:{http_proxy_port}/bench/shards/{braces}",
                 ("--shard-readahead", "2"),
+                plain,
                 http_pids,
             ),
-            f"shards, S3 (+{ms} ms), read-ahead 2": (f"s3://bench/shards/{braces}", ("--shard-readahead", "2"), s3_pids),
-            f"shards, S3 (+{ms} ms), no read-ahead": (f"s3://bench/shards/{braces}", ("--shard-readahead", "0"), s3_pids),
-            f"single objects, S3 (+{ms} ms), {args.fetch_concurrency} in flight": (
-                "s3://bench/files/",
-                ("--fetch-concurrency", str(args.fetch_concurrency)),
+            f"shards, S3 (+{ms} ms), read-ahead 2": (f"s3://bench/shards/{braces}", ("--shard-readahead", "2"), lean, http_pids),
+            f"shards, S3 (+{ms} ms), no read-ahead": (f"s3://bench/shards/{braces}", ("--shard-readahead", "0"), lean, http_pids),
+            f"single objects, S3 (+{ms} ms), {args.fetch_concurrency} in flight": ("s3://bench/files/", fc, lean, http_pids),
+            f"shards, S3 via s3s-fs (+{ms} ms), read-ahead 2": (
+                f"s3://bench/shards/{braces}",
+                ("--shard-readahead", "2"),
+                s3s,
                 s3_pids,
             ),
+            f"single objects, S3 via s3s-fs (+{ms} ms), {args.fetch_concurrency} in flight": ("s3://bench/files/", fc, s3s, s3_pids),
         }
         names = list(systems)
         runs: dict[str, list] = {k: [] for k in systems}
@@ -233,7 +244,7 @@ def bench_shards(args, corpus: pathlib.Path, work: pathlib.Path) -> list[str]:
             # Alternating rounds, each starting one system later: drift on a shared machine
             # falls on every system alike.
             for name in names[r % len(names) :] + names[: r % len(names)]:
-                src, extra, watch = systems[name]
+                src, extra, env, watch = systems[name]
                 runs[name].append(run_load(args.spdl, src, env, args.threads, extra, watch))
         load_after = os.getloadavg()
     finally:
@@ -265,7 +276,8 @@ def bench_shards(args, corpus: pathlib.Path, work: pathlib.Path) -> list[str]:
         "",
         f"Each run is a fresh `{args.spdl} load SOURCE --json -q --size 224 --transform eval -t {args.threads}`;"
         " images/s from its report; loader CPU = user + system of that process (`wait4` rusage); server"
-        " (s3s-fs, or the bench's `file_server`) and proxy (`latency_proxy`, which delays each request"
+        " (the bench's `file_server`, which serves the HTTP shards and answers as a minimal S3 endpoint, or"
+        " s3s-fs where named) and proxy (`latency_proxy`, which delays each request"
         f" by {ms} ms) CPU from `/proc/PID/stat` before and after the run. Sources: the ImageFolder"
         f" corpus; `{braces}` on local disk; the same shards over HTTP and S3 through the proxy;"
         f" `s3://bench/files/` with `--fetch-concurrency {args.fetch_concurrency}`.",

@@ -1,7 +1,10 @@
 //! `file-server PORT ROOT`: a static HTTP/1.1 file server on 127.0.0.1 for the remote
 //! benchmarks (`bench/shards_cache.py`): `GET` and `HEAD` of the files under `ROOT`, whole
 //! (200) or by one `Range: bytes=A-[B]` (206), kept-alive connections, 404 for what is not a
-//! file. One tokio thread and one reusable buffer per connection, so that its CPU (reported by
+//! file. It also answers as a minimal S3 endpoint (path style, no signature check), so the
+//! bench can measure the loader's S3 client beside a server as lean as the HTTP one: an
+//! object `GET /BUCKET/KEY` is the file `ROOT/BUCKET/KEY`, and `GET /BUCKET?list-type=2&prefix=P`
+//! lists every file under it in one page (ListObjectsV2, no delimiter). One tokio thread and one reusable buffer per connection, so that its CPU (reported by
 //! the bench from `/proc`) stays small beside the loader's.
 
 use std::path::{Component, Path, PathBuf};
@@ -65,6 +68,15 @@ async fn serve(conn: TcpStream, root: &Path) -> std::io::Result<()> {
                     range = parse_range(value.trim());
                 }
             }
+        }
+        if let Some(xml) = list_objects(root, &target) {
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/xml\r\ncontent-length: {}\r\n\r\n",
+                xml.len()
+            );
+            w.write_all(head.as_bytes()).await?;
+            w.write_all(xml.as_bytes()).await?;
+            continue;
         }
         let path = local_path(root, &target);
         let file = match &path {
@@ -132,10 +144,98 @@ fn parse_range(v: &str) -> Option<(u64, Option<u64>)> {
 
 /// The file `target` names under `root`; `None` for a path leaving it.
 fn local_path(root: &Path, target: &str) -> Option<PathBuf> {
-    let path = target.split('?').next()?.trim_start_matches('/');
-    let rel = Path::new(path);
+    let path = percent_decode(target.split('?').next()?);
+    let rel = Path::new(path.trim_start_matches('/'));
     if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
         return None;
     }
     Some(root.join(rel))
+}
+
+/// `%XX` escapes decoded (as S3 clients write keys); other bytes kept.
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The ListObjectsV2 answer for `GET /BUCKET?list-type=2&prefix=P`: every file of
+/// `ROOT/BUCKET` whose key starts with `P`, in key order, one page; `None` for other targets.
+fn list_objects(root: &Path, target: &str) -> Option<String> {
+    let (path, query) = target.split_once('?')?;
+    let bucket = percent_decode(path.trim_matches('/'));
+    if bucket.is_empty() || bucket.contains('/') {
+        return None;
+    }
+    let mut prefix = String::new();
+    let mut listing = false;
+    for pair in query.split('&') {
+        match pair.split_once('=') {
+            Some(("list-type", "2")) => listing = true,
+            Some(("prefix", p)) => prefix = percent_decode(&p.replace('+', " ")),
+            _ => {}
+        }
+    }
+    if !listing {
+        return None;
+    }
+    let base = root.join(&bucket);
+    let mut keys = Vec::new();
+    let mut dirs = vec![base.clone()];
+    while let Some(dir) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            match e.file_type() {
+                Ok(t) if t.is_dir() => dirs.push(p),
+                Ok(t) if t.is_file() => {
+                    let key = p.strip_prefix(&base).ok()?.to_string_lossy().into_owned();
+                    if key.starts_with(&prefix) {
+                        let size = e.metadata().map_or(0, |m| m.len());
+                        keys.push((key, size));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    keys.sort();
+    let mut xml = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListBucketResult><Name>{bucket}</Name>\
+         <Prefix>{}</Prefix><KeyCount>{}</KeyCount><MaxKeys>{}</MaxKeys><IsTruncated>false</IsTruncated>",
+        escape(&prefix),
+        keys.len(),
+        keys.len().max(1000)
+    );
+    for (key, size) in keys {
+        xml += &format!(
+            "<Contents><Key>{}</Key><LastModified>2024-01-01T00:00:00.000Z</LastModified>\
+             <ETag>\"0\"</ETag><Size>{size}</Size><StorageClass>STANDARD</StorageClass></Contents>",
+            escape(&key)
+        );
+    }
+    xml += "</ListBucketResult>";
+    Some(xml)
+}
+
+/// `s` as XML text.
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
