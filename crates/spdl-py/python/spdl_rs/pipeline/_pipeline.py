@@ -973,7 +973,7 @@ class _Build:
 
 def _logging_failures(op: Callable[[Any], Any], kind: str, stage: str) -> Callable[[Any], Any]:
     """``op`` (as the engine calls it: a function, a generator function, or one returning
-    ``concurrent.futures.Future``\ s) logging each failed task as SPDL does: ``ERROR``
+    futures) logging each failed task as SPDL does: ``ERROR``
     ``Task [<stage>:<n>] failed.`` with the traceback (logger ``spdl_rs.pipeline``), ``n``
     counting the stage's tasks from 1. The failure itself goes on as before."""
     counter = itertools.count(1)
