@@ -12,8 +12,7 @@ use std::path::{Path, PathBuf};
 
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{
-    PyFileNotFoundError, PyIsADirectoryError, PyOSError, PyPermissionError, PyRuntimeError,
-    PyTypeError,
+    PyIsADirectoryError, PyOSError, PyPermissionError, PyRuntimeError, PyTypeError,
 };
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
@@ -172,7 +171,7 @@ pub(crate) fn check_file(path: &Path) -> PyResult<()> {
         ))),
         Ok(_) => Ok(()),
         Err(e) => Err(match e.kind() {
-            K::NotFound => PyFileNotFoundError::new_err(format!("{shown}: not found")),
+            K::NotFound => crate::error::not_found_err(format!("{shown}: not found")),
             K::PermissionDenied => {
                 PyPermissionError::new_err(format!("{shown}: permission denied"))
             }
@@ -354,6 +353,33 @@ impl AudioFrames {
             "DecodedAudio(key={:?}, shape=({}, {}), sample_rate={}, codec={:?})",
             self.key, self.channels, self.samples, self.sample_rate, self.codec
         )
+    }
+}
+
+impl VideoFrames {
+    /// Frames decoded elsewhere (SPDL's `load_video(filter_desc=...)` path): `frames` in the
+    /// layout SPDL's `convert_frames` gives (`shape`), not rotated, no frame indices.
+    #[cfg_attr(not(feature = "decode-ffmpeg"), allow(dead_code))]
+    pub(crate) fn from_parts(
+        frames: CpuBuffer,
+        shape: Vec<usize>,
+        pts: Vec<f64>,
+        stream_rotation: i32,
+        codec: String,
+        key: String,
+    ) -> Self {
+        VideoFrames {
+            frames,
+            shape,
+            pts,
+            indices: None,
+            rotation: 0,
+            stream_rotation,
+            num_decoded: None,
+            codec,
+            key,
+            label: None,
+        }
     }
 }
 

@@ -227,3 +227,59 @@ pub(crate) fn _load_audio_spdl(
         key,
     ))
 }
+
+/// The video loader of `spdl_rs.io.load_video` in SPDL's call form (`filter_desc=` given
+/// without spdl_rs's own keywords, see `python/spdl_rs/io.py`): demuxes the default video
+/// stream of `src` in the `timestamp` window, decodes it through `filter_desc` (`None`: the
+/// decoder's own pixel format) with `demux_config` / `decode_config`, GIL released, and
+/// converts the frames as SPDL's `convert_frames` does. Returns a `DecodedVideo` whose `frames`
+/// is that buffer (`[T, H, W, C]` for packed RGB, `[T, C, H, W]` for planar formats, `[T, 1,
+/// H*3/2, W]` for `yuv420p`, ...), `pts` the filtered frames' times, `indices` `None`, frames
+/// never rotated (as SPDL).
+///
+/// Raises as `_load_audio_spdl`; `ValueError` when the stream decodes to no frame.
+#[pyfunction]
+#[pyo3(signature = (src, timestamp, filter_desc, demux_config=None, decode_config=None, name=None))]
+pub(crate) fn _load_video_spdl(
+    py: Python<'_>,
+    src: &Bound<'_, PyAny>,
+    timestamp: Option<(f64, f64)>,
+    filter_desc: Option<&str>,
+    demux_config: Option<&Bound<'_, PyAny>>,
+    decode_config: Option<&Bound<'_, PyAny>>,
+    name: Option<&str>,
+) -> PyResult<crate::media::VideoFrames> {
+    let demux_cfg = crate::media_config::demux_config_of(demux_config)?;
+    let decode_cfg = crate::media_config::decode_config_of(decode_config)?;
+    let src = extract_src(src)?;
+    let key = name.unwrap_or("<bytes>");
+    let out = py.detach(|| -> spdl_io::Result<_> {
+        let source = match &src {
+            Src::Path(p) => MediaSource::file(p),
+            Src::Backed(b) => MediaSource::bytes(key, b),
+            Src::Owned(v) => MediaSource::bytes(key, v),
+        };
+        let key = source.key().to_owned();
+        let packets = demux::demux(source, MediaKind::Video, timestamp, &demux_cfg, None)?;
+        let frames = decoder::decode_packets(&packets, filter_desc, &decode_cfg, None)?;
+        let array = frames.to_array().map_err(|e| e.with_key(&key))?;
+        let codec = packets.codec();
+        Ok((
+            array,
+            frames.timestamps(),
+            codec.rotation(),
+            codec.name(),
+            key,
+        ))
+    });
+    let (array, pts, rotation, codec, key) = out.map_err(io_err)?;
+    let shape = array.shape.clone();
+    Ok(crate::media::VideoFrames::from_parts(
+        buffer_of(array),
+        shape,
+        pts,
+        rotation,
+        codec,
+        key,
+    ))
+}

@@ -323,8 +323,15 @@ def load_video(
     ``ffmpeg -vf DESC -pix_fmt rgb24``, so the bytes equal the command line's), then scaled to
     ``width`` / ``height`` when given. The result's ``pts`` are the filtered frames' and its
     ``indices`` ``None``. Works with all frames, ``timestamp`` and ``step``; with ``indices`` or
-    ``played_at`` it raises ``ValueError``. Default ``None``: no graph (unlike SPDL, whose
-    default is ``get_video_filter_desc()``, i.e. ``"format=pix_fmts=rgb24"``).
+    ``played_at`` it raises ``ValueError``. Default: no graph (the frames are converted to
+    ``pixel_format``, RGB by default, as SPDL's default ``"format=pix_fmts=rgb24"`` gives).
+
+    SPDL's call form, ``filter_desc`` given without spdl_rs's own keywords (``demux_config`` /
+    ``decode_config`` may come with it), decodes as SPDL's ``load_video`` does: the packets of
+    the window through the filter, frames never rotated, and ``frames`` in the filter's output
+    format with SPDL's layout (``[T, H, W, 3]`` for ``rgb24``, ``[T, 1, H + H/2, W]`` for
+    ``yuv420p``, ``[T, C, H, W]`` for planar formats); ``filter_desc=None`` gives the decoder's
+    own format.
 
     ``demux_config`` (from :func:`demux_config`: forced container ``format``, demuxer
     ``format_options``, I/O ``buffer_size``) and ``decode_config`` (from :func:`decode_config`:
@@ -351,7 +358,21 @@ def load_video(
     demuxed packets), so a frame near the end of a long file costs about what one near the
     start costs; the frames equal those of a decode from the start.
     """
+    if "filter_desc" in options and set(options) <= _SPDL_MEDIA_KEYS:
+        return _native._load_video_spdl(
+            src,
+            timestamp,
+            options["filter_desc"],
+            options.get("demux_config"),
+            options.get("decode_config"),
+            name,
+        )
     return _native.load_media("load_video", src, timestamp, name=name, **options)
+
+
+# The keywords of SPDL's load_video / load_audio (besides device_config, which the wrapper
+# takes): given with filter_desc and nothing else, the call is SPDL's form.
+_SPDL_MEDIA_KEYS = frozenset({"filter_desc", "demux_config", "decode_config"})
 
 
 def load_video_clips(
@@ -416,7 +437,7 @@ def load_audio(
     Raises as :func:`load_video` (``"unsupported"``: no audio stream; ``ValueError`` for a
     ``filter_desc`` FFmpeg rejects).
     """
-    if "filter_desc" in options and set(options) <= _SPDL_AUDIO_KEYS:
+    if "filter_desc" in options and set(options) <= _SPDL_MEDIA_KEYS:
         return _native._load_audio_spdl(
             src,
             timestamp,
@@ -427,9 +448,6 @@ def load_audio(
         )
     return _native.load_media("load_audio", src, timestamp, name=name, **options)
 
-
-# The keywords of SPDL's load_audio (besides device_config, which the wrapper takes).
-_SPDL_AUDIO_KEYS = frozenset({"filter_desc", "demux_config", "decode_config"})
 
 
 def save_image(
@@ -781,12 +799,14 @@ def get_audio_filter_desc(
 
 def get_filter_desc(packets: Any, **filter_args: Any) -> str | None:
     """The filter description for decoding ``packets`` (SPDL's ``spdl.io.get_filter_desc``):
-    :func:`get_video_filter_desc` (``VideoPackets`` / ``ImagePackets``) or
-    :func:`get_audio_filter_desc` (``AudioPackets``) with ``filter_args``, without a trim: the
-    packets' time window is applied by :func:`decode_packets` itself. ``TypeError`` for
-    anything else."""
+    :func:`get_video_filter_desc` (``VideoPackets`` / ``ImagePackets``, without a trim: the
+    packets' time window is applied by :func:`decode_packets` itself) or
+    :func:`get_audio_filter_desc` (``AudioPackets``) with ``filter_args`` and, as SPDL writes
+    it, an ``atrim`` to the packets' ``timestamp`` window when they have one (so the string
+    also gives ``ffmpeg -af`` the window's samples; :func:`decode_packets` has already cut
+    there, so the trim keeps every sample). ``TypeError`` for anything else."""
     if isinstance(packets, AudioPackets):
-        return get_audio_filter_desc(timestamp=None, **filter_args)
+        return get_audio_filter_desc(timestamp=packets.timestamp, **filter_args)
     if isinstance(packets, (VideoPackets, ImagePackets)):
         return get_video_filter_desc(timestamp=None, **filter_args)
     raise TypeError(
