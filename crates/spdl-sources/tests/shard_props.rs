@@ -407,7 +407,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(12))]
+    #![proptest_config(ProptestConfig::with_cases(64))]
 
     #[test]
     fn shards_over_1_to_8_ranks_resume_after_any_item(

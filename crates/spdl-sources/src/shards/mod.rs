@@ -49,6 +49,7 @@
 //! resumes after it (a failed shard is marked [`ShardState::SHARD_DONE`]; a failed sample is
 //! passed), and carries the epoch's failure count: each failure is counted once per epoch.
 
+mod lookback;
 mod pattern;
 mod samples;
 mod shuffle;
@@ -437,34 +438,6 @@ fn shared_runtime() -> Result<Arc<tokio::runtime::Runtime>> {
     Ok(RUNTIME.get_or_init(|| Arc::new(rt)).clone())
 }
 
-/// Reads shard `uri` again from its start, for links whose target is no longer held (see
-/// [`Samples::with_lookback`]): the last member of that name before the link, following
-/// chains of links (at most 8).
-fn lookback(uri: Uri, fetcher: Fetcher) -> Lookback {
-    Box::new(move |path: &str, limit: u64| {
-        let (mut path, mut limit) = (path.to_owned(), limit);
-        for _ in 0..8 {
-            let reader: Box<dyn Read + Send> = match &uri {
-                Uri::Local(p) => Box::new(BufReader::new(
-                    File::open(p).map_err(|e| Error::io(e, p).to_string())?,
-                )),
-                _ => {
-                    let rt = shared_runtime().map_err(|e| e.to_string())?;
-                    let r = stream::RemoteRead::open(rt, fetcher.clone(), uri.clone(), 0)
-                        .map_err(|e| e.to_string())?;
-                    Box::new(BufReader::new(r))
-                }
-            };
-            match samples::find_member(reader.take(limit), &path)? {
-                samples::Found::Bytes(data) => return Ok(Some(data)),
-                samples::Found::Link { path: next, at } => (path, limit) = (next, at),
-                samples::Found::Missing => return Ok(None),
-            }
-        }
-        Err("a chain of more than 8 links".to_owned())
-    })
-}
-
 /// A shard still to read: where to start, and its opening when it was opened ahead.
 struct Turn {
     shard: usize,
@@ -603,7 +576,7 @@ impl Reader {
         let data = Cursor::new(bytes).chain(Cursor::new(vec![0u8; 1024]));
         let uri = self.shards[span.shard].clone();
         let mut one = Samples::at(data, span.shard, name.clone(), span.offset)
-            .with_lookback(lookback(uri, self.fetcher.clone()));
+            .with_lookback(lookback::lookback(uri, self.fetcher.clone()));
         match one.next() {
             Some(Ok(s)) if s.end == span.end => Ok(s),
             Some(Ok(s)) => Err(fail(
@@ -646,7 +619,7 @@ impl Iterator for Reader {
             match self.open(turn) {
                 Ok(reader) => {
                     self.cursor = (shard, base, skip);
-                    let back = lookback(self.shards[shard].clone(), self.fetcher.clone());
+                    let back = lookback::lookback(self.shards[shard].clone(), self.fetcher.clone());
                     let samples = Samples::at(reader, shard, name, base)
                         .with_lookback(back)
                         .skipping(skip);

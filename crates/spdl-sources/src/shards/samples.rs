@@ -22,7 +22,7 @@ pub(super) fn split_key(name: &str) -> Option<(&str, &str)> {
 
 /// `path` without `.` and empty components, `..` applied; `None` when `..` climbs above the
 /// archive's root.
-fn normalize(path: &str) -> Option<String> {
+pub(super) fn normalize(path: &str) -> Option<String> {
     let mut parts: Vec<&str> = Vec::new();
     for c in path.split('/') {
         match c {
@@ -39,7 +39,7 @@ fn normalize(path: &str) -> Option<String> {
 /// The path a link names, normalized: a hard link's target is an archive path, a symbolic
 /// link's is relative to the link's directory; `None` when it points outside the archive
 /// (absolute, or `..` above its root).
-fn link_path(name: &str, target: &str, hard: bool) -> Option<String> {
+pub(super) fn link_path(name: &str, target: &str, hard: bool) -> Option<String> {
     if hard {
         normalize(target)
     } else if target.starts_with('/') {
@@ -55,39 +55,6 @@ fn link_path(name: &str, target: &str, hard: bool) -> Option<String> {
 /// target lies before it); gives its bytes, `None` when no member of that name comes before.
 pub type Lookback =
     Box<dyn FnMut(&str, u64) -> std::result::Result<Option<Vec<u8>>, String> + Send>;
-
-/// What [`find_member`] found under a name: the last entry of that name in the stream.
-pub(super) enum Found {
-    Bytes(Vec<u8>),
-    /// A link: resolve `path`, which lies before byte `at`.
-    Link {
-        path: String,
-        at: u64,
-    },
-    Missing,
-}
-
-/// The last member named `path` (normalized) in the tar stream `reader`.
-pub(super) fn find_member<R: Read>(reader: R, path: &str) -> std::result::Result<Found, String> {
-    let mut r = TarReader::new(reader);
-    let mut found = Found::Missing;
-    loop {
-        let at = r.position();
-        let named = |name: &str| normalize(name).as_deref() == Some(path);
-        match r.next_entry() {
-            Ok(Some(Entry::File { name, data })) if named(&name) => found = Found::Bytes(data),
-            Ok(Some(Entry::Link { name, target, hard })) if named(&name) => {
-                found = match link_path(&name, &target, hard) {
-                    Some(path) => Found::Link { path, at },
-                    None => Found::Missing,
-                }
-            }
-            Ok(Some(_)) => {}
-            Ok(None) => return Ok(found),
-            Err(e) => return Err(format!("reading the shard again for the target: {e}")),
-        }
-    }
-}
 
 /// A sample being read or held back, with what is wrong with it (if anything).
 struct Held {
@@ -369,41 +336,42 @@ impl<R: Read> Samples<R> {
             // Another key's member closes the sample being read, even a stray one: a key is
             // one sample only when its members are consecutive.
             self.close_current();
-            if let Some(held) = self.window.iter_mut().find(|h| h.sample.key == key) {
+            let broken = self.window.iter_mut().find(|h| h.sample.key == key);
+            if let Some(held) = broken {
                 // Members of a closed sample after other samples: the layout is broken. Its
-                // span now covers them (a resume point never falls between its parts).
-                held.sample.end = held.sample.end.max(after);
+                // span covers them (a resume point never falls between its parts); their
+                // bytes stay with it for links to them, and go nowhere else.
                 held.fail(
                     ShardErrorKind::KeyNotGrouped,
                     format!(
                         "members of this key are not consecutive ({name} comes after other samples)"
                     ),
                 );
-                return;
+            } else {
+                let late = || {
+                    let reason = format!(
+                        "{name} comes after this key's sample was handed on (members not \
+                         consecutive; a sample is held back for {REGROUP_WINDOW} samples only)"
+                    );
+                    (ShardErrorKind::KeyNotGrouped, reason)
+                };
+                let problem = self.handed.contains(key).then(late);
+                self.current = Some(Held::new(
+                    ShardSample {
+                        shard: self.shard,
+                        key: key.to_owned(),
+                        fields: Vec::new(),
+                        offset: before,
+                        end: after,
+                    },
+                    problem,
+                ));
             }
-            let problem = self.handed.contains(key).then(|| {
-                (
-                    ShardErrorKind::KeyNotGrouped,
-                    format!(
-                        "{name} comes after this key's sample was handed on (members not consecutive; a sample is held back for {REGROUP_WINDOW} samples only)"
-                    ),
-                )
-            });
-            self.current = Some(Held::new(
-                ShardSample {
-                    shard: self.shard,
-                    key: key.to_owned(),
-                    fields: Vec::new(),
-                    offset: before,
-                    end: after,
-                },
-                problem,
-            ));
         }
         let Some(held) = self.held_mut(key) else {
             return;
         };
-        held.sample.end = after;
+        held.sample.end = held.sample.end.max(after);
         match data {
             Ok(data) => {
                 if held.sample.fields.iter().any(|(f, _)| f == field) {
