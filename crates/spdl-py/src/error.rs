@@ -18,9 +18,62 @@ pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
-/// A decode / collate error: `ValueError("truncated: path.jpg: ...")`.
+/// A decode / collate error: `spdl_rs.io.MediaError("truncated: path.jpg: ...")`, a
+/// `ValueError` that is also a `RuntimeError` (what SPDL raises for data it cannot read), so
+/// that code catching either works.
 pub(crate) fn io_err(e: spdl_io::Error) -> PyErr {
-    PyValueError::new_err(e.to_string())
+    let msg = e.to_string();
+    Python::attach(|py| {
+        match runtime_twin(
+            py,
+            &MEDIA_ERROR,
+            "MediaError",
+            py.get_type::<PyValueError>(),
+        ) {
+            Ok(t) => PyErr::from_type(t, msg),
+            Err(e) => e,
+        }
+    })
+}
+
+static MEDIA_ERROR: pyo3::sync::PyOnceLock<Py<pyo3::types::PyType>> = pyo3::sync::PyOnceLock::new();
+static OPEN_ERROR: pyo3::sync::PyOnceLock<Py<pyo3::types::PyType>> = pyo3::sync::PyOnceLock::new();
+
+/// The class `spdl_rs.io.<name>(base, RuntimeError)`, made once: SPDL raises `RuntimeError`
+/// where spdl_rs raises a more precise class, and a switching program may catch either.
+fn runtime_twin<'py>(
+    py: Python<'py>,
+    cell: &pyo3::sync::PyOnceLock<Py<pyo3::types::PyType>>,
+    name: &str,
+    base: Bound<'py, pyo3::types::PyType>,
+) -> PyResult<Bound<'py, pyo3::types::PyType>> {
+    let t = cell.get_or_try_init(py, || -> PyResult<_> {
+        let bases = (base, py.get_type::<pyo3::exceptions::PyRuntimeError>());
+        let ns = pyo3::types::PyDict::new(py);
+        ns.set_item("__module__", "spdl_rs.io")?;
+        let t = py
+            .get_type::<pyo3::types::PyType>()
+            .call1((name, bases, ns))?
+            .cast_into::<pyo3::types::PyType>()?;
+        Ok(t.unbind())
+    })?;
+    Ok(t.bind(py).clone())
+}
+
+/// A source file that cannot be opened: SPDL's `"Failed to open the input ..."`, as
+/// `spdl_rs.io.OpenError`, a `FileNotFoundError` that is also a `RuntimeError` (SPDL's class).
+pub(crate) fn not_found_err(msg: String) -> PyErr {
+    Python::attach(|py| {
+        match runtime_twin(
+            py,
+            &OPEN_ERROR,
+            "OpenError",
+            py.get_type::<PyFileNotFoundError>(),
+        ) {
+            Ok(t) => PyErr::from_type(t, format!("Failed to open the input {msg}")),
+            Err(e) => e,
+        }
+    })
 }
 
 /// A listing or read error: the matching `OSError` subclass, or `ValueError` for bad input.

@@ -178,3 +178,19 @@ def test_abuffer_takes_ffmpegs_description_of_an_unordered_layout(tmp_path):
     graph.flush()
     out = graph.get_frames()
     assert out.num_channels == 1 and out.num_frames == 22050
+
+
+def test_read_errors_are_also_runtime_errors_as_in_spdl(tmp_path):
+    missing = str(tmp_path / "missing.mp4")
+    for cls in (RuntimeError, FileNotFoundError):
+        with pytest.raises(cls, match="Failed to open the input .*missing.mp4"):
+            io.Demuxer(missing)
+    junk = tmp_path / "junk.raw"
+    junk.write_bytes(b"not media " * 100)
+    for cls in (RuntimeError, ValueError):
+        with pytest.raises(cls, match="junk.raw"):
+            io.demux_audio(str(junk))
+    with pytest.raises(RuntimeError, match="The data is not a valid zip file"):
+        io.load_npz(b"o" * 5)
+    with pytest.raises(RuntimeError, match="Failed to locate the end of the central directory"):
+        io.load_npz(b"f" * 30)

@@ -77,7 +77,10 @@ impl NpzArchive {
     /// `max_uncompressed_bytes` in all, checked before inflating anything).
     pub fn parse(data: &[u8], max_uncompressed_bytes: u64) -> Result<Self> {
         if data.is_empty() {
-            return Err(Error::new(ErrorKind::Empty, "no NPZ data (0 bytes)"));
+            return Err(Error::new(
+                ErrorKind::Empty,
+                "The data is not a valid zip file. (no NPZ data: 0 bytes)",
+            ));
         }
         let eocd = find_eocd(data)?;
         let mut count = le_u16(data, eocd + 10) as u64;
@@ -246,7 +249,14 @@ fn find_eocd(data: &[u8]) -> Result<usize> {
             _ if data.len() < 4 && b"PK\x03\x04".starts_with(data) => {
                 truncated("the ZIP archive ends before its end-of-central-directory record")
             }
-            _ => Error::new(ErrorKind::UnknownFormat, "not a ZIP/NPZ archive"),
+            // SPDL's wording first, so that code matching its messages still does.
+            _ => Error::new(
+                ErrorKind::UnknownFormat,
+                format!(
+                    "The data is not a valid zip file. (not a ZIP/NPZ archive: {} bytes)",
+                    data.len()
+                ),
+            ),
         });
     }
     let lowest = data.len().saturating_sub(22 + 0xFFFF);
@@ -260,7 +270,8 @@ fn find_eocd(data: &[u8]) -> Result<usize> {
     } else {
         Error::new(
             ErrorKind::UnknownFormat,
-            "not a ZIP/NPZ archive (no end-of-central-directory record)",
+            "Failed to locate the end of the central directory. \
+             (not a ZIP/NPZ archive: no end-of-central-directory record)",
         )
     })
 }
