@@ -502,14 +502,15 @@ def test_annexb_stream_given_to_nvdec_decodes_to_the_same_frames(packets):
         ["ffmpeg", "-v", "error", "-f", "h264", "-i", "-", "-f", "rawvideo", "-pix_fmt", "rgb24", "-"],
         input=stream, check=True, capture_output=True,
     ).stdout
-    cpu = np.asarray(io.convert_frames(io.decode_packets(packets)))
+    cpu = np.asarray(io.convert_frames(io.decode_packets(packets.clone())))
     np.testing.assert_array_equal(np.frombuffer(raw, np.uint8).reshape(cpu.shape), cpu)
 
 
 @requires_gpu
 @pytest.mark.skipif(not io.built_with_nvcodec(), reason="built without decode-nvdec/decode-ffmpeg")
 def test_nvdec_matches_the_cpu_decoder(packets):
-    cpu = np.asarray(io.convert_frames(io.decode_packets(packets)))  # [T, H, W, 3] RGB, FFmpeg's decoder
+    # decode_packets takes its packets (as SPDL's): decode a clone.
+    cpu = np.asarray(io.convert_frames(io.decode_packets(packets.clone())))  # [T, H, W, 3] RGB
     t, h, w, _ = cpu.shape
     decoder = io.nvdec_decoder(CFG, packets)
     nv12 = decoder.decode_packets(packets)
