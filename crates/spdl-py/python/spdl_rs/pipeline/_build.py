@@ -162,7 +162,9 @@ def builder_to_config(b: Any) -> PipelineConfig[Any]:
 ################################################################################
 # lowering: placement regions and path variants
 ################################################################################
-def lower_stages(stages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[Executor]]:
+def lower_stages(
+    stages: list[dict[str, Any]], interval: float = -1
+) -> tuple[list[dict[str, Any]], list[Executor]]:
     """The stage dicts the engine runs, and the executors made for placement regions (the
     pipeline shuts them down when it stops).
 
@@ -191,7 +193,7 @@ def lower_stages(stages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], li
                 (out if region is None else pending).append(st)
                 continue
             if region is not None:
-                out.extend(_lower_region(pending, region, open_size, st["buffer_size"]))
+                out.extend(_lower_region(pending, region, open_size, st["buffer_size"], interval))
                 pending = []
             target = st["target"]
             if isinstance(target, _MainProcess):
@@ -212,9 +214,12 @@ def _fusable(st: dict[str, Any]) -> bool:
     return st["kind"] in ("func", "gen") and st.get("executor") is None
 
 
-def _lower_region(stages: list[dict[str, Any]], pool: Executor, n: int, m: int) -> list[dict[str, Any]]:
+def _lower_region(
+    stages: list[dict[str, Any]], pool: Executor, n: int, m: int, interval: float = -1
+) -> list[dict[str, Any]]:
     """The engine stages of one worker-pool region opened with ``buffer_size`` ``n`` and closed
-    with ``m`` (see :func:`lower_stages`)."""
+    with ``m`` (see :func:`lower_stages`); ``interval``: the workers' stats reports (SPDL
+    passes the pipeline's ``report_stats_interval`` to its worker pipelines)."""
     lead = 0
     if n > 1:
         while lead < len(stages) and _fusable(stages[lead]):
@@ -225,7 +230,7 @@ def _lower_region(stages: list[dict[str, Any]], pool: Executor, n: int, m: int) 
             tail -= 1
     region_id = next(_REGION_IDS)
     stages = [
-        dict(st, op=_WorkerStage(st["op"], st["kind"] == "gen", f"{region_id}:{i}", st["name"], st["concurrency"]))
+        dict(st, op=_WorkerStage(st["op"], st["kind"] == "gen", f"{region_id}:{i}", st["name"], st["concurrency"], interval))
         if _fusable(st)
         else st
         for i, st in enumerate(stages)
@@ -251,8 +256,11 @@ class _WorkerStage:
     when the worker exits. Pickles as its op and the stage's identity. A generator op's
     outputs come back as one list."""
 
-    def __init__(self, op: Callable[[Any], Any], gen: bool, key: str, name: str, concurrency: int) -> None:
+    def __init__(
+        self, op: Callable[[Any], Any], gen: bool, key: str, name: str, concurrency: int, interval: float = -1
+    ) -> None:
         self.op = op
+        self.interval = interval
         self.gen = gen
         self.key = key
         self.name = name
@@ -281,10 +289,10 @@ class _WorkerStageState:
         conc = stage.concurrency if stage.concurrency > 1 else None
         info = StageInfo(int(region), str(int(index) + 1), stage.name, conc)
         hook_cls = config.get_default_hook_class()
-        self.hooks = [hook_cls(info, interval=-1)] if hook_cls is not None else []
+        self.hooks = [hook_cls(info, interval=stage.interval)] if hook_cls is not None else []
         queue_cls = config.get_default_queue_class()
         try:
-            self.queue = queue_cls(info, buffer_size=2, interval=-1)
+            self.queue = queue_cls(info, buffer_size=2, interval=stage.interval)
         except TypeError:  # a queue class without SPDL's `interval`
             self.queue = queue_cls(info, buffer_size=2)
         # SPDL's default classes with no periodic report only log their totals: nothing to run

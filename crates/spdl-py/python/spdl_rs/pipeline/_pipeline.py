@@ -788,7 +788,7 @@ class _Build:
         from ._build import lower_stages
 
         b = self.b
-        stages, executors = lower_stages(b._stages)
+        stages, executors = lower_stages(b._stages, float(self.interval))
         try:
             return self._run(stages, executors)
         except BaseException:
