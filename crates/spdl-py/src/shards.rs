@@ -56,8 +56,14 @@ use crate::options::Kwargs;
 /// not. A shard that ends after a whole member without its end-of-archive marker is read to
 /// its end, as `tarfile` does.
 ///
+/// `required=["jpg;png", "cls"]` makes a sample that lacks one of those fields (`;` separates
+/// alternatives, one of which is enough) one failure naming the shard, the key, the missing
+/// field and the fields it has (`"missing field: SHARD: sample KEY: no field jpg or png; its
+/// fields: cls"`), instead of a sample the next stage fails on without that context.
+///
 /// Raises `FileNotFoundError` naming a missing shard of the pattern, `ValueError` for a bad
-/// pattern, rank or unsupported scheme.
+/// pattern, rank, unsupported scheme or an empty `required` entry, `TypeError` for a
+/// `required` that is not a sequence of `str`.
 #[pyclass(frozen, module = "spdl_rs.sources", name = "TarShards")]
 pub(crate) struct TarShards {
     source: ShardSource,
@@ -98,14 +104,33 @@ fn unpack_spans(packed: &[u8]) -> Option<Vec<SampleSpan>> {
 #[pymethods]
 impl TarShards {
     #[new]
-    #[pyo3(signature = (pattern, *, shuffle_buffer=0, shard_readahead=spdl_sources::shards::DEFAULT_READAHEAD, **options))]
+    #[pyo3(signature = (pattern, *, shuffle_buffer=0, shard_readahead=spdl_sources::shards::DEFAULT_READAHEAD, required=None, **options))]
     fn new(
         py: Python<'_>,
         pattern: &str,
         shuffle_buffer: usize,
         shard_readahead: usize,
+        required: Option<Vec<String>>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
+        let required = required
+            .unwrap_or_default()
+            .iter()
+            .map(|entry| {
+                let alts: Vec<String> = entry
+                    .split(';')
+                    .map(str::trim)
+                    .filter(|f| !f.is_empty())
+                    .map(str::to_owned)
+                    .collect();
+                if alts.is_empty() {
+                    return Err(PyValueError::new_err(format!(
+                        "required: {entry:?} names no field"
+                    )));
+                }
+                Ok(alts)
+            })
+            .collect::<PyResult<Vec<_>>>()?;
         let (dist, options) = Kwargs::parse("TarShards", options, |kw| kw.sampling())?;
         let fetcher = Fetcher::new(FetchOptions::default()).map_err(sources_err)?;
         let shards = py
@@ -120,7 +145,8 @@ impl TarShards {
             .map_err(sources_err)?
             .with_fetcher(fetcher)
             .with_shuffle_buffer(shuffle_buffer)
-            .with_readahead(shard_readahead);
+            .with_readahead(shard_readahead)
+            .with_required_fields(required);
         Ok(TarShards {
             source,
             next_epoch: AtomicU64::new(0),

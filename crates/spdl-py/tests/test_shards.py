@@ -247,3 +247,21 @@ def test_keys_out_of_order_fail_once_each_and_a_shard_without_end_marker_is_read
         fresh = TarShards(str(path), shuffle=False)
         fresh.resume(s["__state__"])
         assert [r["__key__"] for r in fresh] == [g["__key__"] for g in got[i + 1 :]]
+
+
+def test_required_fields_make_a_sample_without_them_one_named_failure(tmp_path):
+    path = tmp_path / "labels.tar"
+    with tarfile.open(path, "w") as t:
+        for name in ["a.jpg", "a.cls", "b.cls", "b.json", "c.png"]:
+            info = tarfile.TarInfo(name)
+            info.size = 1
+            t.addfile(info, pyio.BytesIO(b"1"))
+    src = TarShards(str(path), shuffle=False, required=["jpg;png"])
+    with pytest.warns(RuntimeWarning, match="1 failed"):
+        assert [s["__key__"] for s in src] == ["a", "c"]
+    assert src.failures == [f"missing field: {path}: sample b: no field jpg or png; its fields: cls, json"]
+    assert [s["__key__"] for s in TarShards(str(path), shuffle=False)] == ["a", "b", "c"]
+    with pytest.raises(TypeError):
+        TarShards(str(path), required="jpg")
+    with pytest.raises(ValueError, match="names no field"):
+        TarShards(str(path), required=["jpg", " ; "])

@@ -723,3 +723,46 @@ fn links_resolve_far_back_and_after_a_resume() {
         }
     }
 }
+
+#[test]
+fn a_sample_without_a_required_field_is_one_named_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("labels.tar");
+    let mut w = TarWriter::new(std::fs::File::create(&path).unwrap());
+    for (name, data) in [
+        ("a.jpg", "1"),
+        ("a.cls", "1"),
+        ("b.cls", "2"),
+        ("b.json", "{}"),
+        ("c.png", "3"),
+    ] {
+        w.append(name, data.as_bytes()).unwrap();
+    }
+    w.finish().unwrap();
+    let src = ShardSource::new(
+        vec![Uri::Local(path.clone())],
+        DistInfo::single(),
+        options(0),
+    )
+    .unwrap()
+    .with_required_fields(vec![vec!["jpg".into(), "png".into()]]);
+    let items: Vec<_> = src.epoch(0).collect();
+    assert_eq!(
+        items.iter().map(shown).collect::<Vec<_>>(),
+        [
+            "a".to_owned(),
+            format!("failed MissingField Some(\"b\") in {}", path.display()),
+            "c".to_owned(),
+        ]
+    );
+    assert_eq!(
+        items[1].as_ref().unwrap_err().to_string(),
+        format!(
+            "missing field: {}: sample b: no field jpg or png; its fields: cls, json",
+            path.display()
+        )
+    );
+    // Without the requirement, b is a sample like any other.
+    let src = ShardSource::new(vec![Uri::Local(path)], DistInfo::single(), options(0)).unwrap();
+    assert!(src.epoch(0).all(|i| i.is_ok()));
+}

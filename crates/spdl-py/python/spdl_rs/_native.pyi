@@ -1024,8 +1024,8 @@ def build_decoded_cache(
 
 @final
 class _TarShardIter:
-    """One epoch of a ``TarShards``: a dict per sample (``__key__``, ``__url__``, one entry
-    per field)."""
+    """One epoch of a ``TarShards``: a dict per sample (``__key__``, ``__shard__``,
+    ``__state__``, one entry per field)."""
 
     def __iter__(self) -> _TarShardIter: ...
     def __next__(self) -> dict[str, Any]: ...
@@ -1040,6 +1040,7 @@ class TarShards:
         *,
         shuffle_buffer: int = 0,
         shard_readahead: int = 2,
+        required: Sequence[str] | None = None,
         **options: Unpack[_o.SamplingOptions],
     ) -> None: ...
     @property
@@ -1047,7 +1048,11 @@ class TarShards:
     def epoch_shards(self, epoch: int) -> list[int]: ...
     def set_epoch(self, epoch: int) -> None: ...
     def resume(
-        self, state: tuple[int, int, int] | tuple[int, int, int, int, bytes]
+        self,
+        state: tuple[int, int, int]
+        | tuple[int, int, int, int]
+        | tuple[int, int, int, int, bytes]
+        | tuple[int, int, int, int, bytes, int],
     ) -> None: ...
     @property
     def failures(self) -> list[str]: ...

@@ -190,6 +190,8 @@ pub enum ShardErrorKind {
     DuplicateField,
     /// A hard or symbolic link of the sample cannot be resolved (see [`Samples`]).
     Link,
+    /// The sample lacks a field the reader requires ([`ShardSource::with_required_fields`]).
+    MissingField,
     /// The sample's members are not consecutive in the shard (see [`Samples`]).
     KeyNotGrouped,
 }
@@ -216,6 +218,7 @@ impl std::fmt::Display for ShardErrorKind {
             ShardErrorKind::Corrupt => "corrupt shard",
             ShardErrorKind::DuplicateField => "duplicate field",
             ShardErrorKind::Link => "unresolved link",
+            ShardErrorKind::MissingField => "missing field",
             ShardErrorKind::KeyNotGrouped => "key not grouped",
         })
     }
@@ -243,6 +246,7 @@ pub struct ShardSource {
     fetcher: Fetcher,
     buffer: usize,
     readahead: usize,
+    required: Arc<[Vec<String>]>,
 }
 
 impl ShardSource {
@@ -263,6 +267,7 @@ impl ShardSource {
             fetcher: Fetcher::new(FetchOptions::default())?,
             buffer: 0,
             readahead: DEFAULT_READAHEAD,
+            required: Arc::new([]),
         })
     }
 
@@ -277,6 +282,15 @@ impl ShardSource {
     /// to `capacity` samples' bytes.
     pub fn with_shuffle_buffer(mut self, capacity: usize) -> Self {
         self.buffer = if capacity > 1 { capacity } else { 0 };
+        self
+    }
+
+    /// Makes every sample that lacks one of `fields` one [`ShardErrorKind::MissingField`]
+    /// failure naming the shard, the key, the field and the fields it has. Each entry lists
+    /// alternatives, one of which is enough (`vec![vec!["jpg".into(), "png".into()]]`: an
+    /// image in either); none by default.
+    pub fn with_required_fields(mut self, fields: Vec<Vec<String>>) -> Self {
+        self.required = fields.into();
         self
     }
 
@@ -406,6 +420,7 @@ impl ShardSource {
                 rt: None,
                 order,
                 readahead: self.readahead,
+                required: self.required.clone(),
                 current: None,
                 cursor,
             },
@@ -456,6 +471,8 @@ struct Reader {
     order: VecDeque<Turn>,
     /// Remote shards of `order` opened ahead.
     readahead: usize,
+    /// Fields every sample must have ([`ShardSource::with_required_fields`]).
+    required: Arc<[Vec<String>]>,
     current: Option<Samples<Box<dyn Read + Send>>>,
     /// The shard being read, where reading it would go on after the items handed on
     /// ([`ShardState::SHARD_DONE`] once its failure was), and the items to pass over there.
@@ -576,7 +593,8 @@ impl Reader {
         let data = Cursor::new(bytes).chain(Cursor::new(vec![0u8; 1024]));
         let uri = self.shards[span.shard].clone();
         let mut one = Samples::at(data, span.shard, name.clone(), span.offset)
-            .with_lookback(lookback::lookback(uri, self.fetcher.clone()));
+            .with_lookback(lookback::lookback(uri, self.fetcher.clone()))
+            .requiring(self.required.clone());
         match one.next() {
             Some(Ok(s)) if s.end == span.end => Ok(s),
             Some(Ok(s)) => Err(fail(
@@ -622,6 +640,7 @@ impl Iterator for Reader {
                     let back = lookback::lookback(self.shards[shard].clone(), self.fetcher.clone());
                     let samples = Samples::at(reader, shard, name, base)
                         .with_lookback(back)
+                        .requiring(self.required.clone())
                         .skipping(skip);
                     self.current = Some(samples);
                 }

@@ -3,6 +3,7 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::io::Read;
+use std::sync::Arc;
 
 use spdl_io::array::tar::{Entry, TarReader};
 
@@ -113,7 +114,8 @@ type Out = (
 ///   Where such a failure was handed on before samples that lie inside its span, the resume
 ///   point ([`Samples::resume_offset`]) stays before it with a count of items to pass over,
 ///   so a resumed read gives exactly the rest.
-/// - two members of one field: `DuplicateField`.
+/// - two members of one field: `DuplicateField`; a field required by
+///   [`Samples::requiring`] missing: `MissingField`.
 /// - the stream: a member cut short, a corrupt header or a lost connection fail the sample
 ///   being read (with the rest of the shard); a stream that ends after a whole member, with
 ///   or without the end-of-archive marker, ends the shard; when the cut header's name is
@@ -138,6 +140,8 @@ pub struct Samples<R: Read> {
     seen: HashSet<String>,
     out: VecDeque<Out>,
     lookback: Option<Lookback>,
+    /// Fields every sample must have (each one of alternatives), see [`Samples::requiring`].
+    required: Arc<[Vec<String>]>,
     done: bool,
     /// Offset in the shard of the reader's first byte (a resumed shard starts mid-file).
     base: u64,
@@ -178,6 +182,7 @@ impl<R: Read> Samples<R> {
             seen: HashSet::new(),
             out: VecDeque::new(),
             lookback: None,
+            required: Arc::new([]),
             done: false,
         }
     }
@@ -186,6 +191,13 @@ impl<R: Read> Samples<R> {
     /// again from its start).
     pub fn with_lookback(mut self, lookback: Lookback) -> Self {
         self.lookback = Some(lookback);
+        self
+    }
+
+    /// Makes a sample that lacks one of `fields` (each entry: alternatives, one of which is
+    /// enough, e.g. `["jpg", "png"]`) one `MissingField` failure naming the key and the field.
+    pub fn requiring(mut self, fields: Arc<[Vec<String>]>) -> Self {
+        self.required = fields;
         self
     }
 
@@ -235,9 +247,29 @@ impl<R: Read> Samples<R> {
     }
 
     /// Queues a held sample to be handed on: whole, or as its failure.
-    fn emit(&mut self, held: Held) {
+    fn emit(&mut self, mut held: Held) {
         let span = (held.sample.offset, held.sample.end);
         self.handed.insert(held.sample.key.clone());
+        if held.problem.is_none() {
+            let missing = self
+                .required
+                .iter()
+                .find(|alts| !alts.iter().any(|f| held.sample.get(f).is_some()));
+            if let Some(alts) = missing {
+                let fields: Vec<&str> =
+                    held.sample.fields.iter().map(|(f, _)| f.as_str()).collect();
+                let reason = format!(
+                    "no field {}; its fields: {}",
+                    alts.join(" or "),
+                    if fields.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        fields.join(", ")
+                    }
+                );
+                held.problem = Some((ShardErrorKind::MissingField, reason));
+            }
+        }
         let item = match held.problem {
             Some((kind, reason)) => Err(self.error(kind, Some(held.sample.key), reason)),
             None => Ok(held.sample),
