@@ -464,3 +464,34 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Corrupt bytes anywhere (headers, sizes, checksums, link names): never a panic, each
+    /// key at most once, and whatever is delivered holds only bytes of the shard.
+    #[test]
+    fn corrupt_shards_never_panic_nor_hand_on_a_key_twice(
+        spec in spec(),
+        flips in prop::collection::vec((any::<Index>(), any::<u8>()), 1..6),
+    ) {
+        let shard = build(&spec);
+        let mut bytes = shard.bytes.clone();
+        for (at, value) in &flips {
+            let i = at.index(bytes.len());
+            bytes[i] = *value;
+        }
+        let got: Vec<_> = read(&bytes).iter().map(plain).collect();
+        let keys: Vec<&str> = got.iter().map(|(k, _)| k.as_str()).collect();
+        let distinct: BTreeSet<&str> = keys.iter().copied().collect();
+        prop_assert_eq!(distinct.len(), keys.len(), "{:?}", keys);
+        for (_, fields) in &got {
+            for (_, data) in fields.iter().flatten() {
+                prop_assert!(data.len() <= bytes.len());
+            }
+        }
+        // The readers of `iter_tarfile` too.
+        let _ = tar::members(&bytes).count();
+        let _ = tar::TarReader::new(bytes.as_slice()).count();
+    }
+}
