@@ -147,7 +147,7 @@ fn load(src: &MediaSource<'_>, opts: &AudioOptions) -> Result<Audio> {
         }
     }
     let mut demux = Demuxer::open_with(src, &opts.demux)?;
-    let (stream, time_base, params, start_ts) = {
+    let (stream, time_base, params, start_ts, duration) = {
         let Some(st) = demux.input().streams().best(media::Type::Audio) else {
             return Err(Error::new(ErrorKind::Unsupported, "no audio stream"));
         };
@@ -156,7 +156,8 @@ fn load(src: &MediaSource<'_>, opts: &AudioOptions) -> Result<Audio> {
         } else {
             st.start_time()
         };
-        (st.index(), st.time_base(), st.parameters(), start)
+        let duration = (st.duration() > 0).then(|| seconds(st.duration(), st.time_base()));
+        (st.index(), st.time_base(), st.parameters(), start, duration)
     };
     let ctx = codec::Context::from_parameters(params)
         .map_err(|e| ff_err(ErrorKind::Corrupt, "reading codec parameters", e))?;
@@ -199,7 +200,22 @@ fn load(src: &MediaSource<'_>, opts: &AudioOptions) -> Result<Audio> {
         (lo, hi)
     });
 
-    let mut planes: Vec<Vec<f32>> = vec![Vec::new(); nch];
+    // Room for the samples the header announces (the window's share of them), so that the
+    // planes do not grow by doubling: each regrowth copies everything decoded so far and
+    // touches fresh pages. Capped by max_samples; a wrong header only costs a regrowth.
+    let expect = duration
+        .map(|d| match opts.window {
+            Some((s, e)) => (e.min(d) - s).max(0.0),
+            None => d,
+        })
+        .map_or(0, |d| (d * f64::from(rate)).ceil() as usize + 1)
+        .min(opts.max_samples / nch);
+    let mut planes: Vec<Vec<f32>> = (0..nch)
+        .map(|c| {
+            // Channel 0 becomes the output buffer (see below): room for every channel.
+            Vec::with_capacity(if c == 0 { expect * nch } else { expect })
+        })
+        .collect();
     let mut filter = opts
         .filter_desc
         .as_deref()
@@ -308,13 +324,18 @@ fn load(src: &MediaSource<'_>, opts: &AudioOptions) -> Result<Audio> {
         planes
     };
     let samples = planes.first().map_or(0, Vec::len);
-    let mut data = Vec::with_capacity(samples * planes.len());
-    for p in &planes {
-        data.extend_from_slice(p);
+    let channels = planes.len();
+    // Channel after channel in one buffer, reusing channel 0's (which has room for all when
+    // the header told the length).
+    let mut planes = planes.into_iter();
+    let mut data = planes.next().unwrap_or_default();
+    data.reserve_exact(samples * channels.saturating_sub(1));
+    for p in planes {
+        data.extend_from_slice(&p);
     }
     Ok(Audio {
         data,
-        channels: planes.len(),
+        channels,
         samples,
         sample_rate: out_rate,
         start,
