@@ -156,7 +156,8 @@ fn packets_repr(name: &str, p: &Packets) -> String {
             parts.push(format!("pts=[{first:.3}, {last:.3}{tilde}]"));
         }
         if let Some((s, e)) = p.timestamp() {
-            parts.push(format!("timestamp=({s:?}, {e:?})"));
+            // Shortest form, `1` for 1.0: as SPDL (C++ fmt) prints the bounds.
+            parts.push(format!("timestamp=({s}, {e})"));
         }
     }
     if p.codec_attached() {
@@ -316,6 +317,26 @@ fn bytes_name(addr: *const u8) -> String {
     format!("<Bytes: {:#x}>", addr as usize)
 }
 
+/// A window bound in seconds: a number (`float`, `int`, `Fraction`, `Decimal`) or a string
+/// `Fraction` reads (`"1/3"`, `"0.5"`), as SPDL's window values.
+fn seconds_of(v: &Bound<'_, PyAny>) -> PyResult<f64> {
+    if let Ok(x) = v.extract::<f64>() {
+        return Ok(x);
+    }
+    let frac = v
+        .py()
+        .import("fractions")?
+        .getattr("Fraction")?
+        .call1((v,))
+        .map_err(|e| {
+            PyTypeError::new_err(format!(
+                "a time window bound must be a number or a fraction string, got {}: {e}",
+                crate::media_frames::type_name(v)
+            ))
+        })?;
+    frac.extract::<f64>()
+}
+
 fn window_of(w: Option<&Bound<'_, PyAny>>) -> PyResult<Option<(f64, f64)>> {
     match w {
         None => Ok(None),
@@ -324,7 +345,7 @@ fn window_of(w: Option<&Bound<'_, PyAny>>) -> PyResult<Option<(f64, f64)>> {
             let (s, e): (Bound<'_, PyAny>, Bound<'_, PyAny>) = w.extract().map_err(|_| {
                 PyTypeError::new_err("the time window must be a (start, end) pair of seconds")
             })?;
-            Ok(Some((s.extract()?, e.extract()?)))
+            Ok(Some((seconds_of(&s)?, seconds_of(&e)?)))
         }
     }
 }

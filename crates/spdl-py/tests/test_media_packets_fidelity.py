@@ -78,7 +78,7 @@ def test_repr_names_the_source_and_the_window(keyed):
     packets = io.demux_video(keyed, timestamp=(0.0, 0.12))
     text = repr(packets)
     assert text.startswith(f'VideoPackets<src="{keyed}:0", num_packets=3, pts=[0.000, 0.080]')
-    assert "timestamp=(0.0, 0.12)" in text and 'codec="h264"' in text
+    assert "timestamp=(0, 0.12)" in text and 'codec="h264"' in text
     data = open(keyed, "rb").read()
     addr = np.frombuffer(data, np.uint8).ctypes.data
     assert f'src="<Bytes: {addr:#x}>:0"' in repr(io.demux_video(data))
@@ -194,3 +194,12 @@ def test_read_errors_are_also_runtime_errors_as_in_spdl(tmp_path):
         io.load_npz(b"o" * 5)
     with pytest.raises(RuntimeError, match="Failed to locate the end of the central directory"):
         io.load_npz(b"f" * 30)
+
+
+def test_window_bounds_compare_as_fractions(keyed):
+    # SPDL reads 1.1 as 11/10: the video margin makes the end 11/10 + 3/10 = 7/5 exactly, so
+    # the packet shown at 1.4 ends the selection (in floats 1.1 + 0.3 > 1.4 would keep it).
+    packets = io.demux_video(keyed, timestamp=(0.3, 1.1))
+    assert max(packets.get_timestamps(raw=True)) < 1.4
+    # Bounds may be fractions or strings Fraction reads, as in SPDL.
+    assert io.demux_video(keyed, timestamp=("1/25", "3/25")).get_timestamps() == pytest.approx([0.04, 0.08])

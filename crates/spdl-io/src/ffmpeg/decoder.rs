@@ -172,9 +172,8 @@ impl Decoder {
                 (*p).pts
             };
             let is_audio = self.codec.kind() == MediaKind::Audio;
-            if let (Some((start, end)), false) = (self.window, is_audio) {
-                let t = seconds(pts, self.codec.time_base);
-                if pts != ffi::AV_NOPTS_VALUE && (t < start || t >= end) {
+            if let (Some(w), false) = (self.window, is_audio) {
+                if pts != ffi::AV_NOPTS_VALUE && !super::in_window(pts, self.codec.time_base, w) {
                     continue;
                 }
             }
@@ -389,8 +388,11 @@ pub fn sample_decode_video(
             .packets
             .iter()
             .filter(|p| {
-                p.pts()
-                    .is_some_and(|t| seconds(t, packets.codec.time_base) < start)
+                p.pts().is_some_and(|t| {
+                    let tb = packets.codec.time_base;
+                    // SAFETY: pure arithmetic.
+                    unsafe { ffi::av_cmp_q(super::ts_q(t, tb), super::seconds_q(start)) < 0 }
+                })
             })
             .count(),
         None => 0,

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use ffmpeg_next::{self as ff, media};
+use ffmpeg_next::{self as ff, ffi, media};
 
 use super::bsf::Bsf;
 use super::config::DemuxConfig;
@@ -55,7 +55,7 @@ fn check_window(window: Option<(f64, f64)>) -> Result<()> {
 /// How far past a video window's end demuxing goes (seconds): frames are
 /// stored out of display order, so a frame shown before `end` can follow one
 /// shown after it. SPDL 0.8.0's margin, so that the same packets are selected.
-const VIDEO_END_MARGIN: f64 = 0.3;
+const VIDEO_END_MARGIN: ffi::AVRational = ffi::AVRational { num: 3, den: 10 };
 
 /// `seconds` in `time_base` units, rounded to the nearest (as FFmpeg's
 /// `av_rescale`, which SPDL uses for the seek target).
@@ -215,9 +215,14 @@ impl<'a> Demuxer<'a> {
         // `end` (plus a margin for video). The packets before `start` stay:
         // they are the references the window's frames need.
         let seek_to = window.map(|(s, _)| round_ts(s, tb));
-        let end = window.map(|(_, e)| match kind {
-            MediaKind::Video => e + VIDEO_END_MARGIN,
-            _ => e,
+        // In fractions, as SPDL: 1.1 + 0.3 must equal a packet shown at 1.4.
+        let end = window.map(|(_, e)| {
+            let e = super::seconds_q(e);
+            match kind {
+                // SAFETY: pure arithmetic.
+                MediaKind::Video => unsafe { ffi::av_add_q(e, VIDEO_END_MARGIN) },
+                _ => e,
+            }
         });
         let seek_target = seek_to
             .map(|t| t.saturating_sub(1))
@@ -252,7 +257,8 @@ impl<'a> Demuxer<'a> {
                 }
             }
             if let (Some(end), Some(pts)) = (end, packet.pts()) {
-                if super::seconds(pts, tb) >= end {
+                // SAFETY: pure arithmetic.
+                if unsafe { ffi::av_cmp_q(super::ts_q(pts, tb), end) } >= 0 {
                     break;
                 }
             }

@@ -518,6 +518,41 @@ fn open_error(io: &AvioContext<'_>, what: &str, ret: c_int) -> Error {
     ff_err(kind, &format!("{what}{hint}"), e)
 }
 
+/// `seconds` as the nearest fraction with a numerator and denominator up to
+/// `i32::MAX` (`1/0` for infinity): how SPDL turns a window bound given as a
+/// float into the rational it compares timestamps with, so that `1.1 + 0.3`
+/// is `7/5` exactly, as a packet's `17920/12800` is.
+pub(crate) fn seconds_q(seconds: f64) -> ffi::AVRational {
+    // SAFETY: pure arithmetic.
+    unsafe { ffi::av_d2q(seconds, i32::MAX) }
+}
+
+/// `ts` in `time_base` as a reduced fraction of seconds (SPDL's
+/// `to_rational`).
+pub(crate) fn ts_q(ts: i64, time_base: ff::Rational) -> ffi::AVRational {
+    let mut q = ffi::AVRational { num: 0, den: 1 };
+    let num = ts.saturating_mul(i64::from(time_base.numerator()));
+    // SAFETY: av_reduce writes the two out-parameters only.
+    unsafe {
+        ffi::av_reduce(
+            &mut q.num,
+            &mut q.den,
+            num,
+            i64::from(time_base.denominator()),
+            i64::from(i32::MAX),
+        )
+    };
+    q
+}
+
+/// Whether `ts` in `time_base` lies in the window `[start, end)` seconds,
+/// compared as SPDL does (in fractions, see [`seconds_q`]).
+pub(crate) fn in_window(ts: i64, time_base: ff::Rational, (start, end): (f64, f64)) -> bool {
+    let t = ts_q(ts, time_base);
+    // SAFETY: pure arithmetic.
+    unsafe { ffi::av_cmp_q(seconds_q(start), t) <= 0 && ffi::av_cmp_q(t, seconds_q(end)) < 0 }
+}
+
 /// Seconds of `ts` in `time_base`.
 pub(crate) fn seconds(ts: i64, time_base: ff::Rational) -> f64 {
     if time_base.denominator() == 0 {

@@ -297,16 +297,19 @@ impl Packets {
     /// `raw` every packet's, in decode order (the window's reference packets
     /// before `start` included). Packets without a timestamp are left out.
     pub fn timestamps(&self, raw: bool) -> Vec<f64> {
-        let all = self
-            .packets
-            .iter()
-            .filter_map(|p| p.pts())
-            .map(|t| super::seconds(t, self.codec.time_base));
+        let tb = self.codec.time_base;
+        let all = self.packets.iter().filter_map(|p| p.pts());
+        let seconds = |t| super::seconds(t, tb);
         if raw {
-            return all.collect();
+            return all.map(seconds).collect();
         }
-        let (start, end) = self.window.unwrap_or((f64::NEG_INFINITY, f64::INFINITY));
-        let mut ts: Vec<f64> = all.filter(|&t| start <= t && t < end).collect();
+        let mut ts: Vec<f64> = match self.window {
+            None => all.map(seconds).collect(),
+            Some(w) => all
+                .filter(|&t| super::in_window(t, tb, w))
+                .map(seconds)
+                .collect(),
+        };
         ts.sort_by(f64::total_cmp);
         ts
     }
