@@ -4,7 +4,8 @@
 //! the Rust `latency_proxy` (package `spdl-benches`) adding `--latency-ms` per request
 //! (`spdl load`: images/s, and CPU per image of the loader, the server and the proxy). Part 2
 //! (unless `--skip-cache`): training batches from the decoded cache, from the JPEGs and from
-//! TurboLoader's cache (when it installs). Writes `bench/results/shards_cache.md`.
+//! TurboLoader's cache (when it installs). Writes `bench/results/shards_cache.md`, or with
+//! `--skip-cache` `bench/results/remote_vs_local.md`.
 //!
 //! Part 1 needs only `python3`; part 2 uses the bench venv of `cargo xtask bench images`
 //! (`~/.cache/spdl-bench/venv`) with numpy, turboloader (optional) and the test wheel.
@@ -79,7 +80,12 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         .arg(root.join("target/release"))
         .args(["--latency-ms", &args.latency_ms.to_string()])
         .arg("--out")
-        .arg(root.join("bench/results/shards_cache.md"));
+        // Part 1 alone has a file of its own, so a quick run keeps part 2's figures.
+        .arg(root.join(if args.skip_cache {
+            "bench/results/remote_vs_local.md"
+        } else {
+            "bench/results/shards_cache.md"
+        }));
     if args.skip_cache {
         cmd = cmd.arg("--skip-cache");
     }
