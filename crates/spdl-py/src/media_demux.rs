@@ -662,7 +662,8 @@ impl Bsf {
         })
     }
 
-    /// The filtered packets (`None` when none came out).
+    /// The filtered packets (`None` when none came out). Takes `packets`, as SPDL's (using
+    /// them again raises `TypeError`).
     #[pyo3(signature = (packets, flush=false))]
     fn filter(
         &self,
@@ -670,7 +671,7 @@ impl Bsf {
         packets: &Bound<'_, PyAny>,
         flush: bool,
     ) -> PyResult<Option<Py<PyAny>>> {
-        let p = packets_of(packets)?;
+        let p = take_packets(packets)?;
         let out = py
             .detach(|| lock(&self.inner).filter(&p, flush))
             .map_err(io_err)?;

@@ -17,7 +17,7 @@ use spdl_io::ffmpeg::encode;
 use crate::error::io_err;
 use crate::lock;
 use crate::media_demux::{codec_of, codec_to_py, none_if_empty, packets_of};
-use crate::media_frames::{frames_of, type_name};
+use crate::media_frames::{take_frames, type_name};
 
 /// Video encoder settings, as SPDL's `spdl.io.VideoEncodeConfig` (from `video_encode_config`).
 #[pyclass(frozen, module = "spdl_rs.io", name = "VideoEncodeConfig")]
@@ -141,9 +141,9 @@ pub(crate) struct Encoder {
 #[pymethods]
 impl Encoder {
     /// Encodes `frames`; the packets ready so far, or `None`. `ValueError` for frames the
-    /// encoder cannot take.
+    /// encoder cannot take. Takes `frames`, as SPDL's (using them again raises `TypeError`).
     fn encode(&self, py: Python<'_>, frames: &Bound<'_, PyAny>) -> PyResult<Option<Py<PyAny>>> {
-        let f = frames_of(frames)?;
+        let f = take_frames(frames)?;
         let p = py.detach(|| lock(&self.inner).encode(&f)).map_err(io_err)?;
         none_if_empty(py, p)
     }

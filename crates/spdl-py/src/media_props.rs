@@ -116,7 +116,7 @@ pub(crate) fn check_live(
     if was {
         return Err(pyo3::exceptions::PyTypeError::new_err(format!(
             "this {class} was consumed by an earlier call (decode_packets, convert_frames, \
-             apply_bsf, a Decoder or FilterGraph take their input, as in SPDL); \
+             apply_bsf, BSF.filter, a Decoder or an Encoder take their input, as in SPDL); \
              clone() it before that call to use it twice"
         )));
     }

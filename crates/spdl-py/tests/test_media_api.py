@@ -285,7 +285,7 @@ def test_configs_bsf_images_and_named_errors():
     np.testing.assert_array_equal(got, want)
     assert io.demux_video(BBB, bsf="h264_mp4toannexb").codec.name == "h264"
     bsf = io.BSF(packets.codec, "null")
-    assert len(bsf.filter(packets)) == 75 and bsf.flush() is None
+    assert len(bsf.filter(packets.clone())) == 75 and bsf.flush() is None
     with pytest.raises(ValueError, match="nosuchbsf"):
         io.apply_bsf(packets.clone(), "nosuchbsf")
 

@@ -108,6 +108,11 @@ def test_consumed_packets_and_frames_raise_type_error(keyed):
         io.convert_frames(frames)
     # The clones made before are independent.
     assert len(io.decode_packets(copy)) == 76 and len(keep) == 76
+    # A bit-stream filter takes its packets too.
+    packets = io.demux_video(keyed)
+    assert len(io.BSF(packets.codec, "null").filter(packets)) == 76
+    with pytest.raises(TypeError, match="consumed"):
+        packets.clone()
 
 
 def test_deserialize_view_points_into_the_buffer_and_keeps_it_alive(keyed):
