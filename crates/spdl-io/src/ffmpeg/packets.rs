@@ -247,20 +247,36 @@ pub struct Packets {
 }
 
 impl Clone for Packets {
-    /// The packets with their own copy of the data (FFmpeg copies a packet
-    /// without a buffer of its own): a clone of view packets does not hold
-    /// their memory.
+    /// The packets sharing their data (new references to FFmpeg's buffers,
+    /// as SPDL's `clone`); view packets ([`Packets::deserialize_view`]) are
+    /// copied, so that the clone does not hold their memory.
     fn clone(&self) -> Self {
         Packets {
             key: self.key.clone(),
             codec: self.codec.clone(),
-            packets: self.packets.clone(),
+            packets: self.packets.iter().map(share).collect(),
             window: self.window,
             stream_index: self.stream_index,
             codec_attached: self.codec_attached,
             memory: None,
         }
     }
+}
+
+/// A new reference to `p`'s data (ffmpeg-next's `Packet::clone` also makes
+/// the data writable, which copies it; demuxed packets are never written).
+/// A packet without a buffer of its own is copied (`av_packet_ref`'s rule).
+fn share(p: &ff::Packet) -> ff::Packet {
+    use codec::packet::{Mut as _, Ref as _};
+    let mut out = ff::Packet::empty();
+    // SAFETY: `out` is a blank packet we own; av_packet_ref gives it a new
+    // reference to (or a copy of) `p`'s data and copies its properties and
+    // side data; it leaves `out` blank on failure.
+    let r = unsafe { ffi::av_packet_ref(out.as_mut_ptr(), p.as_ptr()) };
+    if r < 0 {
+        return p.clone();
+    }
+    out
 }
 
 /// The memory view packets point into, kept alive while any of them is.
@@ -342,7 +358,7 @@ impl Packets {
         Packets {
             key: self.key.clone(),
             codec: self.codec.clone(),
-            packets: self.packets[range].to_vec(),
+            packets: self.packets[range].iter().map(share).collect(),
             window: self.window,
             stream_index: self.stream_index,
             codec_attached: self.codec_attached,
