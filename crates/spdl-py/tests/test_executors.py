@@ -318,6 +318,12 @@ def test_standard_executors_in_config_are_rebuilt_in_worker():
         pool_pids = {pid for (_, pid), _, _ in got}
         assert 1 <= len(pool_pids) <= 2 and not pool_pids & {src.pid, os.getpid()}
     src.shutdown()
+    # The pool's processes (the worker's children) are reaped with the worker, not left
+    # behind waiting for work (SAFETY bounds a wait for the system to collect them).
+    deadline = time.monotonic() + SAFETY
+    while any(os.path.exists(f"/proc/{pid}") for pid in pool_pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [pid for pid in pool_pids if os.path.exists(f"/proc/{pid}")]
 
 
 def test_used_standard_executor_is_refused():

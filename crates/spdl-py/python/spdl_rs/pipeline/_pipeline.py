@@ -1245,7 +1245,7 @@ def _stop_impl(native: Any, loop: _LoopThread | None, lifecycle: _StageLifecycle
                             loop.stop()
                     finally:
                         for ex in lifecycle.executors:
-                            _reap_region_pool(ex)
+                            _reap_process_pool(ex)
                         for cb in lifecycle.on_stop:
                             cb()
                         lifecycle.executors, lifecycle.on_stop = [], []
@@ -1255,21 +1255,25 @@ def _stop_impl(native: Any, loop: _LoopThread | None, lifecycle: _StageLifecycle
             bg.join()
 
 
-def _reap_region_pool(ex: Executor) -> None:
-    """Shuts down a ``to()`` region's pool and reaps its worker processes as SPDL reaps its
-    region workers: each gets 3 s to exit, then is terminated (5 s), then killed. A pool
-    asked to shut down can leave a worker waiting for work forever (its sentinel lost in a
-    race with the last submissions); a process exit would then wait for it."""
+def _reap_process_pool(ex: Executor, grace: float = 3.0) -> None:
+    """Shuts down a pool the pipeline made (a ``to()`` region's, a config's process pool
+    rebuilt in a subprocess worker) and reaps its worker processes as SPDL reaps its region
+    workers: ``grace`` seconds (all together) to exit, then they are terminated (5 s), then
+    killed. A pool asked to shut down can leave a worker waiting for work forever (its
+    sentinel lost in a race with the last submissions); a process exit would then wait for
+    it."""
     procs = list((getattr(ex, "_processes", None) or {}).values())
     ex.shutdown(wait=False, cancel_futures=True)
-    for p in procs:
-        p.join(3)
-        if p.exitcode is None:
-            p.terminate()
-            p.join(5)
-        if p.exitcode is None:
-            p.kill()
-            p.join(5)
+    for wait, end in ((grace, None), (5.0, "terminate"), (5.0, "kill")):
+        alive = [p for p in procs if p.exitcode is None]
+        if not alive:
+            return
+        if end is not None:
+            for p in alive:
+                getattr(p, end)()
+        deadline = time.monotonic() + wait
+        for p in alive:
+            p.join(max(0.0, deadline - time.monotonic()))
 
 
 #: Seconds the interpreter's exit waits for a pipeline still running to stop.

@@ -593,6 +593,11 @@ class _RebuiltExecutor(concurrent.futures.Executor):
         with self._lock:
             if self._pool is None:
                 self._pool = self._cls(**self._kwargs)
+                if isinstance(self._pool, concurrent.futures.ProcessPoolExecutor):
+                    # The worker's exit joins its children (this pool's processes) before the
+                    # pool's own exit hook would stop them: reap them from multiprocessing's
+                    # exit finalizers, after the pipeline's stop (priority 100).
+                    multiprocessing.util.Finalize(self, _reap_pool, args=(self._pool,), exitpriority=5)
         return self._pool.submit(fn, *args, **kwargs)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
@@ -604,6 +609,13 @@ class _RebuiltExecutor(concurrent.futures.Executor):
 
     def __repr__(self) -> str:
         return f"{self._cls.__name__}(max_workers={self._kwargs['max_workers']})"
+
+
+def _reap_pool(pool: concurrent.futures.Executor) -> None:
+    from ._pipeline import _reap_process_pool
+
+    # Within the 3 s the parent gives this worker to exit before it terminates it.
+    _reap_process_pool(pool, grace=1.0)
 
 
 def _rebuilt(ex: Any, daemon: bool) -> Any:
