@@ -77,11 +77,13 @@ impl Decoder {
         if self.window.is_none() {
             self.window = packets.window;
         }
-        self.decode_inner(packets)
+        self.decode_inner(packets, None)
             .map_err(|e| e.with_key(&self.key))
     }
 
-    fn decode_inner(&mut self, packets: &Packets) -> Result<Frames> {
+    /// As [`Decoder::decode`], stopping once `limit` frames came out (the
+    /// decoder gives them in presentation order, so they are the first).
+    fn decode_inner(&mut self, packets: &Packets, limit: Option<usize>) -> Result<Frames> {
         if self.flushed {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
@@ -114,6 +116,9 @@ impl Decoder {
                 .send_packet(p)
                 .map_err(|e| ff_err(ErrorKind::Corrupt, "decoding", e))?;
             self.receive(&mut out)?;
+            if limit.is_some_and(|n| out.len() >= n) {
+                break;
+            }
         }
         Ok(self.frames(out))
     }
@@ -303,9 +308,18 @@ pub fn decode_packets(
 ) -> Result<Frames> {
     let mut d =
         Decoder::new(packets.codec(), filter_desc, config).map_err(|e| e.with_key(&packets.key))?;
-    let mut frames = d.decode(packets)?;
-    let rest = d.flush()?;
-    frames.extend(rest);
+    // As SPDL, decoding stops once `num_frames` frames came out.
+    d.key = packets.key.clone();
+    if d.window.is_none() {
+        d.window = packets.window;
+    }
+    let mut frames = d
+        .decode_inner(packets, num_frames)
+        .map_err(|e| e.with_key(&packets.key))?;
+    if num_frames.is_none_or(|n| frames.len() < n) {
+        let rest = d.flush()?;
+        frames.extend(rest);
+    }
     if let Some(n) = num_frames {
         if frames.len() > n {
             let keep: Vec<usize> = (0..n).collect();
