@@ -18,7 +18,7 @@ Rust ``file_server`` of package ``spdl-benches``: whole files, ranges, keep-aliv
 package), which delays each client-to-server chunk by ``--latency-ms``. Per system: images/s
 (the loader's report), the loader's own CPU per image (user + system from ``os.wait4``), and
 the server's and the proxy's CPU per image apart (``/proc/PID/stat`` before and after the run).
-``--smoke``: 600 images, one round (about a minute). ``--bench-bins``: where the two binaries
+``--smoke``: 600 images, one round (under a minute). ``--bench-bins``: where the two binaries
 are (``cargo build --release -p spdl-benches --bins``).
 
 Part 2, training batches (random crop 224 of 256 + flip + ImageNet normalization, f32 NCHW,
@@ -132,7 +132,7 @@ def main() -> int:
     ap.add_argument("--s3s-fs", default=str(pathlib.Path.home() / ".cache/spdl-tools/bin/s3s-fs"))
     ap.add_argument("--bench-bins", default="target/release", help="where `latency_proxy` and `file_server` are")
     ap.add_argument("--fetch-concurrency", type=int, default=64)
-    ap.add_argument("--smoke", action="store_true", help="600 images of the corpus, 1 round: about a minute")
+    ap.add_argument("--smoke", action="store_true", help="600 images of the corpus, 1 round: under a minute")
     ap.add_argument("--skip-shards", action="store_true")
     ap.add_argument("--skip-cache", action="store_true")
     ap.add_argument("--out", default="bench/results/shards_cache.md")
