@@ -179,9 +179,13 @@ enum PixLayout {
     Packed(usize),
     /// `c` full-size 8-bit planes: `[C, H, W]` (`gray8` is `[1, H, W]`).
     Planar(usize),
-    /// 4:2:0 with separate U and V planes: `[1, H + H/2, W]`, the U and V
-    /// rows side by side under the Y plane (SPDL's `yuv420p` layout).
+    /// 4:2:0 with separate U and V planes: `[1, H + H/2, W]`, the planes one
+    /// after the other (Y, then U, then V, each row after row), as SPDL's
+    /// `convert_frames` (`av_image_copy_to_buffer`) lays `yuv420p` out.
     Yuv420p,
+    /// 4:2:2 with separate U and V planes: `[1, 2H, W]`, Y then U then V
+    /// (SPDL's `yuv422p` layout).
+    Yuv422p,
     /// NV12: `[1, H + H/2, W]`, the interleaved UV plane under Y.
     Nv12,
 }
@@ -196,6 +200,7 @@ fn pix_layout(fmt: ffi::AVPixelFormat) -> Option<PixLayout> {
         AV_PIX_FMT_GRAY8 => PixLayout::Planar(1),
         AV_PIX_FMT_YUV444P | AV_PIX_FMT_YUVJ444P | AV_PIX_FMT_GBRP => PixLayout::Planar(3),
         AV_PIX_FMT_YUV420P | AV_PIX_FMT_YUVJ420P => PixLayout::Yuv420p,
+        AV_PIX_FMT_YUV422P | AV_PIX_FMT_YUVJ422P => PixLayout::Yuv422p,
         AV_PIX_FMT_NV12 => PixLayout::Nv12,
         _ => return None,
     })
@@ -214,6 +219,12 @@ fn wide_pix_layout(fmt: ffi::AVPixelFormat) -> Option<PixLayout> {
         AV_PIX_FMT_RGB48LE | AV_PIX_FMT_BGR48LE => PixLayout::Packed(3),
         AV_PIX_FMT_RGBA64LE | AV_PIX_FMT_BGRA64LE => PixLayout::Packed(4),
         AV_PIX_FMT_GRAY16LE | AV_PIX_FMT_GRAY10LE | AV_PIX_FMT_GRAY12LE => PixLayout::Planar(1),
+        // What 16-bit PNGs decode to. The bytes are kept in the file's (big-endian) order
+        // under a native `uint16` type, as SPDL's `convert_frames` and `ffmpeg -f rawvideo`
+        // give them: swap the bytes for the values.
+        AV_PIX_FMT_RGB48BE | AV_PIX_FMT_BGR48BE => PixLayout::Packed(3),
+        AV_PIX_FMT_RGBA64BE | AV_PIX_FMT_BGRA64BE => PixLayout::Packed(4),
+        AV_PIX_FMT_GRAY16BE => PixLayout::Planar(1),
         AV_PIX_FMT_YUV444P16LE
         | AV_PIX_FMT_YUV444P10LE
         | AV_PIX_FMT_YUV444P12LE
@@ -233,30 +244,19 @@ fn picture_shape(layout: PixLayout, w: usize, h: usize) -> Vec<usize> {
         PixLayout::Packed(c) => vec![h, w, c],
         PixLayout::Planar(c) => vec![c, h, w],
         PixLayout::Yuv420p | PixLayout::Nv12 => vec![1, h + h / 2, w],
+        PixLayout::Yuv422p => vec![1, 2 * h, w],
     }
 }
 
-/// The `(plane, rows, row bytes, destination column offset)` copies that
-/// make up one picture, in array order: each plane's rows go to the next
-/// array rows, except the V rows of `yuv420p`, which sit beside the U rows.
-fn picture_planes(layout: PixLayout, w: usize, h: usize) -> Vec<(usize, usize, usize, bool)> {
+/// The `(plane, rows, row elements)` copies that make up one picture, in
+/// array order: every row of every plane, one after the other (no padding).
+fn picture_planes(layout: PixLayout, w: usize, h: usize) -> Vec<(usize, usize, usize)> {
     match layout {
-        PixLayout::Packed(c) => vec![(0, h, w * c, false)],
-        PixLayout::Planar(c) => (0..c).map(|p| (p, h, w, false)).collect(),
-        PixLayout::Yuv420p => vec![
-            (0, h, w, false),
-            (1, h / 2, w / 2, false),
-            (2, h / 2, w / 2, true),
-        ],
-        PixLayout::Nv12 => vec![(0, h, w, false), (1, h / 2, w, false)],
-    }
-}
-
-/// Bytes per array row of a picture in `layout`.
-fn row_width(layout: PixLayout, w: usize) -> usize {
-    match layout {
-        PixLayout::Packed(c) => w * c,
-        _ => w,
+        PixLayout::Packed(c) => vec![(0, h, w * c)],
+        PixLayout::Planar(c) => (0..c).map(|p| (p, h, w)).collect(),
+        PixLayout::Yuv420p => vec![(0, h, w), (1, h / 2, w / 2), (2, h / 2, w / 2)],
+        PixLayout::Yuv422p => vec![(0, h, w), (1, h, w / 2), (2, h, w / 2)],
+        PixLayout::Nv12 => vec![(0, h, w), (1, h / 2, w)],
     }
 }
 
@@ -483,10 +483,13 @@ impl Frames {
     /// - video `[N, H, W, C]` for packed RGB formats (`rgb24`, `bgr24`,
     ///   `rgba`, ...), `[N, C, H, W]` for planar ones (`gray8` is
     ///   `[N, 1, H, W]`, `yuv444p` / `gbrp` `[N, 3, H, W]`), `[N, 1, H*3/2,
-    ///   W]` for `yuv420p` (U and V rows side by side under Y) and `nv12`;
+    ///   W]` for `yuv420p` / `nv12` and `[N, 1, 2H, W]` for `yuv422p` (the
+    ///   planes one after the other, as `ffmpeg -f rawvideo` writes them);
     ///   `uint8`, or `uint16` in the same layouts for 16-bit and
     ///   high-bit-depth formats (`gray16le`, `rgb48le`, `rgba64le`,
-    ///   `yuv444p16le`, `gbrp16le`, `yuv420p10le`, ...: values as stored);
+    ///   `yuv444p16le`, `gbrp16le`, `yuv420p10le`, ...: values as stored;
+    ///   `gray16be` / `rgb48be` / `rgba64be` bytes as stored, i.e. swapped on
+    ///   little-endian hosts, as SPDL);
     ///   images the same without `N`;
     /// - audio `[C, S]` for planar sample formats (`fltp`, `s16p`, ...),
     ///   `[S, C]` for packed ones (`flt`, `s16`, ...), in the format's type.
@@ -528,13 +531,18 @@ impl Frames {
             usize::try_from(f0.width).unwrap_or(0),
             usize::try_from(f0.height).unwrap_or(0),
         );
-        if matches!(layout, PixLayout::Yuv420p | PixLayout::Nv12) && (w % 2 == 1 || h % 2 == 1) {
+        let odd = match layout {
+            PixLayout::Yuv420p | PixLayout::Nv12 => w % 2 == 1 || h % 2 == 1,
+            PixLayout::Yuv422p => w % 2 == 1,
+            _ => false,
+        };
+        if odd {
             return Err(Error::new(
                 ErrorKind::Unsupported,
                 format!(
-                    "{} frames of odd size {w}x{h} do not fit the [1, H*3/2, W] layout (their \
-                     chroma planes round up); convert them with format=pix_fmts=rgb24 or scale \
-                     to an even size",
+                    "{} frames of odd size {w}x{h} do not fit the [1, H*3/2, W] / [1, 2H, W] \
+                     layout (their chroma planes round up); convert them with \
+                     format=pix_fmts=rgb24 or scale to an even size",
                     pix_fmt_name(f0.format)
                 ),
             ));
@@ -558,15 +566,9 @@ impl Frames {
                     ),
                 ));
             }
-            let mut row0 = 0usize;
-            let mut prev_rows = 0usize;
-            for (plane, rows, row_elems, beside) in picture_planes(layout, w, h) {
+            let mut at = 0usize;
+            for (plane, rows, row_elems) in picture_planes(layout, w, h) {
                 let row_bytes = row_elems * es;
-                let (start_row, col) = if beside {
-                    (row0 - prev_rows, w / 2 * es)
-                } else {
-                    (row0, 0)
-                };
                 let stride = isize::try_from(f.linesize[plane]).unwrap_or(0);
                 for r in 0..rows {
                     // SAFETY: plane `plane` has at least `rows` rows of
@@ -577,12 +579,8 @@ impl Frames {
                             row_bytes,
                         )
                     };
-                    let at = (start_row + r) * row_width(layout, w) * es + col;
                     dst[at..at + row_bytes].copy_from_slice(src);
-                }
-                if !beside {
-                    row0 += rows;
-                    prev_rows = rows;
+                    at += row_bytes;
                 }
             }
         }
@@ -678,24 +676,14 @@ impl Frames {
         let mut frames = Vec::with_capacity(n);
         for (i, src) in data.chunks_exact(per.max(1)).take(n).enumerate() {
             let mut v = ff::frame::Video::new(fmt.into(), w as u32, h as u32);
-            let mut row0 = 0usize;
-            let mut prev_rows = 0usize;
-            for (plane, rows, row_bytes, beside) in picture_planes(layout, w, h) {
-                let (start_row, col) = if beside {
-                    (row0 - prev_rows, w / 2)
-                } else {
-                    (row0, 0)
-                };
+            let mut at = 0usize;
+            for (plane, rows, row_bytes) in picture_planes(layout, w, h) {
                 let stride = v.stride(plane);
                 let dst = v.data_mut(plane);
                 for r in 0..rows {
-                    let at = (start_row + r) * row_width(layout, w) + col;
                     dst[r * stride..r * stride + row_bytes]
                         .copy_from_slice(&src[at..at + row_bytes]);
-                }
-                if !beside {
-                    row0 += rows;
-                    prev_rows = rows;
+                    at += row_bytes;
                 }
             }
             v.set_pts(Some(pts + i as i64));
@@ -742,8 +730,11 @@ impl Frames {
             let planes: Vec<(usize, usize)> = match layout {
                 PixLayout::Packed(c) => vec![(0, w * c)],
                 PixLayout::Planar(c) => (0..c).map(|p| (p * h * w, w)).collect(),
-                // U and V rows sit side by side below the Y rows.
-                PixLayout::Yuv420p => vec![(0, w), (h * w, w), (h * w + w / 2, w)],
+                // The planes one after the other: Y, U, V.
+                PixLayout::Yuv420p => {
+                    vec![(0, w), (h * w, w / 2), (h * w + h / 2 * (w / 2), w / 2)]
+                }
+                PixLayout::Yuv422p => vec![(0, w), (h * w, w / 2), (h * w + h * (w / 2), w / 2)],
                 PixLayout::Nv12 => vec![(0, w), (h * w, w)],
             };
             // SAFETY: a fresh, empty AVFrame, filled in below before any use.
@@ -834,10 +825,17 @@ impl VideoArray {
             PixLayout::Yuv420p | PixLayout::Nv12 if shape[1] == 1 && shape[2] % 3 == 0 => {
                 (shape[3], shape[2] * 2 / 3)
             }
+            PixLayout::Yuv422p if shape[1] == 1 && shape[2] % 2 == 0 => (shape[3], shape[2] / 2),
             _ => return Err(bad()),
         };
+        // Subsampled chroma of an odd size rounds up, which these layouts cannot hold.
+        let odd = match layout {
+            PixLayout::Yuv420p | PixLayout::Nv12 => w % 2 == 1 || h % 2 == 1,
+            PixLayout::Yuv422p => w % 2 == 1,
+            _ => false,
+        };
         // FFmpeg keeps sizes and line sizes in `int`s.
-        if picture_shape(layout, w, h) != shape[1..] || len / n.max(1) > i32::MAX as usize {
+        if odd || picture_shape(layout, w, h) != shape[1..] || len / n.max(1) > i32::MAX as usize {
             return Err(bad());
         }
         if w == 0 || h == 0 {
