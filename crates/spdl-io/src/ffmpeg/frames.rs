@@ -670,6 +670,7 @@ impl Frames {
             w,
             h,
             per,
+            bps,
             tb,
         } = VideoArray::check(data.len(), shape, pix_fmt, frame_rate)?;
         last_pts(pts, n)?;
@@ -677,7 +678,8 @@ impl Frames {
         for (i, src) in data.chunks_exact(per.max(1)).take(n).enumerate() {
             let mut v = ff::frame::Video::new(fmt.into(), w as u32, h as u32);
             let mut at = 0usize;
-            for (plane, rows, row_bytes) in picture_planes(layout, w, h) {
+            for (plane, rows, row_elems) in picture_planes(layout, w, h) {
+                let row_bytes = row_elems * bps;
                 let stride = v.stride(plane);
                 let dst = v.data_mut(plane);
                 for r in 0..rows {
@@ -720,6 +722,7 @@ impl Frames {
             w,
             h,
             per,
+            bps,
             tb,
         } = VideoArray::check(len, shape, pix_fmt, frame_rate)?;
         last_pts(pts, n)?;
@@ -729,7 +732,7 @@ impl Frames {
             // Byte offset and line size of each plane within one picture.
             let planes: Vec<(usize, usize)> = match layout {
                 PixLayout::Packed(c) => vec![(0, w * c)],
-                PixLayout::Planar(c) => (0..c).map(|p| (p * h * w, w)).collect(),
+                PixLayout::Planar(c) => (0..c).map(|p| (p * h * w * bps, w * bps)).collect(),
                 // The planes one after the other: Y, U, V.
                 PixLayout::Yuv420p => {
                     vec![(0, w), (h * w, w / 2), (h * w + h / 2 * (w / 2), w / 2)]
@@ -785,20 +788,37 @@ struct VideoArray {
     w: usize,
     h: usize,
     per: usize,
+    /// Bytes per sample: 2 for `gray16le` / `gray16be`, else 1.
+    bps: usize,
     /// `1 / frame_rate`.
     tb: ff::Rational,
 }
 
 impl VideoArray {
-    /// Checks that `len` bytes of `shape` are frames of `pix_fmt`.
+    /// Checks that `len` bytes of `shape` (in samples) are frames of
+    /// `pix_fmt`. Gray formats also take `[N, H, W]` (SPDL's shape for them).
     fn check(len: usize, shape: &[usize], pix_fmt: &str, frame_rate: (i32, i32)) -> Result<Self> {
         let fmt = pix_fmt_from_name(pix_fmt)?;
-        let layout = pix_layout(fmt).ok_or_else(|| {
+        let (layout, bps) = match fmt {
+            ffi::AVPixelFormat::AV_PIX_FMT_GRAY16LE | ffi::AVPixelFormat::AV_PIX_FMT_GRAY16BE => {
+                (Some(PixLayout::Planar(1)), 2usize)
+            }
+            _ => (pix_layout(fmt), 1),
+        };
+        let layout = layout.ok_or_else(|| {
             Error::new(
                 ErrorKind::Unsupported,
                 format!("pixel format {pix_fmt:?} is not supported here"),
             )
         })?;
+        let gray_nhw;
+        let shape = match (layout, shape) {
+            (PixLayout::Planar(1), &[n, h, w]) => {
+                gray_nhw = [n, 1, h, w];
+                &gray_nhw[..]
+            }
+            _ => shape,
+        };
         if frame_rate.0 <= 0 || frame_rate.1 <= 0 {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
@@ -814,8 +834,7 @@ impl VideoArray {
                 format!("array of shape {shape:?} does not fit pixel format {pix_fmt:?}"),
             )
         };
-        if shape.len() != 4 || shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)) != Some(len)
-        {
+        if shape.len() != 4 || shape.iter().try_fold(bps, |a, &d| a.checked_mul(d)) != Some(len) {
             return Err(bad());
         }
         let n = shape[0];
@@ -853,6 +872,7 @@ impl VideoArray {
             w,
             h,
             per: len / n.max(1),
+            bps,
             tb: ff::Rational::new(frame_rate.1, frame_rate.0),
         })
     }
