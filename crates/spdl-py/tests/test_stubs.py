@@ -100,11 +100,18 @@ def _stub() -> tuple[dict[str, ast.FunctionDef], dict[str, ast.ClassDef], set[st
 
 FUNCTIONS, CLASSES, OTHERS = _stub()
 STUB_TYPEVARS = {n for n in OTHERS if not hasattr(native, n)}  # `T = TypeVar("T")` and the like
-RUNTIME = {n for n in dir(native) if not (n.startswith("__") and n.endswith("__"))}
+
+
+def _dunder(name: str) -> bool:
+    return name.startswith("__") and name.endswith("__")
+
+
+RUNTIME = {n for n in dir(native) if not _dunder(n)}
 
 
 def test_every_name_is_in_both() -> None:
-    stubbed = set(FUNCTIONS) | set(CLASSES) | (OTHERS - STUB_TYPEVARS)
+    stubbed = {n for n in set(FUNCTIONS) | set(CLASSES) | (OTHERS - STUB_TYPEVARS) if not _dunder(n)}
+    assert hasattr(native, "__version__") == ("__version__" in OTHERS)
     assert sorted(RUNTIME - stubbed) == [], "in spdl_rs._native but not in _native.pyi"
     assert sorted(stubbed - RUNTIME) == [], "in _native.pyi but not in spdl_rs._native"
 
