@@ -8,6 +8,8 @@
 //!   timeouts, length and HTML checks; [`Fetcher::list`] lists an S3 prefix or reads a
 //!   manifest of URIs. Remote backends are built on Apache OpenDAL behind features
 //!   `source-http` and `source-s3` (off by default); defaults are in [`fetch`].
+//! - [`concurrency`]: how many requests a fetch stage keeps in flight: fixed, or adaptive (from
+//!   64, grown while the completion rate rises, as the latency asks).
 //! - Local sources (feature `source-local`, on by default): [`walk_dir`] (a folder, recursively,
 //!   filtered by [`Extensions`], in a byte order identical on every machine), [`read_list_file`]
 //!   (one path per line), [`ImageFolder`] (torchvision's class-folder layout), and
@@ -52,6 +54,7 @@
 
 #[cfg(feature = "fetch")]
 mod backend;
+pub mod concurrency;
 mod dist;
 mod error;
 #[cfg(feature = "fetch")]
