@@ -11,8 +11,10 @@ use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
 use indicatif::{ProgressBar, ProgressStyle};
 use spdl_core::{Op, Order, PipelineBuilder, StageConfig};
-use spdl_cuda::load_batch_pooled;
-use spdl_io::{BatchSample, ImageLoader, ImageOptions, Normalize, TransformKind};
+use spdl_io::{
+    load_batch_pooled, BatchSample, ErrorKind, ImageLoader, ImageOptions, Normalize, TransformKind,
+};
+use spdl_sources::concurrency::{AdaptiveConcurrency, FetchLimiter};
 use spdl_sources::shards::{list_shards_with, ShardSource};
 use spdl_sources::{
     read_list_file, walk_dir_with, Bytes, DistInfo, Extensions, FetchOptions, Fetcher, ImageFolder,
@@ -119,6 +121,17 @@ fn shard_source(args: &LoadArgs, path: &Path, dist: DistInfo) -> Result<ShardSou
         .with_fetcher(fetcher)
         .with_shuffle_buffer(args.shuffle_buffer)
         .with_readahead(args.shard_readahead))
+}
+
+/// Requests in flight in the read stage: `--fetch-concurrency N` as given; else, for remote
+/// samples, adaptive (from 64, grown while the rate rises, see
+/// `spdl_sources::concurrency`); else `--read-concurrency`.
+fn fetch_limiter(args: &LoadArgs, remote_samples: bool) -> Result<FetchLimiter> {
+    Ok(match args.fetch_concurrency {
+        Some(n) => FetchLimiter::fixed(n),
+        None if remote_samples => FetchLimiter::adaptive(AdaptiveConcurrency::default())?,
+        None => FetchLimiter::fixed(args.read_concurrency),
+    })
 }
 
 /// A sample whose bytes were read.
@@ -298,6 +311,9 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
 
     // Each epoch's jobs: the sampler's share of a listing, or this rank's shards streamed.
     type Jobs = Box<dyn Iterator<Item = Job> + Send>;
+    // Whether any sample is fetched over the network (S3, HTTP): those get the adaptive
+    // fetch concurrency.
+    let mut remote_samples = false;
     let (shown, per_epoch, source): (String, u64, Box<dyn FnMut(u64) -> Jobs + Send>) =
         match &shard_path {
             Some(path) => {
@@ -340,6 +356,7 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
             }
             None => {
                 let (dataset, shown) = list_dataset(&args)?;
+                remote_samples = dataset.iter().any(|s| s.uri.is_some());
                 let mut sampler = Sampler::new(dataset.len_u64(), dist, sampler_options)?;
                 let per_epoch = sampler.num_samples();
                 let dataset = Arc::new(dataset);
@@ -374,15 +391,19 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
         };
     // One fetch path for local files, HTTP(S) and S3: retries, timeouts, checks.
     let fetcher = Fetcher::new(FetchOptions::default())?;
+    let limiter = fetch_limiter(&args, remote_samples)?;
     let read = {
         let (failures, bytes_read) = (failures.clone(), bytes_read.clone());
+        let limiter = limiter.clone();
         Op::future(move |mut job: Job| {
             let (failures, bytes_read) = (failures.clone(), bytes_read.clone());
-            let fetcher = fetcher.clone();
+            let (fetcher, limiter) = (fetcher.clone(), limiter.clone());
             async move {
                 if let Some(bytes) = job.bytes.take() {
                     return Ok(Some(Fetched { job, bytes }));
                 }
+                // Held until the bytes are in: the limiter counts the request done then.
+                let _slot = limiter.acquire().await;
                 match fetcher.fetch(&job.location).await {
                     Ok(bytes) => {
                         bytes_read.fetch_add(bytes.len() as u64, Ordering::Relaxed);
@@ -403,11 +424,8 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
         .pipe(
             read,
             StageConfig::named("read")
-                .concurrency(
-                    args.fetch_concurrency
-                        .unwrap_or(args.read_concurrency)
-                        .max(1),
-                )
+                // Room for the limiter's largest limit; the limiter admits the requests.
+                .concurrency(limiter.max())
                 .order(order),
         )
         // Epoch e + 1's first batches load while epoch e's tail is consumed (no bubble at the
@@ -415,6 +433,7 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
         .prefetch_epochs_of(args.epochs);
 
     let mut report = Report::new(&shown, &args, threads, per_epoch, layout, dtype);
+    report.fetch = limiter.is_adaptive().then_some(limiter);
     let gpu = if device::is_gpu(&args.device)? {
         if args.dump.is_some() {
             bail!("--dump saves a host batch: use it with --device cpu");
@@ -424,7 +443,7 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
         None
     };
     let pool = match &gpu {
-        Some(gpu) => gpu.pool(),
+        Some(gpu) => gpu.pool()?,
         None => device::host_pool(decode_concurrency),
     };
     // A batch's samples decode straight into their rows of one pool buffer (pinned memory
@@ -460,7 +479,9 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
                 &*pool,
             ) {
                 Ok(loaded) => loaded,
-                Err(spdl_cuda::Error::Decode(e)) => {
+                // No batch buffer (the pool timed out or the memory ran out).
+                Err(e) if e.kind() == ErrorKind::Buffer => return Err(Box::new(e)),
+                Err(e) => {
                     // The batch as a whole is refused (its size is over the limits before
                     // any decoding): each of its samples failed for that reason.
                     for (f, s) in fetched.iter().zip(&samples) {
@@ -469,8 +490,6 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
                     }
                     return Ok(None);
                 }
-                // No batch buffer (the pool timed out or the memory ran out).
-                Err(e) => return Err(Box::new(e)),
             };
             batch.drop_failed_rows(&failed);
             for (row, e) in failed {

@@ -58,6 +58,8 @@ pub(crate) struct Report<'a> {
     pub(crate) stats: Option<PipelineStats>,
     /// Host-to-device copies, with `--device cuda`.
     pub(crate) transfer: Option<TransferReport>,
+    /// The adaptive fetch concurrency of remote samples (none when fixed).
+    pub(crate) fetch: Option<spdl_sources::concurrency::FetchLimiter>,
 }
 
 impl<'a> Report<'a> {
@@ -87,6 +89,7 @@ impl<'a> Report<'a> {
             error: None,
             stats: None,
             transfer: None,
+            fetch: None,
         }
     }
 
@@ -164,6 +167,10 @@ impl<'a> Report<'a> {
             "device": self.transfer.as_ref().map_or("cpu".to_string(), |t| t.device.clone()),
             "h2d_gigabytes_per_second": self.transfer.as_ref().map(|t| t.gigabytes_per_second),
             "h2d_bytes": self.transfer.as_ref().map(|t| t.bytes),
+            // Where the adaptive limit ended and the most it tried (null when fixed).
+            "fetch_concurrency": self.fetch.as_ref().map(|l| serde_json::json!({
+                "adaptive": true, "final": l.limit(), "peak": l.peak(), "settled": l.is_settled(),
+            })),
             "stages": stages,
             "queues": queues,
         })
@@ -205,6 +212,19 @@ impl fmt::Display for Report<'_> {
             self.images + self.failures.len() as u64,
             listed
         )?;
+        if let Some(l) = &self.fetch {
+            writeln!(
+                f,
+                "  fetch concurrency: adaptive, {} in flight at the end ({}; the most tried {})",
+                l.limit(),
+                if l.is_settled() {
+                    "settled"
+                } else {
+                    "still growing"
+                },
+                l.peak()
+            )?;
+        }
         if let Some(t) = &self.transfer {
             writeln!(
                 f,

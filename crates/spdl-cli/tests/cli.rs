@@ -310,36 +310,42 @@ fn loads_from_a_local_s3_server() {
     while TcpStream::connect(("127.0.0.1", port)).is_err() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    let out = spdl()
-        .args([
-            "load",
-            "s3://bucket/train/",
-            "--json",
-            "--fetch-concurrency",
-            "32",
-        ])
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{port}"))
-        .env("AWS_REGION", "us-east-1")
-        .output()
-        .unwrap();
+    // A concurrency the user sets is fixed; by default it adapts, starting at 64 (15 objects
+    // are less than one window: it stays there).
+    let run = |extra: &[&str]| {
+        spdl()
+            .args(["load", "s3://bucket/train/", "--json"])
+            .args(extra)
+            .env("AWS_ACCESS_KEY_ID", "test")
+            .env("AWS_SECRET_ACCESS_KEY", "test")
+            .env("AWS_ENDPOINT_URL", format!("http://127.0.0.1:{port}"))
+            .env("AWS_REGION", "us-east-1")
+            .output()
+            .unwrap()
+    };
+    let outs = [run(&["--fetch-concurrency", "32"]), run(&[])];
     let _ = server.kill();
     let _ = server.wait();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(r["listed"], 15);
-    assert_eq!(r["images"], 14);
-    assert_eq!(r["failed"], 1);
-    let reason = r["failures"][0]["reason"].as_str().unwrap();
-    assert!(
-        reason.contains("s3://bucket/train/error page.jpg") && reason.contains("HTML"),
-        "{reason}"
-    );
+    for (out, fetch) in outs.iter().zip([
+        serde_json::Value::Null,
+        serde_json::json!({"adaptive": true, "final": 64, "peak": 64, "settled": false}),
+    ]) {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(r["listed"], 15);
+        assert_eq!(r["images"], 14);
+        assert_eq!(r["failed"], 1);
+        assert_eq!(r["fetch_concurrency"], fetch);
+        let reason = r["failures"][0]["reason"].as_str().unwrap();
+        assert!(
+            reason.contains("s3://bucket/train/error page.jpg") && reason.contains("HTML"),
+            "{reason}"
+        );
+    }
 }
 
 #[test]

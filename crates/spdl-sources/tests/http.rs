@@ -230,3 +230,72 @@ async fn connection_refused_is_retried_then_named() {
     assert!(!msg.contains("topsecret"), "{msg}");
     assert!(msg.to_lowercase().contains("connect"), "{msg}");
 }
+
+/// Adaptive fetch concurrency end to end: a pipeline's fetch stage admits its requests through
+/// a `FetchLimiter` against the loopback server. Every object arrives once and whole, and the
+/// requests in flight never pass the most the limiter allowed (nor its bound); a fixed limit
+/// never moves.
+#[test]
+fn fetch_limiter_admits_a_pipeline_s_requests() {
+    use std::collections::BTreeSet;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use spdl_sources::concurrency::{AdaptiveConcurrency, FetchLimiter};
+
+    let server = FaultServer::start(None, Duration::ZERO);
+    let adaptive = AdaptiveConcurrency {
+        start: 4,
+        max: 24,
+        ..AdaptiveConcurrency::default()
+    };
+    for limiter in [
+        FetchLimiter::adaptive(adaptive).unwrap(),
+        FetchLimiter::fixed(3),
+    ] {
+        let fetcher = Fetcher::new(options()).unwrap();
+        let urls: Vec<String> = (0..300)
+            .map(|i| server.url(&format!("/ok.jpg?i={i}")))
+            .collect();
+        let (now, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let fetch = {
+            let (limiter, now, most) = (limiter.clone(), now.clone(), most.clone());
+            Op::future(move |url: String| {
+                let (fetcher, limiter) = (fetcher.clone(), limiter.clone());
+                let (now, most) = (now.clone(), most.clone());
+                async move {
+                    let _slot = limiter.acquire().await;
+                    most.fetch_max(now.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+                    let bytes = fetcher.fetch(&Uri::parse(&url)?).await;
+                    now.fetch_sub(1, Ordering::SeqCst);
+                    Ok(Some((url, bytes?)))
+                }
+            })
+        };
+        let source = urls.clone();
+        let mut pipeline = PipelineBuilder::source(move |_| source.clone().into_iter())
+            .pipe(
+                fetch,
+                StageConfig::named("fetch").concurrency(limiter.max()),
+            )
+            .sink(4)
+            .build(2)
+            .unwrap();
+        let mut got = BTreeSet::new();
+        for item in pipeline.iter() {
+            let (url, bytes) = item.unwrap();
+            assert_eq!(&bytes[..], PAYLOAD, "{url}");
+            assert!(got.insert(url.clone()), "{url} twice");
+        }
+        pipeline.stop();
+        assert_eq!(got, urls.into_iter().collect::<BTreeSet<_>>());
+        let (limit, peak, most) = (limiter.limit(), limiter.peak(), most.load(Ordering::SeqCst));
+        if limiter.is_adaptive() {
+            assert!((4..=24).contains(&limit), "limit {limit}");
+            assert!((limit..=24).contains(&peak), "limit {limit} peak {peak}");
+            assert!(most <= peak, "{most} in flight, peak {peak}");
+        } else {
+            assert_eq!((limit, peak), (3, 3));
+            assert!(most <= 3, "{most} in flight");
+        }
+    }
+}
