@@ -1,10 +1,11 @@
-//! spdl-cuda: collate decoded images into page-locked (pinned) host memory when a CUDA device
-//! is there, ready for an asynchronous host-to-device copy; in plain host memory otherwise.
+//! spdl-cuda's pinned pool under spdl-io's batch: collate decoded images into page-locked
+//! (pinned) host memory when a CUDA device is there, ready for an asynchronous host-to-device
+//! copy; in plain host memory otherwise.
 //! Without a driver (or without the `cuda` feature) every entry point returns an error that
 //! `is_unavailable()`, never a panic. Run: `cargo run -p spdl-tests --example cuda_or_cpu`.
 use spdl_core::buffer::{BufferPool, Pool, PoolConfig};
-use spdl_cuda::{collate_into, pinned_pool, CudaDevice};
-use spdl_io::{BatchItem, Image};
+use spdl_cuda::{pinned_pool, CudaDevice};
+use spdl_io::{collate_into, BatchItem, Image};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let pool: Box<dyn BufferPool> = match CudaDevice::local() {

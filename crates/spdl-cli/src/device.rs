@@ -1,14 +1,15 @@
 //! Where `spdl load`'s batches go. Each batch decodes straight into one buffer from a pool
-//! ([`spdl_cuda::load_batch_pooled`]): plain host memory for `--device cpu`, page-locked
+//! ([`spdl_io::load_batch_pooled`]): plain host memory for `--device cpu`, page-locked
 //! (pinned) memory for `--device cuda[:N]`, whose batches are then copied to the GPU on a
-//! dedicated stream (spdl-cuda). Without the `cuda` feature a GPU device is a clear error.
+//! dedicated stream (spdl-cuda's `DeviceTarget`, linked only with the `cuda` feature). Without
+//! the `cuda` feature a GPU device is a clear error.
 
 use std::sync::Arc;
 
 use anyhow::{bail, Result};
 use spdl_core::buffer::{BufferPool, HostPool, PoolConfig};
 use spdl_core::{Pipeline, PipelineBuilder};
-use spdl_cuda::{DeviceBatch, HostBatch};
+use spdl_io::HostBatch;
 
 /// Something the consumer counts: a host or a device batch.
 pub(crate) trait Counted: Send + 'static {
@@ -22,7 +23,8 @@ impl Counted for HostBatch {
     }
 }
 
-impl Counted for DeviceBatch {
+#[cfg(feature = "cuda")]
+impl Counted for spdl_cuda::DeviceBatch {
     fn images(&self) -> usize {
         self.len()
     }
@@ -63,44 +65,35 @@ pub(crate) fn host_pool(decode_concurrency: usize) -> Arc<dyn BufferPool> {
     )))
 }
 
-/// The device of `--device cuda[:N]`: its pinned batch pool and its copy stage.
-pub(crate) struct Gpu {
-    name: String,
-    pool: Arc<spdl_cuda::PinnedPool>,
-    stage: Arc<spdl_cuda::TransferStage>,
-}
+/// The device of `--device cuda[:N]`: spdl-cuda's [`spdl_cuda::DeviceTarget`] (its pinned
+/// batch pool and its copy stage). Without the `cuda` feature there is none.
+#[cfg(feature = "cuda")]
+pub(crate) struct Gpu(spdl_cuda::DeviceTarget);
+
+/// Without the `cuda` feature no GPU is ever opened: [`Gpu::open`] says how to rebuild.
+#[cfg(not(feature = "cuda"))]
+pub(crate) enum Gpu {}
 
 /// Batches past the decode stage on the GPU path: the transfer stage's admission limit (twice
 /// its two copies), its sink of two, and the one the consumer holds.
+#[cfg(feature = "cuda")]
 const GPU_BATCHES_AFTER_DECODE: usize = 4 + 2 + 1;
 
+#[cfg(feature = "cuda")]
 impl Gpu {
     /// Opens `device` with a pool of pinned buffers for every batch that can be alive at once
     /// behind a decode stage of `decode_concurrency`.
     ///
     /// # Errors
-    /// Without the `cuda` feature; when the driver or the device cannot be opened.
+    /// When the driver or the device cannot be opened.
     pub(crate) fn open(device: &str, decode_concurrency: usize) -> Result<Gpu> {
-        if !cfg!(feature = "cuda") {
-            bail!(
-                "--device {device}: this spdl was built without CUDA support; rebuild with \
-                 `cargo build --release -p spdl-cli --features cuda`"
-            );
-        }
-        let dev = spdl_cuda::CudaDevice::select(device.parse()?)?;
-        Ok(Gpu {
-            name: device.to_string(),
-            pool: Arc::new(spdl_cuda::pinned_pool(
-                &dev,
-                pool_config(decode_concurrency, GPU_BATCHES_AFTER_DECODE),
-            )?),
-            stage: Arc::new(spdl_cuda::TransferStage::new(&dev)?),
-        })
+        let config = pool_config(decode_concurrency, GPU_BATCHES_AFTER_DECODE);
+        Ok(Gpu(spdl_cuda::DeviceTarget::open(device.parse()?, config)?))
     }
 
     /// The pinned pool the batches decode into.
-    pub(crate) fn pool(&self) -> Arc<dyn BufferPool> {
-        self.pool.clone()
+    pub(crate) fn pool(&self) -> Result<Arc<dyn BufferPool>> {
+        Ok(self.0.pinned_pool()?)
     }
 
     /// Appends the host-to-device copy (two at a time) and builds the pipeline; the closure
@@ -109,23 +102,50 @@ impl Gpu {
         self,
         batches: PipelineBuilder<HostBatch>,
         threads: usize,
-    ) -> Result<(Pipeline<DeviceBatch>, impl Fn() -> TransferReport)> {
+    ) -> Result<(Pipeline<impl Counted>, impl Fn() -> TransferReport)> {
         let pipeline = batches
             .pipe(
-                spdl_core::Op::blocking(self.stage.op()),
+                spdl_core::Op::blocking(self.0.stage()?.op()),
                 spdl_core::StageConfig::named("transfer").concurrency(2),
             )
             .sink(2)
             .build(threads)?;
-        let Gpu { name, stage, .. } = self;
+        let target = self.0;
         let report = move || {
-            let s = stage.stats();
+            let s = target.stats();
             TransferReport {
-                device: name.clone(),
+                device: target.name(),
                 gigabytes_per_second: s.gbps(),
                 bytes: s.bytes,
             }
         };
         Ok((pipeline, report))
+    }
+}
+
+/// The report closure's type where there is no GPU to report on.
+#[cfg(not(feature = "cuda"))]
+type ReportFn = fn() -> TransferReport;
+
+#[cfg(not(feature = "cuda"))]
+impl Gpu {
+    /// Always an error: this build has no CUDA support.
+    pub(crate) fn open(device: &str, _decode_concurrency: usize) -> Result<Gpu> {
+        bail!(
+            "--device {device}: this spdl was built without CUDA support; rebuild with \
+             `cargo build --release -p spdl-cli --features cuda`"
+        )
+    }
+
+    pub(crate) fn pool(&self) -> Result<Arc<dyn BufferPool>> {
+        match *self {}
+    }
+
+    pub(crate) fn transfer(
+        self,
+        _batches: PipelineBuilder<HostBatch>,
+        _threads: usize,
+    ) -> Result<(Pipeline<HostBatch>, ReportFn)> {
+        match self {}
     }
 }

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 
 use anyhow::{bail, Context, Result};
 use npyz::WriterBuilder;
-use spdl_cuda::{DType, HostBatch};
+use spdl_io::{DType, HostBatch};
 
 use crate::report::Failure;
 

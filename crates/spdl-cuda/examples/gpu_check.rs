@@ -23,10 +23,9 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use spdl_core::buffer::{BufferPool, PoolConfig};
 use spdl_cuda::nvjpeg::{self, NvjpegDecoder};
-use spdl_cuda::{
-    collate_into, pinned_pool, ConsumerStream, CudaDevice, DLDeviceType, TransferStage,
-};
-use spdl_io::{BatchItem, Image, ImageLoader, SampleContext, Transform};
+use spdl_cuda::{pinned_pool, ConsumerStream, CudaDevice, TransferStage};
+use spdl_io::dlpack::DLDeviceType;
+use spdl_io::{collate_into, BatchHeader, BatchItem, Image, ImageLoader, SampleContext, Transform};
 
 fn photos_dir() -> Option<PathBuf> {
     if let Some(a) = std::env::args().nth(1) {
@@ -156,7 +155,10 @@ fn main() -> Result<()> {
         bail!("transfer round trip: bytes differ");
     }
     let batches: Vec<_> = stage
-        .iter((0..20u8).map(|v| collate_into(mk(v), &pool)), 2)
+        .iter(
+            (0..20u8).map(|v| collate_into(mk(v), &pool).map_err(spdl_cuda::Error::from)),
+            2,
+        )
         .collect::<Result<_, _>>()?;
     for (v, b) in batches.iter().enumerate().step_by(7) {
         let want = collate_into(
@@ -169,14 +171,15 @@ fn main() -> Result<()> {
     }
     // From pageable memory (spdl_rs.io.transfer_buffer's fallback).
     let pageable = d.to_host()?;
-    let p = stage.transfer_slice(&pageable, d.shape, d.dtype, d.keys.clone(), vec![None; 8])?;
+    let header = BatchHeader {
+        labels: vec![None; 8],
+        ..d.header.clone()
+    };
+    let p = stage.transfer_slice(&pageable, header.clone())?;
     if p.to_host()? != expect || p.shape != d.shape {
         bail!("pageable transfer_slice: bytes differ");
     }
-    if stage
-        .transfer_slice(&pageable[1..], d.shape, d.dtype, vec![], vec![])
-        .is_ok()
-    {
+    if stage.transfer_slice(&pageable[1..], header).is_ok() {
         bail!("transfer_slice accepted a short slice");
     }
     let s = pool.stats();

@@ -53,7 +53,7 @@ pub enum Error {
     /// The buffer pool failed (timeout waiting for a buffer, allocation failure, bounds).
     #[error(transparent)]
     Pool(#[from] spdl_core::Error),
-    /// The CPU decoder failed (a fallback decode, or collation of decoded images).
+    /// The CPU decoder failed (nvJPEG's fallback decode of a file it does not take).
     #[error(transparent)]
     Decode(#[from] spdl_io::Error),
 }
@@ -64,6 +64,34 @@ impl Error {
         Error::Unsupported(format!(
             "spdl-cuda was built without the `{feature}` feature"
         ))
+    }
+
+    /// The same error again, for an outcome kept and reported on every later call (a
+    /// [`crate::DeviceTarget`] that failed to open): the driver, device and argument errors
+    /// are reproduced as they were; a pool or decode error (never the outcome of opening a
+    /// device) by its message.
+    pub(crate) fn replay(&self) -> Self {
+        match self {
+            Error::Unsupported(m) => Error::Unsupported(m.clone()),
+            Error::NoDriver(m) => Error::NoDriver(m.clone()),
+            Error::InvalidDevice { index, count } => Error::InvalidDevice {
+                index: *index,
+                count: *count,
+            },
+            Error::Driver { call, code } => Error::Driver {
+                call,
+                code: code.clone(),
+            },
+            Error::NvjpegUnavailable(m) => Error::NvjpegUnavailable(m.clone()),
+            Error::NvdecUnavailable(m) => Error::NvdecUnavailable(m.clone()),
+            Error::Nvjpeg { call, status } => Error::Nvjpeg {
+                call,
+                status: *status,
+            },
+            Error::InvalidArgument(m) => Error::InvalidArgument(m.clone()),
+            Error::Pool(e) => Error::InvalidArgument(e.to_string()),
+            Error::Decode(e) => Error::InvalidArgument(e.to_string()),
+        }
     }
 
     /// True for the "nothing to run on" cases ([`Error::Unsupported`], [`Error::NoDriver`],

@@ -1,18 +1,24 @@
 //! # spdl-cuda: the GPU end of an spdl-rs pipeline
 //!
 //! ```text
-//! decode+transform -> batch (collate_into a PinnedPool buffer) -> transfer (TransferStage) -> consumer
-//!                                  page-locked host memory        async H2D on a copy stream     DeviceBatch / DLPack
+//! decode+transform -> batch (spdl_io::load_batch_pooled into a PinnedPool buffer) -> transfer (TransferStage) -> consumer
+//!                                  page-locked host memory                           async H2D on a copy stream     DeviceBatch / DLPack
 //! ```
+//!
+//! GPU only: the CPU batch ([`spdl_io::HostBatch`], its [`spdl_io::BatchHeader`]) and the
+//! DLPack export ([`spdl_io::dlpack`]) are spdl-io's; spdl-cli and spdl-py depend on this crate
+//! only with their `cuda` feature.
 //!
 //! - [`driver`]: the CUDA driver, `dlopen`ed at run time and initialized behind a guard;
 //!   device selection by index or `LOCAL_RANK` ([`CudaDevice`], [`DeviceSelector`]).
+//! - [`target`]: [`DeviceTarget`], "open a device" for copies (its pinned pool and copy
+//!   stage), what `spdl load --device cuda` and spdl_rs's `to_device` both use.
 //! - [`pinned`]: page-locked batch buffers ([`PinnedPool`]), spdl-core's
-//!   [`spdl_core::buffer::Pool`] over `cuMemHostAlloc`, reused across batches.
-//! - [`batch`]: [`collate_into`] writes decoded images straight into a pooled buffer.
+//!   [`spdl_core::buffer::Pool`] over `cuMemHostAlloc`, reused across batches; spdl-io's
+//!   batch functions write decoded images straight into them.
 //! - [`stream`] and [`transfer`]: the per-device copy stream, events, and [`TransferStage`]
-//!   (host batch -> [`DeviceBatch`], double-buffered).
-//! - [`dlpack`]: the DLPack layouts and [`TensorExport`] for zero-copy hand-off to Python.
+//!   (host batch -> [`DeviceBatch`], double-buffered); [`DeviceBatch::export`] describes the
+//!   device memory as spdl-io's [`spdl_io::dlpack::TensorExport`].
 //! - `nvjpeg` (feature `decode-nvjpeg`): batched GPU JPEG decode with CPU fallback;
 //!   [`jpeg_probe`] decides which files go to the CPU (no driver needed).
 //! - [`nvdec`]: NVDEC loaded at run time (`libnvcuvid.so.1`, feature `decode-nvdec`) and the
@@ -35,9 +41,7 @@
 //! # Ok::<(), Error>(())
 //! ```
 
-pub mod batch;
 pub mod bench;
-pub mod dlpack;
 pub mod driver;
 mod dylib;
 mod error;
@@ -48,14 +52,14 @@ pub mod nvdec;
 pub mod nvjpeg;
 pub mod pinned;
 pub mod stream;
+pub mod target;
 pub mod transfer;
 
-pub use batch::{collate_into, collate_normalized_into, load_batch_pooled, HostBatch};
-pub use dlpack::{CudaArrayInterface, DLDevice, DLDeviceType, DType, TensorExport};
 pub use driver::{device_count, driver_available, local_rank, CudaDevice, DeviceSelector};
 pub use error::{Error, Result};
 pub use pinned::{pinned_pool, PinnedAllocator, PinnedPool};
 pub use stream::{ConsumerStream, CopyStream, Event};
+pub use target::DeviceTarget;
 pub use transfer::{
     DeviceAllocator, DeviceBatch, DeviceBuffer, DeviceMemory, PendingTransfer, TransferIter,
     TransferStage, TransferStats,

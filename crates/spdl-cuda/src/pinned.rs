@@ -86,7 +86,7 @@ unsafe impl RawAllocator for PinnedAllocator {
 
 /// A bounded pool of pinned batch buffers (see [`spdl_core::buffer::Pool`] for reuse, bounds
 /// and release on drop). Use it as the batch stage's `&dyn BufferPool` with
-/// [`crate::collate_into`].
+/// [`spdl_io::load_batch_pooled`] or [`spdl_io::collate_into`].
 pub type PinnedPool = Pool<PinnedAllocator>;
 
 /// A pool of pinned buffers on `device`'s context with `config` (e.g. `max_buffers` = batches

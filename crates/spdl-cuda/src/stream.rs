@@ -9,41 +9,12 @@
 use std::sync::Arc;
 
 use crate::driver::CudaDevice;
+// `Error` is named by the docs in every build, used by code only with `cuda`.
+#[cfg_attr(not(feature = "cuda"), allow(unused_imports))]
 use crate::error::{Error, Result};
 
-/// A consumer's CUDA stream, as the Python protocols name it.
-///
-/// DLPack's `__dlpack__(stream=...)`: `None` means the legacy default stream, `-1` means
-/// "do not synchronize", `1` the legacy default stream, `2` the per-thread default stream,
-/// any other value a `cudaStream_t` / `CUstream` handle (e.g. `torch.cuda.current_stream()
-/// .cuda_stream`). `0` is ambiguous and rejected, as the DLPack spec says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConsumerStream {
-    /// Do not synchronize (the consumer takes care of it).
-    NoSync,
-    /// A raw stream handle (1 = legacy default, 2 = per-thread default).
-    Raw(usize),
-}
-
-impl ConsumerStream {
-    /// The legacy default stream (`CU_STREAM_LEGACY`).
-    pub const LEGACY: ConsumerStream = ConsumerStream::Raw(1);
-
-    /// Interprets the `stream` argument of `__dlpack__`.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for `0` or a negative value other than `-1`.
-    pub fn from_dlpack_arg(stream: Option<i64>) -> Result<Self> {
-        match stream {
-            None => Ok(ConsumerStream::LEGACY),
-            Some(-1) => Ok(ConsumerStream::NoSync),
-            Some(s) if s > 0 => Ok(ConsumerStream::Raw(s as usize)),
-            Some(s) => Err(Error::InvalidArgument(format!(
-                "stream={s} is not valid for a CUDA tensor (use None, -1, 1, 2 or a stream handle)"
-            ))),
-        }
-    }
-}
+/// The consumer's stream of `__dlpack__(stream=...)`: spdl-io's, where the DLPack types are.
+pub use spdl_io::dlpack::ConsumerStream;
 
 /// The dedicated host-to-device copy stream of one device (a non-blocking stream: it does not
 /// synchronize with the legacy default stream). One per device per process: every
@@ -255,28 +226,5 @@ impl Event {
             let _ = raw;
             match self.never {}
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dlpack_stream_argument() {
-        assert_eq!(
-            ConsumerStream::from_dlpack_arg(None).unwrap(),
-            ConsumerStream::LEGACY
-        );
-        assert_eq!(
-            ConsumerStream::from_dlpack_arg(Some(-1)).unwrap(),
-            ConsumerStream::NoSync
-        );
-        assert_eq!(
-            ConsumerStream::from_dlpack_arg(Some(0x55aa)).unwrap(),
-            ConsumerStream::Raw(0x55aa)
-        );
-        assert!(ConsumerStream::from_dlpack_arg(Some(0)).is_err());
-        assert!(ConsumerStream::from_dlpack_arg(Some(-2)).is_err());
     }
 }

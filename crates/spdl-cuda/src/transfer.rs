@@ -14,12 +14,11 @@ use std::sync::{Arc, Mutex};
 use spdl_core::buffer::PooledBuffer;
 use spdl_core::OpResult;
 
-use crate::batch::HostBatch;
-use crate::dlpack::DType;
-use crate::dlpack::{DLDevice, TensorExport};
 use crate::driver::CudaDevice;
 use crate::error::{Error, Result};
 use crate::stream::{ConsumerStream, CopyStream, Event};
+use spdl_io::dlpack::{DLDevice, TensorExport};
+use spdl_io::{BatchHeader, HostBatch};
 
 /// Device memory allocated stream-ordered on a copy stream, freed when the last
 /// [`DeviceBuffer`] / [`DeviceBatch`] view is dropped, after the work of every consumer stream
@@ -286,62 +285,40 @@ impl DeviceBuffer {
 }
 
 /// A batch in device memory: `[N, H, W, C]` (u8/u16) or `[N, C, H, W]` (f32), contiguous, on
-/// device [`DeviceBatch::device_index`]. Ready once its event completes: wait on the host
-/// ([`DeviceBatch::synchronize`]) or on a stream ([`DeviceBatch::export`] does it for DLPack).
-/// Clones are views; the memory stays valid until every view (and every exported tensor) is
-/// dropped.
+/// device [`DeviceBatch::device_index`], with the same [`BatchHeader`] as a host batch
+/// (`batch.shape`, `batch.keys`, `batch.nbytes()`, ... read through it). Ready once its event
+/// completes: wait on the host ([`DeviceBatch::synchronize`]) or on a stream
+/// ([`DeviceBatch::export`] does it for DLPack). Clones are views; the memory stays valid until
+/// every view (and every exported tensor) is dropped.
 #[derive(Debug, Clone)]
 pub struct DeviceBatch {
     /// The memory.
     pub buffer: DeviceBuffer,
-    /// Dimensions, in elements.
-    pub shape: [usize; 4],
-    /// Element type.
-    pub dtype: DType,
-    /// Sample keys, in batch order.
-    pub keys: Vec<String>,
-    /// Labels, in batch order.
-    pub labels: Vec<Option<i64>>,
+    /// Shape, element type, keys and labels.
+    pub header: BatchHeader,
     ready: Arc<Event>,
 }
 
+impl std::ops::Deref for DeviceBatch {
+    type Target = BatchHeader;
+
+    fn deref(&self) -> &BatchHeader {
+        &self.header
+    }
+}
+
 impl DeviceBatch {
-    pub(crate) fn new(
-        buffer: DeviceBuffer,
-        shape: [usize; 4],
-        dtype: DType,
-        keys: Vec<String>,
-        labels: Vec<Option<i64>>,
-        ready: Event,
-    ) -> DeviceBatch {
+    pub(crate) fn new(buffer: DeviceBuffer, header: BatchHeader, ready: Event) -> DeviceBatch {
         DeviceBatch {
             buffer,
-            shape,
-            dtype,
-            keys,
-            labels,
+            header,
             ready: Arc::new(ready),
         }
-    }
-
-    /// Number of samples.
-    pub fn len(&self) -> usize {
-        self.shape[0]
-    }
-
-    /// True for zero samples.
-    pub fn is_empty(&self) -> bool {
-        self.shape[0] == 0
     }
 
     /// The device pointer of the first element.
     pub fn data_ptr(&self) -> u64 {
         self.buffer.device_ptr()
-    }
-
-    /// Size in bytes.
-    pub fn nbytes(&self) -> usize {
-        self.shape.iter().product::<usize>() * self.dtype.size()
     }
 
     /// The device index (`cuda:N`).
@@ -388,8 +365,8 @@ impl DeviceBatch {
         Ok(TensorExport {
             data_ptr: self.data_ptr(),
             device: DLDevice::cuda(self.device_index()),
-            shape: self.shape.iter().map(|&d| d as i64).collect(),
-            dtype: self.dtype,
+            shape: self.header.shape.iter().map(|&d| d as i64).collect(),
+            dtype: self.header.dtype,
             stream: match consumer {
                 ConsumerStream::NoSync => Some(self.stream()),
                 ConsumerStream::Raw(_) => None,
@@ -545,14 +522,8 @@ impl TransferStage {
     /// # Errors
     /// [`Error::Driver`] when allocation or the copy fails to enqueue.
     pub fn submit(&self, host: HostBatch) -> Result<PendingTransfer> {
-        let HostBatch {
-            buffer,
-            shape,
-            dtype,
-            keys,
-            labels,
-        } = host;
-        let pinned = buffer.kind() == "cuda-pinned";
+        let pinned = host.is_pinned();
+        let HostBatch { buffer, header } = host;
         let dev = DeviceBuffer::alloc(&self.stream, buffer.len())?;
         let start = self.stream.record(true)?;
         self.copy_to(&buffer, &dev)?;
@@ -564,7 +535,7 @@ impl TransferStage {
             c.pageable.fetch_add(1, Ordering::Relaxed);
         }
         Ok(PendingTransfer {
-            batch: Some(DeviceBatch::new(dev, shape, dtype, keys, labels, ready)),
+            batch: Some(DeviceBatch::new(dev, header, ready)),
             host: Some(buffer),
             start: Some(start),
             counters: Arc::clone(&self.counters),
@@ -594,24 +565,17 @@ impl TransferStage {
         }
     }
 
-    /// Copies host memory of any kind (`bytes`, `shape.product() * dtype.size()` of them)
+    /// Copies host memory of any kind (`bytes`, `header.nbytes()` of them)
     /// into a new [`DeviceBatch`] and waits for the copy (the caller keeps `bytes`, so the
     /// copy must be over before returning). For batches that are not in a pool buffer (a
     /// one-off copy, or when the pinned pool is exhausted); pageable memory makes the driver
     /// stage the copy, which is slower than from pinned memory ([`TransferStats`] counts it).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] when `bytes` does not match `shape` and `dtype`;
+    /// [`Error::InvalidArgument`] when `bytes` does not match the header's shape and dtype;
     /// [`Error::Driver`] when allocation or the copy fails.
-    pub fn transfer_slice(
-        &self,
-        bytes: &[u8],
-        shape: [usize; 4],
-        dtype: DType,
-        keys: Vec<String>,
-        labels: Vec<Option<i64>>,
-    ) -> Result<DeviceBatch> {
-        self.transfer_slice_into(bytes, shape, dtype, keys, labels, None)
+    pub fn transfer_slice(&self, bytes: &[u8], header: BatchHeader) -> Result<DeviceBatch> {
+        self.transfer_slice_into(bytes, header, None)
     }
 
     /// [`TransferStage::transfer_slice`] into memory from `allocator` (SPDL's
@@ -620,41 +584,29 @@ impl TransferStage {
     ///
     /// # Errors
     /// As [`TransferStage::transfer_slice`]; what the allocator reports.
-    #[allow(clippy::too_many_arguments)]
     pub fn transfer_slice_with(
         &self,
         bytes: &[u8],
-        shape: [usize; 4],
-        dtype: DType,
-        keys: Vec<String>,
-        labels: Vec<Option<i64>>,
+        header: BatchHeader,
         allocator: &Arc<dyn DeviceAllocator>,
         user_stream: usize,
     ) -> Result<DeviceBatch> {
-        self.transfer_slice_into(
-            bytes,
-            shape,
-            dtype,
-            keys,
-            labels,
-            Some((allocator, user_stream)),
-        )
+        self.transfer_slice_into(bytes, header, Some((allocator, user_stream)))
     }
 
     fn transfer_slice_into(
         &self,
         bytes: &[u8],
-        shape: [usize; 4],
-        dtype: DType,
-        keys: Vec<String>,
-        labels: Vec<Option<i64>>,
+        header: BatchHeader,
         allocator: Option<(&Arc<dyn DeviceAllocator>, usize)>,
     ) -> Result<DeviceBatch> {
-        let want = shape.iter().product::<usize>() * dtype.size();
+        let want = header.nbytes();
         if bytes.len() != want {
             return Err(Error::InvalidArgument(format!(
-                "{} bytes for a {shape:?} {dtype:?} batch of {want} bytes",
-                bytes.len()
+                "{} bytes for a {:?} {:?} batch of {want} bytes",
+                bytes.len(),
+                header.shape,
+                header.dtype
             )));
         }
         let dev = match allocator {
@@ -674,7 +626,7 @@ impl TransferStage {
         c.pageable.fetch_add(1, Ordering::Relaxed);
         c.copy_ns
             .fetch_add((f64::from(ms) * 1e6) as u64, Ordering::Relaxed);
-        Ok(DeviceBatch::new(dev, shape, dtype, keys, labels, ready))
+        Ok(DeviceBatch::new(dev, header, ready))
     }
 
     /// Copies `bytes` (any host memory) to a new device buffer and waits; returns the buffer

@@ -42,3 +42,40 @@ fn without_the_feature_everything_is_unsupported() {
         assert!(matches!(e, Error::Unsupported(_)));
     }
 }
+
+#[cfg(feature = "cuda")]
+#[test]
+fn a_device_target_reports_the_missing_driver_on_every_use() {
+    use spdl_core::buffer::PoolConfig;
+    use spdl_cuda::DeviceTarget;
+    if spdl_cuda::driver_available() {
+        eprintln!("SKIPPED: a CUDA driver is present");
+        return;
+    }
+    // Made without opening anything (a pipeline is built before fork()).
+    let target = DeviceTarget::new(DeviceSelector::Index(2), PoolConfig::default()).unwrap();
+    assert_eq!((target.index(), target.name()), (2, "cuda:2".to_string()));
+    assert!(target.try_pinned(64).is_none());
+    assert_eq!(target.stats().batches, 0);
+    // Opening fails once; the same error comes back on each later use.
+    for _ in 0..2 {
+        let e = target.pinned_pool().map(|_| ()).unwrap_err();
+        assert!(matches!(e, Error::NoDriver(_)), "{e:?}");
+        assert!(e.is_unavailable());
+    }
+    let e = target.stage().map(|_| ()).unwrap_err();
+    assert!(e.to_string().starts_with("no CUDA driver: "), "{e}");
+    let e = DeviceTarget::open(DeviceSelector::Index(0), PoolConfig::default()).unwrap_err();
+    assert!(matches!(e, Error::NoDriver(_)), "{e:?}");
+}
+
+#[cfg(not(feature = "cuda"))]
+#[test]
+fn without_the_feature_no_device_target_is_made() {
+    let e = spdl_cuda::DeviceTarget::new(
+        DeviceSelector::Index(0),
+        spdl_core::buffer::PoolConfig::default(),
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::Unsupported(_)), "{e:?}");
+}

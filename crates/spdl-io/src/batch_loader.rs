@@ -3,11 +3,15 @@
 //! reported with its row, so a batch always has one row per input (Ray Data's `map_batches`
 //! and SPDL's `load_image_batch` semantics build on this).
 
-use crate::batch::{BatchData, ImageBatch};
+use crate::batch::{
+    acquire, as_f32_mut, drop_failed_rows, BatchData, BatchHeader, HostBatch, ImageBatch,
+};
 use crate::decode::{Image, PixelData};
+use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, Result};
 use crate::loader::ImageLoader;
 use crate::transform::{Normalize, SampleContext};
+use spdl_core::buffer::BufferPool;
 
 /// One sample of [`load_batch`]: its name (in errors and in [`ImageBatch::keys`]), its label,
 /// and the position that seeds random transforms (`index` in the dataset, `epoch`).
@@ -51,13 +55,9 @@ impl LoadedBatch {
         shape: [usize; 4],
         failed: Vec<(usize, Error)>,
     ) -> Self {
+        let header = header_of(shape, data.dtype(), samples);
         LoadedBatch {
-            batch: ImageBatch {
-                data,
-                shape,
-                keys: samples.iter().map(|s| s.key.clone()).collect(),
-                labels: samples.iter().map(|s| s.label).collect(),
-            },
+            batch: ImageBatch { data, header },
             failed,
         }
     }
@@ -70,7 +70,7 @@ impl LoadedBatch {
     pub fn into_delivered(self) -> (ImageBatch, Vec<(usize, Error)>) {
         let LoadedBatch { mut batch, failed } = self;
         let per = batch.shape[1..].iter().product::<usize>();
-        let (keys, labels) = (&mut batch.keys, &mut batch.labels);
+        let (keys, labels) = (&mut batch.header.keys, &mut batch.header.labels);
         fn compact<T: Copy>(
             data: &mut Vec<T>,
             per: usize,
@@ -82,40 +82,13 @@ impl LoadedBatch {
             data.truncate(kept * per);
             kept
         }
-        batch.shape[0] = match &mut batch.data {
+        batch.header.shape[0] = match &mut batch.data {
             BatchData::U8(d) => compact(d, per, keys, labels, &failed),
             BatchData::U16(d) => compact(d, per, keys, labels, &failed),
             BatchData::F32(d) => compact(d, per, keys, labels, &failed),
         };
         (batch, failed)
     }
-}
-
-/// Drops the rows named in `failed` (in row order, as [`load_batch`] and [`load_batch_into`]
-/// return them) from a batch whose `data` holds one row of `per` values per key: the rows after
-/// a failure move up in place (nothing moves when none failed), and `keys` and `labels` keep
-/// the rows kept. Returns how many rows are kept: the first `kept * per` values of `data`.
-pub fn drop_failed_rows<T: Copy>(
-    data: &mut [T],
-    per: usize,
-    keys: &mut Vec<String>,
-    labels: &mut Vec<Option<i64>>,
-    failed: &[(usize, Error)],
-) -> usize {
-    if failed.is_empty() {
-        return keys.len();
-    }
-    let keep: Vec<usize> = (0..keys.len())
-        .filter(|row| failed.binary_search_by_key(row, |(r, _)| *r).is_err())
-        .collect();
-    for (to, &from) in keep.iter().enumerate() {
-        if to != from {
-            data.copy_within(from * per..(from + 1) * per, to * per);
-        }
-    }
-    *keys = keep.iter().map(|&i| std::mem::take(&mut keys[i])).collect();
-    *labels = keep.iter().map(|&i| labels[i]).collect();
-    keep.len()
 }
 
 /// Threads for a batch of `n` samples: `requested`, else the CPUs (at most 8), within `1..=n`.
@@ -420,4 +393,51 @@ fn load_unfixed<B: AsRef<[u8]>>(
         }
     };
     Ok(LoadedBatch::new(samples, data, shape, failed))
+}
+
+/// The header of a batch of `samples` (their keys and labels, in row order).
+fn header_of(shape: [usize; 4], dtype: DType, samples: &[BatchSample]) -> BatchHeader {
+    BatchHeader {
+        shape,
+        dtype,
+        keys: samples.iter().map(|s| s.key.clone()).collect(),
+        labels: samples.iter().map(|s| s.label).collect(),
+    }
+}
+
+/// Loads `samples` straight into one buffer from `pool` (plain host memory, or pinned memory
+/// before a device copy): each sample is decoded and transformed into its row
+/// ([`load_batch_into`]), no copy after decoding. `[N, H, W, C]` u8, or `[N, C, H, W]` f32
+/// with `normalize`. A sample that fails leaves its row zero and is returned with its row, in
+/// row order.
+///
+/// # Errors
+/// When the loader's output shape is not fixed or the batch is over the loader's limits
+/// ([`batch_layout`], checked before anything is allocated: the batch as a whole is refused);
+/// [`ErrorKind::Buffer`] when the pool times out or cannot allocate.
+pub fn load_batch_pooled<B: AsRef<[u8]>>(
+    loader: &ImageLoader,
+    samples: &[BatchSample],
+    normalize: Option<&Normalize>,
+    threads: usize,
+    bytes: impl Fn(usize) -> Result<B> + Sync,
+    pool: &dyn BufferPool,
+) -> Result<(HostBatch, Vec<(usize, Error)>)> {
+    // Checked against the loader's limits before anything is allocated.
+    let layout = batch_layout(loader, samples.len(), normalize.is_some())?;
+    let mut buffer = acquire(pool, layout.bytes)?;
+    let (failed, dtype) = match normalize {
+        None => {
+            let rows = BatchRows::U8(&mut buffer[..]);
+            let failed = load_batch_into(loader, samples, None, threads, bytes, rows)?;
+            (failed, DType::U8)
+        }
+        Some(norm) => {
+            let rows = BatchRows::F32(as_f32_mut(&mut buffer)?);
+            let failed = load_batch_into(loader, samples, Some(norm), threads, bytes, rows)?;
+            (failed, DType::F32)
+        }
+    };
+    let header = header_of(layout.shape, dtype, samples);
+    Ok((HostBatch { buffer, header }, failed))
 }

@@ -1,6 +1,6 @@
 //! [`DType`]: the element type of every array and batch in the workspace (decoded frames,
 //! image batches, host and device buffers), with its NumPy, buffer-protocol and array-interface
-//! names. DLPack's own type codes are spdl-cuda's (`DLDataType`).
+//! names. DLPack's own type codes are [`crate::dlpack::DLDataType`]'s.
 
 /// Element type of an array or batch buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

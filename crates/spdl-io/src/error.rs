@@ -27,6 +27,9 @@ pub enum ErrorKind {
     /// The sample's bytes could not be read (the reader given to [`crate::load_batch`]
     /// failed: a missing file, an I/O error); the reader's error is the source.
     Read,
+    /// No buffer for a batch: its pool timed out (temporary) or could not allocate; the
+    /// pool's error is the source ([`crate::load_batch_pooled`], [`crate::batch::collate_into`]).
+    Buffer,
 }
 
 impl fmt::Display for ErrorKind {
@@ -41,6 +44,7 @@ impl fmt::Display for ErrorKind {
             ErrorKind::ShapeMismatch => "shape mismatch",
             ErrorKind::InvalidArgument => "invalid argument",
             ErrorKind::Read => "read failed",
+            ErrorKind::Buffer => "no batch buffer",
         })
     }
 }

@@ -13,7 +13,11 @@
 //! - [`ImageLoader`]: what a pipeline stage calls per sample; plans the crop
 //!   from the header and decodes only that region when the decoder can.
 //! - [`batch`]: [`collate`] into one `[N, H, W, C]` u8 buffer or
-//!   [`collate_normalized`] into `[N, C, H, W]` f32.
+//!   [`collate_normalized`] into `[N, C, H, W]` f32; the same into a pool buffer
+//!   ([`HostBatch`]: [`collate_into`], [`load_batch_pooled`], which decodes each sample
+//!   straight into its row); one [`BatchHeader`] (shape, dtype, keys, labels) for every batch.
+//! - [`dlpack`]: the DLPack layouts and [`dlpack::TensorExport`], beside [`DType`]: how a
+//!   host (or, in spdl-cuda, a device) batch is shared zero-copy.
 //!
 //! - [`array`](mod@array): NumPy `.npy`/`.npz`, tar and WAV read in place (zero-copy views).
 //! - [`cache`]: the decoded cache: images decoded and resized once into a memory-mapped file,
@@ -57,6 +61,7 @@ pub mod batch;
 mod batch_loader;
 pub mod cache;
 pub mod decode;
+pub mod dlpack;
 mod dtype;
 mod error;
 #[cfg(feature = "decode-ffmpeg")]
@@ -67,9 +72,12 @@ pub mod transform;
 #[cfg(feature = "decode-ffmpeg")]
 pub mod video;
 
-pub use batch::{collate, collate_normalized, BatchData, BatchItem, ImageBatch};
+pub use batch::{
+    collate, collate_into, collate_normalized, collate_normalized_into, drop_failed_rows,
+    BatchData, BatchHeader, BatchItem, HostBatch, ImageBatch,
+};
 pub use batch_loader::{
-    batch_layout, batch_threads, drop_failed_rows, load_batch, load_batch_into, BatchRows,
+    batch_layout, batch_threads, load_batch, load_batch_into, load_batch_pooled, BatchRows,
     BatchSample, LoadedBatch, MAX_BATCH_BYTES_PER_LIMIT,
 };
 pub use decode::{

@@ -10,7 +10,8 @@ use pyo3::exceptions::PyBufferError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
-use spdl_cuda::DType;
+use spdl_io::dlpack::{DLDevice, TensorExport};
+use spdl_io::DType;
 
 use crate::dlpack::DlpackArgs;
 
@@ -149,41 +150,49 @@ impl CpuBuffer {
 
     /// A collated batch; the data vector is moved, not copied.
     pub(crate) fn from_batch(b: spdl_io::ImageBatch) -> Self {
-        let storage = match b.data {
+        let spdl_io::ImageBatch { data, header } = b;
+        let storage = match data {
             spdl_io::BatchData::U8(v) => Storage::U8(v.into_boxed_slice()),
             spdl_io::BatchData::U16(v) => Storage::U16(v.into_boxed_slice()),
             spdl_io::BatchData::F32(v) => Storage::F32(v.into_boxed_slice()),
         };
-        CpuBuffer::new(storage, b.shape.to_vec(), b.keys, b.labels)
+        CpuBuffer::new(storage, header.shape.to_vec(), header.keys, header.labels)
     }
 
     /// A batch in a pool buffer, shared without a copy: the buffer goes back to its pool when
     /// this and every view of it are gone.
-    pub(crate) fn from_host_batch(mut b: spdl_cuda::HostBatch) -> Self {
-        let ptr = b.buffer.as_mut_ptr();
-        let (dtype, shape) = (b.dtype, b.shape.to_vec());
-        let (keys, labels) = (std::mem::take(&mut b.keys), std::mem::take(&mut b.labels));
-        CpuBuffer::over(Arc::new(b.buffer), ptr, dtype, shape, keys, labels)
+    pub(crate) fn from_host_batch(b: spdl_io::HostBatch) -> Self {
+        let spdl_io::HostBatch { mut buffer, header } = b;
+        let ptr = buffer.as_mut_ptr();
+        let shape = header.shape.to_vec();
+        CpuBuffer::over(
+            Arc::new(buffer),
+            ptr,
+            header.dtype,
+            shape,
+            header.keys,
+            header.labels,
+        )
     }
 
     /// A buffer holding `bytes` (native-endian elements of `dtype`), e.g. a device batch
     /// copied back.
     pub(crate) fn from_bytes(
-        dtype: spdl_cuda::DType,
+        dtype: DType,
         shape: Vec<usize>,
         bytes: Vec<u8>,
         keys: Vec<String>,
         labels: Vec<Option<i64>>,
     ) -> Self {
         let storage = match dtype {
-            spdl_cuda::DType::U8 => Storage::U8(bytes.into_boxed_slice()),
-            spdl_cuda::DType::U16 => Storage::U16(
+            DType::U8 => Storage::U8(bytes.into_boxed_slice()),
+            DType::U16 => Storage::U16(
                 bytes
                     .chunks_exact(2)
                     .map(|b| u16::from_ne_bytes([b[0], b[1]]))
                     .collect(),
             ),
-            spdl_cuda::DType::F32 => Storage::F32(
+            DType::F32 => Storage::F32(
                 bytes
                     .chunks_exact(4)
                     .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
@@ -278,7 +287,7 @@ impl CpuBuffer {
 pub(crate) struct HostView {
     mem: Arc<Memory>,
     pub(crate) shape: Vec<usize>,
-    pub(crate) dtype: spdl_cuda::DType,
+    pub(crate) dtype: DType,
     pub(crate) keys: Vec<String>,
     pub(crate) labels: Vec<Option<i64>>,
 }
@@ -305,10 +314,10 @@ impl HostView {
     }
 
     /// The DLPack export description of the memory (device `kDLCPU`), owning it.
-    pub(crate) fn into_export(self) -> spdl_cuda::TensorExport {
-        spdl_cuda::TensorExport {
+    pub(crate) fn into_export(self) -> TensorExport {
+        TensorExport {
             data_ptr: self.mem.ptr as u64,
-            device: spdl_cuda::DLDevice::cpu(),
+            device: DLDevice::cpu(),
             shape: self.shape.iter().map(|&d| d as i64).collect(),
             dtype: self.dtype,
             stream: None,

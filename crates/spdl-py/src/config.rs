@@ -10,7 +10,6 @@ use pyo3::prelude::*;
 use spdl_core::buffer::{BufferPool, Pool, PoolConfig, PooledBuffer};
 
 use crate::buffer::{BufferLayout, CpuBuffer};
-use crate::cuda::{GpuError, BUILT_WITH_CUDA, NOT_BUILT};
 
 /// SPDL's `CUDAConfig`: the CUDA device (and stream) of a GPU call, from `cuda_config`.
 ///
@@ -199,17 +198,8 @@ pub(crate) fn cpu_storage(py: Python<'_>, size: i64, pin_memory: bool) -> PyResu
         .map_err(|_| PyValueError::new_err(format!("cpu_storage: size {size} is negative")))?;
     let config = PoolConfig::default().max_buffers(1);
     let buffer = if pin_memory {
-        if !BUILT_WITH_CUDA {
-            return Err(PyRuntimeError::new_err(format!(
-                "cpu_storage(pin_memory=True): {NOT_BUILT}"
-            )));
-        }
-        py.detach(|| -> Result<PooledBuffer, GpuError> {
-            let dev = spdl_cuda::CudaDevice::local()?;
-            let pool = spdl_cuda::pinned_pool(&dev, config)?;
-            Ok(pool.acquire(size).map_err(spdl_cuda::Error::from)?)
-        })
-        .map_err(|e| PyRuntimeError::new_err(format!("cpu_storage(pin_memory=True): {e}")))?
+        py.detach(|| crate::cuda::pinned_buffer(size))
+            .map_err(|e| PyRuntimeError::new_err(format!("cpu_storage(pin_memory=True): {e}")))?
     } else {
         Pool::host(config)
             .acquire(size)

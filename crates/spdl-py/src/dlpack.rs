@@ -8,8 +8,7 @@ use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
-use spdl_cuda::dlpack::{DLManagedTensor, DLManagedTensorVersioned};
-use spdl_cuda::{ConsumerStream, TensorExport};
+use spdl_io::dlpack::{ConsumerStream, DLManagedTensor, DLManagedTensorVersioned, TensorExport};
 
 /// The keyword arguments of `__dlpack__` as the array API standard gives them (`stream`,
 /// `max_version`, `dl_device`, `copy`, each `None` by default), read in one place for every

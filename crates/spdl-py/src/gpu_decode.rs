@@ -6,32 +6,19 @@
 //! Errors: `RuntimeError` when the GPU path cannot run (feature not built, no driver, library
 //! missing: the message names which), `ValueError` for bad arguments or a request over the
 //! size limits.
+//!
+//! Built with the `cuda` feature only (spdl-cuda is linked only then); without it each of these
+//! names raises `RuntimeError` saying how to rebuild (`cuda::GPU_ONLY`).
 
 use pyo3::buffer::PyUntypedBuffer;
 use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
 
 use crate::buffer::CpuBuffer;
 use crate::cuda::{CudaBuffer, GpuError};
 use spdl_cuda::nvdec::NvdecConfig;
 #[cfg(feature = "decode-ffmpeg")]
 use spdl_io::ffmpeg::packets::Packets;
-
-/// SPDL's `built_with_nvjpeg`: whether this build has nvJPEG decoding (the Cargo feature
-/// `decode-nvjpeg`; libnvjpeg itself is loaded when first used).
-#[pyfunction]
-pub(crate) fn built_with_nvjpeg() -> bool {
-    cfg!(feature = "decode-nvjpeg")
-}
-
-/// SPDL's `built_with_nvcodec`: whether this build decodes video with NVDEC (the features
-/// `decode-nvdec`, and `decode-ffmpeg` for the demuxer that feeds it; libnvcuvid itself is
-/// loaded when first used).
-#[pyfunction]
-pub(crate) fn built_with_nvcodec() -> bool {
-    cfg!(all(feature = "decode-nvdec", feature = "decode-ffmpeg"))
-}
 
 /// A C-contiguous buffer-protocol object's bytes, held while in use.
 struct Bytes(PyUntypedBuffer);
@@ -77,64 +64,6 @@ pub(crate) fn nvjpeg_fallback_reason(data: &Bound<'_, PyAny>) -> PyResult<Option
             .err()
             .map(|r| r.to_string()),
     )
-}
-
-#[cfg(feature = "decode-nvjpeg")]
-mod nvjpeg {
-    use std::sync::{Arc, Mutex};
-
-    use spdl_cuda::nvjpeg::{NvjpegDecoder, NvjpegStats};
-
-    use crate::cuda::GpuError;
-
-    /// One decoder per device for the process (handle, state and resize kernel are costly to
-    /// make); a failure to make one is not kept.
-    static DECODERS: Mutex<Vec<(usize, Arc<NvjpegDecoder>)>> = Mutex::new(Vec::new());
-
-    pub(super) fn decoder(index: usize) -> Result<Arc<NvjpegDecoder>, GpuError> {
-        let mut all = crate::lock(&DECODERS);
-        if let Some((_, d)) = all.iter().find(|(i, _)| *i == index) {
-            return Ok(d.clone());
-        }
-        let dev = spdl_cuda::CudaDevice::new(index)?;
-        let d = Arc::new(NvjpegDecoder::new(&dev)?.with_limits(spdl_io::Limits::default()));
-        all.push((index, d.clone()));
-        Ok(d)
-    }
-
-    pub(super) fn stats() -> NvjpegStats {
-        let all = crate::lock(&DECODERS);
-        let mut s = NvjpegStats::default();
-        for (_, d) in all.iter() {
-            let t = d.stats();
-            s.batches += t.batches;
-            s.gpu_images += t.gpu_images;
-            s.cpu_fallbacks += t.cpu_fallbacks;
-            s.seconds += t.seconds;
-        }
-        s
-    }
-}
-
-/// The counters of every nvJPEG decoder of this process: `batches`, `gpu_images` (decoded by
-/// nvJPEG), `cpu_fallbacks` (decoded by the CPU decoder instead: see
-/// `nvjpeg_fallback_reason`), `seconds` (wall time in decode calls). All 0 before the first
-/// decode or in a build without nvJPEG.
-#[pyfunction]
-pub(crate) fn nvjpeg_stats(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
-    #[cfg(feature = "decode-nvjpeg")]
-    let (batches, gpu, cpu, seconds) = {
-        let s = nvjpeg::stats();
-        (s.batches, s.gpu_images, s.cpu_fallbacks, s.seconds)
-    };
-    #[cfg(not(feature = "decode-nvjpeg"))]
-    let (batches, gpu, cpu, seconds) = (0u64, 0u64, 0u64, 0.0f64);
-    let d = PyDict::new(py);
-    d.set_item("batches", batches)?;
-    d.set_item("gpu_images", gpu)?;
-    d.set_item("cpu_fallbacks", cpu)?;
-    d.set_item("seconds", seconds)?;
-    Ok(d)
 }
 
 /// The native half of `decode_image_nvjpeg` / `load_image_batch_nvjpeg`: decodes `data`
@@ -183,7 +112,7 @@ pub(crate) fn _decode_image_nvjpeg(
                 .zip(&held)
                 .map(|(k, b)| (k.as_str(), b.as_slice()))
                 .collect();
-            let dec = nvjpeg::decoder(device_index)?;
+            let dec = crate::cuda::nvjpeg_decoder(device_index)?;
             let pix_fmt = if bgr {
                 spdl_cuda::nvjpeg::PixFmt::Bgr
             } else {
@@ -359,7 +288,7 @@ fn video_packets(obj: &Bound<'_, PyAny>) -> PyResult<std::sync::Arc<Packets>> {
         .map_err(|_| {
             PyTypeError::new_err(format!(
                 "packets must be VideoPackets (from demux_video), got {}",
-                crate::media_frames::type_name(obj)
+                crate::error::type_name(obj)
             ))
         })
 }

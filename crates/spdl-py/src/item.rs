@@ -61,7 +61,7 @@ pub(crate) enum Item {
     /// A group of items (from `aggregate`).
     List(Vec<Item>),
     /// A batch collated into pinned memory (`ops.collate()` right before `ops.to_device()`).
-    HostBatch(spdl_cuda::HostBatch),
+    HostBatch(spdl_io::HostBatch),
     /// A batch in device memory (from `ops.to_device`).
     Device(CudaBuffer),
     /// An array parsed from `.npy` or WAV bytes (from `ops.load_npy`, `ops.load_wav`).
@@ -116,12 +116,13 @@ impl Item {
             Item::HostBatch(b) if b.is_pinned() => {
                 // Only when the transfer after it is skipped: a CPU copy, the pinned buffer
                 // goes back to its pool.
+                let spdl_io::HostBatch { buffer, header } = b;
                 let view = CpuBuffer::from_bytes(
-                    b.dtype,
-                    b.shape.to_vec(),
-                    b.buffer.to_vec(),
-                    b.keys,
-                    b.labels,
+                    header.dtype,
+                    header.shape.to_vec(),
+                    buffer.to_vec(),
+                    header.keys,
+                    header.labels,
                 );
                 Py::new(py, view)?.into_any()
             }

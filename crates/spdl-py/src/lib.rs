@@ -21,6 +21,7 @@ mod config;
 mod cuda;
 mod dlpack;
 mod error;
+#[cfg(feature = "cuda")]
 mod gpu_decode;
 mod io;
 mod item;
@@ -178,21 +179,14 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         class buffer::CpuBuffer;
         class cuda::CudaBuffer;
         class cuda::ExportProbe;
-        function cuda::transfer_buffer;
         class config::CudaConfig;
         class config::CpuStorage;
         function config::cuda_config;
         function config::cpu_storage;
         function config::_copy_into_storage;
-        function gpu_decode::built_with_nvjpeg;
-        function gpu_decode::built_with_nvcodec;
-        function gpu_decode::nvjpeg_fallback_reason;
-        function gpu_decode::nvjpeg_stats;
-        function gpu_decode::_decode_image_nvjpeg;
-        class gpu_decode::NvdecSpec;
-        class gpu_decode::NvdecSession;
-        function gpu_decode::_packets_annexb;
-        function gpu_decode::_nv12_to_planar;
+        function cuda::built_with_nvjpeg;
+        function cuda::built_with_nvcodec;
+        function cuda::nvjpeg_stats;
         function cuda::cuda_built;
         function cuda::cuda_available;
         function cuda::cuda_unavailable_reason;
@@ -255,5 +249,21 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         function trace::_trace_begin;
         function trace::_trace_counter;
     );
+    // The GPU entry points: spdl-cuda's with `cuda`, else each name raises saying how to
+    // rebuild (`cuda::GPU_ONLY`).
+    #[cfg(feature = "cuda")]
+    register!(m;
+        function cuda::transfer_buffer;
+        function gpu_decode::nvjpeg_fallback_reason;
+        function gpu_decode::_decode_image_nvjpeg;
+        class gpu_decode::NvdecSpec;
+        class gpu_decode::NvdecSession;
+        function gpu_decode::_packets_annexb;
+        function gpu_decode::_nv12_to_planar;
+    );
+    #[cfg(not(feature = "cuda"))]
+    for name in cuda::GPU_ONLY {
+        m.add(*name, wrap_pyfunction!(cuda::not_built, m)?)?;
+    }
     Ok(())
 }

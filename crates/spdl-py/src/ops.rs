@@ -13,7 +13,7 @@ use spdl_core::buffer::{HostPool, PoolConfig};
 
 use crate::arrays::ArrayOut;
 use crate::buffer::{CpuBuffer, HostView};
-use crate::cuda::{CudaBuffer, CudaTarget, GpuError};
+use crate::cuda::{CudaBuffer, CudaTarget};
 use crate::error::{type_name, OpError};
 use crate::io::{collate_items, decode, Pos};
 use crate::item::{BytesInput, Item, PathInput};
@@ -538,20 +538,14 @@ impl NativeOp {
             .or_else(|| Reserved::take_from(host, len));
         let (item, failed) = match reserved {
             Some(reserved) => {
-                let (batch, failed) = spdl_cuda::load_batch_pooled(
+                let (batch, failed) = spdl_io::load_batch_pooled(
                     loader,
                     &samples,
                     norm.as_ref(),
                     1,
                     bytes,
                     &reserved,
-                )
-                .map_err(|e| -> OpError {
-                    match e {
-                        spdl_cuda::Error::Decode(e) => Box::new(e),
-                        e => Box::new(GpuError::from(e)),
-                    }
-                })?;
+                )?;
                 (Item::HostBatch(batch), failed)
             }
             None => {
@@ -600,16 +594,11 @@ fn collate_pinned(
         return Ok(Item::Batch(collate_items(items, normalize)?));
     };
     let pinned = if normalize {
-        spdl_cuda::collate_normalized_into(items, &spdl_io::Normalize::imagenet(), &reserved)
+        spdl_io::collate_normalized_into(items, &spdl_io::Normalize::imagenet(), &reserved)?
     } else {
-        spdl_cuda::collate_into(items, &reserved)
+        spdl_io::collate_into(items, &reserved)?
     };
-    pinned.map(Item::HostBatch).map_err(|e| -> OpError {
-        match e {
-            spdl_cuda::Error::Decode(e) => Box::new(e),
-            e => Box::new(GpuError::from(e)),
-        }
-    })
+    Ok(Item::HostBatch(pinned))
 }
 
 const TO_DEVICE_EXPECTS: &str =

@@ -103,10 +103,11 @@ impl Shared {
 /// `e` as an spdl-core op error carrying its crate's status, when it is one of the workspace's.
 fn with_status(e: OpError) -> OpError {
     use spdl_core::{Error, ErrorKind::OpFailed};
-    Error::from_boxed_status::<spdl_io::Error>(OpFailed, e)
-        .or_else(|e| Error::from_boxed_status::<spdl_sources::Error>(OpFailed, e))
-        .or_else(|e| Error::from_boxed_status::<spdl_cuda::Error>(OpFailed, e))
-        .map_or_else(|e| e, |e| Box::new(e) as OpError)
+    let status = Error::from_boxed_status::<spdl_io::Error>(OpFailed, e)
+        .or_else(|e| Error::from_boxed_status::<spdl_sources::Error>(OpFailed, e));
+    #[cfg(feature = "cuda")]
+    let status = status.or_else(|e| Error::from_boxed_status::<spdl_cuda::Error>(OpFailed, e));
+    status.map_or_else(|e| e, |e| Box::new(e) as OpError)
 }
 
 fn describe_exc(py: Python<'_>, e: &PyErr) -> String {
@@ -491,48 +492,58 @@ fn hooked_native(
     })
 }
 
-/// A failure budget as the Python builder gives it: `("count", n)` or `("rate", r)`.
-fn budget_of(b: Option<(String, f64)>) -> PyResult<Option<FailureBudget>> {
-    Ok(match b {
-        None => None,
-        Some((kind, v)) if kind == "count" => Some(FailureBudget::Count(v.max(0.0) as u64)),
-        Some((kind, v)) if kind == "rate" => Some(FailureBudget::Rate(v)),
-        Some((kind, _)) => {
-            return Err(PyValueError::new_err(format!(
-                "unknown failure budget {kind:?}"
-            )))
-        }
-    })
+/// A failure budget as the Python stage record holds it
+/// (`spdl_rs.pipeline._stage.MaxFailures`, whose `of` is the one check of `max_failures`):
+/// a `count`, a `rate`, or neither (no limit).
+#[derive(FromPyObject)]
+pub(crate) struct MaxFailures {
+    #[pyo3(attribute)]
+    count: Option<u64>,
+    #[pyo3(attribute)]
+    rate: Option<f64>,
 }
 
-/// One stage as the Python builder describes it (a dict with these keys).
+impl MaxFailures {
+    /// The engine's budget; `None`: no limit.
+    fn budget(&self) -> Option<FailureBudget> {
+        match (self.count, self.rate) {
+            (Some(n), _) => Some(FailureBudget::Count(n)),
+            (None, Some(r)) => Some(FailureBudget::Rate(r)),
+            (None, None) => None,
+        }
+    }
+}
+
+/// One stage as the Python builder records it (`spdl_rs.pipeline._stage.Stage`, read field
+/// by field).
 #[derive(FromPyObject)]
 pub(crate) struct StageSpec {
     /// `func`, `gen`, `async`, `asyncgen`, `native`, `aggregate`, `pyaggregate`,
     /// `disaggregate`.
-    #[pyo3(item)]
+    #[pyo3(attribute)]
     kind: String,
-    #[pyo3(item)]
+    #[pyo3(attribute)]
     op: Py<PyAny>,
-    #[pyo3(item)]
+    #[pyo3(attribute)]
     name: String,
-    #[pyo3(item)]
+    #[pyo3(attribute)]
     concurrency: usize,
-    #[pyo3(item)]
-    output_order: String,
-    /// `("count", n)` or `("rate", r)`; `None`: the pipeline's budget applies.
-    #[pyo3(item)]
-    budget: Option<(String, f64)>,
+    /// `output_order="input"`.
+    #[pyo3(attribute)]
+    ordered: bool,
+    /// `None`: the pipeline's budget applies; one with no limit makes the stage ignore it.
+    #[pyo3(attribute)]
+    max_failures: Option<MaxFailures>,
     /// `aggregate`: items per list.
-    #[pyo3(item)]
+    #[pyo3(attribute)]
     size: usize,
-    #[pyo3(item)]
+    #[pyo3(attribute)]
     drop_last: bool,
     /// `native`: the Python task hooks to run around each call, if any.
-    #[pyo3(item)]
+    #[pyo3(attribute)]
     hooks: Option<Py<PyAny>>,
     /// `pyaggregate`: called at the end of each epoch, if any.
-    #[pyo3(item)]
+    #[pyo3(attribute)]
     flush: Option<Py<PyAny>>,
 }
 
@@ -549,7 +560,7 @@ pub(crate) fn build_pipeline(
     stages: Vec<StageSpec>,
     sink_size: usize,
     num_threads: usize,
-    max_failures: Option<(String, f64)>,
+    max_failures: Option<MaxFailures>,
     report_stats_interval: f64,
     prefetch_epochs: bool,
 ) -> PyResult<PyPipeline> {
@@ -596,23 +607,21 @@ pub(crate) fn build_pipeline(
             op,
             name,
             concurrency,
-            output_order,
-            budget,
+            ordered,
+            max_failures: stage_max,
             size,
             drop_last,
             hooks,
             flush,
         } = spec;
-        let order = match output_order.as_str() {
-            "completion" => Order::Completion,
-            "input" => Order::Input,
-            o => {
-                return Err(PyValueError::new_err(format!(
-                    "output_order must be 'completion' or 'input', got {o:?}"
-                )))
-            }
+        let order = if ordered {
+            Order::Input
+        } else {
+            Order::Completion
         };
-        let stage_budget = budget_of(budget)?;
+        // A stage's "no limit" is a count no run reaches: it must not fall back to the
+        // pipeline's budget.
+        let stage_budget = stage_max.map(|m| m.budget().unwrap_or(FailureBudget::Count(u64::MAX)));
         let mut cfg = StageConfig::named(name.clone())
             .concurrency(concurrency.max(1))
             .order(order);
@@ -676,7 +685,7 @@ pub(crate) fn build_pipeline(
     } else {
         sink_size
     });
-    match budget_of(max_failures)? {
+    match max_failures.and_then(|m| m.budget()) {
         Some(FailureBudget::Count(n)) => b = b.max_failures(n),
         Some(FailureBudget::Rate(r)) => b = b.max_failure_rate(r),
         None => {}

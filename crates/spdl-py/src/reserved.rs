@@ -15,14 +15,20 @@ pub(crate) struct Reserved {
 }
 
 impl Reserved {
+    /// A pool of `buffer`, already taken (e.g. a pinned one from a device target).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn holding(buffer: PooledBuffer) -> Reserved {
+        Reserved {
+            kind: buffer.kind(),
+            buffer: Mutex::new(Some(buffer)),
+        }
+    }
+
     /// A buffer of `len` bytes from `pool` if one is free now (`None` when the pool is at its
     /// bounds or cannot allocate: the caller uses fresh memory).
     pub(crate) fn take_from(pool: &dyn BufferPool, len: usize) -> Option<Reserved> {
         match pool.try_acquire(len) {
-            Ok(Some(b)) => Some(Reserved {
-                kind: b.kind(),
-                buffer: Mutex::new(Some(b)),
-            }),
+            Ok(Some(b)) => Some(Reserved::holding(b)),
             _ => None,
         }
     }

@@ -12,10 +12,10 @@ use cudarc::driver::sys;
 
 use super::ffi::{self, zeroed};
 use super::{NvcuvidLibrary, NvdecConfig};
-use crate::dlpack::DType;
 use crate::error::{Error, Result};
 use crate::stream::CopyStream;
 use crate::transfer::{DeviceBatch, DeviceBuffer};
+use spdl_io::{BatchHeader, DType};
 
 /// `CUresult` to our error, naming the call.
 fn check(call: &'static str, r: ffi::CuResult) -> Result<()> {
@@ -532,10 +532,12 @@ impl NvdecSession {
             out.push(NvdecFrames {
                 batch: DeviceBatch::new(
                     buf,
-                    [n, h * 3 / 2, w, 1],
-                    DType::U8,
-                    (0..n).map(|i| format!("frame {i}")).collect(),
-                    vec![None; n],
+                    BatchHeader {
+                        shape: [n, h * 3 / 2, w, 1],
+                        dtype: DType::U8,
+                        keys: (0..n).map(|i| format!("frame {i}")).collect(),
+                        labels: vec![None; n],
+                    },
                     ready,
                 ),
                 size: (w, h),

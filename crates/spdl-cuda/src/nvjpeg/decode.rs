@@ -10,11 +10,11 @@ use spdl_io::{ImageLoader, SampleContext, Transform};
 
 use super::ffi;
 use super::{check, load_library, NvjpegLibrary};
-use crate::dlpack::DType;
 use crate::driver::CudaDevice;
 use crate::error::{Error, Result};
 use crate::stream::CopyStream;
 use crate::transfer::{DeviceBatch, DeviceBuffer};
+use spdl_io::{BatchHeader, DType};
 
 /// Antialiased triangle-filter resize of interleaved RGB u8 (Pillow's `BILINEAR`, as the CPU
 /// path uses): one thread per output pixel, weights `max(0, 1 - |d| / support)` with
@@ -431,14 +431,13 @@ impl NvjpegDecoder {
             .fetch_add(report.fallbacks.len() as u64, Ordering::Relaxed);
         c.nanos
             .fetch_add((report.seconds * 1e9) as u64, Ordering::Relaxed);
-        let batch = DeviceBatch::new(
-            out,
-            [jpegs.len(), th, tw, 3],
-            DType::U8,
-            jpegs.iter().map(|(k, _)| k.to_string()).collect(),
-            vec![None; jpegs.len()],
-            ready,
-        );
+        let header = BatchHeader {
+            shape: [jpegs.len(), th, tw, 3],
+            dtype: DType::U8,
+            keys: jpegs.iter().map(|(k, _)| k.to_string()).collect(),
+            labels: vec![None; jpegs.len()],
+        };
+        let batch = DeviceBatch::new(out, header, ready);
         Ok((batch, report))
     }
 
@@ -490,8 +489,13 @@ impl NvjpegDecoder {
         .map_err(|e| Error::driver("cuLaunchKernel", e))?;
         let ready = self.stream.record(false)?;
         ready.synchronize()?;
-        drop(hwc.buffer);
-        let batch = DeviceBatch::new(out, [n, c, h, w], DType::U8, hwc.keys, hwc.labels, ready);
+        let DeviceBatch { buffer, header, .. } = hwc;
+        drop(buffer);
+        let header = BatchHeader {
+            shape: [n, c, h, w],
+            ..header
+        };
+        let batch = DeviceBatch::new(out, header, ready);
         Ok((batch, report))
     }
 

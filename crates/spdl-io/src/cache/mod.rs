@@ -267,12 +267,7 @@ impl DecodedCache {
             None => (BatchData::U8(u8_out), [n, oh, ow, c]),
             Some(_) => (BatchData::F32(f32_out), [n, c, oh, ow]),
         };
-        Ok(ImageBatch {
-            data,
-            shape,
-            keys,
-            labels,
-        })
+        Ok(ImageBatch::new(data, shape, keys, labels))
     }
 }
 

@@ -1149,10 +1149,13 @@ pub fn stack_arrays(frames: &[&Frames]) -> Result<FrameArray> {
         let a = f.to_array()?;
         match out.as_mut() {
             None => {
+                // Room for all of them at once: no regrowth copies of the batch.
+                let mut data = a.data;
+                data.reserve_exact(data.len() * (frames.len() - 1));
                 out = Some(FrameArray {
                     shape: std::iter::once(1).chain(a.shape.iter().copied()).collect(),
                     dtype: a.dtype,
-                    data: a.data,
+                    data,
                 })
             }
             Some(o) => {

@@ -312,6 +312,15 @@ impl<'a> Demuxer<'a> {
                 ))
             })?;
 
+        // A file is probed and opened under its name, as SPDL (and `ffmpeg -i`) open it by URL:
+        // FFmpeg's probes then see the extension, so a `.jpg` opens as `image2` (the whole file,
+        // one packet, as SPDL) rather than `jpeg_pipe` (a parser over the bytes, slower). The
+        // reads still go through `io`. Bytes have no name, as in SPDL.
+        let url: Option<std::ffi::CString> = match &src.kind {
+            SourceKind::File(path) => std::ffi::CString::new(path.to_string_lossy().as_bytes()).ok(),
+            _ => None,
+        };
+        let url_ptr = url.as_ref().map_or(ptr::null(), |u| u.as_ptr());
         // Probe first, so "not a media file" is told apart from "a damaged one".
         let mut format: *const ffi::AVInputFormat = ptr::null();
         if let Some(name) = config.format.as_deref() {
@@ -326,8 +335,9 @@ impl<'a> Demuxer<'a> {
                 )));
             }
         }
-        // SAFETY: `io` is a valid read context; `format` receives a pointer to
-        // a static FFmpeg demuxer description (or stays null on failure).
+        // SAFETY: `io` is a valid read context; `url_ptr` is null or a C string alive
+        // for the call; `format` receives a pointer to a static FFmpeg demuxer
+        // description (or stays null on failure).
         let probed = if !format.is_null() {
             0
         } else {
@@ -335,7 +345,7 @@ impl<'a> Demuxer<'a> {
                 ffi::av_probe_input_buffer2(
                     io.as_mut_ptr(),
                     &mut format,
-                    ptr::null(),
+                    url_ptr,
                     ptr::null_mut(),
                     0,
                     0,
@@ -375,7 +385,7 @@ impl<'a> Demuxer<'a> {
         let ret = unsafe {
             (*ps).pb = io.as_mut_ptr();
             (*ps).flags |= ffi::AVFMT_FLAG_CUSTOM_IO as c_int;
-            ffi::avformat_open_input(&mut ps, ptr::null(), format, &mut options)
+            ffi::avformat_open_input(&mut ps, url_ptr, format, &mut options)
         };
         // SAFETY: what avformat_open_input left in `options` are the entries
         // no demuxer took; read, then freed (ours since `disown`).

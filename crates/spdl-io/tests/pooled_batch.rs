@@ -1,5 +1,6 @@
-//! The pinned pool's bookkeeping, against a host-memory stand-in behind the same
-//! `RawAllocator` trait (a `PinnedPool` is `Pool<PinnedAllocator>`: the same code).
+//! Batches in pool buffers (`HostBatch`: `collate_into`, `load_batch_pooled`) and the pool's
+//! bookkeeping, against a host-memory stand-in for pinned memory behind the same
+//! `RawAllocator` trait (spdl-cuda's `PinnedPool` is `Pool<PinnedAllocator>`: the same code).
 
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -8,8 +9,10 @@ use std::time::Duration;
 
 use spdl_core::buffer::{BufferPool, HostAllocator, Pool, PoolConfig, RawAllocator};
 use spdl_core::BoxError;
-use spdl_cuda::{collate_into, collate_normalized_into, DLDeviceType, DType};
-use spdl_io::{BatchItem, Image, Normalize};
+use spdl_io::dlpack::DLDeviceType;
+use spdl_io::{
+    collate_into, collate_normalized_into, BatchItem, DType, ErrorKind, Image, Normalize,
+};
 
 /// Host memory that counts live allocations and calls, standing in for `cuMemHostAlloc`.
 #[derive(Default, Clone)]
@@ -85,7 +88,12 @@ fn bounds_make_the_batch_stage_wait_then_fail() {
     );
     let a = collate_into(items(2), &pool).unwrap();
     let e = collate_into(items(2), &pool).unwrap_err();
+    // One error type: the pool's timeout is a temporary "no batch buffer", its source kept.
+    assert_eq!(e.kind(), ErrorKind::Buffer);
+    assert!(e.is_temporary());
+    assert!(e.to_string().starts_with("no batch buffer: "), "{e}");
     assert!(e.to_string().contains("timed out"), "{e}");
+    assert!(std::error::Error::source(&e).is_some());
     drop(a);
     collate_into(items(2), &pool).unwrap();
 }
@@ -174,8 +182,7 @@ fn batches_load_straight_into_pool_buffers_as_load_batch_does() {
     for norm in [None, Some(Normalize::imagenet())] {
         let want = load_batch(&loader, &samples, norm.as_ref(), 2, bytes).unwrap();
         let (mut got, failed) =
-            spdl_cuda::load_batch_pooled(&loader, &samples, norm.as_ref(), 2, bytes, &pool)
-                .unwrap();
+            spdl_io::load_batch_pooled(&loader, &samples, norm.as_ref(), 2, bytes, &pool).unwrap();
         assert_eq!(got.shape, want.batch.shape);
         assert_eq!(got.labels, want.batch.labels);
         assert_eq!(
@@ -222,11 +229,11 @@ fn batches_load_straight_into_pool_buffers_as_load_batch_does() {
     // A batch over the loader's limits is refused before anything is allocated.
     let huge = loader_of(100_000, TransformKind::Resize);
     let before = pool.stats().allocations;
-    let e = spdl_cuda::load_batch_pooled(&huge, &samples, None, 1, bytes, &pool).unwrap_err();
+    let e = spdl_io::load_batch_pooled(&huge, &samples, None, 1, bytes, &pool).unwrap_err();
     assert!(e.to_string().contains("100000x100000"), "{e}");
     assert_eq!(pool.stats().allocations, before);
     // A loader without a fixed output size cannot write in place.
     let free = ImageOptions::default().loader().unwrap();
-    let e = spdl_cuda::load_batch_pooled(&free, &samples, None, 1, bytes, &pool).unwrap_err();
+    let e = spdl_io::load_batch_pooled(&free, &samples, None, 1, bytes, &pool).unwrap_err();
     assert!(e.to_string().contains("fixed output size"), "{e}");
 }

@@ -1,17 +1,18 @@
 //! DLPack and `__cuda_array_interface__`: the C layouts of `dlpack.h` (v1.0, with the legacy
 //! unversioned `DLManagedTensor`), and [`TensorExport`], the Rust-side description the Python
-//! bindings turn into a capsule or a dict.
+//! bindings turn into a capsule or a dict. Beside [`DType`]: a host batch
+//! ([`crate::batch::HostBatch::export`]) and a device batch (spdl-cuda's `DeviceBatch`) are
+//! exported the same way; only the device differs.
 //!
-//! A hand-off to PyTorch, CuPy or JAX is zero-copy: the tensor points at our memory, and the
-//! memory stays valid until the consumer calls the deleter (which drops the keep-alive).
+//! A hand-off to NumPy, PyTorch, CuPy or JAX is zero-copy: the tensor points at our memory, and
+//! the memory stays valid until the consumer calls the deleter (which drops the keep-alive).
 
 use std::any::Any;
 use std::ffi::c_void;
 use std::sync::Arc;
 
-use crate::error::{Error, Result};
-
-pub use spdl_io::DType;
+use crate::error::{Error, ErrorKind, Result};
+use crate::DType;
 
 /// `DLDeviceType`: where the memory lives.
 #[repr(transparent)]
@@ -154,6 +155,44 @@ pub struct DLManagedTensorVersioned {
     pub dl_tensor: DLTensor,
 }
 
+/// A consumer's CUDA stream, as the Python protocols name it (spdl-cuda makes it wait for a
+/// device batch and orders frees after its work).
+///
+/// DLPack's `__dlpack__(stream=...)`: `None` means the legacy default stream, `-1` means
+/// "do not synchronize", `1` the legacy default stream, `2` the per-thread default stream,
+/// any other value a `cudaStream_t` / `CUstream` handle (e.g. `torch.cuda.current_stream()
+/// .cuda_stream`). `0` is ambiguous and rejected, as the DLPack spec says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConsumerStream {
+    /// Do not synchronize (the consumer takes care of it).
+    NoSync,
+    /// A raw stream handle (1 = legacy default, 2 = per-thread default).
+    Raw(usize),
+}
+
+impl ConsumerStream {
+    /// The legacy default stream (`CU_STREAM_LEGACY`).
+    pub const LEGACY: ConsumerStream = ConsumerStream::Raw(1);
+
+    /// Interprets the `stream` argument of `__dlpack__`.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidArgument`] for `0` or a negative value other than `-1`.
+    pub fn from_dlpack_arg(stream: Option<i64>) -> Result<Self> {
+        match stream {
+            None => Ok(ConsumerStream::LEGACY),
+            Some(-1) => Ok(ConsumerStream::NoSync),
+            Some(s) if s > 0 => Ok(ConsumerStream::Raw(s as usize)),
+            Some(s) => Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "stream={s} is not valid for a CUDA tensor (use None, -1, 1, 2 or a stream handle)"
+                ),
+            )),
+        }
+    }
+}
+
 /// The `__cuda_array_interface__` (version 3) of a device tensor, as plain values; the
 /// bindings build the dict `{"shape", "typestr", "data": (ptr, False), "version": 3,
 /// "strides": None, "stream": stream}`.
@@ -175,10 +214,9 @@ pub struct CudaArrayInterface {
 /// Everything needed to hand a buffer to Python zero-copy, as the bindings need it: data
 /// pointer, device, shape, dtype, the producing stream, and a keep-alive handle that owns the
 /// memory. Contiguous row-major (no strides).
-#[derive(derive_more::Debug, Clone)]
+#[derive(Clone)]
 pub struct TensorExport {
     /// Address of the first element (a device pointer for [`DLDeviceType::CUDA`]).
-    #[debug("{data_ptr:#x}")]
     pub data_ptr: u64,
     /// Where the memory lives and which device.
     pub device: DLDevice,
@@ -190,8 +228,19 @@ pub struct TensorExport {
     /// when the consumer needs no synchronization (host memory, or already synchronized).
     pub stream: Option<usize>,
     /// Owns the memory: hold a clone for as long as any view exists.
-    #[debug(skip)]
     pub keep_alive: Arc<dyn Any + Send + Sync>,
+}
+
+impl std::fmt::Debug for TensorExport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TensorExport")
+            .field("data_ptr", &format_args!("{:#x}", self.data_ptr))
+            .field("device", &self.device)
+            .field("shape", &self.shape)
+            .field("dtype", &self.dtype)
+            .field("stream", &self.stream)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What a managed tensor's `manager_ctx` owns: the shape array and the keep-alive.
@@ -261,11 +310,12 @@ impl TensorExport {
     /// The `__cuda_array_interface__` description.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for memory that is not on a CUDA device.
+    /// [`ErrorKind::InvalidArgument`] for memory that is not on a CUDA device.
     pub fn cuda_array_interface(&self) -> Result<CudaArrayInterface> {
         if self.device.device_type != DLDeviceType::CUDA {
-            return Err(Error::InvalidArgument(
-                "__cuda_array_interface__ is only for CUDA device memory".into(),
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "__cuda_array_interface__ is only for CUDA device memory",
             ));
         }
         Ok(CudaArrayInterface {
@@ -358,5 +408,23 @@ mod tests {
             ((*v).deleter.unwrap())(v);
         }
         assert_eq!(Arc::strong_count(&owner), 1);
+    }
+
+    #[test]
+    fn dlpack_stream_argument() {
+        assert_eq!(
+            ConsumerStream::from_dlpack_arg(None).unwrap(),
+            ConsumerStream::LEGACY
+        );
+        assert_eq!(
+            ConsumerStream::from_dlpack_arg(Some(-1)).unwrap(),
+            ConsumerStream::NoSync
+        );
+        assert_eq!(
+            ConsumerStream::from_dlpack_arg(Some(0x55aa)).unwrap(),
+            ConsumerStream::Raw(0x55aa)
+        );
+        assert!(ConsumerStream::from_dlpack_arg(Some(0)).is_err());
+        assert!(ConsumerStream::from_dlpack_arg(Some(-2)).is_err());
     }
 }
