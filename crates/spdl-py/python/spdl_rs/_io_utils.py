@@ -3,38 +3,41 @@
 The tracing functions are :mod:`spdl_rs`'s own (``spdl_rs.tracing`` is the same function).
 The build and FFmpeg queries (``built_with_cuda``, ``built_with_nvcodec``,
 ``built_with_nvjpeg``, ``get_ffmpeg_filters``, ``get_ffmpeg_log_level``,
-``get_ffmpeg_versions``, ``set_ffmpeg_log_level``) are those of :mod:`spdl_rs.io`, looked up
-there when first used; a name this build's :mod:`spdl_rs.io` lacks raises ``AttributeError``.
+``get_ffmpeg_versions``, ``set_ffmpeg_log_level``) are defined here and re-exported by
+:mod:`spdl_rs.io`, which imports this module (never the other way round).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from ._tracing import trace_counter, trace_event, trace_gc, tracing
-
-#: SPDL's names that live in :mod:`spdl_rs.io`.
-_FROM_IO = (
-    "built_with_cuda",
-    "built_with_nvcodec",
-    "built_with_nvjpeg",
-    "get_ffmpeg_filters",
-    "get_ffmpeg_log_level",
-    "get_ffmpeg_versions",
-    "set_ffmpeg_log_level",
+from ._native import (
+    built_with_nvcodec,
+    built_with_nvjpeg,
+    cuda_built,
+    get_ffmpeg_log_level,
+    get_ffmpeg_versions,
 )
+from ._native import get_ffmpeg_filters as _get_ffmpeg_filters
+from ._native import set_ffmpeg_log_level as _set_ffmpeg_log_level
+from ._tracing import trace_counter, trace_event, trace_gc, tracing
 
 __all__ = ["tracing", "trace_event", "trace_counter", "trace_gc"]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _FROM_IO:
-        from . import io
-
-        if hasattr(io, name):
-            return getattr(io, name)
-    raise AttributeError(f"module 'spdl_rs.io.utils' has no attribute {name!r}")
+def get_ffmpeg_filters() -> list[str]:
+    """The names of the FFmpeg filters a ``filter_desc`` may use (SPDL's
+    ``spdl.io.utils.get_ffmpeg_filters``). ``RuntimeError`` in a build without FFmpeg."""
+    return _get_ffmpeg_filters()
 
 
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_FROM_IO))
+def set_ffmpeg_log_level(val: int, /) -> None:
+    """Sets FFmpeg's process-wide log level (SPDL's ``spdl.io.utils.set_ffmpeg_log_level``):
+    ``-8`` quiet, ``0`` panic, ``8`` fatal, ``16`` error (spdl_rs's start value), ``24``
+    warning, ``32`` info, ``40`` verbose, ``48`` debug, ``56`` trace. Read it back with
+    :func:`get_ffmpeg_log_level`. ``RuntimeError`` in a build without FFmpeg."""
+    _set_ffmpeg_log_level(val)
+
+
+def built_with_cuda() -> bool:
+    """Whether this spdl_rs was built with CUDA support (SPDL's
+    ``spdl.io.utils.built_with_cuda``); ``spdl_rs.io.cuda_available`` says whether it can run
+    here."""
+    return cuda_built()

@@ -345,11 +345,11 @@ def merge_states(states: Sequence[str]) -> str:
 
 def build_pipeline(
     source: Any,
-    stages: list[dict[str, Any]],
+    stages: list[Any],  # spdl_rs.pipeline._stage.Stage records
     *,
     sink_size: int,
     num_threads: int,
-    max_failures: tuple[str, float] | None,
+    max_failures: Any | None,  # a spdl_rs.pipeline._stage.MaxFailures
     report_stats_interval: float,
     prefetch_epochs: bool = False,
 ) -> _Pipeline: ...

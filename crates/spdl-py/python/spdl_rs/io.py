@@ -54,13 +54,12 @@ from ._native import (
     decode_image,
     decode_image_batch,
     ffmpeg_versions,
-    get_ffmpeg_filters as _get_ffmpeg_filters,
     get_ffmpeg_log_level,
     get_ffmpeg_versions,
     load_decoder_plugin,
     random_resized_crop,
 )
-from ._native import set_ffmpeg_log_level as _set_ffmpeg_log_level
+from ._io_utils import built_with_cuda, get_ffmpeg_filters, set_ffmpeg_log_level
 from ._options import (
     AudioOptions,
     BatchOptions,
@@ -847,27 +846,7 @@ def get_abuffer_desc(codec: Any, *, label: str | None = None, sample_fmt: str | 
 
 @functools.cache
 def _ffmpeg_filter_set() -> frozenset[str]:
-    return frozenset(_get_ffmpeg_filters())
-
-
-def get_ffmpeg_filters() -> list[str]:
-    """The names of the FFmpeg filters a ``filter_desc`` may use (SPDL's
-    ``spdl.io.utils.get_ffmpeg_filters``). ``RuntimeError`` in a build without FFmpeg."""
-    return _get_ffmpeg_filters()
-
-
-def set_ffmpeg_log_level(val: int, /) -> None:
-    """Sets FFmpeg's process-wide log level (SPDL's ``spdl.io.utils.set_ffmpeg_log_level``):
-    ``-8`` quiet, ``0`` panic, ``8`` fatal, ``16`` error (spdl_rs's start value), ``24``
-    warning, ``32`` info, ``40`` verbose, ``48`` debug, ``56`` trace. Read it back with
-    :func:`get_ffmpeg_log_level`. ``RuntimeError`` in a build without FFmpeg."""
-    _set_ffmpeg_log_level(val)
-
-
-def built_with_cuda() -> bool:
-    """Whether this spdl_rs was built with CUDA support (SPDL's
-    ``spdl.io.utils.built_with_cuda``); :func:`cuda_available` says whether it can run here."""
-    return cuda_built()
+    return frozenset(get_ffmpeg_filters())
 
 
 def to_numpy(buffer: CPUBuffer) -> Any:

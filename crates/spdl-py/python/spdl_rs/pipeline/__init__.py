@@ -37,7 +37,8 @@ from ._hooks import *  # noqa: F403
 from ._misc import BackgroundTask, BackgroundTaskFactory, create_task
 from ._pgrp_stats import ProcessGroupResourceUsage, ProcessGroupStatsMonitor
 from ._build import build_pipeline
-from ._pipeline import Pipeline, PipelineBuilder, PipelineIterator
+from ._builder import PipelineBuilder
+from ._pipeline import Pipeline, PipelineIterator
 from ._profile import ProfileHook, ProfileResult, profile_pipeline
 from ._priority import (
     PriorityExecutorEntrypoint,

@@ -549,3 +549,11 @@ def _check_queue_class(queue_class: Any, *, items: bool = True) -> None:
                     "items never pass through a Python queue (only in a to() region's workers); override "
                     "stage_hook()/interval_stats_callback() only"
                 )
+
+
+def _is_quiet(obj: Any) -> bool:
+    """Whether a stage hook or queue needs no loop: SPDL's default classes without periodic
+    reports, whose only effect is the final log (written without a loop)."""
+    if type(obj) is TaskStatsHook or type(obj) is StatsQueue:
+        return not (obj.interval > 0)
+    return type(obj) is AsyncQueue

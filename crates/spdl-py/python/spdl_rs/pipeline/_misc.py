@@ -1,5 +1,6 @@
 """asyncio helpers of SPDL 0.8's pipeline API: ``create_task``, ``BackgroundTask``, the
-global settings they read (compact log, default background tasks), and ``op_kind``."""
+global settings they read (compact log, default background tasks), ``op_kind`` and
+``check_output_order``."""
 
 from __future__ import annotations
 
@@ -117,6 +118,15 @@ class BackgroundTask:
 BackgroundTaskFactory = Callable[[], BackgroundTask]
 
 _DEFAULT_BACKGROUND_TASKS: list[BackgroundTaskFactory] | None = None
+
+
+def check_output_order(output_order: Any) -> bool:
+    """Whether ``output_order`` keeps the input order (``"input"``) rather than the order of
+    completion (``"completion"``), for ``PipelineBuilder.pipe`` and ``defs.Pipe``. Raises
+    ``ValueError`` for anything else (SPDL's message)."""
+    if output_order not in ("completion", "input"):
+        raise ValueError(f'`output_order` must be either "completion" or "input". Found: {output_order}')
+    return output_order == "input"
 
 
 def op_kind(op: Any) -> str:

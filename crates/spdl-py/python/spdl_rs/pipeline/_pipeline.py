@@ -1,5 +1,6 @@
-"""``PipelineBuilder``, ``Pipeline`` and ``PipelineIterator``: SPDL 0.8's pipeline API on the
-Rust engine ``spdl-core``.
+"""``Pipeline`` and ``PipelineIterator`` (SPDL 0.8's pipeline API on the Rust engine
+``spdl-core``), and ``_Build``, which makes one from a builder's stages
+(``PipelineBuilder`` is in :mod:`._builder`).
 
 Where the work runs:
 
@@ -33,7 +34,6 @@ import weakref
 from collections.abc import AsyncIterable, Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Executor
 from contextlib import contextmanager
-from fractions import Fraction
 from typing import Any, Generic, TypeVar
 
 from .. import _native
@@ -43,11 +43,13 @@ from ._hooks import (
     AsyncQueue,
     StageInfo,
     TaskHook,
-    _check_queue_class,
     _engine_fed,
+    _is_quiet,
     _stage_hooks,
     _task_hooks,
 )
+from ._regions import lower_stages
+from ._stage import MaxFailures, Stage, builder_to_config
 from .defs import Aggregator, Collate, MergeConfig
 
 T = TypeVar("T")
@@ -56,23 +58,6 @@ U = TypeVar("U")
 _LG = logging.getLogger("spdl_rs.pipeline")
 
 _PIPELINE_IDS = itertools.count()
-
-#: Upper bounds of the builder's sizes: past them a value is a mistake, and would exhaust
-#: memory or the engine's limits (``ValueError`` naming the argument).
-MAX_CONCURRENCY = 1 << 16
-MAX_BATCH = 1 << 24
-MAX_BUFFER = 1 << 30
-MAX_THREADS = 1 << 12
-
-
-def _at_most(name: str, value: int, limit: int) -> None:
-    if value > limit:
-        raise ValueError(f"{name} must be at most {limit}, got {value}")
-
-
-#: A budget that never runs out: a stage given ``max_failures=-1`` ignores the pipeline's.
-_UNLIMITED = ("count", float("inf"))
-
 
 class _LoopThread:
     """An asyncio event loop running in a thread of its own, for a pipeline's async ops and
@@ -162,40 +147,6 @@ class _AsyncSource:
                     self._loop.run(ait.aclose(), timeout=10)
                 except Exception:
                     pass
-
-
-def _op_kind(op: Any) -> str:
-    if isinstance(op, _native.NativeOp):
-        return "native"
-    if not callable(op):
-        raise TypeError(f"op must be callable, a container with __getitem__, or a spdl_rs.ops stage, got {type(op).__name__}")
-    return _misc.op_kind(op)
-
-
-def _op_name(op: Any) -> str:
-    """SPDL's default stage name: the function's name (through ``functools.partial``), else
-    the class name."""
-    if isinstance(op, _native.NativeOp):
-        return op.name
-    if isinstance(op, functools.partial):
-        return _op_name(op.func)
-    return getattr(op, "__name__", None) or type(op).__name__
-
-
-def _budget(value: Any, what: str) -> tuple[str, float] | None:
-    """``max_failures`` as the engine takes it: ``None`` (the pipeline's budget applies),
-    ``("count", n)`` or ``("rate", r)``. A negative int is no limit."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        raise TypeError(f"{what} must be an int or a fractions.Fraction, got bool")
-    if isinstance(value, Fraction):
-        if not 0 < value <= 1:
-            raise ValueError(f"`{what}` Fraction must be in range (0, 1]. Got: {value}")
-        return ("rate", float(value))
-    if isinstance(value, numbers.Integral):
-        return _UNLIMITED if value < 0 else ("count", float(value))
-    raise TypeError(f"{what} must be an int or a fractions.Fraction, got {type(value).__name__}")
 
 
 class _HookRunner:
@@ -400,350 +351,15 @@ def _drain(op: Callable, item: Any) -> list:
     return list(op(item))
 
 
-class PipelineBuilder(Generic[T, U]):
-    """Builds a :class:`Pipeline`: one source, stages in order, one sink (SPDL 0.8's
-    ``spdl.pipeline.PipelineBuilder``). Every method returns the builder; nothing runs
-    before :meth:`build`.
-
-    Sizes have upper bounds, past which a value is a mistake that would exhaust memory
-    (``ValueError`` naming the argument): ``concurrency`` 65,536, ``aggregate`` 2**24 items,
-    ``add_sink`` 2**30 items, ``build(num_threads=)`` 4,096.
-    """
-
-    def __init__(self) -> None:
-        self._source: Any = None
-        self._continuous = False
-        self._stages: list[dict[str, Any]] = []
-        self._sink_size: int | None = None
-        # The background task factories of build_pipeline(..., background_tasks=...), which
-        # sets them on the builder it makes; None: the global default (build() takes none).
-        self._background_tasks: Sequence[Callable[[], Any]] | None = None
-        self._from_config = False  # made by build_pipeline from a PipelineConfig
-        # (pipeline_id, first stage id) of a Merge's sub-pipeline: its stats are numbered
-        # within the pipeline that merges it (as SPDL), else None.
-        self._stats_ids: tuple[int, int] | None = None
-
-    def add_source(self, source: Iterable[T] | AsyncIterable[T], *, continuous: bool = False) -> "PipelineBuilder[T, U]":
-        """Sets the source: an iterable, an async iterable, or a native
-        :class:`spdl_rs.sources.SampleList` (iterated without the GIL).
-
-        ``continuous=False`` (SPDL's default): one pass. The pipeline ends when the source is
-        exhausted; afterwards ``get_item`` raises ``EOFError`` and iterating the pipeline again
-        yields nothing.
-
-        ``continuous=True``: one epoch per iterator. At the end of each pass the current
-        iterator ends (``EOFError`` from ``get_item``), and the next ``get_item`` /
-        ``get_iterator()`` starts the next epoch, which calls ``iter(source)`` (``__aiter__``)
-        again: a list or a ``SampleList`` gives its items every epoch (a ``SampleList``
-        reshuffles with the epoch number), a generator only once. Unlike SPDL, which
-        re-iterates right away, the next epoch starts when the consumer asks for it, so
-        ``state_dict()`` and ``load_state_dict()`` work between epochs.
-
-        A Python ``str`` item stays native so that native ops read it without the GIL. If the
-        source raises, the epoch ends and the iterator raises :class:`PipelineFailure`
-        (``stage="source"``).
-
-        Raises ``ValueError`` if a source was already set, ``TypeError`` if ``source`` is not
-        iterable or ``continuous`` is not a bool.
-        """
-        if self._source is not None:
-            raise ValueError("Source already set.")
-        if not isinstance(source, (Iterable, AsyncIterable, _native.SampleList)):
-            raise TypeError(f"source must be an iterable or an async iterable, got {type(source).__name__}")
-        if not isinstance(continuous, bool):
-            raise TypeError(f"continuous must be a bool, got {type(continuous).__name__}")
-        self._source = source
-        self._continuous = continuous
-        return self
-
-    def pipe(
-        self,
-        op: Any,
-        /,
-        *,
-        concurrency: int = 1,
-        executor: Executor | None = None,
-        name: str | None = None,
-        output_order: str = "completion",
-        max_failures: int | Fraction | None = None,
-    ) -> "PipelineBuilder[T, U]":
-        """Adds a stage applying ``op`` to each item.
-
-        ``op`` may be a function (returning ``None`` drops the item), a generator function
-        (each yielded value is passed on), an async function, an async generator function
-        (each yielded value is passed on as soon as it is yielded), a container with
-        ``__getitem__`` (a dict or list: ``op[item]``), or a native stage from
-        :mod:`spdl_rs.ops` (runs without the GIL). Up to ``concurrency`` items are processed
-        at once; ``output_order="completion"`` passes results on as they finish, ``"input"``
-        keeps the source order.
-
-        ``executor``: a :class:`concurrent.futures.Executor` that runs a function or generator
-        op (e.g. a ``ProcessPoolExecutor`` for GIL-bound code) instead of the Rust workers; a
-        generator's items then come back when it finishes.
-
-        ``max_failures``: the failures this stage tolerates before the pipeline stops and the
-        iterator raises :class:`PipelineFailure` naming the stage: an int (a count; negative:
-        no limit) or a :class:`fractions.Fraction` in (0, 1] (a rate of failed calls, checked
-        after 100 calls). ``None``: the pipeline's ``build(max_failures=)`` applies. An
-        exception fails that item only (it is dropped and counted).
-
-        Raises ``ValueError`` for a bad ``output_order``, ``concurrency`` or ``Fraction``, for
-        an async generator (or a generator with ``executor``) with ``output_order="input"``, or
-        an ``executor`` with an async op (as SPDL); ``TypeError`` for a non-callable ``op``, a non-Executor ``executor``, an
-        ``executor`` with a native op (those run on the Rust workers), or a bad
-        ``max_failures`` type.
-        """
-        if output_order not in ("completion", "input"):
-            raise ValueError(f'`output_order` must be either "completion" or "input". Found: {output_order}')
-        if isinstance(concurrency, bool) or not isinstance(concurrency, numbers.Integral):
-            raise TypeError(f"concurrency must be an int, got {type(concurrency).__name__}")
-        if concurrency < 1:
-            raise ValueError(f"`concurrency` value must be >= 1. Found: {concurrency}")
-        _at_most("concurrency", concurrency, MAX_CONCURRENCY)
-        # As SPDL: an object with ``__getitem__`` (a dict, a list) is a container, even if
-        # callable; a class (``str``, ``tuple``) stays a callable (SPDL would index it).
-        if not isinstance(op, (type, _native.NativeOp)) and hasattr(op, "__getitem__"):
-            op = op.__getitem__
-        kind = _op_kind(op)
-        if executor is not None:
-            if not isinstance(executor, Executor):
-                raise TypeError(f"executor must be a concurrent.futures.Executor, got {type(executor).__name__}")
-            if kind in ("async", "asyncgen"):
-                raise ValueError("`executor` cannot be specified when op is async.")
-            if kind == "native":
-                raise TypeError(
-                    f"executor= cannot run the native op {op.name!r}: native ops run on the pipeline's Rust worker threads"
-                )
-        if kind == "asyncgen" and output_order == "input":
-            raise ValueError("pipe does not support async generator function when `output_order` is 'input'.")
-        if kind == "gen" and executor is not None and output_order == "input":
-            # SPDL turns it into an async generator, which its ordered pipe cannot run (every
-            # item fails); say so at once.
-            raise ValueError("pipe does not support a generator function with `executor` when `output_order` is 'input'.")
-        self._stages.append(
-            {
-                "kind": kind,
-                "op": op,
-                "name": name or _op_name(op),
-                "concurrency": int(concurrency),
-                "output_order": output_order,
-                "budget": _budget(max_failures, "max_failures"),
-                "max_failures": max_failures,
-                "executor": executor,
-            }
-        )
-        return self
-
-    def aggregate(self, input: int | Aggregator, /, *, drop_last: bool = False) -> "PipelineBuilder[T, U]":
-        """Groups items.
-
-        ``input`` is an int ``n`` (lists of ``n`` items; natively: no GIL for native items) or
-        an :class:`~spdl_rs.pipeline.defs.Aggregator` (its ``accumulate`` takes each item and
-        returns a group or ``None``; its ``flush`` gives the rest at the end of each epoch).
-        With ``drop_last=True`` the last, short group of an epoch is dropped (``flush`` is not
-        called).
-
-        Raises ``ValueError`` if ``n < 1``, ``TypeError`` for another type.
-        """
-        if isinstance(input, bool) or not isinstance(input, (numbers.Integral, Aggregator)):
-            raise TypeError(f"aggregate takes an int or an Aggregator, got {type(input).__name__}")
-        if isinstance(input, numbers.Integral) and input < 1:
-            raise ValueError(f"num_items must be at least 1, got {input}")
-        if isinstance(input, numbers.Integral):
-            _at_most("num_items", input, MAX_BATCH)
-        # SPDL's stage name (that of ``defs.Aggregate``): ``aggregate(op=collate(3), drop_last=False)``.
-        shown = Collate(int(input)) if isinstance(input, numbers.Integral) else input
-        name = f"aggregate(op={shown!r}, drop_last={bool(drop_last)!r})"
-        self._stages.append({"kind": "aggregate", "op": input, "name": name, "drop_last": bool(drop_last)})
-        return self
-
-    def disaggregate(self) -> "PipelineBuilder[T, U]":
-        """Splits each list (or other iterable item) back into its elements."""
-        self._stages.append({"kind": "disaggregate", "op": None, "name": "disaggregate"})
-        return self
-
-    def add_sink(self, buffer_size: int = 3) -> "PipelineBuilder[T, U]":
-        """Sets the sink: at most ``buffer_size`` finished items wait for the consumer; ``0``
-        is unlimited (in practice 2**30 items), as SPDL 0.8's docstring says (its code
-        raises ``ValueError`` for 0).
-
-        Raises ``ValueError`` if a sink was already set, ``buffer_size`` is not an int or is
-        negative.
-        """
-        if self._sink_size is not None:
-            raise ValueError("Sink is already set.")
-        if isinstance(buffer_size, bool) or not isinstance(buffer_size, numbers.Integral):
-            raise ValueError(f"`buffer_size` must be int. Found: {type(buffer_size)}.")
-        if buffer_size < 0:
-            raise ValueError(f"buffer_size must be 0 (unlimited) or more, got {buffer_size}")
-        _at_most("buffer_size", buffer_size, MAX_BUFFER)
-        self._sink_size = int(buffer_size)
-        return self
-
-    def path_variants(
-        self, router: Callable[[Any], Any], paths: Sequence[Sequence[Any]], name: str | None = None, batched: bool = False
-    ) -> "PipelineBuilder[T, U]":
-        """Adds a stage routing each item to one of ``paths`` (chains of
-        :func:`~spdl_rs.pipeline.defs.Pipe` configs) and merging their outputs (SPDL's
-        ``path_variants``); see :class:`~spdl_rs.pipeline.defs.PathVariantsConfig`.
-        Raises what ``PathVariants`` raises."""
-        from .defs import PathVariants
-
-        cfg = PathVariants(router, paths, name, batched=batched)
-        self._stages.append({"kind": "path_variants", "config": cfg, "name": cfg.name})
-        return self
-
-    def to(self, target: Any, /, *, buffer_size: int = 1) -> "PipelineBuilder[T, U]":
-        """Runs the stages added after this call on ``target`` (SPDL's ``PipelineBuilder.to``):
-        a :class:`~spdl_rs.pipeline.defs.ProcessPoolExecutorConfig` (their function and
-        generator ops run in that pool of worker processes, made at build and shut down
-        when the pipeline stops) or :data:`~spdl_rs.pipeline.defs.MAIN_PROCESS` (back to the
-        pipeline's threads). A stage with its own ``executor=`` keeps it. ``buffer_size``: the
-        items per transfer into the region on the opening marker, out of it on the closing
-        one (see
-        :class:`~spdl_rs.pipeline.defs.PlacementConfig`). Raises ``TypeError`` for another
-        target."""
-        from .defs import PlacementConfig
-
-        cfg = PlacementConfig(target, buffer_size=buffer_size)
-        self._stages.append({"kind": "placement", "target": target, "buffer_size": buffer_size, "name": cfg.name})
-        return self
-
-    def get_config(self) -> Any:
-        """The :class:`~spdl_rs.pipeline.defs.PipelineConfig` of this builder (SPDL's
-        ``get_config``): ``build_pipeline(builder.get_config(), ...)`` builds the same
-        pipeline, and :func:`profile_pipeline` takes it.
-
-        Raises ``RuntimeError`` if the source or the sink is not set, or for a subinterpreter
-        region before Python 3.14; ``ValueError`` for a ``to()`` region that is empty, left open
-        at the sink, or holds an ``output_order="input"`` stage (as SPDL).
-        """
-        if self._source is None:
-            raise RuntimeError("Source is not set. Did you call `add_source`?")
-        if self._sink_size is None:
-            raise RuntimeError("Sink is not set. Did you call `add_sink`?")
-        from ._build import _validate_regions, builder_to_config
-
-        _validate_regions(self._stages)
-        return builder_to_config(self)
-
-    def build(
-        self,
-        *,
-        num_threads: int,
-        max_failures: int | Fraction = -1,
-        report_stats_interval: float = -1,
-        queue_class: type[AsyncQueue] | None = None,
-        task_hook_factory: Callable[[StageInfo], list[TaskHook]] | None = None,
-        stage_id: int = 0,
-        use_thread_output_queue: bool = False,
-        prefetch_epochs: bool = False,
-    ) -> "Pipeline[U]":
-        """Builds the pipeline. No item is produced before :meth:`Pipeline.start` or the first
-        ``get_item``.
-
-        - ``num_threads``: Rust worker threads for the sync and native ops.
-        - ``max_failures``: the failures tolerated by each stage that has no ``pipe(...,
-          max_failures=)`` of its own, counted over all stages (as SPDL 0.8 counts them): an
-          int (``-1``: no limit) or a :class:`fractions.Fraction` in (0, 1] (failed calls over
-          all calls of all stages, checked after 100 calls). Past it the pipeline stops after
-          the items already produced and the iterator raises :class:`PipelineFailure`.
-          As SPDL, a rate is checked after every call (a count after every failure), so the
-          successes that end the probation still catch a rate reached before it.
-        - ``report_stats_interval``: seconds between the stats reports of each stage's
-          :class:`TaskStatsHook` and :class:`StatsQueue` (logger ``spdl_rs.pipeline``, INFO)
-          and of the engine's table (``spdl_rs.init_logging``); ``-1``: none.
-        - ``queue_class``: the class standing for each stage's output queue (default
-          ``config.get_default_queue_class()``, :class:`StatsQueue`), called as
-          ``queue_class(stage_info, buffer_size=n)`` (the default class also with
-          ``interval=report_stats_interval``); its ``stage_hook`` runs. Items travel through
-          native queues, so a class overriding ``get``/``put`` is refused (``TypeError``).
-        - ``task_hook_factory``: ``f(stage_info) -> list[TaskHook]`` for each stage (default:
-          ``config.get_default_hook_class()(stage_info, interval=report_stats_interval)``,
-          an engine-fed :class:`TaskStatsHook`).
-        - ``stage_id``: the id of the source in :class:`StageInfo` (the stages count on).
-        - ``use_thread_output_queue``: accepted for SPDL compatibility; the sink is always a
-          native queue that the consumer reads with the GIL released, which is what it asks
-          for.
-        - ``prefetch_epochs`` (spdl_rs only, default ``False``): with a continuous source
-          (``add_source(..., continuous=True)``: one epoch per :meth:`Pipeline.get_iterator`),
-          the next epoch's first items load while the consumer takes this epoch's tail, so a
-          new epoch starts without a wait; epoch boundaries and ``state_dict()`` stay exact.
-          The source is iterated for epoch ``e + 1`` as soon as epoch ``e``'s iterator is
-          exhausted, before the consumer asks for it: use it with a source that does not change
-          between epochs (a :mod:`spdl_rs.sources` listing reshuffles by its own epoch count),
-          not one whose ``set_epoch`` you call between epochs. The stats and the end-of-epoch
-          failure warning then count the next epoch's first items with this epoch's.
-
-        Raises ``RuntimeError`` if the source or the sink is not set (as SPDL) or threads
-        cannot start, ``ValueError`` for a bad value (``prefetch_epochs=True`` with a source that
-        is not continuous), ``TypeError`` for a bad type or a queue class that cannot be
-        honoured.
-        """
-        # As SPDL's build(), which goes through get_config().
-        if self._source is None:
-            raise RuntimeError("Source is not set. Did you call `add_source`?")
-        if self._sink_size is None:
-            raise RuntimeError("Sink is not set. Did you call `add_sink`?")
-        if not self._from_config:
-            from ._build import _validate_regions
-
-            _validate_regions(self._stages)
-        if isinstance(num_threads, bool) or not isinstance(num_threads, numbers.Integral) or num_threads < 1:
-            raise ValueError(f"num_threads must be a positive int, got {num_threads!r}")
-        _at_most("num_threads", num_threads, MAX_THREADS)
-        global_budget = _budget(max_failures, "max_failures")
-        if global_budget == _UNLIMITED:
-            global_budget = None
-        if isinstance(report_stats_interval, bool) or not isinstance(report_stats_interval, numbers.Real):
-            raise TypeError(f"report_stats_interval must be a number, got {type(report_stats_interval).__name__}")
-        if isinstance(stage_id, bool) or not isinstance(stage_id, numbers.Integral):
-            raise TypeError(f"stage_id must be an int, got {type(stage_id).__name__}")
-        if not isinstance(use_thread_output_queue, bool):
-            raise TypeError(f"use_thread_output_queue must be a bool, got {type(use_thread_output_queue).__name__}")
-        if not isinstance(prefetch_epochs, bool):
-            raise TypeError(f"prefetch_epochs must be a bool, got {type(prefetch_epochs).__name__}")
-        if prefetch_epochs and not self._continuous:
-            raise ValueError(
-                "prefetch_epochs=True needs a continuous source (add_source(..., continuous=True)): "
-                "a single-pass source has no next epoch"
-            )
-        if task_hook_factory is not None and not callable(task_hook_factory):
-            raise TypeError(f"task_hook_factory must be callable, got {type(task_hook_factory).__name__}")
-        # The default class too (set_default_queue_class takes one for region workers).
-        _check_queue_class(queue_class if queue_class is not None else config.get_default_queue_class())
-        if (callback := config.get_default_build_callback()) is not None:
-            from ._build import builder_to_config
-
-            try:
-                callback(builder_to_config(self))
-            except Exception:
-                _LG.exception("Build callback failed.")
-        if config.is_diagnostic_mode_enabled():
-            from ._profile import _DiagnosticPipeline
-
-            return _DiagnosticPipeline(self._copy(), config.diagnostic_mode_num_sources())  # type: ignore[return-value]
-        build = _Build(self, num_threads, global_budget, report_stats_interval, queue_class, task_hook_factory, int(stage_id))
-        build.background_tasks = self._background_tasks
-        build.prefetch_epochs = prefetch_epochs
-        return build.run()
-
-    def _copy(self) -> "PipelineBuilder[T, U]":
-        b: PipelineBuilder[T, U] = PipelineBuilder()
-        b._source, b._continuous, b._sink_size = self._source, self._continuous, self._sink_size
-        b._stages = [dict(st) for st in self._stages]
-        return b
-
-
 class _Build:
     """Turns a builder into a :class:`Pipeline`: stage infos, hooks, queues, the loop thread
     if anything needs one, the per-stage specs for the engine."""
 
     def __init__(
         self,
-        b: PipelineBuilder,
+        b: Any,
         num_threads: int,
-        budget: tuple[str, float] | None,
+        budget: MaxFailures | None,
         interval: float,
         queue_class: Any,
         hook_factory: Any,
@@ -785,8 +401,6 @@ class _Build:
         return q
 
     def run(self) -> "Pipeline":
-        from ._build import lower_stages
-
         b = self.b
         stages, executors = lower_stages(b._stages, float(self.interval))
         try:
@@ -796,7 +410,7 @@ class _Build:
                 ex.shutdown(wait=False, cancel_futures=True)
             raise
 
-    def _run(self, stages: list[dict[str, Any]], executors: list[Executor]) -> "Pipeline":
+    def _run(self, stages: list[Stage], executors: list[Executor]) -> "Pipeline":
         b = self.b
         # As SPDL numbers the stages of a Merge: the merge (the source) first, then each
         # sub-pipeline's (it has no sink), then this pipeline's own stages.
@@ -808,8 +422,8 @@ class _Build:
         infos = [StageInfo(self.pipeline_id, str(self.stage_id), "src" if merge is None else "merge")]
         for i, st in enumerate(stages, 1):
             # As SPDL: only a pipe stage running more than one task at a time shows it.
-            conc = st.get("concurrency", 1) if st["kind"] not in ("aggregate", "disaggregate") else 1
-            infos.append(StageInfo(self.pipeline_id, str(first + i), st["name"], conc if conc > 1 else None))
+            conc = st.concurrency if st.kind not in ("aggregate", "disaggregate") else 1
+            infos.append(StageInfo(self.pipeline_id, str(first + i), st.name, conc if conc > 1 else None))
         sink_info = StageInfo(self.pipeline_id, str(first + len(stages) + 1), "sink")
         # hooks[i] for stage i (0: the source, none but a merge's, which runs no task of
         # SPDL's); queues: the queue after each stage, then the sink's (SPDL's sizes: 2
@@ -823,7 +437,7 @@ class _Build:
         queue_items: list[Callable[[Any], int] | None] = []
         stage_tasks: dict[int, Callable[[], int]] = {} if merge is None else {0: lambda: 0}
         for i, info in enumerate(infos):
-            stats = stages[i - 1].get("stats") if i else None
+            stats = stages[i - 1].stats if i else None
             if stats is not None and "tasks" in stats:
                 stage_tasks[i] = lambda n=stats["tasks"]: n
             elif stats is not None and "count" in stats:
@@ -852,7 +466,7 @@ class _Build:
         source_async = isinstance(b._source, AsyncIterable) and not isinstance(b._source, Iterable)
         needs_loop = (
             source_async
-            or any(st["kind"] in ("async", "asyncgen") or st.get("executor") is not None for st in stages)
+            or any(st.kind in ("async", "asyncgen") or st.executor is not None for st in stages)
             or any(per_task)
             or not quiet
         )
@@ -864,8 +478,8 @@ class _Build:
                 source = _AsyncSource(source, loop)
             specs = [self._spec(st, per_task[i], loop) for i, st in enumerate(stages, 1)]
             for spec, info in zip(specs, infos[1:]):
-                if spec["kind"] in ("func", "gen", "async", "asyncgen"):
-                    spec["op"] = _logging_failures(spec["op"], spec["kind"], str(info))
+                if spec.kind in ("func", "gen", "async", "asyncgen"):
+                    spec.op = _logging_failures(spec.op, spec.kind, str(info))
             native = _native.build_pipeline(
                 source,
                 specs,
@@ -882,30 +496,20 @@ class _Build:
         lifecycle = _StageLifecycle(native, hooks, queues, bg, loop, quiet, queue_at, queue_items, stage_tasks)
         for st, hs in zip(stages, hooks[1:]):
             # SPDL's task counts of its aggregation stages (see TaskStatsHook._refresh).
-            if st["kind"] in ("aggregate", "pyaggregate", "disaggregate"):
+            if st.kind in ("aggregate", "pyaggregate", "disaggregate"):
                 for h in hs:
                     if _engine_fed(h):
-                        h._count = "items_out" if st["kind"] == "disaggregate" else "items_in"
-                        h._flush_task = st["kind"] != "disaggregate" and not st.get("drop_last", False)
+                        h._count = "items_out" if st.kind == "disaggregate" else "items_in"
+                        h._flush_task = st.kind != "disaggregate" and not st.drop_last
         lifecycle.executors = executors
         if (shutdown := getattr(b._source, "_merged_shutdown", None)) is not None:
             lifecycle.on_stop.append(shutdown)
         return Pipeline(native, loop, lifecycle, continuous=b._continuous, desc=_describe(b))
 
-    def _spec(self, st: dict[str, Any], hooks: list[TaskHook], loop: _LoopThread | None) -> dict[str, Any]:
-        kind, op = st["kind"], st["op"]
-        spec = {
-            "kind": kind,
-            "op": op,
-            "name": st["name"],
-            "concurrency": st.get("concurrency", 1),
-            "output_order": st.get("output_order", "completion"),
-            "budget": st.get("budget"),
-            "size": 0,
-            "drop_last": st.get("drop_last", False),
-            "hooks": None,
-            "flush": None,
-        }
+    def _spec(self, st: Stage, hooks: list[TaskHook], loop: _LoopThread | None) -> Stage:
+        """``st`` as the engine runs it: its op wrapped for the loop, executor and hooks."""
+        kind, op = st.kind, st.op
+        spec = st.with_()
         if kind == "aggregate":
             return self._aggregate_spec(spec, op, hooks, loop)
         if kind == "disaggregate":
@@ -916,41 +520,41 @@ class _Build:
         if kind == "native":
             if hooks:
                 assert loop is not None
-                spec["hooks"] = _HookRunner(hooks, loop)
+                spec.hooks = _HookRunner(hooks, loop)
             return spec
-        executor = st.get("executor")
+        executor = st.executor
         if executor is not None:
             op = _in_executor(op, executor, kind == "gen")
             kind = "asyncgen" if kind == "gen" else "async"
         if kind == "async":
             assert loop is not None
             if hooks:
-                spec["op"] = lambda item, op=op: loop.submit(_hooked_await(op, hooks, item))
+                spec.op = lambda item, op=op: loop.submit(_hooked_await(op, hooks, item))
             else:
-                spec["op"] = lambda item, op=op: loop.submit(op(item))
+                spec.op = lambda item, op=op: loop.submit(op(item))
         elif kind == "asyncgen":
             assert loop is not None
-            spec["op"] = lambda item, op=op: _AgenStepper(op(item), item, hooks, loop)
+            spec.op = lambda item, op=op: _AgenStepper(op(item), item, hooks, loop)
         elif hooks:
             assert loop is not None
             runner = _HookRunner(hooks, loop)
-            spec["op"] = _hooked_gen(op, runner) if kind == "gen" else _hooked_sync(op, runner)
-        spec["kind"] = kind
+            spec.op = _hooked_gen(op, runner) if kind == "gen" else _hooked_sync(op, runner)
+        spec.kind = kind
         return spec
 
     def _aggregate_spec(
-        self, spec: dict[str, Any], op: Any, hooks: list[TaskHook], loop: _LoopThread | None
-    ) -> dict[str, Any]:
+        self, spec: Stage, op: Any, hooks: list[TaskHook], loop: _LoopThread | None
+    ) -> Stage:
         if isinstance(op, numbers.Integral):
             if not hooks:
-                spec["size"] = int(op)
+                spec.size = int(op)
                 return spec
             op = Collate(int(op))
         elif type(op) is Collate and not hooks:
-            spec["size"] = op.n
+            spec.size = op.n
             return spec
         agg: Aggregator = op
-        spec["kind"] = "pyaggregate"
+        spec.kind = "pyaggregate"
         if hooks:
             assert loop is not None
 
@@ -960,14 +564,14 @@ class _Build:
                     out = agg.accumulate(item)
                 return out
 
-            spec["op"] = lambda item: loop.submit(step(item))
+            spec.op = lambda item: loop.submit(step(item))
         else:
-            spec["op"] = lambda item: _done_future(agg.accumulate, item)
-        if not spec["drop_last"]:
-            spec["flush"] = lambda _: _done_future(lambda _: agg.flush(), None)
+            spec.op = lambda item: _done_future(agg.accumulate, item)
+        if not spec.drop_last:
+            spec.flush = lambda _: _done_future(lambda _: agg.flush(), None)
         elif self.b._continuous:
             # Drop the partial group, but start the next epoch empty.
-            spec["flush"] = lambda _: _done_future(lambda _: (agg.flush(), None)[1], None)
+            spec.flush = lambda _: _done_future(lambda _: (agg.flush(), None)[1], None)
         return spec
 
 
@@ -1052,25 +656,13 @@ def _path_items(i: int, items: Callable[[], int]) -> Callable[[Any], int]:
     return count
 
 
-def _describe(b: PipelineBuilder) -> str:
+def _describe(b: Any) -> str:
     """The builder's :class:`~spdl_rs.pipeline.defs.PipelineConfig` as text (SPDL's
     ``str(pipeline)``), or ``""`` when it cannot be made."""
-    from ._build import builder_to_config
-
     try:
         return str(builder_to_config(b))
     except Exception:
         return ""
-
-
-def _is_quiet(obj: Any) -> bool:
-    """Whether a stage hook or queue needs no loop: SPDL's default classes without periodic
-    reports, whose only effect is the final log (written without a loop)."""
-    from ._hooks import StatsQueue, TaskStatsHook
-
-    if type(obj) is TaskStatsHook or type(obj) is StatsQueue:
-        return not (obj.interval > 0)
-    return type(obj) is AsyncQueue
 
 
 class _StageLifecycle:

@@ -550,7 +550,7 @@ def run_pipeline_in_subprocess(
     del build_args["cfg"], build_args["kwargs"]
     import warnings
 
-    from ._pipeline import PipelineBuilder
+    from ._builder import PipelineBuilder
     from .defs import PipelineConfig
 
     if isinstance(cfg, PipelineBuilder):

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Generic, TypeVar
 
+from ._misc import check_output_order
+
 __all__ = [
     "Aggregate",
     "AggregateConfig",
@@ -526,13 +528,12 @@ def Pipe(  # noqa: N802 (SPDL's name)
     """A :class:`PipeConfig` (SPDL's ``Pipe``): the arguments of ``PipelineBuilder.pipe``.
     A container (dict, list) becomes its ``__getitem__``. Raises ``ValueError`` for a bad
     ``output_order`` or ``concurrency``, ``TypeError`` if ``op`` is not callable."""
-    if output_order not in ("completion", "input"):
-        raise ValueError(f'`output_order` must be either "completion" or "input". Found: {output_order}')
+    ordered = check_output_order(output_order)
     if not callable(op) and hasattr(op, "__getitem__") and not _is_native(op):
         op = op.__getitem__
     if not callable(op) and not _is_native(op):
         raise TypeError(f"op must be callable or have __getitem__, got {type(op).__name__}")
-    _type = _PipeType.Pipe if output_order == "completion" else _PipeType.OrderedPipe
+    _type = _PipeType.OrderedPipe if ordered else _PipeType.Pipe
     return PipeConfig(
         name=name or _op_name(op),
         _type=_type,
