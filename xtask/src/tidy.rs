@@ -42,25 +42,9 @@ const SPAWN_WRAPPER: &str = "crates/spdl-core/src/exec/spawned.rs";
 /// Module circles known and scheduled for removal: (crate dir, members as reported, why).
 /// Like `#[expect]`, an entry that no longer matches a circle is itself a violation, so a
 /// fixed circle cannot come back unnoticed and the list cannot go stale.
-/// Issue 13 broke the circles of plain Rust paths; following `$crate::` in macros and reading
-/// the Python package found these (issue 34).
-const KNOWN_CIRCLES: &[(&str, &str, &str)] = &[
-    (
-        "crates/spdl-py/python/spdl_rs",
-        "_io_utils, io",
-        "io imports its helpers, which import io's names back inside functions",
-    ),
-    (
-        "crates/spdl-py/python/spdl_rs",
-        "_build, _pipeline, _profile, _variants",
-        "the pipeline's builder, handle, profiler and path variants import each other inside functions",
-    ),
-    (
-    "crates/spdl-py",
-    "media_frames, media_props",
-    "media_props' `media_classes!` names `$crate::media_frames::type_name` (issue 34)",
-    ),
-];
+/// Empty: issue 13 broke the circles of plain Rust paths, issue 34 those that following
+/// `$crate::` in macros and reading the Python package found. A new entry needs a reason.
+const KNOWN_CIRCLES: &[(&str, &str, &str)] = &[];
 
 /// Runs every check and prints each violation; fails if there is any.
 pub(crate) fn run() -> Result<()> {

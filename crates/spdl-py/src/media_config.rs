@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
-use crate::media_frames::type_name;
+use crate::error::type_name;
 
 /// How a container is opened, as SPDL's `spdl.io.DemuxConfig` (made by `demux_config`):
 /// `format` forces a container format (`ffmpeg -demuxers` name) instead of probing,

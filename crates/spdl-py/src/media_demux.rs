@@ -331,7 +331,7 @@ fn seconds_of(v: &Bound<'_, PyAny>) -> PyResult<f64> {
         .map_err(|e| {
             PyTypeError::new_err(format!(
                 "a time window bound must be a number or a fraction string, got {}: {e}",
-                crate::media_frames::type_name(v)
+                crate::error::type_name(v)
             ))
         })?;
     frac.extract::<f64>()

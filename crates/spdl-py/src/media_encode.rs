@@ -14,10 +14,10 @@ use pyo3::types::PyTuple;
 
 use spdl_io::ffmpeg::encode;
 
-use crate::error::io_err;
+use crate::error::{io_err, type_name};
 use crate::lock;
 use crate::media_demux::{codec_of, codec_to_py, none_if_empty, packets_of};
-use crate::media_frames::{take_frames, type_name};
+use crate::media_frames::take_frames;
 
 /// Video encoder settings, as SPDL's `spdl.io.VideoEncodeConfig` (from `video_encode_config`).
 #[pyclass(frozen, module = "spdl_rs.io", name = "VideoEncodeConfig")]

@@ -17,7 +17,7 @@ use spdl_io::ffmpeg::frames::{stack_arrays, FrameArray, FrameMemory, Frames, Med
 use spdl_io::DType;
 
 use crate::buffer::CpuBuffer;
-use crate::error::io_err;
+use crate::error::{io_err, type_name};
 use crate::media_props::{media_classes, media_pymethods};
 
 media_classes! {
@@ -49,13 +49,6 @@ media_classes! {
     /// As `frames_of`, and marks the object consumed (SPDL moves frames into
     /// `convert_frames`: later calls raise `TypeError`).
     take_frames;
-}
-
-pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
-    obj.get_type()
-        .name()
-        .map(|n| n.to_string())
-        .unwrap_or_else(|_| "?".into())
 }
 
 media_pymethods! {

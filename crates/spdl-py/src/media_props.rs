@@ -73,7 +73,7 @@ macro_rules! media_classes {
                     stringify!($image),
                     ", got {}"
                 ),
-                $crate::media_frames::type_name(obj)
+                $crate::error::type_name(obj)
             )))
         }
 
