@@ -29,6 +29,7 @@ use crate::error::{Error, ErrorKind, Result};
 /// | [`growth`](Self::growth) | 1.5 | each step multiplies the limit by this (rounded up) |
 /// | [`min_gain`](Self::min_gain) | 0.05 | a rise of the rate under 5% counts as no rise |
 /// | [`patience`](Self::patience) | 2 | windows without a rise before the limit settles |
+/// | [`min_window`](Self::min_window) | 100 ms | a window lasts at least this long |
 #[derive(Clone, Debug, PartialEq)]
 pub struct AdaptiveConcurrency {
     /// Requests in flight at first (at least 1).
@@ -42,6 +43,10 @@ pub struct AdaptiveConcurrency {
     pub min_gain: f64,
     /// Windows in a row without a rise before the limit goes back to the best one and stays.
     pub patience: u32,
+    /// The shortest window [`FetchLimiter`] times (besides at least
+    /// [`ConcurrencyController::window`] completions): shorter ones would judge noise, as on a
+    /// busy machine a few tens of milliseconds can go to other processes.
+    pub min_window: Duration,
 }
 
 impl Default for AdaptiveConcurrency {
@@ -52,6 +57,7 @@ impl Default for AdaptiveConcurrency {
             growth: 1.5,
             min_gain: 0.05,
             patience: 2,
+            min_window: Duration::from_millis(100),
         }
     }
 }
@@ -96,8 +102,9 @@ impl AdaptiveConcurrency {
 /// ([`ConcurrencyController::observe`]) and keep [`ConcurrencyController::limit`] requests in
 /// flight.
 ///
-/// A window is [`ConcurrencyController::window`] completions (the current limit: about one
-/// round trip of every request in flight). The first window, and the first after each step
+/// A window is at least [`ConcurrencyController::window`] completions (the current limit:
+/// about one round trip of every request in flight) and, as [`FetchLimiter`] times it, at
+/// least [`AdaptiveConcurrency::min_window`]. The first window, and the first after each step
 /// up, is not judged: it still holds the requests sent before the step.
 ///
 /// ```
@@ -160,7 +167,7 @@ impl ConcurrencyController {
         self.limit
     }
 
-    /// Completions per window: the current limit.
+    /// The fewest completions per window: the current limit.
     pub fn window(&self) -> u64 {
         self.limit as u64
     }
@@ -374,7 +381,11 @@ mod limiter {
                     drop(p);
                 }
             }
-            let Some(window) = st.controller.as_ref().map(ConcurrencyController::window) else {
+            let Some((window, min_time)) = st
+                .controller
+                .as_ref()
+                .map(|c| (c.window(), c.config().min_window))
+            else {
                 return;
             };
             st.done += 1;
@@ -383,6 +394,9 @@ mod limiter {
             }
             let now = Instant::now();
             let elapsed = st.window_start.map_or_else(Default::default, |s| now - s);
+            if elapsed < min_time {
+                return;
+            }
             let done = std::mem::take(&mut st.done);
             st.window_start = Some(now);
             let old = st.limit;

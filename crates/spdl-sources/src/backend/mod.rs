@@ -72,7 +72,7 @@ pub(crate) trait Backend: Send + Sync {
     /// The object at `uri` from byte `start` to its end as one sequential stream (one request;
     /// a `Range` only when `start > 0`), with the backend's retries for opening it. Local files
     /// are read with `std::fs` by their callers instead: the default refuses. Only the shard
-    /// reader streams, and it comes with `source-local` (it parses tar with spdl-io).
+    /// reader streams, and it comes with `source-local` (it parses tar with spdl-tar).
     #[cfg_attr(not(feature = "source-local"), allow(dead_code))]
     fn open<'a>(&'a self, uri: &'a Uri, start: u64) -> BoxFuture<'a, Result<Opened>> {
         let _ = start;
@@ -332,9 +332,13 @@ pub(crate) fn check_not_html(
     Ok(())
 }
 
-/// Reads a body stream chunk by chunk into one buffer (sized from `expected` when known):
-/// each chunk must come within the stall timeout; fewer bytes than `expected` is a
-/// [`ErrorKind::ShortBody`].
+/// Reads a body stream chunk by chunk into one buffer: each chunk must come within the stall
+/// timeout; fewer bytes than `expected` is a [`ErrorKind::ShortBody`].
+///
+/// The chunks are kept as they come (reference-counted slices of the client's buffers) and
+/// joined once at the end: a body that came in one chunk is handed on without a copy, a longer
+/// one is copied once into a buffer of its exact size (no regrowth copies when the length is
+/// not announced, as with S3 through OpenDAL).
 #[cfg(feature = "remote")]
 pub(crate) async fn read_body<S>(
     opts: &FetchOptions,
@@ -346,9 +350,8 @@ where
 {
     use futures_util::StreamExt as _;
 
-    // Cap the preallocation: a lying Content-Length must not allocate gigabytes up front.
-    let cap = expected.unwrap_or(0).min(256 << 20) as usize;
-    let mut buf: Vec<u8> = Vec::with_capacity(cap);
+    let mut parts: Vec<Bytes> = Vec::new();
+    let mut got: u64 = 0;
     loop {
         let next = match tokio::time::timeout(opts.stall_timeout, stream.next()).await {
             Ok(next) => next,
@@ -357,9 +360,8 @@ where
                 return Err(Error::new(
                     ErrorKind::Stalled,
                     format!(
-                        "no data for {} (stall timeout) after {}{of} bytes",
+                        "no data for {} (stall timeout) after {got}{of} bytes",
                         secs(opts.stall_timeout),
-                        buf.len()
                     ),
                 ));
             }
@@ -368,12 +370,15 @@ where
             None => break,
             Some(Ok(chunk)) => {
                 for part in chunk {
-                    buf.extend_from_slice(&part);
+                    if !part.is_empty() {
+                        got += part.len() as u64;
+                        parts.push(part);
+                    }
                 }
             }
             Some(Err(e)) => {
-                if let Some(expected) = expected.filter(|&e| (buf.len() as u64) < e) {
-                    return Err(short(buf.len() as u64, expected));
+                if let Some(expected) = expected.filter(|&e| got < e) {
+                    return Err(short(got, expected));
                 }
                 if let Some((got, of)) = parse_too_little(e.message()) {
                     return Err(short(got, of));
@@ -383,11 +388,24 @@ where
         }
     }
     if let Some(expected) = expected {
-        if (buf.len() as u64) < expected {
-            return Err(short(buf.len() as u64, expected));
+        if got < expected {
+            return Err(short(got, expected));
         }
     }
-    Ok(Bytes::from(buf))
+    Ok(join(parts, got))
+}
+
+/// `parts` (of `len` bytes in all) as one contiguous buffer: the part itself when there is one.
+#[cfg(feature = "remote")]
+fn join(mut parts: Vec<Bytes>, len: u64) -> Bytes {
+    if parts.len() <= 1 {
+        return parts.pop().unwrap_or_default();
+    }
+    let mut buf = Vec::with_capacity(len as usize);
+    for p in &parts {
+        buf.extend_from_slice(p);
+    }
+    Bytes::from(buf)
 }
 
 #[cfg(feature = "remote")]
@@ -502,6 +520,30 @@ pub(crate) fn from_opendal_transport(e: &opendal::Error, doing: &str) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A body in one chunk is handed on as is; several are joined once, in order.
+    #[cfg(feature = "remote")]
+    #[tokio::test(flavor = "current_thread")]
+    async fn bodies_are_joined_without_extra_copies() {
+        let opts = FetchOptions::default();
+        let one = Bytes::from(vec![7u8; 1000]);
+        let stream = futures_util::stream::iter([Ok(opendal::Buffer::from(one.clone()))]);
+        let got = read_body(&opts, stream, Some(1000)).await.unwrap();
+        assert_eq!(got.as_ptr(), one.as_ptr(), "copied");
+
+        let parts = [&b"ab"[..], b"", b"cde"].map(|p| Ok(opendal::Buffer::from(p.to_vec())));
+        let two = opendal::Buffer::from(vec![Bytes::from_static(b"f"), Bytes::from_static(b"gh")]);
+        let stream = futures_util::stream::iter(parts.into_iter().chain([Ok(two)]));
+        assert_eq!(
+            &read_body(&opts, stream, None).await.unwrap()[..],
+            b"abcdefgh"
+        );
+
+        let stream = futures_util::stream::iter([Ok(opendal::Buffer::from(b"abc".to_vec()))]);
+        let err = read_body(&opts, stream, Some(5)).await.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::ShortBody);
+        assert!(err.to_string().contains("got 3 of 5 bytes"), "{err}");
+    }
 
     #[test]
     fn urls_are_redacted() {
