@@ -1,11 +1,17 @@
-//! `file-server PORT ROOT`: a static HTTP/1.1 file server on 127.0.0.1 for the remote
+//! `file-server PORT ROOT [DELAY_MS]`: a static HTTP/1.1 file server on 127.0.0.1 for the remote
 //! benchmarks (`bench/shards_cache.py`): `GET` and `HEAD` of the files under `ROOT`, whole
 //! (200) or by one `Range: bytes=A-[B]` (206), kept-alive connections, 404 for what is not a
 //! file. It also answers as a minimal S3 endpoint (path style, no signature check), so the
 //! bench can measure the loader's S3 client beside a server as lean as the HTTP one: an
 //! object `GET /BUCKET/KEY` is the file `ROOT/BUCKET/KEY`, and `GET /BUCKET?list-type=2&prefix=P`
-//! lists every file under it in one page (ListObjectsV2, no delimiter). One tokio thread and one reusable buffer per connection, so that its CPU (reported by
-//! the bench from `/proc`) stays small beside the loader's.
+//! lists every file under it in one page (ListObjectsV2, no delimiter). One tokio thread and
+//! one reusable buffer per connection, so that its CPU (reported by the bench from `/proc`)
+//! stays small beside the loader's: a response's header and body (up to 256 KiB) go out in one
+//! write.
+//!
+//! With `DELAY_MS`, each request is answered that long after it arrived: the round trip of a
+//! distant server, as `latency_proxy` adds it, without a second process copying every byte
+//! on the cores the loader is measured on.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -14,11 +20,18 @@ use std::io::{Read, Seek};
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::time::{Duration, Instant};
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [port, root] = args.as_slice() else {
-        anyhow::bail!("usage: file-server PORT ROOT");
+    let (port, root, delay) = match args.as_slice() {
+        [port, root] => (port, root, Duration::ZERO),
+        [port, root, delay] => (
+            port,
+            root,
+            Duration::from_secs_f64(delay.parse::<f64>().context("DELAY_MS")? / 1000.0),
+        ),
+        _ => anyhow::bail!("usage: file-server PORT ROOT [DELAY_MS]"),
     };
     let port: u16 = port.parse().context("PORT")?;
     let root = PathBuf::from(root);
@@ -34,14 +47,15 @@ fn main() -> Result<()> {
             #[allow(clippy::disallowed_methods)]
             tokio::spawn(async move {
                 let _ = conn.set_nodelay(true);
-                let _ = serve(conn, &root).await;
+                let _ = serve(conn, &root, delay).await;
             });
         }
     })
 }
 
-/// Requests of one connection, answered in turn until the client closes it.
-async fn serve(conn: TcpStream, root: &Path) -> std::io::Result<()> {
+/// Requests of one connection, answered in turn (each `delay` after it arrived) until the
+/// client closes it.
+async fn serve(conn: TcpStream, root: &Path, delay: Duration) -> std::io::Result<()> {
     let (r, mut w) = conn.into_split();
     let mut r = BufReader::new(r);
     let mut buf = vec![0u8; 256 << 10];
@@ -50,6 +64,7 @@ async fn serve(conn: TcpStream, root: &Path) -> std::io::Result<()> {
         if r.read_line(&mut line).await? == 0 {
             return Ok(());
         }
+        let due = Instant::now() + delay;
         let mut parts = line.split_whitespace();
         let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or("/"));
         let (method, target) = (method.to_owned(), target.to_owned());
@@ -69,13 +84,15 @@ async fn serve(conn: TcpStream, root: &Path) -> std::io::Result<()> {
                 }
             }
         }
+        if !delay.is_zero() {
+            tokio::time::sleep_until(due).await;
+        }
         if let Some(xml) = list_objects(root, &target) {
-            let head = format!(
-                "HTTP/1.1 200 OK\r\ncontent-type: application/xml\r\ncontent-length: {}\r\n\r\n",
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/xml\r\ncontent-length: {}\r\n\r\n{xml}",
                 xml.len()
             );
-            w.write_all(head.as_bytes()).await?;
-            w.write_all(xml.as_bytes()).await?;
+            w.write_all(answer.as_bytes()).await?;
             continue;
         }
         let path = local_path(root, &target);
@@ -112,20 +129,34 @@ async fn serve(conn: TcpStream, root: &Path) -> std::io::Result<()> {
             head += &format!("content-range: bytes {start}-{}/{size}\r\n", end - 1);
         }
         head += "\r\n";
-        w.write_all(head.as_bytes()).await?;
         if method == "HEAD" {
+            w.write_all(head.as_bytes()).await?;
             continue;
         }
-        file.seek(std::io::SeekFrom::Start(start))?;
+        if start > 0 {
+            file.seek(std::io::SeekFrom::Start(start))?;
+        }
+        // The header leads the first chunk of the body: one write, one segment.
+        let mut filled = head.len().min(buf.len());
+        buf[..filled].copy_from_slice(&head.as_bytes()[..filled]);
         let mut left = end - start;
-        while left > 0 {
-            let want = buf.len().min(left as usize);
-            let n = file.read(&mut buf[..want])?;
-            if n == 0 {
+        loop {
+            let want = (buf.len() - filled).min(left as usize);
+            let n = if want > 0 {
+                file.read(&mut buf[filled..filled + want])?
+            } else {
+                0
+            };
+            if n == 0 && left > 0 {
+                w.write_all(&buf[..filled]).await?;
                 return Ok(()); // the file shrank: close, the client sees a short body
             }
-            w.write_all(&buf[..n]).await?;
             left -= n as u64;
+            w.write_all(&buf[..filled + n]).await?;
+            filled = 0;
+            if left == 0 {
+                break;
+            }
         }
     }
 }
