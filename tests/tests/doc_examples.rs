@@ -170,6 +170,7 @@ fn crate_tables_name_every_crate() {
         "spdl-core",
         "spdl-io",
         "spdl-sources",
+        "spdl-tar",
         "spdl-cuda",
         "spdl-cli",
         "spdl-py",

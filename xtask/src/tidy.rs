@@ -2,7 +2,10 @@
 //! source tree (rust-analyzer's habit: tidy checks are ordinary code, run by the gate).
 //!
 //! - spdl-core depends only on the engine's small set of crates (no image, CUDA or Python);
-//! - only spdl-py depends on PyO3 and numpy;
+//! - only spdl-py depends on PyO3;
+//! - the layering between the workspace's crates ([`LAYERS`]): spdl-sources reads tar through
+//!   spdl-tar, never spdl-io; spdl-tar needs nothing of the workspace but spdl-core; spdl-cli
+//!   and spdl-py link spdl-cuda only behind their `cuda` feature (the CPU path never needs it);
 //! - no task is spawned outside spdl-core's abort-on-drop wrapper (`exec/spawned.rs`);
 //! - no module circle in any crate: at every level of a crate's module tree, the "uses"
 //!   relation between sibling modules has no cycle (a child may use its parent freely).
@@ -29,6 +32,28 @@ const CORE_DEPENDENCIES: &[&str] = &[
 /// The only crate that may touch Python.
 const PYTHON_CRATE: &str = "spdl-py";
 const PYTHON_DEPENDENCIES: &[&str] = &["pyo3"];
+
+/// Arrows between the workspace's crates (normal dependencies) that the layering forbids or
+/// allows only as optional: `(crate, dependency, rule)`, `Forbidden` or `OptionalOnly`.
+const LAYERS: &[(&str, &str, Layer)] = &[
+    // Tar shards read through the shared tar crate, not spdl-io's internals or error kinds.
+    ("spdl-sources", "spdl-io", Layer::Forbidden),
+    // The tar crate is a leaf under spdl-io and spdl-sources.
+    ("spdl-tar", "spdl-io", Layer::Forbidden),
+    ("spdl-tar", "spdl-sources", Layer::Forbidden),
+    // The GPU crate is off the CPU path: only behind the `cuda` feature.
+    ("spdl-cli", "spdl-cuda", Layer::OptionalOnly),
+    ("spdl-py", "spdl-cuda", Layer::OptionalOnly),
+];
+
+/// How a [`LAYERS`] arrow may exist.
+#[derive(Clone, Copy)]
+enum Layer {
+    /// Not at all.
+    Forbidden,
+    /// Only as an optional dependency (behind a feature).
+    OptionalOnly,
+}
 
 /// Text that spawns a task bypassing `SpawnedTask` (clippy bans the first two by path; these
 /// catch the other spellings too).
@@ -129,6 +154,21 @@ fn dependency_rules(root: &Path) -> Result<Vec<String>> {
                 problems.push(format!(
                     "spdl-core depends on `{dep_name}`; the engine may only use {CORE_DEPENDENCIES:?}"
                 ));
+            }
+            let optional = dep["optional"].as_bool().unwrap_or(false);
+            for (krate, target, layer) in LAYERS {
+                if name != *krate || dep_name != *target || !normal {
+                    continue;
+                }
+                match layer {
+                    Layer::Forbidden => problems.push(format!(
+                        "{name} depends on `{dep_name}`; the layering forbids it (see LAYERS)"
+                    )),
+                    Layer::OptionalOnly if !optional => problems.push(format!(
+                        "{name} always depends on `{dep_name}`; it may only behind a feature (see LAYERS)"
+                    )),
+                    Layer::OptionalOnly => {}
+                }
             }
             if name != PYTHON_CRATE && PYTHON_DEPENDENCIES.contains(&dep_name) {
                 problems.push(format!(

@@ -272,9 +272,9 @@ fn tar_truncation_anywhere_is_named_after_a_byte_exact_prefix() {
             Some(e) => {
                 assert!(!clean, "cut at {cut}: {e}");
                 let want = if cut == 0 {
-                    ErrorKind::Empty
+                    tar::ErrorKind::Empty
                 } else {
-                    ErrorKind::Truncated
+                    tar::ErrorKind::Truncated
                 };
                 assert_eq!(e.kind(), want, "cut at {cut}: {e}");
             }

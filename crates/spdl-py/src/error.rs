@@ -20,9 +20,10 @@ pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
 
 /// A decode / collate error: `spdl_rs.io.MediaError("truncated: path.jpg: ...")`, a
 /// `ValueError` that is also a `RuntimeError` (what SPDL raises for data it cannot read), so
-/// that code catching either works.
-pub(crate) fn io_err(e: spdl_io::Error) -> PyErr {
-    let msg = e.to_string();
+/// that code catching either works. Takes spdl-io's errors and those that convert into them
+/// (spdl-tar's: the same message).
+pub(crate) fn io_err(e: impl Into<spdl_io::Error>) -> PyErr {
+    let msg = e.into().to_string();
     Python::attach(|py| {
         match runtime_twin(
             py,

@@ -427,8 +427,7 @@ fn write_link_shards(dir: &Path) -> [PathBuf; 2] {
     let case = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/38-tar-links-dirs-empty/links.tar");
     std::fs::copy(case, dir.join("links.tar")).unwrap();
-    let mut w =
-        spdl_io::array::tar::TarWriter::new(std::fs::File::create(dir.join("far.tar")).unwrap());
+    let mut w = spdl_tar::TarWriter::new(std::fs::File::create(dir.join("far.tar")).unwrap());
     w.append("t.jpg", b"target").unwrap();
     for i in 0..spdl_sources::shards::REGROUP_WINDOW + 4 {
         w.append(&format!("s{i:02}.jpg"), &payload(i, 700)).unwrap();

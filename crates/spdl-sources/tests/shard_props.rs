@@ -10,9 +10,9 @@ use std::io::Cursor;
 
 use proptest::prelude::*;
 use proptest::sample::Index;
-use spdl_io::array::tar::{self, TarWriter};
 use spdl_sources::shards::{Samples, ShardError, ShardSample, ShardSource, ShardState};
 use spdl_sources::{DistInfo, Remainder, SamplerOptions, Uri};
+use spdl_tar::{self as tar, TarWriter};
 
 const FIELDS: [&str; 4] = ["jpg", "cls", "json", "txt"];
 
@@ -358,9 +358,9 @@ fn check_cut(shard: &Shard, cut: usize) -> Result<(), TestCaseError> {
             Err(e) => prop_assert_eq!(
                 e.kind(),
                 if cut == 0 {
-                    spdl_io::ErrorKind::Empty
+                    tar::ErrorKind::Empty
                 } else {
-                    spdl_io::ErrorKind::Truncated
+                    tar::ErrorKind::Truncated
                 },
                 "cut {}: {}",
                 cut,

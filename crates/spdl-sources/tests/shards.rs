@@ -5,11 +5,11 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use spdl_io::array::tar::TarWriter;
 use spdl_sources::shards::{
     list_shards, ShardError, ShardErrorKind, ShardSample, ShardSource, ShardState,
 };
 use spdl_sources::{DistInfo, Remainder, SamplerOptions, Uri};
+use spdl_tar::TarWriter;
 
 #[path = "common/tar_shards.rs"]
 mod tar_shards;

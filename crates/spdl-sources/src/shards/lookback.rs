@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom};
 
-use spdl_io::array::tar::{padded, Entry, TarReader};
+use spdl_tar::{padded, Entry, TarReader};
 
 use super::samples::{link_path, normalize, Lookback};
 use super::{shared_runtime, stream};

@@ -5,7 +5,7 @@ use std::collections::{HashSet, VecDeque};
 use std::io::Read;
 use std::sync::Arc;
 
-use spdl_io::array::tar::{Entry, TarReader};
+use spdl_tar::{Entry, TarReader};
 
 use super::{ShardError, ShardErrorKind, ShardSample};
 
@@ -421,12 +421,14 @@ impl<R: Read> Samples<R> {
 
     /// The stream failed: the held samples that are whole are queued, then the failure, once
     /// for the sample it concerns.
-    fn stream_failed(&mut self, e: spdl_io::Error) {
+    fn stream_failed(&mut self, e: spdl_tar::Error) {
         // A failed read (a connection lost for good) is no fault of the archive.
         let read_failed = std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>());
         let kind = match e.kind() {
             _ if read_failed => ShardErrorKind::Read,
-            spdl_io::ErrorKind::Truncated | spdl_io::ErrorKind::Empty => ShardErrorKind::Truncated,
+            spdl_tar::ErrorKind::Truncated | spdl_tar::ErrorKind::Empty => {
+                ShardErrorKind::Truncated
+            }
             _ => ShardErrorKind::Corrupt,
         };
         let failed_key = split_key(e.key()).map(|(k, _)| k.to_owned());
@@ -487,7 +489,7 @@ impl<R: Read> Samples<R> {
                     self.flush();
                 }
                 // A read resumed at the very end of a shard without its end-of-archive marker.
-                Err(e) if e.kind() == spdl_io::ErrorKind::Empty && self.base > 0 => {
+                Err(e) if e.kind() == spdl_tar::ErrorKind::Empty && self.base > 0 => {
                     self.done = true;
                     self.flush();
                 }

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use spdl_io::array::tar::TarWriter;
+use spdl_tar::TarWriter;
 
 /// Writes `n` shards `train-0000.tar`, `train-0001.tar`, ... into `dir` (created when missing):
 /// shard `s` holds samples `s*per .. (s+1)*per`, sample `i` as the members `members(i)`
