@@ -27,6 +27,15 @@ def write_shards(root, n_shards, per_shard):
     return f"{root}/train-{{0000..{n_shards - 1:04}}}.tar"
 
 
+def write_members(path, names):
+    """A tar at ``path`` whose members are ``names``, in that order, each holding ``b"1"``."""
+    with tarfile.open(path, "w") as t:
+        for name in names:
+            info = tarfile.TarInfo(name)
+            info.size = 1
+            t.addfile(info, pyio.BytesIO(b"1"))
+
+
 def test_samples_match_tarfile_and_each_rank_reads_its_share(tmp_path):
     pattern = write_shards(tmp_path, 6, 4)
     seen = []
@@ -251,11 +260,7 @@ def test_keys_out_of_order_fail_once_each_and_a_shard_without_end_marker_is_read
 
 def test_required_fields_make_a_sample_without_them_one_named_failure(tmp_path):
     path = tmp_path / "labels.tar"
-    with tarfile.open(path, "w") as t:
-        for name in ["a.jpg", "a.cls", "b.cls", "b.json", "c.png"]:
-            info = tarfile.TarInfo(name)
-            info.size = 1
-            t.addfile(info, pyio.BytesIO(b"1"))
+    write_members(path, ["a.jpg", "a.cls", "b.cls", "b.json", "c.png"])
     src = TarShards(str(path), shuffle=False, required=["jpg;png"])
     with pytest.warns(RuntimeWarning, match="1 failed"):
         assert [s["__key__"] for s in src] == ["a", "c"]
@@ -269,11 +274,7 @@ def test_required_fields_make_a_sample_without_them_one_named_failure(tmp_path):
 
 def test_a_state_inside_a_broken_keys_span_resumes_exactly(tmp_path):
     path = tmp_path / "span.tar"
-    with tarfile.open(path, "w") as t:
-        for name in ["a.jpg", "b.jpg", "c.jpg", "a.cls", "d.jpg"]:
-            info = tarfile.TarInfo(name)
-            info.size = 1
-            t.addfile(info, pyio.BytesIO(b"1"))
+    write_members(path, ["a.jpg", "b.jpg", "c.jpg", "a.cls", "d.jpg"])
     for buffer in (0, 2):
         src = TarShards(str(path), shuffle=False, shuffle_buffer=buffer, seed=1)
         with pytest.warns(RuntimeWarning, match="key not grouped: .*sample a: "):

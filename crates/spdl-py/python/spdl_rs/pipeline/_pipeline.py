@@ -598,26 +598,28 @@ def _logging_failures(op: Callable[[Any], Any], kind: str, stage: str) -> Callab
         if not fut.cancelled() and (e := fut.exception()) is not None and isinstance(e, Exception):
             log(n, e)
 
+    @contextmanager
+    def task() -> Iterator[None]:
+        """One task: numbered as it starts, logged if it raises (the error goes on)."""
+        n = next(counter)
+        try:
+            yield
+        except Exception as e:
+            log(n, e)
+            raise
+
     if kind == "func":
 
         def call(item: Any) -> Any:
-            n = next(counter)
-            try:
+            with task():
                 return op(item)
-            except Exception as e:
-                log(n, e)
-                raise
 
         return call
     if kind == "gen":
 
         def gen(item: Any) -> Any:
-            n = next(counter)
-            try:
+            with task():
                 yield from op(item)
-            except Exception as e:
-                log(n, e)
-                raise
 
         return gen
     if kind == "async":

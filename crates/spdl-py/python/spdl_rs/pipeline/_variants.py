@@ -121,81 +121,75 @@ class _Merge:
         return item
 
 
-class _OnPath:
-    """A function op applied to the items of one path (``None``: dropped)."""
+class _OnPathBase:
+    """An op (``op``) applied to the items of one path (``route``), counted for its stats."""
 
     def __init__(self, op: Any, route: tuple[int, ...]) -> None:
         self.op, self.route = op, route
         self.count = _PathCount()
 
-    def __call__(self, item: Any) -> Any:
+    def _mine(self, item: Any) -> bool:
+        """Whether ``item`` is routed to this path (then one call is counted)."""
         if _route_of(item) != self.route:
-            return item
+            return False
         self.count.call()
-        out = self.op(item.value)
-        if out is None:
-            return None
+        return True
+
+    def _emit(self, out: Any) -> Any:
+        """One output of the path, counted and tagged with its route."""
         self.count.out()
         return _Routed(self.route, out)
+
+
+class _OnPath(_OnPathBase):
+    """A function op applied to the items of one path (``None``: dropped)."""
+
+    def __call__(self, item: Any) -> Any:
+        if not self._mine(item):
+            return item
+        out = self.op(item.value)
+        return None if out is None else self._emit(out)
 
 
 class _OnPathGen(_OnPath):
     def __call__(self, item: Any) -> Any:
-        if _route_of(item) != self.route:
+        if not self._mine(item):
             yield item
             return
-        self.count.call()
         for out in self.op(item.value):
-            self.count.out()
-            yield _Routed(self.route, out)
+            yield self._emit(out)
 
 
 class _OnPathAsync(_OnPath):
     async def __call__(self, item: Any) -> Any:  # type: ignore[override]
-        if _route_of(item) != self.route:
+        if not self._mine(item):
             return item
-        self.count.call()
         out = await self.op(item.value)
-        if out is None:
-            return None
-        self.count.out()
-        return _Routed(self.route, out)
+        return None if out is None else self._emit(out)
 
 
 class _OnPathAsyncGen(_OnPath):
     async def __call__(self, item: Any) -> Any:  # type: ignore[override]
-        if _route_of(item) != self.route:
+        if not self._mine(item):
             yield item
             return
-        self.count.call()
         async for out in self.op(item.value):
-            self.count.out()
-            yield _Routed(self.route, out)
+            yield self._emit(out)
 
 
-class _OnPathAggregator(Aggregator):
-    """An :class:`Aggregator` fed only the items of one path; the others pass through."""
-
-    def __init__(self, agg: Aggregator, route: tuple[int, ...]) -> None:
-        self.agg, self.route = agg, route
-        self.count = _PathCount()
+class _OnPathAggregator(Aggregator, _OnPathBase):
+    """An :class:`Aggregator` (``op``) fed only the items of one path; the others pass
+    through."""
 
     def accumulate(self, item: Any) -> Any | None:
-        if _route_of(item) != self.route:
+        if not self._mine(item):
             return item
-        self.count.call()
-        out = self.agg.accumulate(item.value)
-        if out is None:
-            return None
-        self.count.out()
-        return _Routed(self.route, out)
+        out = self.op.accumulate(item.value)
+        return None if out is None else self._emit(out)
 
     def flush(self) -> Any | None:
-        out = self.agg.flush()
-        if out is None:
-            return None
-        self.count.out()
-        return _Routed(self.route, out)
+        out = self.op.flush()
+        return None if out is None else self._emit(out)
 
 
 def _stage(kind: str, op: Any, name: str, **kw: Any) -> Stage:
