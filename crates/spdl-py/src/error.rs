@@ -24,21 +24,30 @@ pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
 /// (spdl-tar's: the same message).
 pub(crate) fn io_err(e: impl Into<spdl_io::Error>) -> PyErr {
     let msg = e.into().to_string();
-    Python::attach(|py| {
-        match runtime_twin(
-            py,
-            &MEDIA_ERROR,
-            "MediaError",
-            py.get_type::<PyValueError>(),
-        ) {
-            Ok(t) => PyErr::from_type(t, msg),
-            Err(e) => e,
-        }
-    })
+    runtime_twin_err(
+        &MEDIA_ERROR,
+        "MediaError",
+        |py| py.get_type::<PyValueError>(),
+        msg,
+    )
 }
 
 static MEDIA_ERROR: pyo3::sync::PyOnceLock<Py<pyo3::types::PyType>> = pyo3::sync::PyOnceLock::new();
 static OPEN_ERROR: pyo3::sync::PyOnceLock<Py<pyo3::types::PyType>> = pyo3::sync::PyOnceLock::new();
+
+/// `msg` raised as `spdl_rs.io.<name>(base, RuntimeError)` (see [`runtime_twin`]), or the
+/// error that kept the class from being made.
+fn runtime_twin_err(
+    cell: &pyo3::sync::PyOnceLock<Py<pyo3::types::PyType>>,
+    name: &str,
+    base: fn(Python<'_>) -> Bound<'_, pyo3::types::PyType>,
+    msg: String,
+) -> PyErr {
+    Python::attach(|py| match runtime_twin(py, cell, name, base(py)) {
+        Ok(t) => PyErr::from_type(t, msg),
+        Err(e) => e,
+    })
+}
 
 /// The class `spdl_rs.io.<name>(base, RuntimeError)`, made once: SPDL raises `RuntimeError`
 /// where spdl_rs raises a more precise class, and a switching program may catch either.
@@ -64,17 +73,13 @@ fn runtime_twin<'py>(
 /// A source file that cannot be opened: SPDL's `"Failed to open the input ..."`, as
 /// `spdl_rs.io.OpenError`, a `FileNotFoundError` that is also a `RuntimeError` (SPDL's class).
 pub(crate) fn not_found_err(msg: String) -> PyErr {
-    Python::attach(|py| {
-        match runtime_twin(
-            py,
-            &OPEN_ERROR,
-            "OpenError",
-            py.get_type::<PyFileNotFoundError>(),
-        ) {
-            Ok(t) => PyErr::from_type(t, format!("Failed to open the input {msg}")),
-            Err(e) => e,
-        }
-    })
+    let msg = format!("Failed to open the input {msg}");
+    runtime_twin_err(
+        &OPEN_ERROR,
+        "OpenError",
+        |py| py.get_type::<PyFileNotFoundError>(),
+        msg,
+    )
 }
 
 /// A listing or read error: the matching `OSError` subclass, or `ValueError` for bad input.

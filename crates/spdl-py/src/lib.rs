@@ -125,8 +125,7 @@ fn add_media_api(m: &Bound<'_, PyModule>) -> PyResult<()> {
         function media_frames::create_reference_audio_frame;
         function media_frames::_filter_images;
         function media_batch::_load_images_ffmpeg;
-        function media_batch::_load_audio_spdl;
-        function media_batch::_load_video_spdl;
+        function media_batch::_load_media_spdl;
         class media_graph::FilterGraph;
         class media_config::DemuxConfig;
         function media_config::demux_config;

@@ -12,6 +12,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyList;
 
 use spdl_io::ffmpeg::frames::{stack_arrays, FrameArray, Frames, MediaKind};
+use spdl_io::ffmpeg::packets::Packets;
 use spdl_io::ffmpeg::{decoder, demux, DecodeConfig, DemuxConfig, MediaSource};
 use spdl_io::DType;
 
@@ -169,117 +170,131 @@ pub(crate) fn _load_images_ffmpeg(
     Ok((list.into_any().unbind(), errors))
 }
 
-/// The audio loader of `spdl_rs.io.load_audio` in SPDL's call form (`filter_desc=` given, see
-/// `python/spdl_rs/io.py`): demuxes the default audio stream of `src` (a path or bytes-like,
-/// `name` naming bytes in errors) in the `timestamp` window, decodes it through `filter_desc`
-/// (`None`: the decoder's own sample format) with `demux_config` / `decode_config`, GIL
-/// released. Returns a `DecodedAudio` whose `waveform` is SPDL's buffer: `[C, S]` for planar
-/// sample formats (`fltp`, `s16p`, ...), `[S, C]` for packed ones (`s16`, `flt`, ...), in the
-/// format's own type (`int16` for `s16`, `float32` for `flt`, ...).
-///
-/// Raises `FileNotFoundError` / `OSError` for a path, `ValueError` naming the source for data
-/// that is not usable audio or a filter description FFmpeg rejects, `TypeError` for another
-/// `src` type.
-#[pyfunction]
-#[pyo3(signature = (src, timestamp, filter_desc, demux_config=None, decode_config=None, name=None))]
-pub(crate) fn _load_audio_spdl(
+/// The loading half of `_load_media_spdl`: reads `(demux_config,
+/// decode_config)` and `(src, name)`, then, GIL released, demuxes the default `kind` stream
+/// in `timestamp`, decodes it through `filter_desc` and hands the packets, the frames and the
+/// source's key to `finish`.
+fn load_spdl<T: Send>(
     py: Python<'_>,
-    src: &Bound<'_, PyAny>,
+    (src, name): (&Bound<'_, PyAny>, Option<&str>),
+    kind: MediaKind,
     timestamp: Option<(f64, f64)>,
     filter_desc: Option<&str>,
-    demux_config: Option<&Bound<'_, PyAny>>,
-    decode_config: Option<&Bound<'_, PyAny>>,
-    name: Option<&str>,
-) -> PyResult<crate::media::AudioFrames> {
+    (demux_config, decode_config): (Option<&Bound<'_, PyAny>>, Option<&Bound<'_, PyAny>>),
+    finish: impl FnOnce(&Packets, Frames, String) -> spdl_io::Result<T> + Send,
+) -> PyResult<T> {
     let demux_cfg = crate::media_config::demux_config_of(demux_config)?;
     let decode_cfg = crate::media_config::decode_config_of(decode_config)?;
     let src = extract_src(src)?;
     let key = name.unwrap_or("<bytes>");
-    let out = py.detach(|| -> spdl_io::Result<_> {
+    py.detach(|| {
         let source = match &src {
             Src::Path(p) => MediaSource::file(p),
             Src::Backed(b) => MediaSource::bytes(key, b),
             Src::Owned(v) => MediaSource::bytes(key, v),
         };
         let key = source.key().to_owned();
-        let packets = demux::demux(source, MediaKind::Audio, timestamp, &demux_cfg, None)?;
+        let packets = demux::demux(source, kind, timestamp, &demux_cfg, None)?;
         let frames = decoder::decode_packets(&packets, filter_desc, &decode_cfg, None)?;
-        let array = frames.to_array()?;
-        let start = frames.timestamps().first().copied().unwrap_or(0.0);
-        Ok((
-            array,
-            frames.num_channels(),
-            frames.num_samples(),
-            frames.sample_rate(),
-            start,
-            packets.codec().name(),
-            key,
-        ))
-    });
-    let (array, channels, samples, rate, start, codec, key) = out.map_err(io_err)?;
-    Ok(crate::media::AudioFrames::from_parts(
-        buffer_of(array),
-        channels,
-        samples,
-        rate,
-        start,
-        codec,
-        key,
-    ))
+        finish(&packets, frames, key)
+    })
+    .map_err(io_err)
 }
 
-/// The video loader of `spdl_rs.io.load_video` in SPDL's call form (`filter_desc=` given
-/// without spdl_rs's own keywords, see `python/spdl_rs/io.py`): demuxes the default video
-/// stream of `src` in the `timestamp` window, decodes it through `filter_desc` (`None`: the
-/// decoder's own pixel format) with `demux_config` / `decode_config`, GIL released, and
-/// converts the frames as SPDL's `convert_frames` does. Returns a `DecodedVideo` whose `frames`
-/// is that buffer (`[T, H, W, C]` for packed RGB, `[T, C, H, W]` for planar formats, `[T, 1,
-/// H*3/2, W]` for `yuv420p`, ...), `pts` the filtered frames' times, `indices` `None`, frames
-/// never rotated (as SPDL).
+/// The loaders of `spdl_rs.io.load_audio` (`kind="audio"`) and `load_video`
+/// (`kind="video"`) in SPDL's call form (`filter_desc=` given without spdl_rs's own keywords,
+/// see `python/spdl_rs/io.py`): demuxes the default stream of that kind of `src` in the
+/// `timestamp` window, decodes it through `filter_desc` (`None`: the decoder's own sample or
+/// pixel format) with `demux_config` / `decode_config`, GIL released.
 ///
-/// Raises as `_load_audio_spdl`; `ValueError` when the stream decodes to no frame.
+/// Audio: a `DecodedAudio` whose `waveform` is SPDL's buffer: `[C, S]` for planar sample
+/// formats (`fltp`, `s16p`, ...), `[S, C]` for packed ones (`s16`, `flt`, ...), in the
+/// format's own type (`int16` for `s16`, `float32` for `flt`, ...). Video: the frames
+/// converted as SPDL's `convert_frames` does, a `DecodedVideo` whose `frames` is that buffer
+/// (`[T, H, W, C]` for packed RGB, `[T, C, H, W]` for planar formats, `[T, 1, H*3/2, W]` for
+/// `yuv420p`, ...), `pts` the filtered frames' times, `indices` `None`, frames never rotated
+/// (as SPDL).
+///
+/// Raises `FileNotFoundError` / `OSError` for a path, `ValueError` naming the source for data
+/// that is not usable audio or video (a video stream that decodes to no frame included) or a
+/// filter description FFmpeg rejects, or for another `kind`; `TypeError` for another `src`
+/// type.
 #[pyfunction]
-#[pyo3(signature = (src, timestamp, filter_desc, demux_config=None, decode_config=None, name=None))]
-pub(crate) fn _load_video_spdl(
+#[pyo3(signature = (kind, src, timestamp, filter_desc, demux_config=None, decode_config=None, name=None))]
+#[allow(clippy::too_many_arguments)] // one per argument of the Python call it serves
+pub(crate) fn _load_media_spdl(
     py: Python<'_>,
+    kind: &str,
     src: &Bound<'_, PyAny>,
     timestamp: Option<(f64, f64)>,
     filter_desc: Option<&str>,
     demux_config: Option<&Bound<'_, PyAny>>,
     decode_config: Option<&Bound<'_, PyAny>>,
     name: Option<&str>,
-) -> PyResult<crate::media::VideoFrames> {
-    let demux_cfg = crate::media_config::demux_config_of(demux_config)?;
-    let decode_cfg = crate::media_config::decode_config_of(decode_config)?;
-    let src = extract_src(src)?;
-    let key = name.unwrap_or("<bytes>");
-    let out = py.detach(|| -> spdl_io::Result<_> {
-        let source = match &src {
-            Src::Path(p) => MediaSource::file(p),
-            Src::Backed(b) => MediaSource::bytes(key, b),
-            Src::Owned(v) => MediaSource::bytes(key, v),
-        };
-        let key = source.key().to_owned();
-        let packets = demux::demux(source, MediaKind::Video, timestamp, &demux_cfg, None)?;
-        let frames = decoder::decode_packets(&packets, filter_desc, &decode_cfg, None)?;
-        let array = frames.to_array().map_err(|e| e.with_key(&key))?;
-        let codec = packets.codec();
-        Ok((
-            array,
-            frames.timestamps(),
-            codec.rotation(),
-            codec.name(),
-            key,
-        ))
-    });
-    let (array, pts, rotation, codec, key) = out.map_err(io_err)?;
-    let shape = array.shape.clone();
-    Ok(crate::media::VideoFrames::from_parts(
-        buffer_of(array),
-        shape,
-        pts,
-        rotation,
-        codec,
-        key,
-    ))
+) -> PyResult<Py<PyAny>> {
+    let configs = (demux_config, decode_config);
+    let src = (src, name);
+    match kind {
+        "audio" => {
+            let out = load_spdl(
+                py,
+                src,
+                MediaKind::Audio,
+                timestamp,
+                filter_desc,
+                configs,
+                |packets, frames, key| {
+                    let array = frames.to_array()?;
+                    let start = frames.timestamps().first().copied().unwrap_or(0.0);
+                    let header = (
+                        frames.num_channels(),
+                        frames.num_samples(),
+                        frames.sample_rate(),
+                    );
+                    Ok((array, header, start, packets.codec().name(), key))
+                },
+            );
+            let (array, (channels, samples, rate), start, codec, key) = out?;
+            let buffer = buffer_of(array);
+            let audio = crate::media::AudioFrames::from_parts(
+                buffer, channels, samples, rate, start, codec, key,
+            );
+            Ok(Py::new(py, audio)?.into_any())
+        }
+        "video" => {
+            let out = load_spdl(
+                py,
+                src,
+                MediaKind::Video,
+                timestamp,
+                filter_desc,
+                configs,
+                |packets, frames, key| {
+                    let array = frames.to_array().map_err(|e| e.with_key(&key))?;
+                    let codec = packets.codec();
+                    Ok((
+                        array,
+                        frames.timestamps(),
+                        codec.rotation(),
+                        codec.name(),
+                        key,
+                    ))
+                },
+            );
+            let (array, pts, rotation, codec, key) = out?;
+            let shape = array.shape.clone();
+            let video = crate::media::VideoFrames::from_parts(
+                buffer_of(array),
+                shape,
+                pts,
+                rotation,
+                codec,
+                key,
+            );
+            Ok(Py::new(py, video)?.into_any())
+        }
+        k => Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "unknown media kind {k:?}: expected \"audio\" or \"video\""
+        ))),
+    }
 }

@@ -22,29 +22,9 @@ macro_rules! media_classes {
         $(#[$of_doc:meta])* $of:ident
         $(; $(#[$take_doc:meta])* $take:ident)? $(;)?
     ) => {
-        $(#[$video_doc])*
-        #[pyo3::pyclass(frozen, weakref, module = "spdl_rs.io")]
-        pub(crate) struct $video {
-            pub(crate) inner: $field,
-            /// Set once a call took the value (see `$take`).
-            pub(crate) consumed: std::sync::atomic::AtomicBool,
-        }
-
-        $(#[$audio_doc])*
-        #[pyo3::pyclass(frozen, weakref, module = "spdl_rs.io")]
-        pub(crate) struct $audio {
-            pub(crate) inner: $field,
-            /// Set once a call took the value (see `$take`).
-            pub(crate) consumed: std::sync::atomic::AtomicBool,
-        }
-
-        $(#[$image_doc])*
-        #[pyo3::pyclass(frozen, weakref, module = "spdl_rs.io")]
-        pub(crate) struct $image {
-            pub(crate) inner: $field,
-            /// Set once a call took the value (see `$take`).
-            pub(crate) consumed: std::sync::atomic::AtomicBool,
-        }
+        $crate::media_props::media_classes!(@class $field; $(#[$video_doc])* $video);
+        $crate::media_props::media_classes!(@class $field; $(#[$audio_doc])* $audio);
+        $crate::media_props::media_classes!(@class $field; $(#[$image_doc])* $image);
 
         $(#[$to_py_doc])*
         pub(crate) fn $to_py(
@@ -84,6 +64,16 @@ macro_rules! media_classes {
                 $of(obj)
             }
         )?
+    };
+    // One of the three classes.
+    (@class $field:ty; $(#[$doc:meta])* $class:ident) => {
+        $(#[$doc])*
+        #[pyo3::pyclass(frozen, weakref, module = "spdl_rs.io")]
+        pub(crate) struct $class {
+            pub(crate) inner: $field,
+            /// Set once a call took the value (see `media_classes!`'s `$take`).
+            pub(crate) consumed: std::sync::atomic::AtomicBool,
+        }
     };
     // The value of `$obj` when it is one of the classes (`TypeError` once consumed), marking
     // it consumed when `$take`.

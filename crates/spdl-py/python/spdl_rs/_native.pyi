@@ -601,25 +601,17 @@ def _load_images_ffmpeg(
     ``load_image_batch``): ``(stacked CPUBuffer or None, errors)``, or with ``stack=False`` a list
     of ``CPUBuffer | None``."""
 
-def _load_video_spdl(
+def _load_media_spdl(
+    kind: str,
     src: Any,
     timestamp: tuple[float, float] | None,
     filter_desc: str | None,
     demux_config: DemuxConfig | None = None,
     decode_config: DecodeConfig | None = None,
     name: str | None = None,
-) -> DecodedVideo:
-    """SPDL's form of ``load_video(filter_desc=...)``: the filter's pixel format, SPDL's layout."""
-
-def _load_audio_spdl(
-    src: Any,
-    timestamp: tuple[float, float] | None,
-    filter_desc: str | None,
-    demux_config: DemuxConfig | None = None,
-    decode_config: DecodeConfig | None = None,
-    name: str | None = None,
-) -> DecodedAudio:
-    """SPDL's form of ``load_audio(filter_desc=...)``: the filter's sample format and layout."""
+) -> DecodedVideo | DecodedAudio:
+    """SPDL's form of ``load_video`` / ``load_audio`` (``kind`` ``"video"`` / ``"audio"``) with
+    ``filter_desc=``: the filter's pixel or sample format, SPDL's layout."""
 
 @final
 class FilterGraph:

@@ -357,21 +357,21 @@ def load_video(
     demuxed packets), so a frame near the end of a long file costs about what one near the
     start costs; the frames equal those of a decode from the start.
     """
-    if "filter_desc" in options and set(options) <= _SPDL_MEDIA_KEYS:
-        return _native._load_video_spdl(
-            src,
-            timestamp,
-            options["filter_desc"],
-            options.get("demux_config"),
-            options.get("decode_config"),
-            name,
-        )
-    return _native.load_media("load_video", src, timestamp, name=name, **options)
+    return _load_media("video", src, timestamp, name, options)
 
 
 # The keywords of SPDL's load_video / load_audio (besides device_config, which the wrapper
 # takes): given with filter_desc and nothing else, the call is SPDL's form.
 _SPDL_MEDIA_KEYS = frozenset({"filter_desc", "demux_config", "decode_config"})
+
+
+def _load_media(kind: str, src: Any, timestamp: Any, name: str | None, options: dict[str, Any]) -> Any:
+    """``load_video`` / ``load_audio`` (``kind``): SPDL's call form (``filter_desc=`` and only
+    SPDL's keywords) through ``_load_media_spdl``, SPDL's layout; else spdl_rs's own."""
+    if "filter_desc" in options and set(options) <= _SPDL_MEDIA_KEYS:
+        demux_config, decode_config = options.get("demux_config"), options.get("decode_config")
+        return _native._load_media_spdl(kind, src, timestamp, options["filter_desc"], demux_config, decode_config, name)
+    return _native.load_media(f"load_{kind}", src, timestamp, name=name, **options)
 
 
 def load_video_clips(
@@ -436,16 +436,7 @@ def load_audio(
     Raises as :func:`load_video` (``"unsupported"``: no audio stream; ``ValueError`` for a
     ``filter_desc`` FFmpeg rejects).
     """
-    if "filter_desc" in options and set(options) <= _SPDL_MEDIA_KEYS:
-        return _native._load_audio_spdl(
-            src,
-            timestamp,
-            options["filter_desc"],
-            options.get("demux_config"),
-            options.get("decode_config"),
-            name,
-        )
-    return _native.load_media("load_audio", src, timestamp, name=name, **options)
+    return _load_media("audio", src, timestamp, name, options)
 
 
 

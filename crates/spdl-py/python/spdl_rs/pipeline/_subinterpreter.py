@@ -14,6 +14,8 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
+from ._stage import MaxFailuresArg
+
 __all__ = ["iterate_in_subinterpreter", "run_pipeline_in_subinterpreter"]
 
 T = TypeVar("T")
@@ -52,7 +54,7 @@ def run_pipeline_in_subinterpreter(
     /,
     *,
     num_threads: int,
-    max_failures: Any = -1,
+    max_failures: MaxFailuresArg = -1,
     report_stats_interval: float = -1,
     queue_class: Any = None,
     task_hook_factory: Any = None,

@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from ._arena import SharedMemoryRingBuffer, SharedMemorySegmentPool
+from ._stage import MaxFailuresArg
 
 __all__ = ["WorkerDied", "iterate_in_subprocess", "run_pipeline_in_subprocess"]
 
@@ -511,7 +512,7 @@ def run_pipeline_in_subprocess(
     /,
     *,
     num_threads: int,
-    max_failures: Any = -1,
+    max_failures: MaxFailuresArg = -1,
     report_stats_interval: float = -1,
     queue_class: Any = None,
     task_hook_factory: Any = None,
