@@ -4,18 +4,18 @@
 //! epoch going on.
 
 mod common;
+#[path = "common/folder_server.rs"]
+mod folder_server;
 #[path = "common/tar_shards.rs"]
 mod tar_shards;
 
-use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use common::{sha256_hex, S3Server};
+use folder_server::FolderServer;
 use spdl_sources::shards::{
     list_shards_with, EpochSamples, ShardErrorKind, ShardSample, ShardSource, ShardState,
 };
@@ -102,117 +102,24 @@ fn local_digests(paths: &[PathBuf]) -> Vec<Digest> {
     digests(src.epoch(0))
 }
 
-/// A loopback HTTP server for files of a folder: `Range: bytes=N-` answered with 206, requests
-/// counted per path (and ranged ones apart), and a kill switch: after `die_after` bytes of
-/// body in total it stops in the middle of the response and drops every later connection.
-struct ShardServer {
-    port: u16,
-    hits: Arc<Mutex<HashMap<String, (u32, u32)>>>,
-    dead: Arc<AtomicBool>,
-}
-
-impl ShardServer {
-    fn start(dir: PathBuf, die_after: Option<u64>) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let hits: Arc<Mutex<HashMap<String, (u32, u32)>>> = Arc::default();
-        let dead = Arc::new(AtomicBool::new(false));
-        let sent = Arc::new(AtomicU64::new(0));
-        let (h, d) = (hits.clone(), dead.clone());
-        std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                let Ok(conn) = conn else { continue };
-                if d.load(Ordering::SeqCst) {
-                    continue; // killed: the connection is closed unanswered
-                }
-                let (h, d, s, dir) = (h.clone(), d.clone(), sent.clone(), dir.clone());
-                std::thread::spawn(move || {
-                    let _ = serve(conn, &dir, &h, &d, &s, die_after);
-                });
-            }
-        });
-        ShardServer { port, hits, dead }
-    }
-
-    fn url(&self, name: &str) -> String {
-        format!("http://127.0.0.1:{}/{name}", self.port)
-    }
-
-    /// `(requests, ranged requests)` for `/name`.
-    fn hits(&self, name: &str) -> (u32, u32) {
-        let hits = self.hits.lock().unwrap();
-        hits.get(&format!("/{name}")).copied().unwrap_or_default()
-    }
-}
-
-impl Drop for ShardServer {
-    fn drop(&mut self) {
-        self.dead.store(true, Ordering::SeqCst);
-    }
-}
-
-fn serve(
-    mut conn: TcpStream,
-    dir: &Path,
-    hits: &Mutex<HashMap<String, (u32, u32)>>,
-    dead: &AtomicBool,
-    sent: &AtomicU64,
-    die_after: Option<u64>,
-) -> std::io::Result<()> {
-    let mut reader = BufReader::new(conn.try_clone()?);
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line)? == 0 || dead.load(Ordering::SeqCst) {
-            return Ok(());
-        }
-        let path = line.split_whitespace().nth(1).unwrap_or("/").to_owned();
-        let mut start = 0u64;
-        loop {
-            let mut h = String::new();
-            if reader.read_line(&mut h)? == 0 || h == "\r\n" {
-                break;
-            }
-            let lower = h.to_ascii_lowercase();
-            if let Some(v) = lower.strip_prefix("range: bytes=") {
-                start = v.trim().trim_end_matches('-').parse().unwrap_or(0);
-            }
-        }
-        {
-            let mut hits = hits.lock().unwrap();
-            let e = hits.entry(path.clone()).or_default();
-            e.0 += 1;
-            e.1 += u32::from(start > 0);
-        }
-        let Ok(data) = std::fs::read(dir.join(path.trim_start_matches('/'))) else {
-            conn.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")?;
-            continue;
-        };
-        let body = &data[(start as usize).min(data.len())..];
-        let status = if start > 0 {
-            "206 Partial Content"
-        } else {
-            "200 OK"
-        };
-        conn.write_all(
-            format!(
-                "HTTP/1.1 {status}\r\nContent-Type: application/x-tar\r\nContent-Length: {}\r\n\r\n",
-                body.len()
-            )
-            .as_bytes(),
-        )?;
+/// A loopback HTTP server for the files of `dir` (see `FolderServer`) with a kill switch:
+/// after `die_after` bytes of body in total it stops in the middle of the response and drops
+/// every later connection.
+fn shard_server(dir: PathBuf, die_after: Option<u64>) -> FolderServer {
+    let sent = AtomicU64::new(0);
+    FolderServer::start(dir, move |conn, _path, _start, body, stop| {
         let before = sent.fetch_add(body.len() as u64, Ordering::SeqCst);
         match die_after {
             Some(limit) if before + body.len() as u64 > limit => {
                 let keep = limit.saturating_sub(before) as usize;
                 conn.write_all(&body[..keep])?;
                 conn.flush()?;
-                dead.store(true, Ordering::SeqCst);
-                return Ok(()); // the connection closes mid-body
+                stop.store(true, Ordering::SeqCst);
+                Ok(false) // the connection closes mid-body
             }
-            _ => conn.write_all(body)?,
+            _ => conn.write_all(body).map(|()| true),
         }
-        conn.flush()?;
-    }
+    })
 }
 
 #[test]
@@ -224,7 +131,7 @@ fn http_shards_from_a_manifest_and_braces_byte_exact_with_resume_by_range() {
         "train-0000.tar\ntrain-0001.tar\ntrain-0002.tar\ntrain-0003.tar\n",
     )
     .unwrap();
-    let server = ShardServer::start(dir.path().to_path_buf(), None);
+    let server = shard_server(dir.path().to_path_buf(), None);
     let fetcher = quick_retries(FetchOptions::default());
     let listed = list_shards_with(&server.url("shards.txt"), &fetcher).unwrap();
     let braces = list_shards_with(&server.url("train-{0000..0003}.tar"), &fetcher).unwrap();
@@ -266,8 +173,8 @@ fn http_server_killed_mid_shard_fails_its_samples_named_and_the_epoch_goes_on() 
         .windows(11)
         .position(|w| w == b"k/00008.jpg")
         .unwrap() as u64;
-    let server_a = ShardServer::start(dir.path().join("a"), Some(first + at + 1500));
-    let server_b = ShardServer::start(dir.path().join("b"), None);
+    let server_a = shard_server(dir.path().join("a"), Some(first + at + 1500));
+    let server_b = shard_server(dir.path().join("b"), None);
     let shards = vec![
         Uri::parse(&server_a.url("train-0000.tar")).unwrap(),
         Uri::parse(&server_a.url("train-0001.tar")).unwrap(),
@@ -474,7 +381,7 @@ fn links_as_local(local: &[PathBuf], uris: Vec<Uri>, fetcher: Fetcher) {
 fn http_shards_resolve_links_and_account_for_every_sample_as_local_ones() {
     let dir = tempfile::tempdir().unwrap();
     let local = write_link_shards(dir.path());
-    let server = ShardServer::start(dir.path().to_path_buf(), None);
+    let server = shard_server(dir.path().to_path_buf(), None);
     let uris = ["links.tar", "far.tar"]
         .iter()
         .map(|n| Uri::parse(&server.url(n)).unwrap())

@@ -3,125 +3,39 @@
 //! stall, it is one named failure, the samples before it are delivered, and the epoch goes on
 //! with the next shards.
 
+#[path = "common/folder_server.rs"]
+mod folder_server;
 #[path = "common/tar_shards.rs"]
 mod tar_shards;
 
-use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use folder_server::FolderServer;
 use spdl_sources::shards::{ShardErrorKind, ShardSource};
 use spdl_sources::{DistInfo, FetchOptions, Fetcher, Remainder, RetryPolicy, SamplerOptions, Uri};
 use tar_shards::write_tar_shards;
 
-/// Requests per path: `(all, ranged)`.
-type Hits = Arc<Mutex<HashMap<String, (u32, u32)>>>;
-
-/// A loopback HTTP server for a folder's files that stalls `/stall_name` at byte `stall_at`:
-/// every answer for it sends its headers and the body up to that byte, then nothing more
-/// (the connection stays open until the server is dropped).
-struct StallingServer {
-    port: u16,
-    hits: Hits,
-    stop: Arc<AtomicBool>,
-}
-
-impl StallingServer {
-    fn start(dir: PathBuf, stall_name: &str, stall_at: u64) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let hits: Hits = Arc::default();
-        let stop = Arc::new(AtomicBool::new(false));
-        let (h, s, stall) = (hits.clone(), stop.clone(), format!("/{stall_name}"));
-        std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                let Ok(conn) = conn else { continue };
-                let (h, s, dir, stall) = (h.clone(), s.clone(), dir.clone(), stall.clone());
-                std::thread::spawn(move || {
-                    let _ = serve(conn, &dir, &h, &s, (&stall, stall_at));
-                });
-            }
-        });
-        StallingServer { port, hits, stop }
-    }
-
-    fn url(&self, name: &str) -> String {
-        format!("http://127.0.0.1:{}/{name}", self.port)
-    }
-
-    fn hits(&self, name: &str) -> (u32, u32) {
-        let hits = self.hits.lock().unwrap();
-        hits.get(&format!("/{name}")).copied().unwrap_or_default()
-    }
-}
-
-impl Drop for StallingServer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-    }
-}
-
-fn serve(
-    mut conn: TcpStream,
-    dir: &Path,
-    hits: &Mutex<HashMap<String, (u32, u32)>>,
-    stop: &AtomicBool,
-    (stall, stall_at): (&str, u64),
-) -> std::io::Result<()> {
-    let mut reader = BufReader::new(conn.try_clone()?);
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line)? == 0 {
-            return Ok(());
+/// A loopback HTTP server for the files of `dir` (see `FolderServer`) that stalls
+/// `/stall_name` at byte `stall_at`: every answer for it sends its headers and the body up to
+/// that byte, then nothing more (the connection stays open until the server is dropped).
+fn stalling_server(dir: PathBuf, stall_name: &str, stall_at: u64) -> FolderServer {
+    let stall = format!("/{stall_name}");
+    FolderServer::start(dir, move |conn, path, start, body, stop| {
+        if path != stall {
+            return conn.write_all(body).map(|()| true);
         }
-        let path = line.split_whitespace().nth(1).unwrap_or("/").to_owned();
-        let mut start = 0u64;
-        loop {
-            let mut h = String::new();
-            if reader.read_line(&mut h)? == 0 || h == "\r\n" {
-                break;
-            }
-            if let Some(v) = h.to_ascii_lowercase().strip_prefix("range: bytes=") {
-                start = v.trim().trim_end_matches('-').parse().unwrap_or(0);
-            }
-        }
-        {
-            let mut hits = hits.lock().unwrap();
-            let e = hits.entry(path.clone()).or_default();
-            e.0 += 1;
-            e.1 += u32::from(start > 0);
-        }
-        let data = std::fs::read(dir.join(path.trim_start_matches('/')))?;
-        let body = &data[(start as usize).min(data.len())..];
-        let status = if start > 0 {
-            "206 Partial Content"
-        } else {
-            "200 OK"
-        };
-        conn.write_all(
-            format!(
-                "HTTP/1.1 {status}\r\nContent-Type: application/x-tar\r\nContent-Length: {}\r\n\r\n",
-                body.len()
-            )
-            .as_bytes(),
-        )?;
-        if path == stall {
-            let keep = stall_at.saturating_sub(start).min(body.len() as u64) as usize;
-            conn.write_all(&body[..keep])?;
-            conn.flush()?;
-            // Stalled: the connection stays open and silent.
-            while !stop.load(Ordering::SeqCst) {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            return Ok(());
-        }
-        conn.write_all(body)?;
+        let keep = stall_at.saturating_sub(start).min(body.len() as u64) as usize;
+        conn.write_all(&body[..keep])?;
         conn.flush()?;
-    }
+        // Stalled: the connection stays open and silent.
+        while !stop.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(false)
+    })
 }
 
 #[test]
@@ -140,7 +54,7 @@ fn a_stalled_remote_shard_is_one_named_failure_after_the_read_timeout_and_the_ep
         .windows(11)
         .position(|w| w == b"k/00008.jpg")
         .unwrap() as u64;
-    let server = StallingServer::start(dir.path().to_path_buf(), "train-0001.tar", at + 1500);
+    let server = stalling_server(dir.path().to_path_buf(), "train-0001.tar", at + 1500);
     let shards: Vec<Uri> = (0..4)
         .map(|s| Uri::parse(&server.url(&format!("train-{s:04}.tar"))).unwrap())
         .collect();
