@@ -1,7 +1,8 @@
 //! A loopback HTTP/1.1 server for the files of a folder, for the remote-shard tests
 //! (`remote_shards.rs`, `stalled_shard.rs`, each through `#[path]`): `Range: bytes=N-` is
 //! answered with 206, requests are counted per path (and ranged ones apart), and how each
-//! body goes out is the test's: whole, cut short, or stalled.
+//! body goes out is the test's: whole, cut short, or stalled. Also the check both tests make
+//! of the one failure such a server causes ([`the_read_failure`]).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -9,6 +10,8 @@ use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+
+use spdl_sources::shards::{ShardError, ShardErrorKind};
 
 /// Requests per path: `(all, ranged)`.
 type Hits = Arc<Mutex<HashMap<String, (u32, u32)>>>;
@@ -126,4 +129,21 @@ fn serve(
         }
         conn.flush()?;
     }
+}
+
+/// The one error among `items`, checked: a read failure of sample `k/00008` in
+/// `.../train-0001.tar`, named in its message, and `failures` (the epoch's count) is 1.
+pub(crate) fn the_read_failure<T: std::fmt::Debug>(
+    items: &[Result<T, ShardError>],
+    failures: u64,
+) -> &ShardError {
+    let errors: Vec<_> = items.iter().filter_map(|r| r.as_ref().err()).collect();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(failures, 1);
+    let e = errors[0];
+    assert_eq!(e.kind, ShardErrorKind::Read, "{e}");
+    assert_eq!(e.key.as_deref(), Some("k/00008"));
+    assert!(e.shard.ends_with("/train-0001.tar"), "{e}");
+    assert!(e.to_string().contains("sample k/00008"), "{e}");
+    e
 }
