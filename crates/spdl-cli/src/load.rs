@@ -14,7 +14,7 @@ use spdl_core::{Op, Order, PipelineBuilder, StageConfig};
 use spdl_io::{
     load_batch_pooled, BatchSample, ErrorKind, ImageLoader, ImageOptions, Normalize, TransformKind,
 };
-use spdl_sources::concurrency::{AdaptiveConcurrency, FetchLimiter};
+use spdl_sources::concurrency::{AdaptiveConcurrency, FetchLimiter, FetchPermit};
 use spdl_sources::shards::{list_shards_with, ShardSource};
 use spdl_sources::{
     read_list_file, walk_dir_with, Bytes, DistInfo, Extensions, FetchOptions, Fetcher, ImageFolder,
@@ -138,6 +138,9 @@ fn fetch_limiter(args: &LoadArgs, remote_samples: bool) -> Result<FetchLimiter> 
 struct Fetched {
     job: Job,
     bytes: Bytes,
+    /// With the adaptive fetch concurrency: the request's slot, given back once the sample
+    /// has left the read stage (see `run`).
+    slot: Option<FetchPermit>,
 }
 
 /// The sample photographs bundled in the repository.
@@ -400,14 +403,20 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
             let (fetcher, limiter) = (fetcher.clone(), limiter.clone());
             async move {
                 if let Some(bytes) = job.bytes.take() {
-                    return Ok(Some(Fetched { job, bytes }));
+                    let slot = None;
+                    return Ok(Some(Fetched { job, bytes, slot }));
                 }
-                // Held until the bytes are in: the limiter counts the request done then.
-                let _slot = limiter.acquire().await;
+                // A fixed limit counts requests in flight: the slot is back once the bytes are
+                // in. An adaptive one keeps it until the sample has left the read stage (the
+                // `fetched` stage), so that the rate it climbs on is the one the decoders take
+                // samples at (bytes waiting for them do not speed anything up), and fetched
+                // bytes waiting in the read stage stay within the limit (it admits up to 1024).
+                let slot = limiter.acquire().await;
                 match fetcher.fetch(&job.location).await {
                     Ok(bytes) => {
                         bytes_read.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-                        Ok(Some(Fetched { job, bytes }))
+                        let slot = limiter.is_adaptive().then_some(slot);
+                        Ok(Some(Fetched { job, bytes, slot }))
                     }
                     Err(e) => Err(Failure::record(&failures, &job.path, e)),
                 }
@@ -420,14 +429,24 @@ pub(crate) fn run(args: LoadArgs) -> Result<ExitCode> {
     } else {
         Order::Completion
     };
-    let fetched = PipelineBuilder::source(source)
-        .pipe(
-            read,
-            StageConfig::named("read")
-                // Room for the limiter's largest limit; the limiter admits the requests.
-                .concurrency(limiter.max())
-                .order(order),
-        )
+    let fetched = PipelineBuilder::source(source).pipe(
+        read,
+        StageConfig::named("read")
+            // Room for the limiter's largest limit; the limiter admits the requests.
+            .concurrency(limiter.max())
+            .order(order),
+    );
+    // Passed on: the adaptive limiter counts the sample done and lets one more request go.
+    let fetched = if limiter.is_adaptive() {
+        let release = Op::future(|mut f: Fetched| async move {
+            f.slot = None;
+            Ok(Some(f))
+        });
+        fetched.pipe(release, StageConfig::named("fetched").order(order))
+    } else {
+        fetched
+    };
+    let fetched = fetched
         // Epoch e + 1's first batches load while epoch e's tail is consumed (no bubble at the
         // boundary); nothing past the last epoch.
         .prefetch_epochs_of(args.epochs);

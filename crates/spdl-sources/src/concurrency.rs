@@ -104,7 +104,7 @@ impl AdaptiveConcurrency {
 ///
 /// A window is at least [`ConcurrencyController::window`] completions (the current limit:
 /// about one round trip of every request in flight) and, as [`FetchLimiter`] times it, at
-/// least [`AdaptiveConcurrency::min_window`]. The first window, and the first after each step
+/// least [`AdaptiveConcurrency::min_window`] (warm-up windows only the completions). The first window, and the first after each step
 /// up, is not judged: it still holds the requests sent before the step.
 ///
 /// ```
@@ -177,6 +177,12 @@ impl ConcurrencyController {
         self.settled
     }
 
+    /// Whether the next window is warm-up (the first, and the first after each step up): it is
+    /// not judged, so it need not last [`AdaptiveConcurrency::min_window`].
+    pub fn is_warming(&self) -> bool {
+        self.warming
+    }
+
     /// The best rate judged so far, in completions per second (0 before the first).
     pub fn best_rate(&self) -> f64 {
         self.best_rate
@@ -233,9 +239,11 @@ mod limiter {
     /// [`ConcurrencyController`] finds (see the [module](super) docs).
     ///
     /// Give the stage itself [`FetchLimiter::max`] concurrency and make every request hold a
-    /// [`FetchPermit`] from [`FetchLimiter::acquire`] until its bytes are in; each permit given
-    /// back counts one completion (a failure too: it also freed its slot). Clones share the
-    /// limit. Completions are timed with Tokio's clock.
+    /// [`FetchPermit`] from [`FetchLimiter::acquire`] until its bytes are in, or, for the
+    /// adaptive limit to climb on the rate of the whole loader and bound the fetched bytes
+    /// waiting downstream, until the next stage takes them (as `spdl load` does); each permit
+    /// given back counts one completion (a failure too: it also freed its slot). Clones share
+    /// the limit. Completions are timed with Tokio's clock.
     ///
     /// ```
     /// use spdl_sources::concurrency::FetchLimiter;
@@ -381,11 +389,15 @@ mod limiter {
                     drop(p);
                 }
             }
-            let Some((window, min_time)) = st
-                .controller
-                .as_ref()
-                .map(|c| (c.window(), c.config().min_window))
-            else {
+            // A warm-up window only has to let one round of requests through.
+            let Some((window, min_time)) = st.controller.as_ref().map(|c| {
+                let min_time = if c.is_warming() {
+                    std::time::Duration::ZERO
+                } else {
+                    c.config().min_window
+                };
+                (c.window(), min_time)
+            }) else {
                 return;
             };
             st.done += 1;
