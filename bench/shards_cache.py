@@ -13,11 +13,15 @@ Part 1, remote vs local (``spdl load``, eval 224, u8, each run a fresh process, 
 alternating rounds): the corpus as single files from local disk; packed by ``spdl shard
 --image-folder`` into 100-sample shards, read from local disk; the same shards over HTTP (the
 Rust ``file_server`` of package ``spdl-benches``: whole files, ranges, keep-alive) and over S3
-(s3s-fs), with 2 shards opened ahead and, for S3, none; and the corpus as single S3 objects
-(``--fetch-concurrency``). Every remote request goes through the Rust ``latency_proxy`` (same
-package), which delays each client-to-server chunk by ``--latency-ms``. Per system: images/s
-(the loader's report), the loader's own CPU per image (user + system from ``os.wait4``), and
-the server's and the proxy's CPU per image apart (``/proc/PID/stat`` before and after the run).
+(the same ``file_server`` answering as a minimal S3 endpoint, and s3s-fs), with 2 shards opened
+ahead and, for S3, none; and the corpus as single S3 objects (adaptive fetch concurrency, the
+default, and ``--fetch-concurrency``). Each remote request is answered ``--latency-ms`` after it
+arrived: by ``file_server`` itself (its ``DELAY_MS``), or, where a row says "by the proxy", by
+the Rust ``latency_proxy`` (same package), which delays each client-to-server chunk (s3s-fs
+cannot delay its answers; one ``file_server`` row behind the proxy shows what the proxy's
+copies cost on the shared cores). Per system: images/s (the loader's report), the loader's own
+CPU per image (user + system from ``os.wait4``), and the server's and the proxy's CPU per image
+apart (``/proc/PID/stat`` before and after the run).
 ``--smoke``: 600 images, one round (under a minute). ``--bench-bins``: where the two binaries
 are (``cargo build --release -p spdl-benches --bins``).
 
@@ -78,9 +82,9 @@ def proc_cpu(pid: int) -> float:
 
 def run_load(spdl: str, source: str, env: dict, threads: int, extra=(), watch=()) -> dict:
     """One ``spdl load`` in a fresh process: its report, its own CPU (rusage from wait4) and
-    the CPU the processes ``watch`` (server, proxy) spent meanwhile."""
+    the CPU the processes ``watch`` (server, proxy; ``None``: no such process) spent meanwhile."""
     cmd = [spdl, "load", source, "--json", "-q", "--size", "224", "--transform", "eval", "-t", str(threads), *extra]
-    before = [proc_cpu(p) for p in watch]
+    before = [proc_cpu(p) if p else 0.0 for p in watch]
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as err:
         # Not Popen.communicate: it would reap the child before wait4 could read its rusage.
@@ -90,7 +94,7 @@ def run_load(spdl: str, source: str, env: dict, threads: int, extra=(), watch=()
         _pid, status, usage = os.wait4(child.pid, 0)
         child.returncode = os.waitstatus_to_exitcode(status)
         wall = time.perf_counter() - t0
-        after = [proc_cpu(p) for p in watch]
+        after = [proc_cpu(p) if p else None for p in watch]
         err.seek(0)
         stderr = err.read().decode(errors="replace")
     if child.returncode != 0:
@@ -102,7 +106,9 @@ def run_load(spdl: str, source: str, env: dict, threads: int, extra=(), watch=()
         "seconds": report["seconds"],
         "wall": wall,
         "cpu": usage.ru_utime + usage.ru_stime,
-        "watched": [b1 - b0 for b0, b1 in zip(before, after)],
+        "watched": [None if b1 is None else b1 - b0 for b0, b1 in zip(before, after)],
+        # Where the adaptive fetch concurrency ended (None when fixed).
+        "fetch": (report.get("fetch_concurrency") or {}).get("final"),
     }
 
 
@@ -131,7 +137,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--s3s-fs", default=str(pathlib.Path.home() / ".cache/spdl-tools/bin/s3s-fs"))
     ap.add_argument("--bench-bins", default="target/release", help="where `latency_proxy` and `file_server` are")
-    ap.add_argument("--fetch-concurrency", type=int, default=64)
+    ap.add_argument("--fetch-concurrency", type=int, default=64, help="the fixed rows' requests in flight")
     ap.add_argument("--smoke", action="store_true", help="600 images of the corpus, 1 round: under a minute")
     ap.add_argument("--skip-shards", action="store_true")
     ap.add_argument("--skip-cache", action="store_true")
@@ -185,7 +191,7 @@ def bench_shards(args, corpus: pathlib.Path, work: pathlib.Path) -> list[str]:
     n_images = len([p for p in corpus.rglob("*") if p.suffix.lower() in (".jpg", ".jpeg")])
     n_shards = len(list(shards.glob("*.tar")))
     bins = pathlib.Path(args.bench_bins)
-    s3_port, http_port, s3_proxy_port, http_proxy_port = (free_port() for _ in range(4))
+    s3_port, http_port, s3_proxy_port, http_proxy_port, delayed_port = (free_port() for _ in range(5))
     ms = f"{args.latency_ms:g}"
     procs = {}
     try:
@@ -197,7 +203,9 @@ def bench_shards(args, corpus: pathlib.Path, work: pathlib.Path) -> list[str]:
         procs["file server"] = subprocess.Popen([bins / "file_server", str(http_port), str(data)])
         procs["S3 proxy"] = subprocess.Popen([bins / "latency_proxy", str(s3_proxy_port), str(s3_port), str(args.latency_ms)])
         procs["HTTP proxy"] = subprocess.Popen([bins / "latency_proxy", str(http_proxy_port), str(http_port), str(args.latency_ms)])
-        for port in (s3_port, http_port, s3_proxy_port, http_proxy_port):
+        # The same server, answering each request --latency-ms after it arrived: no proxy.
+        procs["delaying server"] = subprocess.Popen([bins / "file_server", str(delayed_port), str(data), str(args.latency_ms)])
+        for port in (s3_port, http_port, s3_proxy_port, http_proxy_port, delayed_port):
             wait_port(port)
         def s3_env(port: int) -> dict:
             return dict(
@@ -210,32 +218,36 @@ def bench_shards(args, corpus: pathlib.Path, work: pathlib.Path) -> list[str]:
 
         # `file_server` answers S3 too (path style, no signature check, cheap on the shared
         # cores); s3s-fs is a full S3 server (signatures, and much more CPU per byte).
-        lean, s3s = s3_env(http_proxy_port), s3_env(s3_proxy_port)
+        lean, proxied, s3s = s3_env(delayed_port), s3_env(http_proxy_port), s3_env(s3_proxy_port)
         plain = dict(os.environ)
         braces = f"shard-{{000000..{n_shards - 1:06}}}.tar"
         s3_pids = (procs["s3s-fs"].pid, procs["S3 proxy"].pid)
         http_pids = (procs["file server"].pid, procs["HTTP proxy"].pid)
+        delayed_pids = (procs["delaying server"].pid, None)
         fc = ("--fetch-concurrency", str(args.fetch_concurrency))
-        # name: (source, extra arguments, environment, (server pid, proxy pid) or ())
+        n = args.fetch_concurrency
+        # name: (source, extra arguments, environment, (server pid, proxy pid or None) or ())
         systems = {
             "single files, local disk": (str(corpus), ("--image-folder",), plain, ()),
             "shards, local disk": (str(shards / braces), (), plain, ()),
             f"shards, HTTP (+{ms} ms), read-ahead 2": (
-                f"http://127.0.0.1:{http_proxy_port}/bench/shards/{braces}",
+                f"http://127.0.0.1:{delayed_port}/bench/shards/{braces}",
                 ("--shard-readahead", "2"),
                 plain,
-                http_pids,
+                delayed_pids,
             ),
-            f"shards, S3 (+{ms} ms), read-ahead 2": (f"s3://bench/shards/{braces}", ("--shard-readahead", "2"), lean, http_pids),
-            f"shards, S3 (+{ms} ms), no read-ahead": (f"s3://bench/shards/{braces}", ("--shard-readahead", "0"), lean, http_pids),
-            f"single objects, S3 (+{ms} ms), {args.fetch_concurrency} in flight": ("s3://bench/files/", fc, lean, http_pids),
-            f"shards, S3 via s3s-fs (+{ms} ms), read-ahead 2": (
+            f"shards, S3 (+{ms} ms), read-ahead 2": (f"s3://bench/shards/{braces}", ("--shard-readahead", "2"), lean, delayed_pids),
+            f"shards, S3 (+{ms} ms), no read-ahead": (f"s3://bench/shards/{braces}", ("--shard-readahead", "0"), lean, delayed_pids),
+            f"single objects, S3 (+{ms} ms), adaptive from 64": ("s3://bench/files/", (), lean, delayed_pids),
+            f"single objects, S3 (+{ms} ms), {n} in flight": ("s3://bench/files/", fc, lean, delayed_pids),
+            f"single objects, S3 (+{ms} ms by the proxy), {n} in flight": ("s3://bench/files/", fc, proxied, http_pids),
+            f"shards, S3 via s3s-fs (+{ms} ms by the proxy), read-ahead 2": (
                 f"s3://bench/shards/{braces}",
                 ("--shard-readahead", "2"),
                 s3s,
                 s3_pids,
             ),
-            f"single objects, S3 via s3s-fs (+{ms} ms), {args.fetch_concurrency} in flight": ("s3://bench/files/", fc, s3s, s3_pids),
+            f"single objects, S3 via s3s-fs (+{ms} ms by the proxy), adaptive from 64": ("s3://bench/files/", (), s3s, s3_pids),
         }
         names = list(systems)
         runs: dict[str, list] = {k: [] for k in systems}
@@ -263,6 +275,7 @@ def bench_shards(args, corpus: pathlib.Path, work: pathlib.Path) -> list[str]:
         "| source | images/s (median) | min - max | x local files | loader CPU ms/image | x local | server CPU ms/image | proxy CPU ms/image | failed |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
+    notes: list[str] = []
     for name, rs in runs.items():
         ips = [r["images"] / r["seconds"] for r in rs]
         cpu = statistics.median(r["cpu"] / r["images"] * 1000 for r in rs)
@@ -271,8 +284,12 @@ def bench_shards(args, corpus: pathlib.Path, work: pathlib.Path) -> list[str]:
         )
         x_cpu = statistics.median((r["cpu"] / r["images"]) / (b["cpu"] / b["images"]) for r, b in zip(rs, local))
         watched = ["-", "-"]
-        if rs[0]["watched"]:
-            watched = [f"{statistics.median(r['watched'][i] / r['images'] * 1000 for r in rs):.3f}" for i in range(2)]
+        for i, w in enumerate(rs[0]["watched"]):
+            if w is not None:
+                watched[i] = f"{statistics.median(r['watched'][i] / r['images'] * 1000 for r in rs):.3f}"
+        if rs[0]["fetch"] is not None:
+            ends = sorted(r["fetch"] for r in rs)
+            notes.append(f"- {name}: the adaptive limit ended at {', '.join(map(str, ends))} in flight (rounds, sorted).")
         out.append(
             f"| {name} | {statistics.median(ips):.0f} | {min(ips):.0f} - {max(ips):.0f} | {x_ips:.2f}"
             f" | {cpu:.3f} | {x_cpu:.2f} | {watched[0]} | {watched[1]} | {rs[0]['failed']} |"
@@ -283,9 +300,13 @@ def bench_shards(args, corpus: pathlib.Path, work: pathlib.Path) -> list[str]:
         " images/s from its report; loader CPU = user + system of that process (`wait4` rusage); server"
         " (the bench's `file_server`, which serves the HTTP shards and answers as a minimal S3 endpoint, or"
         " s3s-fs where named) and proxy (`latency_proxy`, which delays each request"
-        f" by {ms} ms) CPU from `/proc/PID/stat` before and after the run. Sources: the ImageFolder"
-        f" corpus; `{braces}` on local disk; the same shards over HTTP and S3 through the proxy;"
-        f" `s3://bench/files/` with `--fetch-concurrency {args.fetch_concurrency}`.",
+        f" by {ms} ms) CPU from `/proc/PID/stat` before and after the run. Without \"by the proxy\" the"
+        f" server itself answers each request {ms} ms after it arrived (no proxy process). Sources: the"
+        f" ImageFolder corpus; `{braces}` on local disk; the same shards over HTTP and S3;"
+        f" `s3://bench/files/` with the default adaptive fetch concurrency (from 64) or"
+        f" `--fetch-concurrency {n}`.",
+        "",
+        *notes,
         "",
     ]
     return out

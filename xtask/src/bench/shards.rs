@@ -23,7 +23,8 @@ use crate::setup;
 pub(crate) struct Args {
     #[command(flatten)]
     common: super::CorpusArgs,
-    /// Latency the proxy adds to every S3 request, ms.
+    /// Latency added to every remote request (by the file server itself, or by the proxy
+    /// for s3s-fs and the row that says so), ms.
     #[arg(long, default_value_t = 20.0)]
     latency_ms: f64,
     /// Only part 1 (shards vs files): no venv, no wheel.
@@ -45,7 +46,8 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     cargo_release("build", "spdl-cli")
         .args(["--features", "source-http,source-s3"])
         .run()?;
-    // The latency proxy and the HTTP file server (pure Rust, little CPU beside the loader).
+    // The HTTP/S3 file server (which can delay its answers) and the latency proxy (pure Rust,
+    // little CPU beside the loader).
     cargo_release("build", "spdl-benches").arg("--bins").run()?;
     let python = if args.skip_cache {
         PathBuf::from("python3")
