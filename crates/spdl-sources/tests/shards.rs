@@ -31,6 +31,15 @@ fn write_sized(dir: &Path, n_shards: usize, per_shard: usize, repeat: usize) -> 
     })
 }
 
+/// A tar at `path` whose members are `(name, text)`, in that order.
+fn write_members(path: &Path, members: &[(&str, &str)]) {
+    let mut w = TarWriter::new(std::fs::File::create(path).unwrap());
+    for (name, data) in members {
+        w.append(name, data.as_bytes()).unwrap();
+    }
+    w.finish().unwrap();
+}
+
 fn uris(paths: &[PathBuf]) -> Vec<Uri> {
     paths.iter().cloned().map(Uri::Local).collect()
 }
@@ -171,11 +180,10 @@ fn a_resume_after_a_failure_counts_it_once() {
     let at = bytes.windows(8).position(|w| w == b"66666666").unwrap();
     std::fs::write(&paths[1], &bytes[..at + 10]).unwrap();
     let dup = dir.path().join("dup.tar");
-    let mut w = TarWriter::new(std::fs::File::create(&dup).unwrap());
-    for (name, data) in [("d/a.jpg", "1"), ("d/a.jpg", "1 again"), ("d/b.jpg", "2")] {
-        w.append(name, data.as_bytes()).unwrap();
-    }
-    w.finish().unwrap();
+    write_members(
+        &dup,
+        &[("d/a.jpg", "1"), ("d/a.jpg", "1 again"), ("d/b.jpg", "2")],
+    );
     paths.push(dup);
     paths.push(dir.path().join("gone.tar"));
     for buffer in [0, 3] {
@@ -213,18 +221,17 @@ fn a_resume_after_a_failure_counts_it_once() {
 fn duplicate_fields_fail_the_sample_only() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("dup.tar");
-    let mut w = TarWriter::new(std::fs::File::create(&path).unwrap());
-    for (name, data) in [
-        ("a.jpg", "1"),
-        ("a.cls", "1"),
-        ("b.jpg", "2"),
-        ("b.jpg", "2 again"),
-        ("README", "skipped: no field"),
-        ("c.jpg", "3"),
-    ] {
-        w.append(name, data.as_bytes()).unwrap();
-    }
-    w.finish().unwrap();
+    write_members(
+        &path,
+        &[
+            ("a.jpg", "1"),
+            ("a.cls", "1"),
+            ("b.jpg", "2"),
+            ("b.jpg", "2 again"),
+            ("README", "skipped: no field"),
+            ("c.jpg", "3"),
+        ],
+    );
     let src = ShardSource::new(vec![Uri::Local(path)], DistInfo::single(), options(0)).unwrap();
     let items: Vec<_> = src.epoch(0).collect();
     assert_eq!(items.len(), 3);
@@ -728,17 +735,16 @@ fn links_resolve_far_back_and_after_a_resume() {
 fn a_sample_without_a_required_field_is_one_named_failure() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("labels.tar");
-    let mut w = TarWriter::new(std::fs::File::create(&path).unwrap());
-    for (name, data) in [
-        ("a.jpg", "1"),
-        ("a.cls", "1"),
-        ("b.cls", "2"),
-        ("b.json", "{}"),
-        ("c.png", "3"),
-    ] {
-        w.append(name, data.as_bytes()).unwrap();
-    }
-    w.finish().unwrap();
+    write_members(
+        &path,
+        &[
+            ("a.jpg", "1"),
+            ("a.cls", "1"),
+            ("b.cls", "2"),
+            ("b.json", "{}"),
+            ("c.png", "3"),
+        ],
+    );
     let src = ShardSource::new(
         vec![Uri::Local(path.clone())],
         DistInfo::single(),
