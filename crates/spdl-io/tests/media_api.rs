@@ -311,7 +311,7 @@ fn reference_frames_point_into_the_memory_and_release_it_with_the_last_frame() {
     for (fmt, shape) in [
         ("rgb24", vec![2, 6, 8, 3]),
         ("yuv444p", vec![2, 3, 6, 8]),
-        ("gray", vec![2, 1, 6, 8]),
+        ("gray", vec![2, 6, 8, 1]),
         ("yuv420p", vec![2, 1, 9, 8]),
         ("nv12", vec![2, 1, 9, 8]),
     ] {

@@ -287,7 +287,7 @@ impl Muxer {
 /// SPDL's `encode_image(path, data, pix_fmt="rgb24", *, encode_config=None)`: writes one
 /// picture, format and encoder from the extension (`.png` lossless, `.jpg`, `.bmp`, ...).
 /// `data`: a `uint8` array laid out as `convert_frames` gives `pix_fmt` (`[H, W, 3]` for
-/// `rgb24` / `bgr24`, `[1, H, W]` for `gray8`, `[3, H, W]` for `yuv444p`). Raises `ValueError`
+/// `rgb24` / `bgr24`, `[H, W, 1]` or `[H, W]` for `gray8`, `[3, H, W]` for `yuv444p`). Raises `ValueError`
 /// for a shape that does not fit, an unknown extension or an unwritable path.
 #[pyfunction]
 #[pyo3(signature = (path, data, pix_fmt="rgb24", *, encode_config=None))]

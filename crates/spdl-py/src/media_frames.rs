@@ -278,8 +278,8 @@ fn array_memory(array: &Bound<'_, PyAny>, what: &str) -> PyResult<(ArrayMemory, 
 }
 
 /// SPDL's `create_reference_video_frame`: `VideoFrames` referring to a `uint8` array laid out
-/// as `convert_frames` gives them for `pix_fmt` (`[N, H, W, 3]` for `rgb24`, `[N, H, W]` or
-/// `[N, 1, H, W]` for `gray8`, `[N, 3, H, W]` for `yuv444p`, ...; `gray16` / `gray16le` /
+/// as `convert_frames` gives them for `pix_fmt` (`[N, H, W, 3]` for `rgb24`, `[N, H, W]` (SPDL's
+/// shape) or `[N, H, W, 1]` for `gray8`, `[N, 3, H, W]` for `yuv444p`, ...; `gray16` / `gray16le` /
 /// `gray16be` take an `int16` or `uint16` `[N, H, W]` array), frame `i` with pts `pts + i` in time base
 /// `1 / frame_rate`. As SPDL, the frames point into the array (no copy; a non-contiguous array
 /// is made contiguous first) and keep it alive; they are read-only (a filter or encoder that

@@ -154,7 +154,13 @@ def test_reference_frames_of_gray_arrays():
     gray = rng.integers(0, 256, size=(3, 4, 6), dtype=np.uint8)
     frames = io.create_reference_video_frame(gray, pix_fmt="gray8", frame_rate=(25, 1), pts=0)
     assert (frames.num_frames, frames.height, frames.width) == (3, 4, 6)
-    np.testing.assert_array_equal(np.asarray(io.convert_frames(frames)).reshape(3, 4, 6), gray)
+    # As SPDL, gray8 converts as an interleaved format of one channel: [N, H, W, 1]; that
+    # shape goes back in as well.
+    back = np.asarray(io.convert_frames(frames))
+    assert back.shape == (3, 4, 6, 1)
+    np.testing.assert_array_equal(back[..., 0], gray)
+    again = io.create_reference_video_frame(back, pix_fmt="gray8", frame_rate=(25, 1), pts=0)
+    np.testing.assert_array_equal(np.asarray(io.convert_frames(again)), back)
     wide = rng.integers(0, 65536, size=(2, 4, 6), dtype=np.uint16)
     frames = io.create_reference_video_frame(wide, pix_fmt="gray16le", frame_rate=(25, 1), pts=0)
     assert (frames.num_frames, frames.pix_fmt) == (2, "gray16le")
@@ -162,6 +168,29 @@ def test_reference_frames_of_gray_arrays():
     np.testing.assert_array_equal(got.reshape(2, 4, 6), wide)
     with pytest.raises(TypeError, match="int16 or uint16"):
         io.create_reference_video_frame(gray, pix_fmt="gray16", frame_rate=(25, 1), pts=0)
+
+
+def test_gray_pictures_convert_to_one_trailing_channel(tmp_path):
+    """A gray clip and a gray PNG decoded without a filter: [N, H, W, 1] / [H, W, 1] (batch
+    [N, H, W, 1]) holding ffmpeg's own gray bytes; 16-bit gray stays [1, H, W]."""
+    clip = make(tmp_path / "g.mkv", "-f", "lavfi", "-i", "testsrc=size=64x48:rate=10:duration=0.3",
+                "-pix_fmt", "gray", "-c:v", "ffv1")
+    want = np.frombuffer(subprocess.run(
+        ["ffmpeg", "-v", "error", "-i", clip, "-f", "rawvideo", "-pix_fmt", "gray", "-"],
+        check=True, capture_output=True).stdout, np.uint8).reshape(3, 48, 64, 1)
+    video = np.asarray(io.convert_frames(io.decode_packets(io.demux_video(clip), filter_desc=None)))
+    assert video.shape == (3, 48, 64, 1)
+    np.testing.assert_array_equal(video, want)
+    png = make(tmp_path / "g.png", "-f", "lavfi", "-i", "testsrc=size=64x48", "-frames:v", "1",
+               "-pix_fmt", "gray")
+    one = np.asarray(io.load_image(png, filter_desc=None))
+    assert one.shape == (48, 64, 1)
+    np.testing.assert_array_equal(one, want[0])
+    batch = np.asarray(io.load_image_batch([png, png], width=None, height=None, pix_fmt=None))
+    assert batch.shape == (2, 48, 64, 1)
+    wide = make(tmp_path / "g16.png", "-f", "lavfi", "-i", "testsrc=size=64x48", "-frames:v", "1",
+                "-pix_fmt", "gray16be")
+    assert np.asarray(io.load_image(wide, filter_desc=None)).shape == (1, 48, 64)
 
 
 def test_audio_frames_count_samples():

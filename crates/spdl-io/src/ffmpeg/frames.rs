@@ -175,9 +175,10 @@ fn fmt_from_name<F: PartialEq>(
 /// `convert_frames` layouts).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum PixLayout {
-    /// One interleaved 8-bit plane of `c` channels: `[H, W, C]`.
+    /// One interleaved 8-bit plane of `c` channels: `[H, W, C]` (`gray8` is
+    /// `[H, W, 1]`, as SPDL's `convert_frames` gives it).
     Packed(usize),
-    /// `c` full-size 8-bit planes: `[C, H, W]` (`gray8` is `[1, H, W]`).
+    /// `c` full-size planes: `[C, H, W]` (the 16-bit grays are `[1, H, W]`).
     Planar(usize),
     /// 4:2:0 with separate U and V planes: `[1, H + H/2, W]`, the planes one
     /// after the other (Y, then U, then V, each row after row), as SPDL's
@@ -197,7 +198,9 @@ fn pix_layout(fmt: ffi::AVPixelFormat) -> Option<PixLayout> {
         AV_PIX_FMT_RGBA | AV_PIX_FMT_BGRA | AV_PIX_FMT_ARGB | AV_PIX_FMT_ABGR => {
             PixLayout::Packed(4)
         }
-        AV_PIX_FMT_GRAY8 => PixLayout::Planar(1),
+        // SPDL converts gray8 as an interleaved format of one channel (the 16-bit grays as
+        // planar ones): the same bytes, shaped `[H, W, 1]`.
+        AV_PIX_FMT_GRAY8 => PixLayout::Packed(1),
         AV_PIX_FMT_YUV444P | AV_PIX_FMT_YUVJ444P | AV_PIX_FMT_GBRP => PixLayout::Planar(3),
         AV_PIX_FMT_YUV420P | AV_PIX_FMT_YUVJ420P => PixLayout::Yuv420p,
         AV_PIX_FMT_YUV422P | AV_PIX_FMT_YUVJ422P => PixLayout::Yuv422p,
@@ -480,9 +483,9 @@ impl Frames {
     }
 
     /// The frames as one array, as SPDL's `convert_frames`:
-    /// - video `[N, H, W, C]` for packed RGB formats (`rgb24`, `bgr24`,
-    ///   `rgba`, ...), `[N, C, H, W]` for planar ones (`gray8` is
-    ///   `[N, 1, H, W]`, `yuv444p` / `gbrp` `[N, 3, H, W]`), `[N, 1, H*3/2,
+    /// - video `[N, H, W, C]` for packed formats (`rgb24`, `bgr24`,
+    ///   `rgba`, ..., and `gray8` as `[N, H, W, 1]`), `[N, C, H, W]` for planar
+    ///   ones (`gray16le` is `[N, 1, H, W]`, `yuv444p` / `gbrp` `[N, 3, H, W]`), `[N, 1, H*3/2,
     ///   W]` for `yuv420p` / `nv12` and `[N, 1, 2H, W]` for `yuv422p` (the
     ///   planes one after the other, as `ffmpeg -f rawvideo` writes them);
     ///   `uint8`, or `uint16` in the same layouts for 16-bit and
@@ -796,7 +799,8 @@ struct VideoArray {
 
 impl VideoArray {
     /// Checks that `len` bytes of `shape` (in samples) are frames of
-    /// `pix_fmt`. Gray formats also take `[N, H, W]` (SPDL's shape for them).
+    /// `pix_fmt`. Gray formats also take `[N, H, W]` (SPDL's shape for them;
+    /// `gray8` else `[N, H, W, 1]`, the 16-bit grays `[N, 1, H, W]`).
     fn check(len: usize, shape: &[usize], pix_fmt: &str, frame_rate: (i32, i32)) -> Result<Self> {
         let fmt = pix_fmt_from_name(pix_fmt)?;
         let (layout, bps) = match fmt {
@@ -815,6 +819,10 @@ impl VideoArray {
         let shape = match (layout, shape) {
             (PixLayout::Planar(1), &[n, h, w]) => {
                 gray_nhw = [n, 1, h, w];
+                &gray_nhw[..]
+            }
+            (PixLayout::Packed(1), &[n, h, w]) => {
+                gray_nhw = [n, h, w, 1];
                 &gray_nhw[..]
             }
             _ => shape,

@@ -23,7 +23,7 @@ pub fn filter_image(image: &Image, desc: &str) -> Result<Image> {
     let (w, h, c) = (image.width, image.height, image.channels);
     let (fmt, shape) = match c {
         3 => ("rgb24", vec![1, h, w, 3]),
-        1 => ("gray", vec![1, 1, h, w]),
+        1 => ("gray", vec![1, h, w, 1]),
         _ => {
             return Err(Error::new(
                 ErrorKind::Unsupported,

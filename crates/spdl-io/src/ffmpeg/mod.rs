@@ -317,7 +317,9 @@ impl<'a> Demuxer<'a> {
         // one packet, as SPDL) rather than `jpeg_pipe` (a parser over the bytes, slower). The
         // reads still go through `io`. Bytes have no name, as in SPDL.
         let url: Option<std::ffi::CString> = match &src.kind {
-            SourceKind::File(path) => std::ffi::CString::new(path.to_string_lossy().as_bytes()).ok(),
+            SourceKind::File(path) => {
+                std::ffi::CString::new(path.to_string_lossy().as_bytes()).ok()
+            }
             _ => None,
         };
         let url_ptr = url.as_ref().map_or(ptr::null(), |u| u.as_ptr());

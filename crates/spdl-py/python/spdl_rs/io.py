@@ -463,10 +463,10 @@ def save_image(
 
     arr = np.ascontiguousarray(data)
     if pix_fmt in ("gray", "gray8") and arr.ndim == 2:
-        arr = arr[None]
+        arr = arr[:, :, None]
     if arr.ndim != 3:
         raise ValueError(f"save_image expects a 3-D array (2-D for gray), got shape {arr.shape}")
-    planar = pix_fmt in ("gray", "gray8", "yuv444p", "gbrp")
+    planar = pix_fmt in ("yuv444p", "gbrp")
     height, width = (arr.shape[1], arr.shape[2]) if planar else (arr.shape[0], arr.shape[1])
     config = video_encode_config(
         height=height,
@@ -509,8 +509,8 @@ def load_image(
     demuxes and decodes the picture and runs ``filter_desc`` (default
     ``"format=pix_fmts=rgb24"``), so pixels equal ``ffmpeg -vf``'s; ``filter_desc=None`` keeps
     the decoder's pixel format, in SPDL's layout: ``[H, W, C]`` for packed RGB, ``[C, H, W]``
-    for planar formats (``[3, H, W]`` ``yuvj444p``, ``[1, H, W]`` gray, ``uint16`` for
-    ``gray16``), ``[1, H + H/2, W]`` for ``yuvj420p`` / ``nv12`` (chroma under luma),
+    for planar formats (``[3, H, W]`` ``yuvj444p``, ``uint16`` ``[1, H, W]`` for ``gray16``),
+    ``[H, W, 1]`` for ``gray``, ``[1, H + H/2, W]`` for ``yuvj420p`` / ``nv12`` (chroma under luma),
     ``[1, 2H, W]`` for ``yuvj422p``. ``demux_config`` (e.g. ``format="rawvideo"`` with
     ``pixel_format`` / ``video_size`` options) reads headless raw pictures.
 
