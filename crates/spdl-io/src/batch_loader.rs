@@ -13,8 +13,8 @@ use crate::loader::ImageLoader;
 use crate::transform::{Normalize, SampleContext};
 use spdl_core::buffer::BufferPool;
 
-/// One sample of [`load_batch`]: its name (in errors and in [`ImageBatch::keys`]), its label,
-/// and the position that seeds random transforms (`index` in the dataset, `epoch`).
+/// One sample of [`load_batch`]: its name (in errors and in [`BatchHeader::keys`]), its
+/// label, and the position that seeds random transforms (`index` in the dataset, `epoch`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BatchSample {
     /// Sample name: a path, URL or `"<bytes #i>"`.
