@@ -6,7 +6,10 @@
 `--ours` is an interpreter with spdl_rs (FFmpeg build), `--spdl` one with `spdl==0.8.0`. Every
 measurement is a fresh process of one side running one row (a warm-up call, then timed calls);
 the sides alternate within each repetition (the order flips every repetition), so both see the
-same machine load, and each row reports the median over `--reps` and the ratio ours / SPDL.
+same machine load, and each row reports the median over `--reps` and the ratio ours / SPDL, and
+the CPU time of the process per item (`getrusage`, all threads) with the ratio SPDL / ours: on a
+busy machine a process gets a share of the cores whatever its thread count, and the rate then
+follows the CPU per item.
 Only the ratios of one run are comparable when the machine is busy (`uptime`).
 
 Rows (each written as SPDL's examples write it, `io` being `spdl.io` or `spdl_rs.io`):
@@ -148,15 +151,27 @@ def worker(side: str, row: str, inputs: dict, seconds: float) -> dict:
     else:
         raise SystemExit(f"unknown row {row!r}")
 
+    import resource
+
     shape = getattr(call(), "shape", None)  # warm-up (and what it gives)
     done = 0
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
     with ThreadPoolExecutor(workers) as pool:
         while time.perf_counter() - t0 < seconds:
             list(pool.map(lambda _: call(), range(workers)))
             done += workers
     elapsed = time.perf_counter() - t0
-    return {"rate": done * per_call / elapsed, "calls": done, "shape": list(shape) if shape else None}
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    # CPU of all the process's threads per item: what the rate becomes when the process gets
+    # a fixed share of a busy machine, whatever its thread count.
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    return {
+        "rate": done * per_call / elapsed,
+        "cpu_ms": 1000 * cpu / (done * per_call),
+        "calls": done,
+        "shape": list(shape) if shape else None,
+    }
 
 
 def run_one(python: str, side: str, row: str, inputs: dict, seconds: float) -> dict:
@@ -186,6 +201,7 @@ def main() -> None:
     inputs = prepare(pathlib.Path(args.photos))
     rows = [r.strip() for r in args.rows.split(",") if r.strip()]
     rates: dict = {r: {"ours": [], "spdl": []} for r in rows}
+    cpus: dict = {r: {"ours": [], "spdl": []} for r in rows}
     load = [os.getloadavg()[0]]
     for rep in range(args.reps):
         for row in rows:
@@ -193,16 +209,21 @@ def main() -> None:
             for side, py in sides if rep % 2 == 0 else sides[::-1]:
                 r = run_one(py, side, row, inputs, args.seconds)
                 rates[row][side].append(r["rate"])
-                print(f"rep {rep} {row:30s} {side:4s} {r['rate']:9.1f}/s shape={r['shape']}", flush=True)
+                cpus[row][side].append(r["cpu_ms"])
+                print(f"rep {rep} {row:30s} {side:4s} {r['rate']:9.1f}/s cpu {r['cpu_ms']:8.2f} ms "
+                      f"shape={r['shape']}", flush=True)
         load.append(os.getloadavg()[0])
     print(f"\n1-min load average during the run: {min(load):.2f} .. {max(load):.2f}")
-    print(f"| row | spdl_rs (/s) | SPDL 0.8.0 (/s) | ratio |")
-    print(f"|---|---:|---:|---:|")
+    print("| row | spdl_rs (/s) | SPDL 0.8.0 (/s) | ratio | CPU ms/item spdl_rs | SPDL | CPU ratio |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     table = {}
     for row in rows:
         o, s = statistics.median(rates[row]["ours"]), statistics.median(rates[row]["spdl"])
-        table[row] = {"ours": o, "spdl": s, "ratio": o / s, "all": rates[row]}
-        print(f"| `{row}` | {o:.1f} | {s:.1f} | {o / s:.2f}x |")
+        co, cs = statistics.median(cpus[row]["ours"]), statistics.median(cpus[row]["spdl"])
+        table[row] = {"ours": o, "spdl": s, "ratio": o / s, "all": rates[row],
+                      "cpu_ms": {"ours": co, "spdl": cs, "all": cpus[row]}}
+        # CPU ratio: SPDL's CPU per item over ours (> 1: spdl_rs spends less).
+        print(f"| `{row}` | {o:.1f} | {s:.1f} | {o / s:.2f}x | {co:.2f} | {cs:.2f} | {cs / co:.2f}x |")
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps({"load": load, "rows": table}, indent=1))
 
