@@ -7,13 +7,17 @@
 //! lists every file under it in one page (ListObjectsV2, no delimiter). One tokio thread and
 //! one reusable buffer per connection, so that its CPU (reported by the bench from `/proc`)
 //! stays small beside the loader's: a response's header and body (up to 256 KiB) go out in one
-//! write.
+//! write, and whole small files (up to 1 MiB: single objects) are kept in memory after their
+//! first read (the bench's files do not change while it runs), so that answering them costs a
+//! socket write and no file system calls.
 //!
 //! With `DELAY_MS`, each request is answered that long after it arrived: the round trip of a
 //! distant server, as `latency_proxy` adds it, without a second process copying every byte
 //! on the cores the loader is measured on.
 
+use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
 use std::io::{Read, Seek};
@@ -40,14 +44,15 @@ fn main() -> Result<()> {
         .build()?;
     rt.block_on(async move {
         let listener = TcpListener::bind(("127.0.0.1", port)).await?;
+        let small = Small::default();
         loop {
             let (conn, _) = listener.accept().await?;
-            let root = root.clone();
+            let (root, small) = (root.clone(), small.clone());
             // Detached on purpose: a connection's task ends when it closes or the process does.
             #[allow(clippy::disallowed_methods)]
             tokio::spawn(async move {
                 let _ = conn.set_nodelay(true);
-                let _ = serve(conn, &root, delay).await;
+                let _ = serve(conn, &root, delay, &small).await;
             });
         }
     })
@@ -55,7 +60,12 @@ fn main() -> Result<()> {
 
 /// Requests of one connection, answered in turn (each `delay` after it arrived) until the
 /// client closes it.
-async fn serve(conn: TcpStream, root: &Path, delay: Duration) -> std::io::Result<()> {
+async fn serve(
+    conn: TcpStream,
+    root: &Path,
+    delay: Duration,
+    small: &Small,
+) -> std::io::Result<()> {
     let (r, mut w) = conn.into_split();
     let mut r = BufReader::new(r);
     let mut buf = vec![0u8; 256 << 10];
@@ -96,6 +106,18 @@ async fn serve(conn: TcpStream, root: &Path, delay: Duration) -> std::io::Result
             continue;
         }
         let path = local_path(root, &target);
+        if let (Some(p), None, "GET") = (&path, range, method.as_str()) {
+            if let Some(body) = small_file(small, p) {
+                let mut answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\naccept-ranges: bytes\r\n\r\n",
+                    body.len()
+                )
+                .into_bytes();
+                answer.extend_from_slice(&body);
+                w.write_all(&answer).await?;
+                continue;
+            }
+        }
         let file = match &path {
             // Blocking reads: the files are in the page cache, a thread hop would cost more.
             Some(p) => std::fs::File::open(p).ok(),
@@ -159,6 +181,24 @@ async fn serve(conn: TcpStream, root: &Path, delay: Duration) -> std::io::Result
             }
         }
     }
+}
+
+/// Whole small files kept in memory, by path.
+type Small = Arc<Mutex<HashMap<PathBuf, Arc<Vec<u8>>>>>;
+
+/// The file at `path` from memory, read once; `None` for a file over 1 MiB or none.
+fn small_file(small: &Small, path: &Path) -> Option<Arc<Vec<u8>>> {
+    let mut map = small.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(body) = map.get(path) {
+        return Some(body.clone());
+    }
+    let meta = std::fs::metadata(path).ok()?;
+    if !meta.is_file() || meta.len() > 1 << 20 {
+        return None;
+    }
+    let body = Arc::new(std::fs::read(path).ok()?);
+    map.insert(path.to_owned(), body.clone());
+    Some(body)
 }
 
 /// `bytes=A-` or `bytes=A-B` (one range; other forms are served whole).
