@@ -111,6 +111,12 @@ impl Cmd {
         self
     }
 
+    /// Runs the process in `dir` instead of the repository root.
+    pub(crate) fn current_dir(mut self, dir: impl AsRef<Path>) -> Self {
+        self.inner.current_dir(dir);
+        self
+    }
+
     /// Starts the process without the environment variable `key`.
     pub(crate) fn env_remove(mut self, key: impl AsRef<OsStr>) -> Self {
         self.inner.env_remove(key);

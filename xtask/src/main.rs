@@ -12,6 +12,7 @@ mod corpus;
 mod demo;
 mod docs;
 mod features;
+mod ffmpeg_build;
 mod fuzz;
 mod gpu_check;
 mod setup;

@@ -94,7 +94,7 @@ pub(crate) fn system() -> Result<()> {
 }
 
 /// Installs the apt packages among `packages` that are not installed yet.
-fn apt_packages(packages: &[&str]) -> Result<()> {
+pub(crate) fn apt_packages(packages: &[&str]) -> Result<()> {
     let Some(missing) = missing_debs(packages) else {
         let missing: Vec<&str> = PROGRAMS
             .iter()

@@ -5,7 +5,9 @@
 //! (features.rs); `cargo test` likewise; rustdoc with `-D warnings`; the
 //! documentation site (`mkdocs build --strict`); then,
 //! once `crates/spdl-py` has a `pyproject.toml`, the FFmpeg wheel into the venv, the portable
-//! wheel into a fresh venv with no Rust toolchain (the README's example), and pytest.
+//! wheel into a fresh venv with no Rust toolchain (the README's example), the video wheel
+//! (FFmpeg bundled) into another when `cargo xtask wheel --release` has built one (see
+//! `wheel::check_video_wheel`), and pytest.
 //! A failed step does not stop the others (except setup); the last line printed is always
 //! `N passed, N failed`, and the exit status is non-zero if anything failed.
 
@@ -144,6 +146,21 @@ pub(crate) fn run(args: &Args) -> Result<()> {
             wheel::audit(&wheel)?;
             wheel::check_fresh_venv(&wheel)
         });
+        // The video wheel (FFmpeg bundled) when `cargo xtask wheel --release` has built one:
+        // its cold FFmpeg and Rust builds stay out of the gate, its check does not (a fresh
+        // venv, FFmpeg only from the wheel, the same frames as the system-FFmpeg build above).
+        match wheel::video_wheel() {
+            Some(video) => {
+                report.step("video wheel in a fresh venv", || {
+                    wheel::audit(&video)?;
+                    wheel::check_video_wheel(&video, installed)
+                });
+            }
+            None => report.skipped(
+                "video wheel in a fresh venv",
+                "none built: cargo xtask wheel --release",
+            ),
+        }
         if installed {
             let pytest = Cmd::new(setup::venv_bin("python")).args([
                 "-m",
