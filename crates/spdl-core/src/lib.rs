@@ -47,6 +47,7 @@ mod stage;
 mod stats;
 
 pub use error::{BoxError, Error, ErrorKind, ErrorStatus, Result};
+pub use exec::lanes::{after_report, call_seq};
 pub use pipeline::{EpochIter, EpochStream, Pipeline, PipelineBuilder, PipelineState, StopHandle};
 pub use progress::Progress;
 pub use stage::failures::{SampleFailure, FAILURE_REPORTS};

@@ -70,7 +70,9 @@ pub(crate) fn call<T, U>(
     item: T,
 ) -> (Result<Outputs<U>, Error>, Duration) {
     let start = Instant::now();
-    let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| op(item))) {
+    let outcome = match std::panic::catch_unwind(AssertUnwindSafe(|| {
+        crate::exec::lanes::as_job_call(|| op(item))
+    })) {
         Ok(r) => r.map_err(super::op_error),
         Err(p) => Err(Error::new(ErrorKind::OpPanicked, super::panic_message(p))),
     };

@@ -341,6 +341,7 @@ pub(crate) fn tail<W: Send + 'static>(
             let _alive = &alive;
             let msgs = account::messages(batch.items, batch.ids);
             shared.deliver(ToTail::Ticket(batch.ticket, msgs));
+            crate::exec::lanes::reported();
         })
     };
     let control = {

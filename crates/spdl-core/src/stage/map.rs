@@ -74,14 +74,18 @@ impl<U: Send + 'static> Report<U> {
             let _span = tracing::trace_span!("op", stage = %stage).entered();
             let (outcome, took) = account::call(&*op, item);
             match &*report {
-                Report::Engine(results) => results
-                    .send(Done {
-                        ticket,
-                        ids,
-                        outcome,
-                        took,
-                    })
-                    .is_ok(),
+                Report::Engine(results) => {
+                    let sent = results
+                        .send(Done {
+                            ticket,
+                            ids,
+                            outcome,
+                            took,
+                        })
+                        .is_ok();
+                    crate::exec::lanes::reported();
+                    sent
+                }
                 Report::Fused(account, next) => {
                     let mut items = Vec::new();
                     fused::settle(account, &next.group, &ids, took, outcome, &mut items);
