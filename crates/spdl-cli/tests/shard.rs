@@ -284,6 +284,16 @@ fn load_report(path: &Path) -> serde_json::Value {
     serde_json::from_str(&stdout).unwrap()
 }
 
+/// [`load_report`] of `path`, checked to count `[listed, images, failed]` samples, and its
+/// [`failures`].
+fn load_counted(path: &Path, counts: [u64; 3]) -> (serde_json::Value, Vec<(String, String)>) {
+    let report = load_report(path);
+    let got = ["listed", "images", "failed"].map(|k| report[k].as_u64());
+    assert_eq!(got, counts.map(Some), "{report}");
+    let failed = failures(&report);
+    (report, failed)
+}
+
 /// `(sample, reason)` of each failure in a report, sorted.
 fn failures(report: &serde_json::Value) -> Vec<(String, String)> {
     let mut all: Vec<(String, String)> = report["failures"]
@@ -306,13 +316,7 @@ fn spdl_load_accounts_for_every_sample_of_a_shard_with_links_and_empty_members()
     // a directory, a hard link and a symlink to 0001.png, a 0-byte 0005.png, a FIFO.
     let case = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../spdl-sources/tests/fixtures/38-tar-links-dirs-empty/links.tar");
-    let report = load_report(&case);
-    assert_eq!(
-        (&report["listed"], &report["images"], &report["failed"]),
-        (&6.into(), &5.into(), &1.into()),
-        "{report}"
-    );
-    let failed = failures(&report);
+    let (_, failed) = load_counted(&case, [6, 5, 1]);
     assert_eq!(failed.len(), 1);
     assert_eq!(failed[0].0, "data/0005.png");
     assert!(failed[0].1.contains("empty file (0 bytes)"), "{failed:?}");
@@ -337,13 +341,7 @@ fn spdl_load_names_samples_missing_their_image_and_reads_a_shard_without_end_mar
     // No end-of-archive marker after the last member, as a killed writer leaves it.
     let bytes = w.finish().unwrap();
     std::fs::write(&path, &bytes[..bytes.len() - 1024]).unwrap();
-    let report = load_report(&path);
-    assert_eq!(
-        (&report["listed"], &report["images"], &report["failed"]),
-        (&4.into(), &3.into(), &1.into()),
-        "{report}"
-    );
-    let failed = failures(&report);
+    let (report, failed) = load_counted(&path, [4, 3, 1]);
     assert_eq!(failed[0].0, "b", "{failed:?}");
     assert!(
         failed[0].1.contains(

@@ -158,6 +158,6 @@ impl DeviceTarget {
     ) -> Result<DeviceBatch> {
         self.opened()?
             .stage
-            .transfer_slice_with(bytes, header, allocator, user_stream)
+            .transfer_slice_into(bytes, header, Some((allocator, user_stream)))
     }
 }

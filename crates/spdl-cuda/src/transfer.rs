@@ -578,23 +578,11 @@ impl TransferStage {
         self.transfer_slice_into(bytes, header, None)
     }
 
-    /// [`TransferStage::transfer_slice`] into memory from `allocator` (SPDL's
-    /// `cuda_config(allocator=...)`), which is called with the byte count, the device index
-    /// and `user_stream`, and gets the memory back after the last view is dropped.
-    ///
-    /// # Errors
-    /// As [`TransferStage::transfer_slice`]; what the allocator reports.
-    pub fn transfer_slice_with(
-        &self,
-        bytes: &[u8],
-        header: BatchHeader,
-        allocator: &Arc<dyn DeviceAllocator>,
-        user_stream: usize,
-    ) -> Result<DeviceBatch> {
-        self.transfer_slice_into(bytes, header, Some((allocator, user_stream)))
-    }
-
-    fn transfer_slice_into(
+    /// [`TransferStage::transfer_slice`], into memory from `allocator` when one is given
+    /// (SPDL's `cuda_config(allocator=...)`): it is called with the byte count, the device
+    /// index and the `usize` user stream paired with it, and gets the memory back after the
+    /// last view is dropped.
+    pub(crate) fn transfer_slice_into(
         &self,
         bytes: &[u8],
         header: BatchHeader,

@@ -3,11 +3,21 @@
 
 use spdl_cuda::{CudaDevice, DeviceSelector, Error};
 
+/// Whether a CUDA driver is present, which skips the test (visibly); the driver paths are
+/// tested by disabled.rs and the GPU checks.
+#[cfg(feature = "cuda")]
+fn skipped_with_a_driver() -> bool {
+    let present = spdl_cuda::driver_available();
+    if present {
+        eprintln!("SKIPPED: a CUDA driver is present");
+    }
+    present
+}
+
 #[cfg(feature = "cuda")]
 #[test]
 fn no_driver_is_a_clean_error() {
-    if spdl_cuda::driver_available() {
-        eprintln!("SKIPPED: a CUDA driver is present; the no-driver path is tested by disabled.rs");
+    if skipped_with_a_driver() {
         return;
     }
     for r in [
@@ -48,8 +58,7 @@ fn without_the_feature_everything_is_unsupported() {
 fn a_device_target_reports_the_missing_driver_on_every_use() {
     use spdl_core::buffer::PoolConfig;
     use spdl_cuda::DeviceTarget;
-    if spdl_cuda::driver_available() {
-        eprintln!("SKIPPED: a CUDA driver is present");
+    if skipped_with_a_driver() {
         return;
     }
     // Made without opening anything (a pipeline is built before fork()).

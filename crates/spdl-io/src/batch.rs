@@ -137,19 +137,27 @@ impl ImageBatch {
     }
 }
 
-impl Deref for ImageBatch {
-    type Target = BatchHeader;
+/// `Deref`/`DerefMut` to the batch's `header` field, so that `batch.shape`, `batch.keys`, ...
+/// read the one [`BatchHeader`] of each batch type.
+macro_rules! deref_to_header {
+    ($($batch:ty),+) => {$(
+        impl Deref for $batch {
+            type Target = BatchHeader;
 
-    fn deref(&self) -> &BatchHeader {
-        &self.header
-    }
+            fn deref(&self) -> &BatchHeader {
+                &self.header
+            }
+        }
+
+        impl DerefMut for $batch {
+            fn deref_mut(&mut self) -> &mut BatchHeader {
+                &mut self.header
+            }
+        }
+    )+};
 }
 
-impl DerefMut for ImageBatch {
-    fn deref_mut(&mut self) -> &mut BatchHeader {
-        &mut self.header
-    }
-}
+deref_to_header!(ImageBatch, HostBatch);
 
 fn sample_name(item: &BatchItem, i: usize) -> String {
     if item.key.is_empty() {
@@ -266,20 +274,6 @@ pub struct HostBatch {
     pub buffer: PooledBuffer,
     /// Shape, element type, keys and labels.
     pub header: BatchHeader,
-}
-
-impl Deref for HostBatch {
-    type Target = BatchHeader;
-
-    fn deref(&self) -> &BatchHeader {
-        &self.header
-    }
-}
-
-impl DerefMut for HostBatch {
-    fn deref_mut(&mut self) -> &mut BatchHeader {
-        &mut self.header
-    }
 }
 
 /// The pool kind of spdl-cuda's page-locked buffers (`PinnedPool`).

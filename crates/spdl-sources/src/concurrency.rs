@@ -646,42 +646,18 @@ mod tests {
 
     #[test]
     fn bad_settings_are_named() {
+        // The defaults with one setting changed.
+        let with = |change: fn(&mut AdaptiveConcurrency)| {
+            let mut c = AdaptiveConcurrency::default();
+            change(&mut c);
+            c
+        };
         for (cfg, word) in [
-            (
-                AdaptiveConcurrency {
-                    start: 0,
-                    ..Default::default()
-                },
-                "start",
-            ),
-            (
-                AdaptiveConcurrency {
-                    max: 8,
-                    ..Default::default()
-                },
-                "max (8) is below start (64)",
-            ),
-            (
-                AdaptiveConcurrency {
-                    growth: 1.0,
-                    ..Default::default()
-                },
-                "growth",
-            ),
-            (
-                AdaptiveConcurrency {
-                    min_gain: f64::NAN,
-                    ..Default::default()
-                },
-                "min_gain",
-            ),
-            (
-                AdaptiveConcurrency {
-                    patience: 0,
-                    ..Default::default()
-                },
-                "patience",
-            ),
+            (with(|c| c.start = 0), "start"),
+            (with(|c| c.max = 8), "max (8) is below start (64)"),
+            (with(|c| c.growth = 1.0), "growth"),
+            (with(|c| c.min_gain = f64::NAN), "min_gain"),
+            (with(|c| c.patience = 0), "patience"),
         ] {
             let err = ConcurrencyController::new(cfg).unwrap_err();
             assert_eq!(err.kind(), ErrorKind::Config);

@@ -22,6 +22,14 @@ use spdl_io::{BatchHeader, DType};
 /// `kernels.ptx`, JIT-compiled by the driver: no NVRTC needed.
 const RESIZE_PTX: &str = include_str!("kernels.ptx");
 
+/// The parameter array of a kernel launch (`cuLaunchKernel`'s `kernelParams`): a pointer to
+/// each local named, in the kernel's parameter order; the locals must outlive the launch.
+macro_rules! kernel_params {
+    ($($arg:ident),+) => {
+        [$(std::ptr::addr_of_mut!($arg).cast::<c_void>()),+]
+    };
+}
+
 /// The PTX source of the resize kernel (and of the interleaved-to-planar kernel that
 /// [`NvjpegDecoder::decode_batch_planar`] uses), for tests that check it with `ptxas`.
 pub const RESIZE_KERNEL_PTX: &str = RESIZE_PTX;
@@ -465,13 +473,7 @@ impl NvjpegDecoder {
         let (mut src, mut dst) = (hwc.buffer.device_ptr(), out.device_ptr());
         let (mut hw32, mut total32) = (hw as u32, total);
         let mut swap = u32::from(pix_fmt == PixFmt::Bgr);
-        let mut params: [*mut c_void; 5] = [
-            (&mut src as *mut u64).cast(),
-            (&mut dst as *mut u64).cast(),
-            (&mut hw32 as *mut u32).cast(),
-            (&mut total32 as *mut u32).cast(),
-            (&mut swap as *mut u32).cast(),
-        ];
+        let mut params = kernel_params!(src, dst, hw32, total32, swap);
         self.stream.device().bind()?;
         // SAFETY: the kernel's parameters are (u64, u64, u32, u32, u32) as passed; `src` holds
         // `total * 3` bytes (ready: `decode_batch` synchronized its stream) and `dst` as many;
@@ -543,15 +545,7 @@ impl NvjpegDecoder {
         let (mut src, mut spitch, mut sw32, mut sh32) =
             (src, (sw * 3) as u32, sw as u32, sh as u32);
         let (mut dst, mut dw32, mut dh32) = (dst, dw as u32, dh as u32);
-        let mut params: [*mut c_void; 7] = [
-            (&mut src as *mut u64).cast(),
-            (&mut spitch as *mut u32).cast(),
-            (&mut sw32 as *mut u32).cast(),
-            (&mut sh32 as *mut u32).cast(),
-            (&mut dst as *mut u64).cast(),
-            (&mut dw32 as *mut u32).cast(),
-            (&mut dh32 as *mut u32).cast(),
-        ];
+        let mut params = kernel_params!(src, spitch, sw32, sh32, dst, dw32, dh32);
         let grid = (dw.div_ceil(16) as u32, dh.div_ceil(16) as u32, 1);
         // SAFETY: the kernel's parameters are (u64, u32, u32, u32, u64, u32, u32) as passed;
         // `src` holds `sh` rows of `3 * sw` bytes and `dst` `dh * dw * 3` bytes, both device
