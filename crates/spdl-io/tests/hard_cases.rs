@@ -13,11 +13,32 @@ fn rgb() -> DecodeOptions {
     DecodeOptions::default()
 }
 
+/// The default options with `change` made.
+fn options(change: impl FnOnce(&mut DecodeOptions)) -> DecodeOptions {
+    let mut o = DecodeOptions::default();
+    change(&mut o);
+    o
+}
+
+/// `file` of `case` decoded with `opts`, checked to have `shape` and to be within `tolerance`
+/// of `ref/{reference}.npy`.
+fn decoded_near(
+    case: &str,
+    file: &str,
+    opts: &DecodeOptions,
+    shape: [usize; 3],
+    reference: &str,
+    tolerance: u16,
+) -> spdl_io::Image {
+    let img = decode(case, file, opts).unwrap();
+    assert_eq!(img.shape(), shape, "{file}");
+    let off = max_diff(&img, &npy(&hard(case, &format!("ref/{reference}.npy"))));
+    assert!(off <= tolerance, "{file}: {off} levels off {reference}");
+    img
+}
+
 fn with_color(color: ColorMode) -> DecodeOptions {
-    DecodeOptions {
-        color,
-        ..Default::default()
-    }
+    options(|o| o.color = color)
 }
 
 // ---- 01 CMYK JPEG ---------------------------------------------------------
@@ -25,9 +46,14 @@ fn with_color(color: ColorMode) -> DecodeOptions {
 #[test]
 fn cmyk_jpeg_decodes_to_pillow_rgb() {
     let case = "01-cmyk-jpeg";
-    let img = decode(case, "cmyk_pillow.jpg", &rgb()).unwrap();
-    assert_eq!(img.shape(), [19, 83, 3]);
-    assert!(max_diff(&img, &npy(&hard(case, "ref/cmyk_pillow_rgb.npy"))) <= 6);
+    let img = decoded_near(
+        case,
+        "cmyk_pillow.jpg",
+        &rgb(),
+        [19, 83, 3],
+        "cmyk_pillow_rgb",
+        6,
+    );
     // cyan, magenta, yellow, black, white: not inverted.
     let want = [
         [0, 255, 255],
@@ -40,18 +66,23 @@ fn cmyk_jpeg_decodes_to_pillow_rgb() {
         assert_close(&px(&img, x, 8), &w, 6, &format!("block at x={x}"));
     }
 
-    let img = decode(case, "cmyk_imagemagick.jpg", &rgb()).unwrap();
-    assert_eq!(img.shape(), [23, 37, 3]);
+    let (file, reference) = ("cmyk_imagemagick.jpg", "cmyk_imagemagick_rgb");
+    let img = decoded_near(case, file, &rgb(), [23, 37, 3], reference, 6);
     assert_close(&px(&img, 0, 0), &[255, 0, 0], 6, "pure red");
-    assert!(max_diff(&img, &npy(&hard(case, "ref/cmyk_imagemagick_rgb.npy"))) <= 6);
 }
 
 #[test]
 fn cmyk_jpeg_unchanged_keeps_uninverted_cmyk() {
     let case = "01-cmyk-jpeg";
-    let img = decode(case, "cmyk_pillow.jpg", &with_color(ColorMode::Unchanged)).unwrap();
-    assert_eq!(img.shape(), [19, 83, 4]);
-    assert!(max_diff(&img, &npy(&hard(case, "ref/cmyk_pillow_cmyk.npy"))) <= 6);
+    let unchanged = with_color(ColorMode::Unchanged);
+    let img = decoded_near(
+        case,
+        "cmyk_pillow.jpg",
+        &unchanged,
+        [19, 83, 4],
+        "cmyk_pillow_cmyk",
+        6,
+    );
     assert!(px(&img, 8, 8)[0] >= 249, "C = 255 in the cyan block");
 }
 
@@ -60,9 +91,7 @@ fn cmyk_jpeg_unchanged_keeps_uninverted_cmyk() {
 #[test]
 fn good_jpeg_and_png_decode() {
     let case = "02-truncated-jpeg-png";
-    let jpg = decode(case, "good.jpg", &rgb()).unwrap();
-    assert_eq!(jpg.shape(), [48, 64, 3]);
-    assert!(max_diff(&jpg, &npy(&hard(case, "ref/good_rgb.npy"))) <= 2);
+    decoded_near(case, "good.jpg", &rgb(), [48, 64, 3], "good_rgb", 2);
     let png = decode(case, "good.png", &rgb()).unwrap();
     assert_eq!(png.shape(), [48, 64, 3]);
     assert_eq!(px(&png, 63, 47), [255, 255, 255]);
@@ -91,10 +120,7 @@ fn lenient_accepts_missing_eoi() {
     // Documented choice (b): strict mode rejects a file missing only its EOI;
     // `lenient` turns that into (a), the same pixels as good.jpg.
     let case = "02-truncated-jpeg-png";
-    let lenient = DecodeOptions {
-        lenient: true,
-        ..Default::default()
-    };
+    let lenient = options(|o| o.lenient = true);
     let img = decode(case, "truncated_no_eoi.jpg", &lenient).unwrap();
     assert_eq!(
         max_diff(&img, &npy(&hard(case, "ref/truncated_no_eoi_rgb.npy"))),
@@ -144,10 +170,7 @@ fn exif_orientation_is_applied() {
 #[test]
 fn raw_mode_keeps_stored_orientation_and_reports_it() {
     let case = "03-exif-orientation";
-    let keep = DecodeOptions {
-        keep_orientation: true,
-        ..Default::default()
-    };
+    let keep = options(|o| o.keep_orientation = true);
     let raw = npy(&hard(case, "ref/raw.npy"));
     for n in 1..=8u16 {
         let file = format!("orient_{n}.jpg");
@@ -189,10 +212,7 @@ fn bombs_are_rejected_before_allocating() {
 #[test]
 fn liars_fail_cleanly_with_limits_disabled() {
     let case = "04-decompression-bomb";
-    let opts = DecodeOptions {
-        limits: Limits::none(),
-        ..Default::default()
-    };
+    let opts = options(|o| o.limits = Limits::none());
     for file in [
         "header_lie_65535x65535_rgba.png",
         "jpeg_sof_65500x65500.jpg",
@@ -210,11 +230,10 @@ fn liars_fail_cleanly_with_limits_disabled() {
 #[test]
 #[ignore]
 fn bomb_decodes_with_limits_disabled() {
-    let opts = DecodeOptions {
-        limits: Limits::none(),
-        color: ColorMode::Gray,
-        ..Default::default()
-    };
+    let opts = options(|o| {
+        o.limits = Limits::none();
+        o.color = ColorMode::Gray;
+    });
     let img = decode("04-decompression-bomb", "bomb_30000x30000_1bit.png", &opts).unwrap();
     assert_eq!(img.shape(), [30000, 30000, 1]);
     assert!(img.as_u8().unwrap().iter().all(|&v| v == 0));

@@ -20,7 +20,7 @@ use spdl_io::ffmpeg::packets::Packets;
 use spdl_io::ffmpeg::{DecodeConfig, DemuxConfig};
 use spdl_io::DType;
 use spdl_io::{ErrorKind, MediaSource};
-use video_util::{ffmpeg, ffmpeg_rgb, largest_diff, max_diff, media, npy, read};
+use video_util::{demux_window, ffmpeg, ffmpeg_rgb, largest_diff, max_diff, media, npy, read};
 
 const BBB: &str = "clips/bbb_320x180_bframes.mp4";
 /// Mono at 22050 Hz, with an encoder delay.
@@ -57,11 +57,11 @@ fn raw_rgb_demux() -> DemuxConfig {
 }
 
 fn video(path: &Path) -> Packets {
-    demux(path, MediaKind::Video, None, &DemuxConfig::default(), None).unwrap()
+    demux_window(path, MediaKind::Video, None).unwrap()
 }
 
 fn audio(path: &Path) -> Packets {
-    demux(path, MediaKind::Audio, None, &DemuxConfig::default(), None).unwrap()
+    demux_window(path, MediaKind::Audio, None).unwrap()
 }
 
 fn decode_all(p: &Packets, desc: Option<&str>) -> Frames {
@@ -270,14 +270,7 @@ fn audio_packets_decode_like_the_ffmpeg_command_line_and_in_windows() {
     let whole = decode_all(&audio(&path), Some("aformat=sample_fmts=fltp"))
         .to_array()
         .unwrap();
-    let p = demux(
-        &path,
-        MediaKind::Audio,
-        Some((0.05, 0.15)),
-        &DemuxConfig::default(),
-        None,
-    )
-    .unwrap();
+    let p = demux_window(&path, MediaKind::Audio, Some((0.05, 0.15))).unwrap();
     let a = decode_all(&p, Some("aformat=sample_fmts=fltp"))
         .to_array()
         .unwrap();
@@ -638,14 +631,7 @@ fn images_demux_and_decode_as_one_frame() {
         )
     };
     let png = first_frame(&["-f", "image2pipe", "-c:v", "png"]);
-    let p = demux(
-        png.as_slice(),
-        MediaKind::Image,
-        None,
-        &DemuxConfig::default(),
-        None,
-    )
-    .unwrap();
+    let p = demux_window(png.as_slice(), MediaKind::Image, None).unwrap();
     assert_eq!(p.len(), 1);
     assert_eq!(p.codec().name(), "png");
     let f = decode_all(&p, RGB);
@@ -654,14 +640,7 @@ fn images_demux_and_decode_as_one_frame() {
     assert_eq!(a.shape, [24, 40, 3]);
     let want = first_frame(&["-f", "rawvideo", "-pix_fmt", "rgb24"]);
     assert!(a.data == want, "PNG round trip is lossless");
-    let e = demux(
-        png.as_slice(),
-        MediaKind::Image,
-        Some((0.0, 1.0)),
-        &DemuxConfig::default(),
-        None,
-    )
-    .unwrap_err();
+    let e = demux_window(png.as_slice(), MediaKind::Image, Some((0.0, 1.0))).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument);
 }
 
@@ -1201,14 +1180,7 @@ mod bad_inputs {
     #[test]
     fn made_frames_have_their_rate_and_stay_in_order() {
         // tpad makes frames after the last; the buffer source needs the rate.
-        let p = demux(
-            &media(BBB),
-            MediaKind::Video,
-            Some((0.0, 0.2)),
-            &DemuxConfig::default(),
-            None,
-        )
-        .unwrap();
+        let p = demux_window(&media(BBB), MediaKind::Video, Some((0.0, 0.2))).unwrap();
         let f = decode_all(&p, Some("tpad=stop=5,format=pix_fmts=rgb24"));
         let ts = f.timestamps();
         assert_eq!(ts.len(), 10, "{ts:?}");
@@ -1248,24 +1220,10 @@ mod bad_inputs {
     fn an_audio_window_from_minus_infinity_decodes() {
         let path = media("16-audio-odd-rates-channels/sine_44100Hz_stereo_LR.flac");
         let whole = decode_all(&audio(&path), None);
-        let p = demux(
-            &path,
-            MediaKind::Audio,
-            Some((f64::NEG_INFINITY, 1.0)),
-            &DemuxConfig::default(),
-            None,
-        )
-        .unwrap();
+        let p = demux_window(&path, MediaKind::Audio, Some((f64::NEG_INFINITY, 1.0))).unwrap();
         let f = decode_all(&p, None);
         assert_eq!(f.num_samples(), 44100.min(whole.num_samples()));
-        let far = demux(
-            &path,
-            MediaKind::Audio,
-            Some((-1e18, 1e18)),
-            &DemuxConfig::default(),
-            None,
-        )
-        .unwrap();
+        let far = demux_window(&path, MediaKind::Audio, Some((-1e18, 1e18))).unwrap();
         assert_eq!(decode_all(&far, None).num_samples(), whole.num_samples());
     }
 }

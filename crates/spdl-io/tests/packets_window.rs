@@ -9,25 +9,17 @@
 mod video_util;
 
 use spdl_io::ffmpeg::decoder::{decode_packets, sample_decode_video};
-use spdl_io::ffmpeg::demux::demux;
 use spdl_io::ffmpeg::frames::{Frames, MediaKind};
 use spdl_io::ffmpeg::packets::Packets;
-use spdl_io::ffmpeg::{DecodeConfig, DemuxConfig};
-use video_util::media;
+use spdl_io::ffmpeg::DecodeConfig;
+use video_util::{demux_window, media};
 
 /// 75 frames at 25 fps with B-frames (decode order differs from display order).
 const BBB: &str = "clips/bbb_320x180_bframes.mp4";
 const RGB: Option<&str> = Some("format=pix_fmts=rgb24");
 
 fn window(w: Option<(f64, f64)>) -> Packets {
-    demux(
-        &media(BBB),
-        MediaKind::Video,
-        w,
-        &DemuxConfig::default(),
-        None,
-    )
-    .unwrap()
+    demux_window(&media(BBB), MediaKind::Video, w).unwrap()
 }
 
 fn pixels(f: &Frames) -> Vec<u8> {
@@ -69,14 +61,7 @@ fn an_empty_window_is_valid_and_a_reversed_one_is_not() {
             .len(),
         0
     );
-    let e = demux(
-        &media(BBB),
-        MediaKind::Video,
-        Some((1.0, 0.5)),
-        &DemuxConfig::default(),
-        None,
-    )
-    .unwrap_err();
+    let e = demux_window(&media(BBB), MediaKind::Video, Some((1.0, 0.5))).unwrap_err();
     assert!(e.to_string().contains("reversed"), "{e}");
 }
 

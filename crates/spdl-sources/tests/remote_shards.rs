@@ -12,14 +12,13 @@ mod tar_shards;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use common::{sha256_hex, S3Server};
-use folder_server::{the_read_failure, FolderServer};
+use folder_server::{quick_retries, the_read_failure, FolderServer};
 use spdl_sources::shards::{
     list_shards_with, EpochSamples, ShardErrorKind, ShardSample, ShardSource, ShardState,
 };
-use spdl_sources::{DistInfo, FetchOptions, Fetcher, Remainder, RetryPolicy, SamplerOptions, Uri};
+use spdl_sources::{DistInfo, FetchOptions, Fetcher, Remainder, SamplerOptions, Uri};
 use tar_shards::write_tar_shards;
 
 /// Shard `s` holds samples `s*per .. (s+1)*per`: `k/{i:05}.jpg` (`size` bytes derived from
@@ -74,21 +73,6 @@ fn in_order() -> SamplerOptions {
         seed: 0,
         remainder: Remainder::Drop,
     }
-}
-
-fn quick_retries(options: FetchOptions) -> Fetcher {
-    Fetcher::new(FetchOptions {
-        timeout: Duration::from_secs(20),
-        total_timeout: Duration::from_secs(20),
-        retry: RetryPolicy {
-            max_retries: 2,
-            initial_backoff: Duration::from_millis(10),
-            max_backoff: Duration::from_millis(40),
-            ..RetryPolicy::default()
-        },
-        ..options
-    })
-    .unwrap()
 }
 
 /// The samples of `paths` read from local disk, in order.

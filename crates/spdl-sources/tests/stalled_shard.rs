@@ -13,9 +13,9 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use folder_server::{the_read_failure, FolderServer};
+use folder_server::{quick_retries, the_read_failure, FolderServer};
 use spdl_sources::shards::ShardSource;
-use spdl_sources::{DistInfo, FetchOptions, Fetcher, Remainder, RetryPolicy, SamplerOptions, Uri};
+use spdl_sources::{DistInfo, FetchOptions, Remainder, SamplerOptions, Uri};
 use tar_shards::write_tar_shards;
 
 /// A loopback HTTP server for the files of `dir` (see `FolderServer`) that stalls
@@ -58,19 +58,10 @@ fn a_stalled_remote_shard_is_one_named_failure_after_the_read_timeout_and_the_ep
     let shards: Vec<Uri> = (0..4)
         .map(|s| Uri::parse(&server.url(&format!("train-{s:04}.tar"))).unwrap())
         .collect();
-    let fetcher = Fetcher::new(FetchOptions {
-        timeout: Duration::from_secs(20),
-        total_timeout: Duration::from_secs(20),
+    let fetcher = quick_retries(FetchOptions {
         stall_timeout: Duration::from_millis(300),
-        retry: RetryPolicy {
-            max_retries: 2,
-            initial_backoff: Duration::from_millis(10),
-            max_backoff: Duration::from_millis(40),
-            ..RetryPolicy::default()
-        },
         ..FetchOptions::default()
-    })
-    .unwrap();
+    });
     let options = SamplerOptions {
         shuffle: false,
         seed: 0,

@@ -15,6 +15,22 @@ pub(crate) fn media(rel: &str) -> PathBuf {
     fixtures::fixture("media").join(rel)
 }
 
+/// The packets of `kind` in `window` seconds of `src` (all for `None`), demuxed with the
+/// default config and no bitstream filter.
+pub(crate) fn demux_window<'a>(
+    src: impl Into<spdl_io::MediaSource<'a>>,
+    kind: spdl_io::ffmpeg::frames::MediaKind,
+    window: Option<(f64, f64)>,
+) -> spdl_io::Result<spdl_io::ffmpeg::packets::Packets> {
+    spdl_io::ffmpeg::demux::demux(
+        src,
+        kind,
+        window,
+        &spdl_io::ffmpeg::DemuxConfig::default(),
+        None,
+    )
+}
+
 /// A reference array: shape and values as f64.
 pub(crate) type Npy = fixtures::Npy<f64>;
 

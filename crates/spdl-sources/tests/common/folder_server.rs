@@ -2,7 +2,8 @@
 //! (`remote_shards.rs`, `stalled_shard.rs`, each through `#[path]`): `Range: bytes=N-` is
 //! answered with 206, requests are counted per path (and ranged ones apart), and how each
 //! body goes out is the test's: whole, cut short, or stalled. Also the check both tests make
-//! of the one failure such a server causes ([`the_read_failure`]).
+//! of the one failure such a server causes ([`the_read_failure`]), and the fetcher both use
+//! ([`quick_retries`]).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -10,8 +11,10 @@ use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use spdl_sources::shards::{ShardError, ShardErrorKind};
+use spdl_sources::{FetchOptions, Fetcher, RetryPolicy};
 
 /// Requests per path: `(all, ranged)`.
 type Hits = Arc<Mutex<HashMap<String, (u32, u32)>>>;
@@ -146,4 +149,21 @@ pub(crate) fn the_read_failure<T: std::fmt::Debug>(
     assert!(e.shard.ends_with("/train-0001.tar"), "{e}");
     assert!(e.to_string().contains("sample k/00008"), "{e}");
     e
+}
+
+/// A fetcher of `options` with quick retries (2, 10 ms then 40 ms at most apart) and 20 s
+/// timeouts, for servers on the loopback.
+pub(crate) fn quick_retries(options: FetchOptions) -> Fetcher {
+    Fetcher::new(FetchOptions {
+        timeout: Duration::from_secs(20),
+        total_timeout: Duration::from_secs(20),
+        retry: RetryPolicy {
+            max_retries: 2,
+            initial_backoff: Duration::from_millis(10),
+            max_backoff: Duration::from_millis(40),
+            ..RetryPolicy::default()
+        },
+        ..options
+    })
+    .unwrap()
 }
