@@ -1,8 +1,9 @@
 //! FFmpeg's shared libraries built from source for the video wheel (`cargo xtask wheel
 //! --release`): an LGPL build (no `--enable-gpl`, no nonfree) with `--disable-everything` and
-//! then only the decoders, demuxers, parsers, bitstream filters, filters, encoders and muxers
-//! the media API and its tests use, so that `auditwheel repair` bundles about 10 MB of FFmpeg
-//! and one codec library (libdav1d, for AV1) instead of every library Debian's FFmpeg links.
+//! then only the decoders, demuxers, parsers, bitstream filters, encoders and muxers the media
+//! API and its tests (ours and SPDL's) use, and every filter FFmpeg has without an external
+//! library, so that `auditwheel repair` bundles about 12 MB of FFmpeg and two codec libraries
+//! (libdav1d for AV1, LAME for MP3 encoding) instead of every library Debian's FFmpeg links.
 //!
 //! The source is Debian's: the machine's own `deb` entries, turned into `deb-src` in a private
 //! apt folder (`target/ffmpeg-src/apt`, nothing written to /etc or /var), give
@@ -59,9 +60,20 @@ const DECODERS: &[&str] = &[
 
 /// Encoders of the encode/mux API and its tests: images (`save_image`), lossless video (FFV1),
 /// MPEG-4 part 2 (the LGPL video encoder for MP4/AVI; H.264 encoding is x264, GPL, left out),
-/// AAC, FLAC, PCM.
+/// AAC, MP3 (LAME, LGPL), FLAC, PCM.
 const ENCODERS: &[&str] = &[
-    "png", "mjpeg", "bmp", "tiff", "gif", "ffv1", "rawvideo", "mpeg4", "aac", "flac", "pcm_*",
+    "png",
+    "mjpeg",
+    "bmp",
+    "tiff",
+    "gif",
+    "ffv1",
+    "rawvideo",
+    "mpeg4",
+    "aac",
+    "libmp3lame",
+    "flac",
+    "pcm_*",
 ];
 
 /// Demuxers: MP4/MOV, Matroska/WebM, MPEG-TS/PS, AVI, OGG, elementary streams, audio files,
@@ -87,6 +99,7 @@ const DEMUXERS: &[&str] = &[
     "image_*_pipe",
     "rawvideo",
     "yuv4mpegpipe",
+    "nut",
     "pcm_*",
 ];
 
@@ -106,6 +119,7 @@ const MUXERS: &[&str] = &[
     "image2",
     "image2pipe",
     "rawvideo",
+    "nut",
     "null",
     "pcm_*",
 ];
@@ -149,59 +163,6 @@ const BSFS: &[&str] = &[
     "mpeg4_unpack_bframes",
     "h264_metadata",
     "hevc_metadata",
-];
-
-/// Filters: the graph's ends, those `get_video_filter_desc`/`get_audio_filter_desc` and
-/// `get_image_filter_desc` write, and those the filter tests and examples use.
-const FILTERS: &[&str] = &[
-    "buffer",
-    "buffersink",
-    "abuffer",
-    "abuffersink",
-    "format",
-    "aformat",
-    "scale",
-    "fps",
-    "trim",
-    "atrim",
-    "aresample",
-    "crop",
-    "pad",
-    "tpad",
-    "apad",
-    "hflip",
-    "vflip",
-    "transpose",
-    "rotate",
-    "setpts",
-    "asetpts",
-    "setsar",
-    "setdar",
-    "null",
-    "anull",
-    "copy",
-    "split",
-    "asplit",
-    "vstack",
-    "hstack",
-    "select",
-    "aselect",
-    "fifo",
-    "afifo",
-    "loop",
-    "colorspace",
-    "normalize",
-    "volume",
-    "pan",
-    "highpass",
-    "atempo",
-    "showwaves",
-    "color",
-    "nullsrc",
-    "testsrc",
-    "testsrc2",
-    "sine",
-    "anullsrc",
 ];
 
 /// Protocols: files by path, and pipes.
@@ -266,10 +227,11 @@ pub(crate) fn ensure() -> Result<PathBuf> {
     Ok(prefix)
 }
 
-/// The configure line: LGPL, shared, `--disable-everything` and the lists above; nothing
-/// detected from the system (`--disable-autodetect`) but zlib (PNG, TIFF, Matroska's
-/// compressed tracks; libz.so.1 is one of the libraries manylinux lets a wheel take from the
-/// system) and libdav1d (AV1, BSD-2-Clause; bundled by `auditwheel repair`).
+/// The configure line: LGPL, shared, `--disable-everything`, the lists above and every filter
+/// without an external library; nothing detected from the system (`--disable-autodetect`)
+/// but zlib (PNG, TIFF, Matroska's compressed tracks; libz.so.1 is one of the libraries
+/// manylinux lets a wheel take from the system), libdav1d (AV1 decoding, BSD-2-Clause) and
+/// LAME (MP3 encoding, LGPL-2.0+), both bundled by `auditwheel repair`.
 pub(crate) fn configure_args(prefix: &Path) -> Vec<String> {
     let mut args = vec![
         format!("--prefix={}", prefix.display()),
@@ -285,6 +247,11 @@ pub(crate) fn configure_args(prefix: &Path) -> Vec<String> {
         "--disable-everything".into(),
         "--enable-zlib".into(),
         "--enable-libdav1d".into(),
+        "--enable-libmp3lame".into(),
+        // Every filter FFmpeg has without an external library (those needing one, or the
+        // GPL, stay out): a filter description is the user's free text, as in SPDL, whose
+        // `get_ffmpeg_filters` lists well over 100; the filters cost about 1 MB of the wheel.
+        "--enable-filters".into(),
     ];
     for (kind, list) in [
         ("decoder", DECODERS),
@@ -293,7 +260,6 @@ pub(crate) fn configure_args(prefix: &Path) -> Vec<String> {
         ("muxer", MUXERS),
         ("parser", PARSERS),
         ("bsf", BSFS),
-        ("filter", FILTERS),
         ("protocol", PROTOCOLS),
     ] {
         args.push(format!("--enable-{kind}={}", list.join(",")));
@@ -463,7 +429,7 @@ fn version_of(tarball: &Path) -> Result<String> {
         .with_context(|| format!("no version in {name}"))
 }
 
-/// Installs the AV1 decoder library's headers (libdav1d-dev) when missing.
+/// Installs the headers of the AV1 decoder and MP3 encoder libraries when missing.
 fn system_packages() -> Result<()> {
-    setup::apt_packages(&["libdav1d-dev"])
+    setup::apt_packages(&["libdav1d-dev", "libmp3lame-dev"])
 }
