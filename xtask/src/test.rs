@@ -162,12 +162,14 @@ pub(crate) fn run(args: &Args) -> Result<()> {
             ),
         }
         if installed {
-            let pytest = Cmd::new(setup::venv_bin("python")).args([
-                "-m",
-                "pytest",
-                "crates/spdl-py/tests",
-                "-q",
-            ]);
+            // The extension without features (spdl-cuda not linked; a debug build, about a
+            // minute): test_no_cuda_build.py loads CPU batches with it and checks that the GPU
+            // calls name the missing `cuda` feature (every wheel above has `cuda`).
+            let no_cuda = repo_root().join("target/debug/libspdl_rs.so");
+            report.run("spdl-py without cuda", cargo(&["build", "-p", "spdl-py"]));
+            let pytest = Cmd::new(setup::venv_bin("python"))
+                .env("SPDL_NO_CUDA_EXT", &no_cuda)
+                .args(["-m", "pytest", "crates/spdl-py/tests", "-q"]);
             report.run("pytest", pytest);
         } else {
             report.skipped("pytest", "no wheel");
