@@ -67,6 +67,28 @@ mod error;
 use error::{corrupt, region, truncated, unsupported};
 pub use error::{Error, ErrorKind, Result};
 
+/// `offset..offset + len` of `data` (offsets as an archive's headers give them), or
+/// `cut(message)` saying what was cut: `"{what} ends at byte {end}, past the end of the data
+/// ({n} bytes)"`. Shared with spdl-io's other archive readers (ZIP/NPZ), which make their own
+/// error of the message.
+pub fn region_or<'a, E>(
+    data: &'a [u8],
+    offset: u64,
+    len: u64,
+    what: &str,
+    cut: impl FnOnce(String) -> E,
+) -> std::result::Result<&'a [u8], E> {
+    let end = offset.checked_add(len);
+    match end {
+        Some(end) if end <= data.len() as u64 => Ok(&data[offset as usize..end as usize]),
+        _ => Err(cut(format!(
+            "{what} ends at byte {}, past the end of the data ({} bytes)",
+            end.map_or_else(|| "2^64".to_owned(), |e| e.to_string()),
+            data.len()
+        ))),
+    }
+}
+
 /// Size of a tar block (headers and data padding).
 pub const BLOCK: usize = 512;
 

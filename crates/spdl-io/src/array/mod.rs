@@ -48,15 +48,8 @@ fn unsupported(message: impl Into<String>) -> Error {
     Error::new(ErrorKind::Unsupported, message)
 }
 
-/// `offset..offset + len` of `data`, or a `Truncated` error saying what was cut.
+/// `offset..offset + len` of `data`, or a `Truncated` error saying what was cut (spdl-tar's
+/// bounds check, which tar headers use too).
 fn region<'a>(data: &'a [u8], offset: u64, len: u64, what: &str) -> Result<&'a [u8], Error> {
-    let end = offset.checked_add(len);
-    match end {
-        Some(end) if end <= data.len() as u64 => Ok(&data[offset as usize..end as usize]),
-        _ => Err(truncated(format!(
-            "{what} ends at byte {}, past the end of the data ({} bytes)",
-            end.map_or_else(|| "2^64".to_owned(), |e| e.to_string()),
-            data.len()
-        ))),
-    }
+    spdl_tar::region_or(data, offset, len, what, truncated)
 }
