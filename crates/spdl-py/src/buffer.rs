@@ -338,20 +338,101 @@ impl CpuBuffer {
     }
 }
 
-#[pymethods]
-impl CpuBuffer {
-    /// The shape, e.g. `(N, H, W, C)` for a `uint8` batch or `(N, C, H, W)` for `float32`.
-    #[getter]
-    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, &self.shape)
-    }
+/// The `#[pymethods]` of a batch buffer class (`CPUBuffer`, `CUDABuffer`): the getters both
+/// have alike (`shape`, `dtype`, `keys`, `labels`, `len()`), reading what
+/// `|b| (shape, dtype, keys, labels)` names, then the class's own methods.
+macro_rules! buffer_pymethods {
+    (
+        impl $class:ty, |$b:ident| ($shape:expr, $dtype:expr, $keys:expr, $labels:expr)
+        { $($own:tt)* }
+    ) => {
+        #[pymethods]
+        impl $class {
+            /// The shape, e.g. `(N, H, W, C)` for a `uint8` batch or `(N, C, H, W)` for
+            /// `float32`.
+            #[getter]
+            fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+                let $b = self;
+                PyTuple::new(py, &$shape)
+            }
 
-    /// The element type name: `"uint8"`, `"uint16"` or `"float32"`.
-    #[getter]
-    fn dtype(&self) -> &'static str {
-        self.dtype.name()
-    }
+            /// The element type name: `"uint8"`, `"uint16"` or `"float32"`.
+            #[getter]
+            fn dtype(&self) -> &'static str {
+                let $b = self;
+                $dtype.name()
+            }
 
+            /// Sample keys (file paths) in batch order; one key for a single image.
+            #[getter]
+            fn keys(&self) -> Vec<String> {
+                let $b = self;
+                $keys.clone()
+            }
+
+            /// Class labels in batch order (`None` where the source had none).
+            #[getter]
+            fn labels(&self) -> Vec<Option<i64>> {
+                let $b = self;
+                $labels.clone()
+            }
+
+            fn __len__(&self) -> usize {
+                let $b = self;
+                $shape.first().copied().unwrap_or(0).max(0) as usize
+            }
+
+            $($own)*
+        }
+    };
+}
+#[cfg_attr(not(feature = "cuda"), allow(unused_imports))] // CUDABuffer's, with `cuda`
+pub(crate) use buffer_pymethods;
+
+/// The `#[pymethods]` of a class read as the `CPUBuffer` that `|o| buffer` names (SPDL's
+/// `load_video` / `load_audio` return the buffer itself): NumPy's array interface and DLPack
+/// of that buffer, sharing its memory and keeping the object alive; then the class's own
+/// methods.
+macro_rules! host_array_pymethods {
+    (impl $class:ty, |$o:ident| $buffer:expr, { $($own:tt)* }) => {
+        #[pymethods]
+        impl $class {
+            /// NumPy's array interface of the buffer (as `CPUBuffer`'s): `numpy.asarray(x)`
+            /// and `spdl_rs.io.to_numpy(x)` share its memory and keep this object alive.
+            #[getter]
+            fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+                let $o = self;
+                $buffer.__array_interface__(py)
+            }
+
+            /// DLPack device of the buffer: `(1, 0)` (`kDLCPU`).
+            fn __dlpack_device__(&self) -> (i32, i32) {
+                (1, 0)
+            }
+
+            /// A DLPack capsule sharing the buffer (as `CPUBuffer.__dlpack__`), so that
+            /// `torch.from_dlpack(x)` and `spdl_rs.io.to_torch(x)` work as with SPDL's buffer.
+            #[pyo3(
+                signature = (**kw),
+                text_signature = "($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)"
+            )]
+            fn __dlpack__(
+                &self,
+                py: Python<'_>,
+                kw: Option<&Bound<'_, PyDict>>,
+            ) -> PyResult<Py<PyAny>> {
+                let $o = self;
+                $buffer.__dlpack__(py, kw)
+            }
+
+            $($own)*
+        }
+    };
+}
+pub(crate) use host_array_pymethods;
+
+buffer_pymethods! {
+impl CpuBuffer, |b| (b.shape, b.dtype, b.keys, b.labels) {
     /// Address of the first element (to check that views share memory).
     #[getter]
     fn data_ptr(&self) -> usize {
@@ -362,22 +443,6 @@ impl CpuBuffer {
     #[getter(nbytes)]
     fn get_nbytes(&self) -> usize {
         self.nbytes()
-    }
-
-    /// Sample keys (file paths) in batch order; one key for a single image.
-    #[getter]
-    fn keys(&self) -> Vec<String> {
-        self.keys.clone()
-    }
-
-    /// Class labels in batch order (`None` where the source had none).
-    #[getter]
-    fn labels(&self) -> Vec<Option<i64>> {
-        self.labels.clone()
-    }
-
-    fn __len__(&self) -> usize {
-        self.shape.first().copied().unwrap_or(0) as usize
     }
 
     fn __repr__(&self) -> String {
@@ -453,6 +518,7 @@ impl CpuBuffer {
     }
 
     unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {}
+}
 }
 
 /// What a `__getbuffer__` exposes: a writable, C-contiguous block of `len` bytes at `buf`, items

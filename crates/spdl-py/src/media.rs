@@ -18,7 +18,7 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyString};
 
-use crate::buffer::CpuBuffer;
+use crate::buffer::{host_array_pymethods, CpuBuffer};
 #[cfg(feature = "decode-ffmpeg")]
 use crate::options::Kwargs;
 
@@ -226,8 +226,8 @@ pub(crate) struct VideoFrames {
     label: Option<i64>,
 }
 
-#[pymethods]
-impl VideoFrames {
+host_array_pymethods! {
+impl VideoFrames, |v| v.frames, {
     /// The frames: `CPUBuffer` `uint8` `[T, H, W, C]` (`[N, T, H, W, C]` for clips), sharing
     /// memory with every other view of them (`numpy.asarray`, `torch.from_dlpack`).
     #[getter]
@@ -240,35 +240,13 @@ impl VideoFrames {
         self.shape.first().copied().unwrap_or(0)
     }
 
-    /// NumPy's array interface of `frames` (SPDL's `load_video` returns the frame buffer
-    /// itself): `numpy.asarray(video)` and `spdl_rs.io.to_numpy(video)` share the frames'
-    /// memory, `uint8` `[T, H, W, C]`, and keep this object alive.
-    #[getter]
-    fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        self.frames.__array_interface__(py)
-    }
-
-    /// DLPack device of `frames`: `(1, 0)` (`kDLCPU`).
-    fn __dlpack_device__(&self) -> (i32, i32) {
-        (1, 0)
-    }
-
-    /// A DLPack capsule sharing `frames` (as `CPUBuffer.__dlpack__`), so that
-    /// `torch.from_dlpack(video)` and `spdl_rs.io.to_torch(video)` work as with SPDL's buffer.
-    #[pyo3(
-        signature = (**kw),
-        text_signature = "($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)"
-    )]
-    fn __dlpack__(&self, py: Python<'_>, kw: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyAny>> {
-        self.frames.__dlpack__(py, kw)
-    }
-
     fn __repr__(&self) -> String {
         format!(
             "DecodedVideo(key={:?}, shape={:?}, codec={:?}, rotation={})",
             self.key, self.shape, self.codec, self.rotation
         )
     }
+}
 }
 
 /// A decoded waveform (from `spdl_rs.io.load_audio` or the `spdl_rs.ops` audio stages).
@@ -301,8 +279,8 @@ pub(crate) struct AudioFrames {
     label: Option<i64>,
 }
 
-#[pymethods]
-impl AudioFrames {
+host_array_pymethods! {
+impl AudioFrames, |a| a.waveform, {
     /// The samples: `CPUBuffer` `float32` `[C, S]`, channel after channel (zero-copy).
     #[getter]
     fn waveform(&self) -> CpuBuffer {
@@ -319,29 +297,6 @@ impl AudioFrames {
             .get_item("shape")
     }
 
-    /// NumPy's array interface of `waveform` (SPDL's `load_audio` returns the sample buffer
-    /// itself): `numpy.asarray(audio)` and `spdl_rs.io.to_numpy(audio)` share its memory and
-    /// keep this object alive.
-    #[getter]
-    fn __array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        self.waveform.__array_interface__(py)
-    }
-
-    /// DLPack device of `waveform`: `(1, 0)` (`kDLCPU`).
-    fn __dlpack_device__(&self) -> (i32, i32) {
-        (1, 0)
-    }
-
-    /// A DLPack capsule sharing `waveform` (as `CPUBuffer.__dlpack__`), so that
-    /// `torch.from_dlpack(audio)` and `spdl_rs.io.to_torch(audio)` work.
-    #[pyo3(
-        signature = (**kw),
-        text_signature = "($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)"
-    )]
-    fn __dlpack__(&self, py: Python<'_>, kw: Option<&Bound<'_, PyDict>>) -> PyResult<Py<PyAny>> {
-        self.waveform.__dlpack__(py, kw)
-    }
-
     /// Duration of `waveform`, seconds (`S / sample_rate`).
     #[getter]
     fn duration(&self) -> f64 {
@@ -354,6 +309,7 @@ impl AudioFrames {
             self.key, self.channels, self.samples, self.sample_rate, self.codec
         )
     }
+}
 }
 
 impl VideoFrames {

@@ -11,7 +11,7 @@ use spdl_cuda::{ConsumerStream, DeviceBatch, DeviceSelector, DeviceTarget};
 use spdl_io::dlpack::TensorExport;
 use spdl_io::{BatchHeader, HostBatch};
 
-use crate::buffer::{CpuBuffer, HostView};
+use crate::buffer::{buffer_pymethods, CpuBuffer, HostView};
 use crate::cuda::GpuError;
 use crate::dlpack::{cai_dict, capsule, DlpackArgs};
 use crate::lock;
@@ -204,20 +204,8 @@ impl CudaBuffer {
     }
 }
 
-#[pymethods]
-impl CudaBuffer {
-    /// The shape, e.g. `(N, H, W, C)` for a `uint8` batch or `(N, C, H, W)` for `float32`.
-    #[getter]
-    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, &self.shape)
-    }
-
-    /// The element type name: `"uint8"`, `"uint16"` or `"float32"`.
-    #[getter]
-    fn dtype(&self) -> &'static str {
-        self.batch.header.dtype.name()
-    }
-
+buffer_pymethods! {
+impl CudaBuffer, |b| (b.shape, b.batch.header.dtype, b.batch.keys, b.batch.labels) {
     /// The CUDA device index (the `N` of `cuda:N`).
     #[getter]
     fn device_index(&self) -> usize {
@@ -246,22 +234,6 @@ impl CudaBuffer {
     #[getter]
     fn stream(&self) -> usize {
         self.batch.stream()
-    }
-
-    /// Sample keys (file paths) in batch order.
-    #[getter]
-    fn keys(&self) -> Vec<String> {
-        self.batch.keys.clone()
-    }
-
-    /// Class labels in batch order (`None` where the source had none).
-    #[getter]
-    fn labels(&self) -> Vec<Option<i64>> {
-        self.batch.labels.clone()
-    }
-
-    fn __len__(&self) -> usize {
-        self.shape.first().copied().unwrap_or(0).max(0) as usize
     }
 
     fn __repr__(&self) -> String {
@@ -336,6 +308,7 @@ impl CudaBuffer {
         }
         cai_dict(py, &export)
     }
+}
 }
 
 /// SPDL's `cuda_config(allocator=(alloc_fn, free_fn))` as a device allocator: Python calls
