@@ -148,6 +148,23 @@ struct Inner {
     source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
 }
 
+/// The builder setters of [`Inner`]'s fields: `fn with_x(x) = value;` becomes
+/// `with_x(mut self, x) -> Self`, which stores `value` in the field `x`; each is allowed to go
+/// unused in builds without the feature named before it (the one whose code sets it).
+macro_rules! with_setters {
+    (
+        $($feature:literal $(#[doc = $doc:expr])*
+        fn $name:ident($field:ident: $ty:ty) = $value:expr;)+
+    ) => {$(
+        #[cfg_attr(not(feature = $feature), allow(dead_code))]
+        $(#[doc = $doc])*
+        pub(crate) fn $name(mut self, $field: $ty) -> Self {
+            self.0.$field = $value;
+            self
+        }
+    )+};
+}
+
 impl Error {
     /// An error of `kind` with a reason and no path.
     pub(crate) fn new(kind: ErrorKind, reason: impl Into<String>) -> Self {
@@ -165,60 +182,32 @@ impl Error {
         }))
     }
 
-    #[cfg_attr(not(feature = "fetch"), allow(dead_code))]
-    /// Attaches the URI (shown in place of a path) the error concerns.
-    pub(crate) fn with_uri(mut self, uri: impl Into<String>) -> Self {
-        self.0.uri = Some(uri.into());
-        self
-    }
-
-    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
-    /// Attaches the HTTP status a server answered with.
-    pub(crate) fn with_status(mut self, status: u16) -> Self {
-        self.0.status = Some(status);
-        self
-    }
-
-    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
-    /// Marks the error temporary (a retry may help) or permanent, overriding the kind's default.
-    pub(crate) fn with_temporary(mut self, temporary: bool) -> Self {
-        self.0.temporary = Some(temporary);
-        self
-    }
-
-    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
-    /// Records the server's `Retry-After`.
-    pub(crate) fn with_retry_after(mut self, after: Option<std::time::Duration>) -> Self {
-        self.0.retry_after = after;
-        self
-    }
-
-    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
-    /// Records how many attempts were made before giving up.
-    pub(crate) fn with_attempts(mut self, attempts: u32) -> Self {
-        self.0.attempts = attempts;
-        self
-    }
-
-    #[cfg_attr(not(feature = "source-local"), allow(dead_code))]
-    /// Attaches the path the error concerns.
-    pub(crate) fn with_path(mut self, path: impl Into<PathBuf>) -> Self {
-        self.0.path = Some(path.into());
-        self
-    }
-
-    #[cfg_attr(not(feature = "source-local"), allow(dead_code))]
-    /// Attaches a 1-based line number (list files).
-    pub(crate) fn with_line(mut self, line: u64) -> Self {
-        self.0.line = Some(line);
-        self
-    }
-
-    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
-    /// Replaces the reason, keeping kind, path and source.
-    pub(crate) fn with_reason(mut self, reason: impl Into<String>) -> Self {
-        self.0.reason = reason.into();
-        self
+    with_setters! {
+        "fetch"
+        /// Attaches the URI (shown in place of a path) the error concerns.
+        fn with_uri(uri: impl Into<String>) = Some(uri.into());
+        "remote"
+        /// Attaches the HTTP status a server answered with.
+        fn with_status(status: u16) = Some(status);
+        "remote"
+        /// Marks the error temporary (a retry may help) or permanent, overriding the kind's
+        /// default.
+        fn with_temporary(temporary: bool) = Some(temporary);
+        "remote"
+        /// Records the server's `Retry-After`.
+        fn with_retry_after(retry_after: Option<std::time::Duration>) = retry_after;
+        "remote"
+        /// Records how many attempts were made before giving up.
+        fn with_attempts(attempts: u32) = attempts;
+        "source-local"
+        /// Attaches the path the error concerns.
+        fn with_path(path: impl Into<PathBuf>) = Some(path.into());
+        "source-local"
+        /// Attaches a 1-based line number (list files).
+        fn with_line(line: u64) = Some(line);
+        "remote"
+        /// Replaces the reason, keeping kind, path and source.
+        fn with_reason(reason: impl Into<String>) = reason.into();
     }
 
     #[cfg_attr(not(feature = "source-local"), allow(dead_code))]
