@@ -22,7 +22,7 @@ use crate::stage::fused::{self, Direct};
 use crate::stage::map::MapStage;
 use crate::stage::source::{run_source, BoxIter, SourceFn, StartEpoch};
 use crate::stage::stream::{run_stream, BoxStream};
-use crate::stage::{FailureBudget, Msg, Op, OpKind, Order, StageConfig};
+use crate::stage::{failure_budget_setters, FailureBudget, Msg, Op, OpKind, Order, StageConfig};
 use crate::stats::StageMeter;
 
 type Task = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
@@ -402,17 +402,7 @@ impl<T: Send + 'static> PipelineBuilder<T> {
         self
     }
 
-    /// Stops the pipeline once more than `n` items failed in total (default: no limit).
-    pub fn max_failures(mut self, n: u64) -> Self {
-        self.max_failures = Some(FailureBudget::Count(n));
-        self
-    }
-
-    /// Stops the pipeline once more than `rate` of the source's items failed (after 100 items).
-    pub fn max_failure_rate(mut self, rate: f64) -> Self {
-        self.max_failures = Some(FailureBudget::Rate(rate));
-        self
-    }
+    failure_budget_setters!("in total (default: no limit)", "the source's");
 
     /// Whether adjacent blocking stages of the same order pass items from lane to lane, without
     /// the scheduler thread in between (default `true`; see [`pipe`](Self::pipe)). `false`

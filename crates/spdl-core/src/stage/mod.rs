@@ -147,6 +147,28 @@ impl FailureBudget {
     }
 }
 
+/// `max_failures(n)` and `max_failure_rate(rate)`, the two ways to set a [`FailureBudget`],
+/// for a builder whose `max_failures` field holds it (a stage's or the pipeline's); `$counted`
+/// says which failures count, `$whose` whose items the rate is of.
+macro_rules! failure_budget_setters {
+    ($counted:literal, $whose:literal) => {
+        #[doc = concat!("Stops the pipeline once more than `n` items failed ", $counted, ".")]
+        pub fn max_failures(mut self, n: u64) -> Self {
+            self.max_failures = Some(FailureBudget::Count(n));
+            self
+        }
+
+        #[doc = concat!(
+            "Stops the pipeline once more than `rate` of ", $whose, " items failed (after 100 items)."
+        )]
+        pub fn max_failure_rate(mut self, rate: f64) -> Self {
+            self.max_failures = Some(FailureBudget::Rate(rate));
+            self
+        }
+    };
+}
+pub(crate) use failure_budget_setters;
+
 /// Settings of one stage, with builder-style setters.
 ///
 /// ```
@@ -203,17 +225,7 @@ impl StageConfig {
         self
     }
 
-    /// Stop the pipeline once more than `n` items failed in this stage.
-    pub fn max_failures(mut self, n: u64) -> Self {
-        self.max_failures = Some(FailureBudget::Count(n));
-        self
-    }
-
-    /// Stop the pipeline once more than `rate` of this stage's items failed (after 100 items).
-    pub fn max_failure_rate(mut self, rate: f64) -> Self {
-        self.max_failures = Some(FailureBudget::Rate(rate));
-        self
-    }
+    failure_budget_setters!("in this stage", "this stage's");
 }
 
 /// Outputs of one op call.
