@@ -1,10 +1,11 @@
-"""Renames the distribution of a wheel: `python rename_wheel.py WHEEL NEW_NAME OUT_DIR`.
+"""Renames the distribution of a wheel: `python rename_wheel.py WHEEL NEW_NAME OUT_DIR [NAME=PATH...]`.
 
 `cargo xtask wheel` builds the FFmpeg variant of `spdl-rs` from the same pyproject.toml (maturin
 takes the Python package only from inside the project's folder, so a second pyproject.toml
 cannot share it) and renames it `spdl-rs-ffmpeg` here: the `.dist-info` folder, the `Name:`
 line of METADATA, RECORD (paths, sha256 and sizes) and the file name; the files of the package
-are unchanged. Prints the new wheel's path.
+are unchanged. Each `NAME=PATH` adds the file PATH as `.dist-info/licenses/NAME` (PEP 639's place
+for the licence texts of what the wheel bundles). Prints the new wheel's path.
 """
 
 import base64
@@ -20,7 +21,7 @@ def record_line(path: str, data: bytes) -> str:
     return f"{path},sha256={digest},{len(data)}"
 
 
-def main(wheel: str, new_name: str, out_dir: str) -> None:
+def main(wheel: str, new_name: str, out_dir: str, *licenses: str) -> None:
     old_file = os.path.basename(wheel)
     old_dist, version, rest = old_file.split("-", 2)
     new_dist = re.sub(r"[-_.]+", "_", new_name)
@@ -45,12 +46,20 @@ def main(wheel: str, new_name: str, out_dir: str) -> None:
             new.compress_type = zipfile.ZIP_DEFLATED
             dst.writestr(new, data)
             records.append(record_line(name, data))
+        for spec in licenses:
+            name, sep, path = spec.partition("=")
+            if not sep or not name or "/" in name:
+                sys.exit(f"{spec!r}: a licence is given as NAME=PATH")
+            with open(path, "rb") as f:
+                data = f.read()
+            dst.writestr(new_info + "licenses/" + name, data)
+            records.append(record_line(new_info + "licenses/" + name, data))
         records.append(f"{new_info}RECORD,,")
         dst.writestr(new_info + "RECORD", "\n".join(records) + "\n")
     print(out)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4:
+    if len(sys.argv) < 4:
         sys.exit(__doc__)
     main(*sys.argv[1:])

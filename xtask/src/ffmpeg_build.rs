@@ -227,6 +227,45 @@ pub(crate) fn ensure() -> Result<PathBuf> {
     Ok(prefix)
 }
 
+/// The licence texts the FFmpeg wheel carries, as `(name in .dist-info/licenses, file)`:
+/// FFmpeg's LGPL-2.1 and its LICENSE.md from the source tree next to `prefix`, and the Debian
+/// copyright files of the two libraries `auditwheel repair` bundles with it (libdav1d,
+/// BSD-2-Clause; LAME, LGPL-2.0+). Fails naming the file that is missing.
+pub(crate) fn licenses(prefix: &Path) -> Result<Vec<(String, PathBuf)>> {
+    let src = prefix.parent().unwrap_or(prefix).join("src");
+    let mut files = vec![
+        (
+            "FFmpeg-COPYING.LGPLv2.1".to_owned(),
+            src.join("COPYING.LGPLv2.1"),
+        ),
+        ("FFmpeg-LICENSE.md".to_owned(), src.join("LICENSE.md")),
+    ];
+    for (name, package) in [
+        ("dav1d-copyright", "libdav1d"),
+        ("lame-copyright", "libmp3lame"),
+    ] {
+        // The runtime package's doc folder carries its so-version (libdav1d6, libmp3lame0).
+        let doc = std::fs::read_dir("/usr/share/doc")
+            .context("cannot read /usr/share/doc")?
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .find(|p| {
+                let n = p.file_name().unwrap_or_default().to_string_lossy();
+                n.starts_with(package)
+                    && n[package.len()..].chars().all(|c| c.is_ascii_digit())
+                    && n.len() > package.len()
+            });
+        let Some(doc) = doc else {
+            bail!("no /usr/share/doc/{package}N folder: the {package} runtime package is missing");
+        };
+        files.push((name.to_owned(), doc.join("copyright")));
+    }
+    if let Some((_, missing)) = files.iter().find(|(_, f)| !f.is_file()) {
+        bail!("licence file {} is missing", missing.display());
+    }
+    Ok(files)
+}
+
 /// The configure line: LGPL, shared, `--disable-everything`, the lists above and every filter
 /// without an external library; nothing detected from the system (`--disable-autodetect`)
 /// but zlib (PNG, TIFF, Matroska's compressed tracks; libz.so.1 is one of the libraries

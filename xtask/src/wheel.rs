@@ -217,9 +217,11 @@ pub(crate) fn build(variant: Variant, out: &Path) -> Result<PathBuf> {
             })?;
             dest
         }
-        Variant::Ffmpeg => rename(wheel, out)?,
+        Variant::Ffmpeg => rename(wheel, out, &[])?,
         Variant::FfmpegBundled => {
-            let renamed = rename(wheel, &staging)?;
+            let licenses =
+                crate::ffmpeg_build::licenses(&ffmpeg_prefix.clone().unwrap_or_default())?;
+            let renamed = rename(wheel, &staging, &licenses)?;
             let lib = ffmpeg_prefix.unwrap_or_default().join("lib");
             repair(&renamed, &lib, out)?
         }
@@ -228,14 +230,20 @@ pub(crate) fn build(variant: Variant, out: &Path) -> Result<PathBuf> {
     Ok(path)
 }
 
-/// `xtask/py/rename_wheel.py`: `wheel` as `spdl-rs-ffmpeg` in `out`; returns its path.
-fn rename(wheel: &Path, out: &Path) -> Result<PathBuf> {
-    let renamed = Cmd::new(setup::venv_bin("python"))
+/// `xtask/py/rename_wheel.py`: `wheel` as `spdl-rs-ffmpeg` in `out`, with the licence texts
+/// `(name, file)` of what it bundles in `.dist-info/licenses/`; returns its path.
+fn rename(wheel: &Path, out: &Path, licenses: &[(String, PathBuf)]) -> Result<PathBuf> {
+    let mut cmd = Cmd::new(setup::venv_bin("python"))
         .arg(repo_root().join("xtask/py/rename_wheel.py"))
         .arg(wheel)
         .arg("spdl-rs-ffmpeg")
-        .arg(out)
-        .output()?;
+        .arg(out);
+    for (name, file) in licenses {
+        let mut spec = std::ffi::OsString::from(format!("{name}="));
+        spec.push(file);
+        cmd = cmd.arg(spec);
+    }
+    let renamed = cmd.output()?;
     Ok(PathBuf::from(renamed.trim()))
 }
 
