@@ -327,6 +327,18 @@ impl HostView {
 }
 
 impl CpuBuffer {
+    /// What the buffer protocol exposes: the memory as `shape`/`strides` of `dtype` items.
+    fn layout(&self) -> BufferLayout<'_> {
+        BufferLayout {
+            buf: self.mem.ptr,
+            len: self.nbytes(),
+            itemsize: self.dtype.size(),
+            format: self.dtype.format(),
+            shape: &self.shape,
+            strides: Some(&self.strides),
+        }
+    }
+
     fn into_view(self) -> HostView {
         HostView {
             mem: self.mem,
@@ -338,16 +350,66 @@ impl CpuBuffer {
     }
 }
 
+/// `#[pymethods] impl $class { ... }`: the end of a [`buffer_pymethods!`] without more.
+#[cfg_attr(not(feature = "cuda"), allow(unused_macros))] // CUDABuffer's, with `cuda`
+macro_rules! pymethods_block {
+    (impl $class:ty { $($body:tt)* }) => {
+        #[pymethods]
+        impl $class {
+            $($body)*
+        }
+    };
+}
+#[cfg_attr(not(feature = "cuda"), allow(unused_imports))] // CUDABuffer's, with `cuda`
+pub(crate) use pymethods_block;
+
+/// The `#[pymethods]` of a class whose memory Python reads through the buffer protocol
+/// (`memoryview(x)`, `numpy.frombuffer`): `__getbuffer__` exposing what `|this| layout` gives
+/// (a [`BufferLayout`] of memory the frozen `this` owns), then the class's own methods.
+macro_rules! buffer_protocol_pymethods {
+    (|$this:ident| $layout:expr; impl $class:ty { $($body:tt)* }) => {
+        // PyO3's slot wrapper calls `__getbuffer__` from an `unsafe fn` of its own without an
+        // `unsafe` block, which the workspace's `unsafe_op_in_unsafe_fn = "deny"` rejects once
+        // the wrapper is written from a local macro (the body below has its own block).
+        #[allow(unsafe_op_in_unsafe_fn)]
+        const _: () = {
+            #[pymethods]
+            impl $class {
+                /// Buffer protocol: a writable, C-contiguous view of the memory.
+                unsafe fn __getbuffer__(
+                    slf: Bound<'_, Self>,
+                    view: *mut ffi::Py_buffer,
+                    flags: c_int,
+                ) -> PyResult<()> {
+                    let $this = slf.get();
+                    let layout: BufferLayout<'_> = $layout;
+                    // SAFETY: `view` is the interpreter's; every pointer of `layout` points
+                    // into `this`, which the view keeps alive (and unmoved and unchanged: the
+                    // class is frozen) until release.
+                    unsafe { layout.fill(slf.as_any(), view, flags) }
+                }
+
+                unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {}
+
+                $($body)*
+            }
+        };
+    };
+}
+pub(crate) use buffer_protocol_pymethods;
+
 /// The `#[pymethods]` of a batch buffer class (`CPUBuffer`, `CUDABuffer`): the getters both
 /// have alike (`shape`, `dtype`, `keys`, `labels`, `len()`), reading what
-/// `|b| (shape, dtype, keys, labels)` names, then the class's own methods.
+/// `|b| (shape, dtype, keys, labels)` names, then the class's own methods; made by
+/// `$wrap! { $head impl $class { ... } }` ([`pymethods_block!`], or
+/// [`buffer_protocol_pymethods!`] for host memory).
 macro_rules! buffer_pymethods {
     (
+        $wrap:ident! { $($head:tt)* }
         impl $class:ty, |$b:ident| ($shape:expr, $dtype:expr, $keys:expr, $labels:expr)
         { $($own:tt)* }
     ) => {
-        #[pymethods]
-        impl $class {
+        $wrap! { $($head)* impl $class {
             /// The shape, e.g. `(N, H, W, C)` for a `uint8` batch or `(N, C, H, W)` for
             /// `float32`.
             #[getter]
@@ -383,7 +445,7 @@ macro_rules! buffer_pymethods {
             }
 
             $($own)*
-        }
+        } }
     };
 }
 #[cfg_attr(not(feature = "cuda"), allow(unused_imports))] // CUDABuffer's, with `cuda`
@@ -432,6 +494,7 @@ macro_rules! host_array_pymethods {
 pub(crate) use host_array_pymethods;
 
 buffer_pymethods! {
+buffer_protocol_pymethods! { |this| this.layout(); }
 impl CpuBuffer, |b| (b.shape, b.dtype, b.keys, b.labels) {
     /// Address of the first element (to check that views share memory).
     #[getter]
@@ -496,28 +559,6 @@ impl CpuBuffer, |b| (b.shape, b.dtype, b.keys, b.labels) {
         let versioned = args.versioned()?;
         crate::dlpack::capsule(py, self.host_view().into_export(), versioned)
     }
-
-    /// Buffer protocol: a writable, C-contiguous view of the memory.
-    unsafe fn __getbuffer__(
-        slf: Bound<'_, Self>,
-        view: *mut ffi::Py_buffer,
-        flags: c_int,
-    ) -> PyResult<()> {
-        let this = slf.get();
-        let layout = BufferLayout {
-            buf: this.mem.ptr,
-            len: this.nbytes(),
-            itemsize: this.dtype.size(),
-            format: this.dtype.format(),
-            shape: &this.shape,
-            strides: Some(&this.strides),
-        };
-        // SAFETY: `view` is the interpreter's; every pointer of `layout` points into `this`,
-        // which the view keeps alive (and immutable: the class is frozen) until release.
-        unsafe { layout.fill(slf.as_any(), view, flags) }
-    }
-
-    unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {}
 }
 }
 

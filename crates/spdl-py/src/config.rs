@@ -9,7 +9,7 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use spdl_core::buffer::{BufferPool, Pool, PoolConfig, PooledBuffer};
 
-use crate::buffer::{BufferLayout, CpuBuffer};
+use crate::buffer::{buffer_protocol_pymethods, BufferLayout, CpuBuffer};
 
 /// SPDL's `CUDAConfig`: the CUDA device (and stream) of a GPU call, from `cuda_config`.
 ///
@@ -129,7 +129,15 @@ pub(crate) struct CpuStorage {
     pinned: bool,
 }
 
-#[pymethods]
+buffer_protocol_pymethods! {
+|this| BufferLayout {
+    buf: this.ptr as *mut std::ffi::c_void,
+    len: this.buffer.len(),
+    itemsize: 1,
+    format: c"B",
+    shape: &this.shape,
+    strides: None,
+};
 impl CpuStorage {
     /// Size in bytes.
     #[getter]
@@ -160,28 +168,7 @@ impl CpuStorage {
             self.pinned
         )
     }
-
-    /// Buffer protocol: a writable 1-D `uint8` view of the whole block.
-    unsafe fn __getbuffer__(
-        slf: Bound<'_, Self>,
-        view: *mut ffi::Py_buffer,
-        flags: c_int,
-    ) -> PyResult<()> {
-        let this = slf.get();
-        let layout = BufferLayout {
-            buf: this.ptr as *mut std::ffi::c_void,
-            len: this.buffer.len(),
-            itemsize: 1,
-            format: c"B",
-            shape: &this.shape,
-            strides: None,
-        };
-        // SAFETY: `view` is the interpreter's; every pointer of `layout` points into `this`,
-        // which the view keeps alive (and unmoved: the class is frozen) until release.
-        unsafe { layout.fill(slf.as_any(), view, flags) }
-    }
-
-    unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {}
+}
 }
 
 /// SPDL's `cpu_storage(size, pin_memory=True)`: `size` bytes of zeroed host memory.

@@ -392,8 +392,40 @@ impl Demuxer {
     }
 }
 
-#[pymethods]
-impl Demuxer {
+/// The `#[pymethods]` of [`Demuxer`]: for each `method: Kind` listed, `method(window=None, *,
+/// bsf=None)` giving the default stream of that kind's packets (all, or for `window=(start,
+/// end)` seconds), with the doc given; then the other methods.
+macro_rules! demuxer_pymethods {
+    ([$($(#[doc = $doc:literal])* $method:ident: $kind:ident),+] { $($own:tt)* }) => {
+        #[pymethods]
+        impl Demuxer {
+            $(
+                $(#[doc = $doc])*
+                #[pyo3(signature = (window=None, *, bsf=None))]
+                fn $method(
+                    &self,
+                    py: Python<'_>,
+                    window: Option<&Bound<'_, PyAny>>,
+                    bsf: Option<&str>,
+                ) -> PyResult<Py<PyAny>> {
+                    let w = window_of(window)?;
+                    self.demux(py, MediaKind::$kind, w, bsf)
+                }
+            )+
+
+            $($own)*
+        }
+    };
+}
+
+demuxer_pymethods! {
+[
+    /// The default video stream's packets (all, or for `window=(start, end)` seconds).
+    demux_video: Video,
+    /// The default audio stream's packets (all, or for `window=(start, end)` seconds).
+    demux_audio: Audio
+]
+{
     #[new]
     #[pyo3(signature = (src, *, demux_config=None, name=None))]
     fn new(
@@ -410,30 +442,6 @@ impl Demuxer {
         Ok(Demuxer {
             inner: Arc::new(Mutex::new(Some(d))),
         })
-    }
-
-    /// The default video stream's packets (all, or for `window=(start, end)` seconds).
-    #[pyo3(signature = (window=None, *, bsf=None))]
-    fn demux_video(
-        &self,
-        py: Python<'_>,
-        window: Option<&Bound<'_, PyAny>>,
-        bsf: Option<&str>,
-    ) -> PyResult<Py<PyAny>> {
-        let w = window_of(window)?;
-        self.demux(py, MediaKind::Video, w, bsf)
-    }
-
-    /// The default audio stream's packets (all, or for `window=(start, end)` seconds).
-    #[pyo3(signature = (window=None, *, bsf=None))]
-    fn demux_audio(
-        &self,
-        py: Python<'_>,
-        window: Option<&Bound<'_, PyAny>>,
-        bsf: Option<&str>,
-    ) -> PyResult<Py<PyAny>> {
-        let w = window_of(window)?;
-        self.demux(py, MediaKind::Audio, w, bsf)
     }
 
     /// The image's packet.
@@ -537,6 +545,7 @@ impl Demuxer {
         lock(&self.inner).take();
     }
 }
+}
 
 /// The iterator of `Demuxer.streaming_demux`.
 #[pyclass(frozen, module = "spdl_rs.io")]
@@ -576,20 +585,21 @@ impl StreamingDemuxIter {
     }
 }
 
+/// The packets of the default `kind` stream of `src` in `window` seconds (all for `None`),
+/// demuxed with the GIL released.
 fn demux_one(
     py: Python<'_>,
     kind: MediaKind,
     src: &Bound<'_, PyAny>,
-    timestamp: Option<&Bound<'_, PyAny>>,
+    window: Option<(f64, f64)>,
     demux_config: Option<&Bound<'_, PyAny>>,
     bsf: Option<&str>,
     name: Option<&str>,
 ) -> PyResult<Py<PyAny>> {
-    let w = window_of(timestamp)?;
     let cfg = crate::media_config::demux_config_of(demux_config)?;
     let src = source(src, name)?;
     let p = py
-        .detach(|| demux::demux(src, kind, w, &cfg, bsf))
+        .detach(|| demux::demux(src, kind, window, &cfg, bsf))
         .map_err(io_err)?;
     packets_to_py(py, p)
 }
@@ -609,7 +619,8 @@ macro_rules! demux_function {
             bsf: Option<&str>,
             name: Option<&str>,
         ) -> PyResult<Py<PyAny>> {
-            demux_one(py, $kind, src, timestamp, demux_config, bsf, name)
+            let window = window_of(timestamp)?;
+            demux_one(py, $kind, src, window, demux_config, bsf, name)
         }
     };
 }

@@ -11,7 +11,7 @@ use spdl_cuda::{ConsumerStream, DeviceBatch, DeviceSelector, DeviceTarget};
 use spdl_io::dlpack::TensorExport;
 use spdl_io::{BatchHeader, HostBatch};
 
-use crate::buffer::{buffer_pymethods, CpuBuffer, HostView};
+use crate::buffer::{buffer_pymethods, pymethods_block, CpuBuffer, HostView};
 use crate::cuda::GpuError;
 use crate::dlpack::{cai_dict, capsule, DlpackArgs};
 use crate::lock;
@@ -205,6 +205,7 @@ impl CudaBuffer {
 }
 
 buffer_pymethods! {
+pymethods_block! {}
 impl CudaBuffer, |b| (b.shape, b.batch.header.dtype, b.batch.keys, b.batch.labels) {
     /// The CUDA device index (the `N` of `cuda:N`).
     #[getter]
