@@ -5,10 +5,12 @@
 //! (`decode-ffmpeg`, `source-http`, `source-s3`, `cuda`, ...). A new backend feature is picked
 //! up without touching xtask; one that cannot build here goes in [`EXCLUDED`].
 
+use std::path::Path;
+
 use anyhow::{Context, Result};
 use serde_json::Value;
 
-use crate::cmd::cargo;
+use crate::cmd::{cargo, repo_root};
 
 /// Feature names that mark an opt-in backend (one feature per backend, see STYLE.md).
 const OPTIONAL_PREFIXES: &[&str] = &["decode-", "source-", "cuda"];
@@ -86,8 +88,16 @@ pub(crate) fn each_alone() -> Result<Vec<(String, Option<String>)>> {
 
 /// The workspace's packages, as `cargo metadata` describes them.
 fn packages() -> Result<Vec<Value>> {
+    workspace_packages(&repo_root())
+}
+
+/// The packages of the workspace at `root`, as `cargo metadata` describes them (`--no-deps`:
+/// nothing is resolved or fetched).
+pub(crate) fn workspace_packages(root: &Path) -> Result<Vec<Value>> {
     let out = cargo()
         .args(["metadata", "--format-version", "1", "--no-deps"])
+        .arg("--manifest-path")
+        .arg(root.join("Cargo.toml"))
         .stdout()
         .context("cannot run `cargo metadata`")?;
     let mut meta: Value = serde_json::from_str(&out).context("cannot parse `cargo metadata`")?;

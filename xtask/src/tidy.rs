@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use crate::cmd::{cargo, files_under, repo_root};
+use crate::cmd::{files_under, repo_root};
 
 /// What spdl-core may depend on (normal dependencies): the engine and nothing else.
 const CORE_DEPENDENCIES: &[&str] = &[
@@ -132,20 +132,8 @@ fn crate_dirs(root: &Path) -> Result<Vec<PathBuf>> {
 }
 
 fn dependency_rules(root: &Path) -> Result<Vec<String>> {
-    let out = cargo()
-        .args([
-            "metadata",
-            "--format-version",
-            "1",
-            "--no-deps",
-            "--offline",
-        ])
-        .arg("--manifest-path")
-        .arg(root.join("Cargo.toml"))
-        .output()?;
-    let meta: serde_json::Value = serde_json::from_str(&out)?;
     let mut problems = Vec::new();
-    for pkg in meta["packages"].as_array().into_iter().flatten() {
+    for pkg in crate::features::workspace_packages(root)? {
         let name = pkg["name"].as_str().unwrap_or_default();
         for dep in pkg["dependencies"].as_array().into_iter().flatten() {
             let dep_name = dep["name"].as_str().unwrap_or_default();
