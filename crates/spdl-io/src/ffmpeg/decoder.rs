@@ -292,6 +292,10 @@ pub(crate) fn open_decoder(
     unsafe {
         let p = ctx.as_mut_ptr();
         (*p).pkt_timebase = time_base.into();
+        if (*p).codec_type == ffi::AVMediaType::AVMEDIA_TYPE_VIDEO {
+            // Frame planes from the process-wide pool: no fresh pages per call.
+            (*p).get_buffer2 = Some(super::frame_pool::get_buffer2);
+        }
         super::open_codec(p, &decoder_codec, opts, "decoder", ErrorKind::Corrupt)?;
     }
     Ok(codec::decoder::Opened(codec::decoder::Decoder(ctx)))

@@ -552,7 +552,7 @@ impl Frames {
         }
         let shape = picture_shape(layout, w, h);
         let per: usize = shape.iter().product::<usize>() * es;
-        let mut data = vec![0u8; per * self.frames.len()];
+        let mut data = super::mem::zeroed_bytes(per * self.frames.len());
         // (`max(1)`: a picture without pixels gives an empty array.)
         for (f, dst) in self.frames.iter().zip(data.chunks_exact_mut(per.max(1))) {
             // SAFETY: a valid frame for as long as `self`.

@@ -23,10 +23,12 @@ pub mod decoder;
 pub mod demux;
 pub mod encode;
 pub(crate) mod filter;
+mod frame_pool;
 pub mod frames;
 pub mod graph;
 pub mod image_filter;
 mod io;
+pub(crate) mod mem;
 pub mod packets;
 
 use std::borrow::Cow;
