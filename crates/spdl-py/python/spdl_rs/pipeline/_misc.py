@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import numbers
 import os
 import traceback
 from collections.abc import Callable, Coroutine
@@ -127,6 +128,15 @@ def check_output_order(output_order: Any) -> bool:
     if output_order not in ("completion", "input"):
         raise ValueError(f'`output_order` must be either "completion" or "input". Found: {output_order}')
     return output_order == "input"
+
+
+def check_concurrency(concurrency: Any) -> None:
+    """The check of a stage's ``concurrency`` (``PipelineBuilder.pipe``, ``defs.Pipe``):
+    ``TypeError`` unless an int (not a bool), ``ValueError`` below 1 (SPDL's messages)."""
+    if isinstance(concurrency, bool) or not isinstance(concurrency, numbers.Integral):
+        raise TypeError(f"concurrency must be an int, got {type(concurrency).__name__}")
+    if concurrency < 1:
+        raise ValueError(f"`concurrency` value must be >= 1. Found: {concurrency}")
 
 
 def op_kind(op: Any) -> str:

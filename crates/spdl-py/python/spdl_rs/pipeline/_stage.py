@@ -19,7 +19,7 @@ from typing import Any, Union
 
 from .. import _native
 from . import _misc
-from ._misc import check_output_order
+from ._misc import check_concurrency, check_output_order
 from .defs import (
     AggregateConfig,
     Aggregator,
@@ -165,10 +165,7 @@ def pipe_stage(
     from concurrent.futures import Executor
 
     ordered = check_output_order(output_order)
-    if isinstance(concurrency, bool) or not isinstance(concurrency, numbers.Integral):
-        raise TypeError(f"concurrency must be an int, got {type(concurrency).__name__}")
-    if concurrency < 1:
-        raise ValueError(f"`concurrency` value must be >= 1. Found: {concurrency}")
+    check_concurrency(concurrency)
     at_most("concurrency", concurrency, MAX_CONCURRENCY)
     # As SPDL: an object with ``__getitem__`` (a dict, a list) is a container, even if
     # callable; a class (``str``, ``tuple``) stays a callable (SPDL would index it).

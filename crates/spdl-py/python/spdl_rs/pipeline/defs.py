@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Generic, TypeVar
 
-from ._misc import check_output_order
+from ._misc import check_concurrency, check_output_order
 
 __all__ = [
     "Aggregate",
@@ -211,10 +211,7 @@ class _PipeArgs(Generic[T, U]):
     concurrency: int = 1
 
     def __post_init__(self) -> None:
-        if isinstance(self.concurrency, bool) or not isinstance(self.concurrency, int):
-            raise TypeError(f"concurrency must be an int, got {type(self.concurrency).__name__}")
-        if self.concurrency < 1:
-            raise ValueError(f"`concurrency` value must be >= 1. Found: {self.concurrency}")
+        check_concurrency(self.concurrency)
 
 
 @dataclass(frozen=True)
