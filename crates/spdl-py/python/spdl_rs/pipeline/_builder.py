@@ -13,6 +13,7 @@ from typing import Any, Generic, TypeVar
 from .. import _native
 from . import config
 from ._hooks import AsyncQueue, StageInfo, TaskHook, _check_queue_class
+from ._misc import check_sink_size
 from ._pipeline import _LG, Pipeline, _Build
 from ._regions import validate_regions
 from ._stage import (
@@ -169,10 +170,7 @@ class PipelineBuilder(Generic[T, U]):
         """
         if self._sink_size is not None:
             raise ValueError("Sink is already set.")
-        if isinstance(buffer_size, bool) or not isinstance(buffer_size, numbers.Integral):
-            raise ValueError(f"`buffer_size` must be int. Found: {type(buffer_size)}.")
-        if buffer_size < 0:
-            raise ValueError(f"buffer_size must be 0 (unlimited) or more, got {buffer_size}")
+        check_sink_size(buffer_size)
         at_most("buffer_size", buffer_size, MAX_BUFFER)
         self._sink_size = int(buffer_size)
         return self

@@ -139,6 +139,15 @@ def check_concurrency(concurrency: Any) -> None:
         raise ValueError(f"`concurrency` value must be >= 1. Found: {concurrency}")
 
 
+def check_sink_size(buffer_size: Any) -> None:
+    """The check of a sink's ``buffer_size`` (``PipelineBuilder.add_sink``, ``defs.SinkConfig``):
+    ``ValueError`` unless an int (not a bool) of 0 (unlimited) or more (SPDL's first message)."""
+    if isinstance(buffer_size, bool) or not isinstance(buffer_size, numbers.Integral):
+        raise ValueError(f"`buffer_size` must be int. Found: {type(buffer_size)}.")
+    if buffer_size < 0:
+        raise ValueError(f"`buffer_size` must be 0 (unlimited) or more. Found: {buffer_size}")
+
+
 def op_kind(op: Any) -> str:
     """How a Python op runs: ``"asyncgen"``, ``"async"``, ``"gen"`` or ``"func"``, read from the
     function or from a callable object's ``__call__``."""

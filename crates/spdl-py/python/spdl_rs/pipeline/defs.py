@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Generic, TypeVar
 
-from ._misc import check_concurrency, check_output_order
+from ._misc import check_concurrency, check_output_order, check_sink_size
 
 __all__ = [
     "Aggregate",
@@ -461,10 +461,7 @@ class SinkConfig(Generic[T]):
     buffer_size: int
 
     def __post_init__(self) -> None:
-        if isinstance(self.buffer_size, bool) or not isinstance(self.buffer_size, int):
-            raise ValueError(f"`buffer_size` must be int. Found: {type(self.buffer_size)}.")
-        if self.buffer_size < 0:
-            raise ValueError(f"`buffer_size` must be 0 (unlimited) or more. Found: {self.buffer_size}")
+        check_sink_size(self.buffer_size)
 
 
 @dataclass(frozen=True)
