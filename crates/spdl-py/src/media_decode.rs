@@ -176,24 +176,44 @@ fn iter_of(py: Python<'_>, item: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
     Ok(list.try_iter()?.into_any().unbind())
 }
 
-#[pymethods]
-impl Decoder {
-    #[new]
-    #[pyo3(signature = (codec, *, filter_desc=FILTER_DESC_DEFAULT, decode_config=None))]
-    fn new(
-        codec: &Bound<'_, PyAny>,
-        filter_desc: Option<&str>,
-        decode_config: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Self> {
-        let c: Codec = codec_of(codec)?;
-        let cfg = crate::media_config::decode_config_of(decode_config)?;
-        let desc = resolve_filter(filter_desc, c.kind());
-        let d = decoder::Decoder::new(&c, desc.as_deref(), &cfg).map_err(io_err)?;
-        Ok(Decoder {
-            inner: Mutex::new(d),
-            kind: c.kind(),
-        })
-    }
+/// The `#[pymethods]` of a decoder class: `$class(codec, *, filter_desc=<default>,
+/// decode_config=None)` made by `body` (with the codec read as `c`, the arguments under the
+/// names given), then the class's own methods.
+macro_rules! decoder_pymethods {
+    (
+        impl $class:ty, new -> $ret:ty,
+        |$c:ident, $codec:ident, $filter_desc:ident, $decode_config:ident| $body:block
+        { $($own:tt)* }
+    ) => {
+        #[pymethods]
+        impl $class {
+            #[new]
+            #[pyo3(signature = (codec, *, filter_desc=FILTER_DESC_DEFAULT, decode_config=None))]
+            fn new(
+                $codec: &Bound<'_, PyAny>,
+                $filter_desc: Option<&str>,
+                $decode_config: Option<&Bound<'_, PyAny>>,
+            ) -> PyResult<$ret> {
+                let $c: Codec = codec_of($codec)?;
+                $body
+            }
+
+            $($own)*
+        }
+    };
+}
+
+decoder_pymethods! {
+impl Decoder, new -> Self, |c, codec, filter_desc, decode_config| {
+    let cfg = crate::media_config::decode_config_of(decode_config)?;
+    let desc = resolve_filter(filter_desc, c.kind());
+    let d = decoder::Decoder::new(&c, desc.as_deref(), &cfg).map_err(io_err)?;
+    Ok(Decoder {
+        inner: Mutex::new(d),
+        kind: c.kind(),
+    })
+}
+{
 
     /// The frames `packets` give so far (an empty frames object when none yet).
     fn decode(&self, py: Python<'_>, packets: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
@@ -221,6 +241,7 @@ impl Decoder {
         iter_of(py, out)
     }
 }
+}
 
 /// Declares `$class`, SPDL's decoder of `$kind` packets: a [`Decoder`] subclass
 /// (`streaming_decode_packets`, `flush`, `decode` inherited) made as `$class(codec, *,
@@ -232,16 +253,9 @@ macro_rules! typed_decoder {
         #[pyclass(frozen, extends = Decoder, module = "spdl_rs.io")]
         pub(crate) struct $class;
 
-        #[pymethods]
-        impl $class {
-            #[new]
-            #[pyo3(signature = (codec, *, filter_desc=FILTER_DESC_DEFAULT, decode_config=None))]
-            fn new(
-                codec: &Bound<'_, PyAny>,
-                filter_desc: Option<&str>,
-                decode_config: Option<&Bound<'_, PyAny>>,
-            ) -> PyResult<PyClassInitializer<Self>> {
-                let c: Codec = codec_of(codec)?;
+        decoder_pymethods! {
+            impl $class, new -> PyClassInitializer<Self>,
+            |c, codec, filter_desc, decode_config| {
                 if c.kind() != $kind {
                     return Err(PyTypeError::new_err(format!(
                         concat!("a ", stringify!($class), " needs a {} codec, got a {} codec"),
@@ -252,6 +266,7 @@ macro_rules! typed_decoder {
                 let d = Decoder::new(codec, filter_desc, decode_config)?;
                 Ok(PyClassInitializer::from(d).add_subclass($class))
             }
+            {}
         }
     };
 }
