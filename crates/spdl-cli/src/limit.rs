@@ -52,7 +52,12 @@ pub(crate) fn run(args: LimitArgs) -> Result<ExitCode> {
                     index: (i % files.len()) as u64,
                     epoch: (i / files.len()) as u64,
                 };
-                match loader.load(data, &ctx) {
+                let loaded = if args.decode_only {
+                    loader.decode_only(data, &ctx)
+                } else {
+                    loader.load(data, &ctx)
+                };
+                match loaded {
                     Ok(img) => {
                         std::hint::black_box(img);
                         ok.fetch_add(1, Ordering::Relaxed);
@@ -68,6 +73,7 @@ pub(crate) fn run(args: LimitArgs) -> Result<ExitCode> {
     let images = ok.load(Ordering::Relaxed);
     let report = serde_json::json!({
         "source": shown,
+        "decode_only": args.decode_only,
         "threads": threads,
         "images": images,
         "failed": failed.load(Ordering::Relaxed),
@@ -80,7 +86,8 @@ pub(crate) fn run(args: LimitArgs) -> Result<ExitCode> {
         crate::emit(&serde_json::to_string_pretty(&report)?);
     } else {
         crate::emit(&format!(
-            "spdl limit: {shown}\n  {images} images decoded + transformed from memory on {threads} threads in {seconds:.3} s: {:.1} images/s ({} failed, {} not read)\n",
+            "spdl limit: {shown}\n  {images} images decoded{} from memory on {threads} threads in {seconds:.3} s: {:.1} images/s ({} failed, {} not read)\n",
+            if args.decode_only { "" } else { " + transformed" },
             images as f64 / seconds,
             failed.load(Ordering::Relaxed),
             unreadable.len()

@@ -207,8 +207,8 @@ pub(crate) fn list_dataset(args: &LoadArgs) -> Result<(SampleList, String)> {
     Ok((list, shown))
 }
 
-/// The image loader of `--transform`, `--size`, `--seed`, `--no-region-decode` and
-/// `--no-scaled-decode`, through spdl-io's one options model.
+/// The image loader of `--transform`, `--size`, `--seed`, `--no-region-decode`,
+/// `--no-scaled-decode` and `--no-fine-scaled-decode`, through spdl-io's one options model.
 pub(crate) fn image_loader(args: &LoadArgs) -> Result<ImageLoader> {
     if args.size == 0 {
         bail!("--size must be at least 1");
@@ -223,6 +223,7 @@ pub(crate) fn image_loader(args: &LoadArgs) -> Result<ImageLoader> {
         seed: args.seed,
         region_decode: !args.no_region_decode,
         scaled_decode: !args.no_scaled_decode,
+        fine_scaled_decode: !args.no_fine_scaled_decode,
         ..ImageOptions::default()
     };
     Ok(options.loader()?)

@@ -48,6 +48,11 @@ enum Command {
 pub(crate) struct LimitArgs {
     #[command(flatten)]
     pub(crate) load: LoadArgs,
+    /// Decode only, no resize or crop: what the loader decodes for the transform (with
+    /// `--no-region-decode --no-scaled-decode`: every image in full, the full-decode ceiling;
+    /// with `--no-region-decode`: the whole image at the DCT scale the transform allows).
+    #[arg(long)]
+    pub(crate) decode_only: bool,
 }
 
 /// Which per-image transform to apply (all give square `size x size` images).
@@ -112,6 +117,12 @@ pub(crate) struct LoadArgs {
     /// least twice the output size).
     #[arg(long)]
     pub(crate) no_scaled_decode: bool,
+    /// Pick the DCT scale only among 1/2, 1/4 and 1/8 with twice the output size to spare
+    /// (SPDL-API behaviour). Default: the smallest of libjpeg-turbo's M/8 (M = 1..4; 5/8 to
+    /// 7/8 decode slower than in full) that keeps the decoded box 1.25x the output size, within
+    /// a mean absolute difference of 1.5 levels of the full decode (about 0.5 on photos).
+    #[arg(long)]
+    pub(crate) no_fine_scaled_decode: bool,
     /// Worker threads for decoding (default: the number of cores; 1 to 4096).
     #[arg(long, short = 't', value_parser = threads_parser())]
     pub(crate) threads: Option<usize>,

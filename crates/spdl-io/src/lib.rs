@@ -86,7 +86,7 @@ pub use decode::{
 };
 pub use dtype::DType;
 pub use error::{Error, ErrorKind, Result};
-pub use loader::{key_from_path, ImageLoader};
+pub use loader::{key_from_path, ImageLoader, FINE_SCALE_HEADROOM};
 pub use options::{ImageOptions, TransformKind};
 pub use transform::{Filter, Normalize, RandomResizedCrop, SampleContext, Transform};
 

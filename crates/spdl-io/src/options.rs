@@ -51,6 +51,9 @@ pub struct ImageOptions {
     /// Decode at a DCT scale when the output is much smaller ([`ImageLoader::scaled_decode`]).
     #[default(true)]
     pub scaled_decode: bool,
+    /// Choose the DCT scale among the finer `M/8` factors, within a stated pixel tolerance of
+    /// the full decode ([`ImageLoader::fine_scaled_decode`]); default `false`.
+    pub fine_scaled_decode: bool,
     /// Size limits checked before allocating.
     pub limits: Limits,
 }
@@ -140,6 +143,7 @@ impl ImageOptions {
         loader.options.limits = self.limits;
         loader.region_decode = self.region_decode;
         loader.scaled_decode = self.scaled_decode;
+        loader.fine_scaled_decode = self.fine_scaled_decode;
         Ok(loader)
     }
 }

@@ -136,3 +136,149 @@ fn scaled_region_matches_its_coordinates() {
         assert!(d.decode_scaled(&bytes, &opts, region, 3).is_err());
     }
 }
+
+/// JPEGs under `SPDL_FINE_SCALE_DIR` (walked one level of folders deep) when set, else the
+/// bundled photos: the measurement `cargo test --release ... -- --nocapture` prints per corpus.
+fn fine_scale_photos() -> Vec<(String, Vec<u8>)> {
+    let Some(dir) = std::env::var_os("SPDL_FINE_SCALE_DIR") else {
+        return photos();
+    };
+    let limit: usize = std::env::var("SPDL_FINE_SCALE_LIMIT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    let mut paths = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            paths.extend(std::fs::read_dir(&p).unwrap().flatten().map(|e| e.path()));
+        } else {
+            paths.push(p);
+        }
+    }
+    paths.retain(|p| {
+        p.extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("jpg") || e.eq_ignore_ascii_case("jpeg"))
+    });
+    paths.sort();
+    // Every k-th file, so that all classes (sources) are in the sample.
+    let step = (paths.len() / limit.max(1)).max(1);
+    paths
+        .into_iter()
+        .step_by(step)
+        .take(limit)
+        .map(|p| (p.display().to_string(), std::fs::read(&p).unwrap()))
+        .collect()
+}
+
+#[test]
+fn fine_scaled_pixels_stay_within_one_and_a_half_levels() {
+    let transforms = [
+        ("eval 224", Transform::imagenet_eval()),
+        (
+            "train 224",
+            Transform::RandomResizedCrop(RandomResizedCrop::new(224, 7)),
+        ),
+    ];
+    for (tname, transform) in transforms {
+        let mut full = ImageLoader::new(transform);
+        full.scaled_decode = false;
+        let mut fine = full.clone();
+        fine.scaled_decode = true;
+        fine.fine_scaled_decode = true;
+        let (mut sum, mut n, mut worst, mut scaled_runs) = (0.0, 0usize, 0.0f64, 0);
+        for (name, bytes) in fine_scale_photos() {
+            for index in 0..2 {
+                let ctx = SampleContext {
+                    key: &name,
+                    index,
+                    epoch: 0,
+                };
+                let a = full.load(&bytes, &ctx).unwrap();
+                let b = fine.load(&bytes, &ctx).unwrap();
+                assert_eq!(a.shape(), b.shape(), "{tname} {name}");
+                let (mean, _) = diff(a.as_u8().unwrap(), b.as_u8().unwrap());
+                n += 1;
+                if mean > 0.0 {
+                    // Decoded at another scale than the full decode (the others are equal).
+                    scaled_runs += 1;
+                    sum += mean;
+                }
+                worst = worst.max(mean);
+                // One image may differ more (fine texture at the crop's edge); the stated
+                // tolerance is the mean over the photos, checked below.
+                assert!(
+                    mean <= 3.0,
+                    "{tname} {name} #{index}: mean abs diff {mean:.2}"
+                );
+            }
+        }
+        // The mean over the images that took another scale, not diluted by the equal ones.
+        let mad = sum / scaled_runs.max(1) as f64;
+        println!(
+            "{tname}: {n} images, {scaled_runs} scaled, MAD {mad:.3} over those, worst image {worst:.2}"
+        );
+        assert!(
+            mad <= 1.5,
+            "{tname}: mean abs diff {mad:.3} over the photos"
+        );
+        if std::env::var_os("SPDL_FINE_SCALE_DIR").is_none() {
+            assert!(scaled_runs > 0, "{tname}: the fine scales are taken");
+        }
+    }
+}
+
+#[test]
+fn fine_scaled_region_matches_its_coordinates() {
+    let (name, bytes) = photos()
+        .into_iter()
+        .find(|(n, _)| n == "skimage_retina.jpg")
+        .unwrap();
+    let d = TurboJpegDecoder::new();
+    let info = d.probe(&bytes).unwrap();
+    let opts = Default::default();
+    let whole = Region {
+        x: 0,
+        y: 0,
+        width: info.width,
+        height: info.height,
+    };
+    for m in 1..8 {
+        let full = d.decode_scaled_eighths(&bytes, &opts, whole, m).unwrap();
+        assert_eq!(
+            (full.image.width, full.image.height),
+            ((info.width * m).div_ceil(8), (info.height * m).div_ceil(8)),
+            "{name} {m}/8"
+        );
+        let region = Region {
+            x: 333,
+            y: 210,
+            width: 700,
+            height: 500,
+        };
+        let part = d.decode_scaled_eighths(&bytes, &opts, region, m).unwrap();
+        assert_eq!((part.x, part.y), (333 * m / 8, 210 * m / 8), "{name} {m}/8");
+        assert_eq!(
+            (part.image.width, part.image.height),
+            (
+                (1033 * m).div_ceil(8) - part.x,
+                (710 * m).div_ceil(8) - part.y
+            ),
+            "{name} {m}/8"
+        );
+        let (w, c) = (full.image.width, full.image.channels);
+        let whole_px = full.image.as_u8().unwrap();
+        let part_px = part.image.as_u8().unwrap();
+        let mut worst = 0u8;
+        for row in 0..part.image.height {
+            let src = ((part.y + row) * w + part.x) * c;
+            let dst = row * part.image.width * c;
+            let n = part.image.width * c;
+            for (a, b) in whole_px[src..src + n].iter().zip(&part_px[dst..dst + n]) {
+                worst = worst.max(a.abs_diff(*b));
+            }
+        }
+        assert!(worst <= 2, "{name} {m}/8: region differs by {worst}");
+    }
+    assert!(d.decode_scaled_eighths(&bytes, &opts, whole, 9).is_err());
+}

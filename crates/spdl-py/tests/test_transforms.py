@@ -21,6 +21,16 @@ def _pipeline(samples, op, *, concurrency=4, order="completion"):
     )
 
 
+def _assert_close_to_io(native, ref, what=""):
+    """A native stage's image against `spdl_rs.io`'s: the same box, but the stage may decode a
+    large photo at a finer DCT scale (M/8), so close rather than equal: at most 3 levels on
+    average for one image (the baboon's fur at 96 px: 2.0; over photos the mean stays under
+    1.5), where another box differs by 15 to 60."""
+    assert native.shape == ref.shape, what
+    diff = np.abs(native.astype(np.int16) - ref.astype(np.int16))
+    assert diff.mean() <= 3.0, (what, diff.mean())
+
+
 def _collect(pipeline):
     with pipeline.auto_stop():
         return {b.keys[0]: np.asarray(b).copy() for b in pipeline}
@@ -33,8 +43,10 @@ def test_eval_shape_and_agreement_with_io(samples):
     for p in paths:
         ref = np.asarray(io.load_image(p, transform="eval", size=224))
         assert got[p].shape == (224, 224, 3) and got[p].dtype == np.uint8
-        np.testing.assert_array_equal(got[p], ref)
-        # io.decode_image on the bytes agrees too.
+        # The native stage may decode a large photo at a finer DCT scale (M/8) than io's
+        # calls: within a mean of 1.5 levels of them, equal for the photos at the same scale.
+        _assert_close_to_io(got[p], ref, p)
+        # io.decode_image on the bytes agrees exactly.
         with open(p, "rb") as f:
             np.testing.assert_array_equal(np.asarray(io.decode_image(f.read(), transform="eval", size=224)), ref)
 
@@ -90,7 +102,7 @@ def test_train_deterministic_for_seed(samples):
     for i, q in enumerate(paths):
         np.testing.assert_array_equal(run1[q], run2[q])
         ref = np.asarray(io.load_image(q, transform="train", size=224, seed=7, index=i, epoch=0))
-        np.testing.assert_array_equal(run1[q], ref)
+        _assert_close_to_io(run1[q], ref, q)
     run3 = _collect(_pipeline(samples, ops.decode_image(transform="train", size=224, seed=8)))
     assert any(not np.array_equal(run1[q], run3[q]) for q in paths)
 
@@ -103,7 +115,7 @@ def test_train_epochs_differ(samples):
     assert len(e0) == len(e1)
     assert any(not np.array_equal(x, y) for x, y in zip(e0, e1))
     p = _paths(samples)[2]
-    np.testing.assert_array_equal(e1[2], np.asarray(io.load_image(p, transform="train", size=96, seed=1, index=2, epoch=1)))
+    _assert_close_to_io(e1[2], np.asarray(io.load_image(p, transform="train", size=96, seed=1, index=2, epoch=1)), p)
 
 
 def test_load_image_batch_transforms(samples):

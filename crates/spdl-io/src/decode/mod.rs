@@ -334,6 +334,39 @@ pub trait Decoder: Send + Sync {
         ))
     }
 
+    /// The finer DCT scales `M/8` (`M` ascending, each below 8) this decoder can decode at
+    /// through [`Decoder::decode_scaled_eighths`] and the loader may choose (libjpeg-turbo: 1 to
+    /// 4, those faster than a full decode); empty (the default)
+    /// when it has none beyond [`Decoder::scale_denominators`].
+    fn scale_eighths(&self) -> &[usize] {
+        &[]
+    }
+
+    /// Decodes `region` (displayed coordinates, full resolution) at `eighths / 8` of the size,
+    /// `eighths` one of [`Decoder::scale_eighths`] (or 8 / a denominator of
+    /// [`Decoder::scale_denominators`]): the image holds the region's pixels of the whole image
+    /// scaled to `ceil(width * eighths / 8) x ceil(height * eighths / 8)`, scaled pixel `i`
+    /// covering full pixels `[i * 8 / eighths, (i + 1) * 8 / eighths)` (see [`Scaled`]).
+    ///
+    /// # Errors
+    /// As [`Decoder::decode_scaled`]; [`ErrorKind::Unsupported`] by default for a factor that
+    /// is not `1/d` with `d` one of [`Decoder::scale_denominators`].
+    fn decode_scaled_eighths(
+        &self,
+        bytes: &[u8],
+        opts: &DecodeOptions,
+        region: Region,
+        eighths: usize,
+    ) -> Result<Scaled> {
+        match eighths {
+            1 | 2 | 4 => self.decode_scaled(bytes, opts, region, 8 / eighths),
+            _ => Err(Error::new(
+                ErrorKind::Unsupported,
+                format!("{} cannot decode at scale {eighths}/8", self.name()),
+            )),
+        }
+    }
+
     /// Probes, checks limits, allocates exactly once and decodes.
     ///
     /// # Errors
@@ -356,7 +389,8 @@ pub struct Scaled {
     pub x: usize,
     /// Row of the image's top edge in the scaled whole image.
     pub y: usize,
-    /// Width of the whole image at this scale (`ceil(width / denom)`).
+    /// Width of the whole image at this scale (`ceil(width / denom)`, or
+    /// `ceil(width * eighths / 8)`).
     pub full_width: usize,
     /// Height of the whole image at this scale.
     pub full_height: usize,
