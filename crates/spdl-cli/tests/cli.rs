@@ -376,9 +376,11 @@ fn dump_saves_the_first_batch_in_listing_order() {
     // The same five samples (listing order, index = position), decoded directly.
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/samples");
     let list = spdl_sources::walk_dir(&root, &spdl_sources::Extensions::images()).unwrap();
-    let loader = spdl_io::ImageLoader::new(spdl_io::Transform::RandomResizedCrop(
+    let mut loader = spdl_io::ImageLoader::new(spdl_io::Transform::RandomResizedCrop(
         spdl_io::RandomResizedCrop::new(64, 7),
     ));
+    // `spdl load` decodes at the finer DCT scales by default.
+    loader.fine_scaled_decode = true;
     let mut want = Vec::new();
     for i in 0..5u64 {
         let path = &list.get(i).unwrap().path;
