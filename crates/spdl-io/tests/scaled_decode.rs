@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use spdl_io::{
     decode::TurboJpegDecoder, Decoder, ImageLoader, RandomResizedCrop, Region, SampleContext,
-    Transform,
+    Scaled, Transform,
 };
 
 fn photos() -> Vec<(String, Vec<u8>)> {
@@ -44,6 +44,24 @@ fn diff(a: &[u8], b: &[u8]) -> (f64, u8) {
         .map(|(x, y)| u64::from(x.abs_diff(*y)))
         .sum();
     (sum as f64 / a.len() as f64, max)
+}
+
+/// The largest absolute difference between the region `part` and the window of the whole
+/// scaled image `full` at the region's coordinates.
+fn worst_in_window(full: &Scaled, part: &Scaled) -> u8 {
+    let (w, c) = (full.image.width, full.image.channels);
+    let whole_px = full.image.as_u8().unwrap();
+    let part_px = part.image.as_u8().unwrap();
+    let n = part.image.width * c;
+    (0..part.image.height)
+        .flat_map(|row| {
+            let src = ((part.y + row) * w + part.x) * c;
+            let dst = row * n;
+            whole_px[src..src + n].iter().zip(&part_px[dst..dst + n])
+        })
+        .map(|(a, b)| a.abs_diff(*b))
+        .max()
+        .unwrap_or(0)
 }
 
 #[test]
@@ -119,18 +137,7 @@ fn scaled_region_matches_its_coordinates() {
             height: 500,
         };
         let part = d.decode_scaled(&bytes, &opts, region, denom).unwrap();
-        let (w, c) = (full.image.width, full.image.channels);
-        let whole_px = full.image.as_u8().unwrap();
-        let part_px = part.image.as_u8().unwrap();
-        let mut worst = 0u8;
-        for row in 0..part.image.height {
-            let src = ((part.y + row) * w + part.x) * c;
-            let dst = row * part.image.width * c;
-            let n = part.image.width * c;
-            for (a, b) in whole_px[src..src + n].iter().zip(&part_px[dst..dst + n]) {
-                worst = worst.max(a.abs_diff(*b));
-            }
-        }
+        let worst = worst_in_window(&full, &part);
         // Smooth chroma upsampling sees the region's edge; the decoder keeps an iMCU margin.
         assert!(worst <= 2, "{name} 1/{denom}: region differs by {worst}");
         assert!(d.decode_scaled(&bytes, &opts, region, 3).is_err());
@@ -266,18 +273,7 @@ fn fine_scaled_region_matches_its_coordinates() {
             ),
             "{name} {m}/8"
         );
-        let (w, c) = (full.image.width, full.image.channels);
-        let whole_px = full.image.as_u8().unwrap();
-        let part_px = part.image.as_u8().unwrap();
-        let mut worst = 0u8;
-        for row in 0..part.image.height {
-            let src = ((part.y + row) * w + part.x) * c;
-            let dst = row * part.image.width * c;
-            let n = part.image.width * c;
-            for (a, b) in whole_px[src..src + n].iter().zip(&part_px[dst..dst + n]) {
-                worst = worst.max(a.abs_diff(*b));
-            }
-        }
+        let worst = worst_in_window(&full, &part);
         assert!(worst <= 2, "{name} {m}/8: region differs by {worst}");
     }
     assert!(d.decode_scaled_eighths(&bytes, &opts, whole, 9).is_err());
