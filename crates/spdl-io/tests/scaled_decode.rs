@@ -107,43 +107,6 @@ fn scaled_pixels_stay_close_to_the_full_decode() {
     assert!(scaled_runs > 0, "the larger photos take the scaled path");
 }
 
-#[test]
-fn scaled_region_matches_its_coordinates() {
-    let (name, bytes) = photos()
-        .into_iter()
-        .find(|(n, _)| n == "skimage_retina.jpg")
-        .unwrap();
-    let d = TurboJpegDecoder::new();
-    let info = d.probe(&bytes).unwrap();
-    let opts = Default::default();
-    for denom in [2, 4, 8] {
-        let whole = Region {
-            x: 0,
-            y: 0,
-            width: info.width,
-            height: info.height,
-        };
-        let full = d.decode_scaled(&bytes, &opts, whole, denom).unwrap();
-        assert_eq!(
-            (full.image.width, full.image.height),
-            (info.width.div_ceil(denom), info.height.div_ceil(denom)),
-            "{name} 1/{denom}"
-        );
-        // A region is the same pixels as the matching window of the whole scaled image.
-        let region = Region {
-            x: 333,
-            y: 210,
-            width: 700,
-            height: 500,
-        };
-        let part = d.decode_scaled(&bytes, &opts, region, denom).unwrap();
-        let worst = worst_in_window(&full, &part);
-        // Smooth chroma upsampling sees the region's edge; the decoder keeps an iMCU margin.
-        assert!(worst <= 2, "{name} 1/{denom}: region differs by {worst}");
-        assert!(d.decode_scaled(&bytes, &opts, region, 3).is_err());
-    }
-}
-
 /// JPEGs under `SPDL_FINE_SCALE_DIR` (walked one level of folders deep) when set, else the
 /// bundled photos: the measurement `cargo test --release ... -- --nocapture` prints per corpus.
 fn fine_scale_photos() -> Vec<(String, Vec<u8>)> {
@@ -236,7 +199,7 @@ fn fine_scaled_pixels_stay_within_one_and_a_half_levels() {
 }
 
 #[test]
-fn fine_scaled_region_matches_its_coordinates() {
+fn scaled_region_matches_its_coordinates() {
     let (name, bytes) = photos()
         .into_iter()
         .find(|(n, _)| n == "skimage_retina.jpg")
@@ -273,8 +236,16 @@ fn fine_scaled_region_matches_its_coordinates() {
             ),
             "{name} {m}/8"
         );
+        // Smooth chroma upsampling sees the region's edge; the decoder keeps an iMCU margin.
         let worst = worst_in_window(&full, &part);
         assert!(worst <= 2, "{name} {m}/8: region differs by {worst}");
+        // The trait's 1/denom scales are the same decodes.
+        if let Some(denom) = [8, 4, 2].into_iter().find(|d| d * m == 8) {
+            let same = d.decode_scaled(&bytes, &opts, region, denom).unwrap();
+            assert_eq!((same.x, same.y), (part.x, part.y), "{name} 1/{denom}");
+            assert_eq!(same.image.as_u8(), part.image.as_u8(), "{name} 1/{denom}");
+        }
     }
     assert!(d.decode_scaled_eighths(&bytes, &opts, whole, 9).is_err());
+    assert!(d.decode_scaled(&bytes, &opts, whole, 3).is_err());
 }
