@@ -64,6 +64,42 @@ fn worst_in_window(full: &Scaled, part: &Scaled) -> u8 {
         .unwrap_or(0)
 }
 
+/// Loads each photo `per_image` times (sample index 0..per_image) with `full` and `other` and
+/// returns each mean absolute difference; asserts the shapes agree and no single image differs
+/// by more than 3 levels on average (fine texture at a crop's edge may reach that; the stated
+/// tolerances are checked by the callers over many images).
+fn mean_diffs(
+    tname: &str,
+    full: &ImageLoader,
+    other: &ImageLoader,
+    photos: &[(String, Vec<u8>)],
+    per_image: u64,
+) -> Vec<f64> {
+    let mut means = Vec::new();
+    for (name, bytes) in photos {
+        for index in 0..per_image {
+            let ctx = SampleContext {
+                key: name,
+                index,
+                epoch: 0,
+            };
+            let a = full.load(bytes, &ctx).unwrap();
+            let b = other.load(bytes, &ctx).unwrap();
+            assert_eq!(a.shape(), b.shape(), "{tname} {name}");
+            let (mean, max) = diff(a.as_u8().unwrap(), b.as_u8().unwrap());
+            println!("{tname:10} {name:32} #{index}: mean {mean:.2} max {max}");
+            // The scaled IDCT is a box-like prefilter; bilinear/antialiased resampling of the
+            // full image differs from it mostly on sharp edges.
+            assert!(
+                mean <= 3.0,
+                "{tname} {name} #{index}: mean abs diff {mean:.2}"
+            );
+            means.push(mean);
+        }
+    }
+    means
+}
+
 #[test]
 fn scaled_pixels_stay_close_to_the_full_decode() {
     let transforms = [
@@ -80,29 +116,8 @@ fn scaled_pixels_stay_close_to_the_full_decode() {
         full.scaled_decode = false;
         let mut scaled = full.clone();
         scaled.scaled_decode = true;
-        for (name, bytes) in photos() {
-            for index in 0..3 {
-                let ctx = SampleContext {
-                    key: &name,
-                    index,
-                    epoch: 0,
-                };
-                let a = full.load(&bytes, &ctx).unwrap();
-                let b = scaled.load(&bytes, &ctx).unwrap();
-                assert_eq!(a.shape(), b.shape(), "{tname} {name}");
-                let (mean, max) = diff(a.as_u8().unwrap(), b.as_u8().unwrap());
-                if mean > 0.0 {
-                    scaled_runs += 1;
-                }
-                println!("{tname:10} {name:32} #{index}: mean {mean:.2} max {max}");
-                // The scaled IDCT is a box-like prefilter; bilinear/antialiased resampling of
-                // the full image differs from it mostly on sharp edges.
-                assert!(
-                    mean <= 3.0,
-                    "{tname} {name} #{index}: mean abs diff {mean:.2}"
-                );
-            }
-        }
+        let means = mean_diffs(tname, &full, &scaled, &photos(), 3);
+        scaled_runs += means.iter().filter(|m| **m > 0.0).count();
     }
     assert!(scaled_runs > 0, "the larger photos take the scaled path");
 }
@@ -156,33 +171,12 @@ fn fine_scaled_pixels_stay_within_one_and_a_half_levels() {
         let mut fine = full.clone();
         fine.scaled_decode = true;
         fine.fine_scaled_decode = true;
-        let (mut sum, mut n, mut worst, mut scaled_runs) = (0.0, 0usize, 0.0f64, 0);
-        for (name, bytes) in fine_scale_photos() {
-            for index in 0..2 {
-                let ctx = SampleContext {
-                    key: &name,
-                    index,
-                    epoch: 0,
-                };
-                let a = full.load(&bytes, &ctx).unwrap();
-                let b = fine.load(&bytes, &ctx).unwrap();
-                assert_eq!(a.shape(), b.shape(), "{tname} {name}");
-                let (mean, _) = diff(a.as_u8().unwrap(), b.as_u8().unwrap());
-                n += 1;
-                if mean > 0.0 {
-                    // Decoded at another scale than the full decode (the others are equal).
-                    scaled_runs += 1;
-                    sum += mean;
-                }
-                worst = worst.max(mean);
-                // One image may differ more (fine texture at the crop's edge); the stated
-                // tolerance is the mean over the photos, checked below.
-                assert!(
-                    mean <= 3.0,
-                    "{tname} {name} #{index}: mean abs diff {mean:.2}"
-                );
-            }
-        }
+        let means = mean_diffs(tname, &full, &fine, &fine_scale_photos(), 2);
+        let n = means.len();
+        let worst = means.iter().copied().fold(0.0f64, f64::max);
+        // Decoded at another scale than the full decode (the others are equal).
+        let scaled: Vec<f64> = means.into_iter().filter(|m| *m > 0.0).collect();
+        let (scaled_runs, sum) = (scaled.len(), scaled.iter().sum::<f64>());
         // The mean over the images that took another scale, not diluted by the equal ones.
         let mad = sum / scaled_runs.max(1) as f64;
         println!(
