@@ -28,6 +28,9 @@ pub(crate) enum NativeKind {
     Load(Arc<spdl_io::ImageLoader>),
     Collate {
         normalize: bool,
+        /// Host batch buffers, reused once Python drops a batch: a fresh multi-MiB batch
+        /// each time costs a page fault per 4 KiB.
+        host: HostPool,
     },
     /// A list of encoded images decoded straight into one batch (`ops.decode_image_batch`).
     DecodeBatch {
@@ -191,7 +194,7 @@ impl NativeOp {
                 let image = decode(loader, &key, self.pos(pos), &data)?;
                 Ok(Some(Item::Image { key, label, image }))
             }
-            NativeKind::Collate { normalize } => {
+            NativeKind::Collate { normalize, host } => {
                 let items = list_items(
                     item,
                     "collate expects a list of decoded images (aggregate() after decode_image())",
@@ -212,10 +215,11 @@ impl NativeOp {
                         }
                     }
                 }
-                match next {
-                    Some(target) => Ok(Some(collate_pinned(target, batch, *normalize)?)),
-                    None => Ok(Some(Item::Batch(collate_items(batch, *normalize)?))),
-                }
+                let reserve = |len: usize| match next {
+                    Some(target) => target.reserve_pinned(len),
+                    None => Reserved::take_from(host, len),
+                };
+                Ok(Some(collate_reserved(reserve, batch, *normalize)?))
             }
             NativeKind::DecodeBatch {
                 loader,
@@ -345,7 +349,8 @@ pub(crate) fn image(
 #[pyfunction]
 #[pyo3(name = "op_collate", signature = (*, normalize=false))]
 pub(crate) fn collate(normalize: bool) -> NativeOp {
-    NativeOp::new(NativeKind::Collate { normalize }, "collate")
+    let host = HostPool::host(PoolConfig::default().max_buffers(HOST_BATCH_BUFFERS));
+    NativeOp::new(NativeKind::Collate { normalize, host }, "collate")
 }
 
 /// A stage that decodes a list of encoded images (`aggregate(n)` after `read_file()`) straight
@@ -581,12 +586,13 @@ impl NativeOp {
     }
 }
 
-/// Collates decoded images into pinned memory of `target`'s device (for the `to_device` stage
-/// that follows): a pinned [`Item::HostBatch`], or a plain [`Item::Batch`] when the device
-/// cannot be opened (the transfer then reports why) or every pinned buffer is in use
-/// (waiting for one could hold every worker thread while the transfer needs one).
-fn collate_pinned(
-    target: &CudaTarget,
+/// Collates decoded images into a buffer `reserve(bytes)` gives (pinned memory of the
+/// `to_device` stage that follows, or a reused host buffer): an [`Item::HostBatch`], or a plain
+/// [`Item::Batch`] in fresh memory when it gives none (the device cannot be opened, and the
+/// transfer then reports why, or every buffer is in use: waiting for one could hold every
+/// worker thread while the consumer or the transfer needs one).
+fn collate_reserved(
+    reserve: impl FnOnce(usize) -> Option<Reserved>,
     items: Vec<spdl_io::BatchItem>,
     normalize: bool,
 ) -> Result<Item, OpError> {
@@ -596,15 +602,15 @@ fn collate_pinned(
         (spdl_io::PixelData::U8(_), false) => 1,
         (spdl_io::PixelData::U16(_), false) => 2,
     };
-    let Some(reserved) = target.reserve_pinned(items.len() * h * w * c * elem) else {
+    let Some(reserved) = reserve(items.len() * h * w * c * elem) else {
         return Ok(Item::Batch(collate_items(items, normalize)?));
     };
-    let pinned = if normalize {
+    let batch = if normalize {
         spdl_io::collate_normalized_into(items, &spdl_io::Normalize::imagenet(), &reserved)?
     } else {
         spdl_io::collate_into(items, &reserved)?
     };
-    Ok(Item::HostBatch(pinned))
+    Ok(Item::HostBatch(batch))
 }
 
 const TO_DEVICE_EXPECTS: &str =
