@@ -17,7 +17,7 @@ import time
 import numpy as np
 import pytest
 
-from spdl_rs import io, ops, sources
+from spdl_rs import ops, sources
 from spdl_rs.pipeline import (
     PipelineBuilder,
     PriorityExecutorEntrypoint,
@@ -278,7 +278,12 @@ def test_native_ops_config_builds_in_spawned_process(samples):
         .get_config()
     )
     src = run_pipeline_in_subprocess(cfg, num_threads=2, mp_context="spawn")
-    want = np.asarray(io.load_image_batch(listing.paths, 32, 24))
+    # The same config built here: the native image stages decode JPEGs at libjpeg-turbo's
+    # finer DCT scales, which `io.load_image_batch` (SPDL's pixels) does not.
+    here = build_pipeline(cfg, num_threads=2)
+    with here.auto_stop():
+        (want,) = [np.asarray(b) for b in here]
+    assert want.shape == (len(listing), 24, 32, 3) and want.any()
     for _ in range(2):
         (batch,) = list(src)
         assert isinstance(batch, np.ndarray) and batch.shape == (len(listing), 24, 32, 3)
