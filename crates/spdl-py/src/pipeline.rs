@@ -344,8 +344,9 @@ async fn call_future(
 /// it took its item keeps its place) and return in the order they finished; a worker waiting
 /// its turn looks (yielding its core) before it sleeps, so a turn passes without a wake-up in
 /// the common case; a call lets the next one return only once its result has been handed on
-/// ([`spdl_core::after_report`]), since a worker is often preempted by the one it wakes. Calls that release the GIL still overlap. A place that never comes (an
-/// item dropped unrun at shutdown) holds the line for at most [`TURN_GIVE_UP`].
+/// ([`spdl_core::after_report`]), since a worker is often preempted by the one it wakes. Calls
+/// that release the GIL still overlap. A place that never comes (an item dropped unrun at
+/// shutdown) holds the line for at most [`TURN_GIVE_UP`].
 #[derive(Default)]
 struct Turnstile {
     /// The next call's place in line, for calls without a [`spdl_core::call_seq`].
