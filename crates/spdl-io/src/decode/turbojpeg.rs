@@ -297,22 +297,30 @@ impl TurboJpegDecoder {
             scaled_size(info.height, eighths),
         );
         let (w, h) = region.map_or(full, |r| (r.width, r.height));
-        // Trim the iMCU-alignment margins.
+        // Trim the iMCU-alignment margins in place: row r moves to r's trimmed slot, which is
+        // never after it, so no row is overwritten before it is moved.
         if trim != (0, 0) || dec_w != w {
-            let row = dec_w * pf_c;
-            let keep = trim.0 * pf_c..(trim.0 + w) * pf_c;
-            let mut trimmed = Vec::with_capacity(w * h * pf_c);
-            for r in raw_buf.chunks_exact(row).skip(trim.1).take(h) {
-                trimmed.extend_from_slice(r.get(keep.clone()).unwrap_or_default());
+            let (row, keep) = (dec_w * pf_c, w * pf_c);
+            if raw_buf.len() < (trim.1 + h) * row || (trim.0 + w) * pf_c > row {
+                return Err(Error::new(ErrorKind::Corrupt, "decoded size mismatch"));
             }
-            raw_buf = trimmed;
+            for r in 0..h {
+                let from = (trim.1 + r) * row + trim.0 * pf_c;
+                raw_buf.copy_within(from..from + keep, r * keep);
+            }
+            raw_buf.truncate(h * keep);
         }
-        let mut pixels = vec![0u8; w * h * shape.channels];
-        if header.components == 4 {
-            cmyk_to(&raw_buf, header.adobe, opts.color, &mut pixels);
+        let pixels = if header.components != 4 && pf_c == shape.channels {
+            raw_buf // already the output layout: no copy
         } else {
-            color::convert_u8(&raw_buf, pf_c, &mut pixels, shape.channels);
-        }
+            let mut pixels = vec![0u8; w * h * shape.channels];
+            if header.components == 4 {
+                cmyk_to(&raw_buf, header.adobe, opts.color, &mut pixels);
+            } else {
+                color::convert_u8(&raw_buf, pf_c, &mut pixels, shape.channels);
+            }
+            pixels
+        };
         let mut img = Image::from_u8(pixels, w, h, shape.channels)
             .ok_or_else(|| Error::new(ErrorKind::Corrupt, "decoded size mismatch"))?;
         img.orientation = info.orientation;
