@@ -378,3 +378,52 @@ fn s3_shards_resolve_links_and_account_for_every_sample_as_local_ones() {
     let uris = list_shards_with("s3://bucket/links/{links,far}.tar", &fetcher).unwrap();
     links_as_local(&local, uris, fetcher);
 }
+
+/// A missing S3 shard, opened ahead of its turn, is one `Open` failure naming it (the GET is
+/// answered when the shard is opened, not at its first read), between the samples of the
+/// shards around it; a resume at the very end of a shard (S3 answers 416) reads nothing more
+/// of it and goes on with no failure, as over HTTP.
+#[test]
+fn s3_missing_shard_opened_ahead_is_one_open_failure_and_a_resume_at_the_end_reads_nothing() {
+    let data = tempfile::tempdir().unwrap();
+    let paths = write_shards(&data.path().join("bucket/gap"), 3, 4, 300);
+    std::fs::remove_file(&paths[1]).unwrap();
+    let server = S3Server::start(data.path());
+    let fetcher = quick_retries(FetchOptions {
+        s3: server.options(),
+        ..FetchOptions::default()
+    });
+    let shards = list_shards_with("s3://bucket/gap/train-{0000..0002}.tar", &fetcher).unwrap();
+    assert_eq!(shards.len(), 3);
+    let src = ShardSource::new(shards, DistInfo::single(), in_order())
+        .unwrap()
+        .with_fetcher(fetcher)
+        .with_readahead(2);
+    let mut it = src.epoch(0);
+    let items: Vec<_> = it.by_ref().collect();
+    assert_eq!(it.failures(), 1);
+    assert_eq!(items.len(), 4 + 1 + 4, "{items:?}");
+    let e = items[4].as_ref().unwrap_err();
+    assert_eq!(e.kind, ShardErrorKind::Open, "{e}");
+    assert!(e.shard.ends_with("gap/train-0001.tar"), "{e}");
+    assert!(e.reason.contains("404"), "{e}");
+    let keys: Vec<_> = items.iter().flatten().map(|s| s.key.clone()).collect();
+    assert_eq!(
+        keys,
+        ["k/00000", "k/00001", "k/00002", "k/00003", "k/00008", "k/00009", "k/00010", "k/00011"]
+    );
+
+    let end = std::fs::metadata(&paths[2]).unwrap().len();
+    let state = ShardState {
+        epoch: 0,
+        shard: 2,
+        offset: end,
+        skip: 0,
+        draws: 0,
+        buffered: Vec::new(),
+        failures: 1,
+    };
+    let mut rest = src.resume(&state).unwrap();
+    assert!(rest.next().is_none());
+    assert_eq!(rest.failures(), 1);
+}

@@ -82,18 +82,46 @@ impl Backend for S3Backend {
 }
 
 /// One attempt at a streaming GET of the object from byte `start` (one request for the whole
-/// rest: OpenDAL's reader without a chunk size).
+/// rest: OpenDAL's reader without a chunk size), sent and answered before this returns. A
+/// resume at the very end (416) is an empty body, as over HTTP.
 async fn open(op: &Operator, key: &str, start: u64) -> Result<Opened> {
     check_key(key)?;
     let reader = op.reader(key).await.map_err(|e| super::from_opendal(&e))?;
-    let stream = reader
+    let mut stream = reader
         .into_stream(start..)
         .await
         .map_err(|e| super::from_opendal(&e))?;
+    // OpenDAL sends the GET on the stream's first poll; asking for the metadata sends it now,
+    // so that a shard opened ahead (`ShardSource::with_readahead`) has paid its round trip
+    // when its turn comes (without this, S3 read-ahead only built request objects and each
+    // shard's first read waited for the server) and a missing object fails here.
+    if let Err(e) = stream.metadata().await {
+        let err = super::from_opendal(&e);
+        if start > 0 && err.status() == Some(416) {
+            return Ok(Opened {
+                body: Box::new(Empty),
+                len: Some(0),
+            });
+        }
+        // OpenDAL answers Unsupported when the request went out but the response held no
+        // metadata: the body is there to read.
+        if e.kind() != opendal::ErrorKind::Unsupported {
+            return Err(err);
+        }
+    }
     Ok(Opened {
         body: Box::new(Body(stream)),
         len: None,
     })
+}
+
+/// The body of a 416 answer to a resume at the very end.
+struct Empty;
+
+impl Chunks for Empty {
+    fn next_chunk(&mut self) -> BoxFuture<'_, Option<Result<Bytes>>> {
+        Box::pin(async { None })
+    }
 }
 
 /// OpenDAL's body stream.
