@@ -110,7 +110,7 @@ async fn open(opts: &FetchOptions, url: &str, start: u64) -> Result<Opened> {
         StatusCode::PARTIAL_CONTENT => 0,
         StatusCode::RANGE_NOT_SATISFIABLE if start > 0 => {
             return Ok(Opened {
-                body: Box::new(Empty),
+                body: Box::new(super::EmptyBody),
                 len: Some(0),
             })
         }
@@ -159,15 +159,6 @@ impl Chunks for Body {
                 return Some(Ok(buf.to_bytes()));
             }
         })
-    }
-}
-
-/// The body of a 416 answer to a resume at the very end.
-struct Empty;
-
-impl Chunks for Empty {
-    fn next_chunk(&mut self) -> BoxFuture<'_, Option<Result<Bytes>>> {
-        Box::pin(async { None })
     }
 }
 

@@ -101,6 +101,17 @@ pub(crate) struct Opened {
     pub(crate) len: Option<u64>,
 }
 
+/// The body of a 416 answer to a resume at the very end (HTTP and S3).
+#[cfg(any(feature = "source-http", feature = "source-s3"))]
+pub(crate) struct EmptyBody;
+
+#[cfg(any(feature = "source-http", feature = "source-s3"))]
+impl Chunks for EmptyBody {
+    fn next_chunk(&mut self) -> BoxFuture<'_, Option<Result<Bytes>>> {
+        Box::pin(async { None })
+    }
+}
+
 /// The backends of this build, one per scheme.
 pub(crate) struct Backends {
     local: local::LocalBackend,

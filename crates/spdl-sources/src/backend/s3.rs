@@ -99,7 +99,7 @@ async fn open(op: &Operator, key: &str, start: u64) -> Result<Opened> {
         let err = super::from_opendal(&e);
         if start > 0 && err.status() == Some(416) {
             return Ok(Opened {
-                body: Box::new(Empty),
+                body: Box::new(super::EmptyBody),
                 len: Some(0),
             });
         }
@@ -113,15 +113,6 @@ async fn open(op: &Operator, key: &str, start: u64) -> Result<Opened> {
         body: Box::new(Body(stream)),
         len: None,
     })
-}
-
-/// The body of a 416 answer to a resume at the very end.
-struct Empty;
-
-impl Chunks for Empty {
-    fn next_chunk(&mut self) -> BoxFuture<'_, Option<Result<Bytes>>> {
-        Box::pin(async { None })
-    }
 }
 
 /// OpenDAL's body stream.
