@@ -88,6 +88,13 @@ fn region_decode_matches_full_decode_then_crop() {
                 width: 17,
                 height: 9,
             },
+            // Top band, the full width: no left or top margin to trim, only rows below.
+            Region {
+                x: 0,
+                y: 0,
+                width: full.width,
+                height: full.height / 2,
+            },
         ] {
             let part = dec.decode_region(&bytes, &opts, region).unwrap();
             let want = crop(&full, region).unwrap();

@@ -298,18 +298,19 @@ impl TurboJpegDecoder {
         );
         let (w, h) = region.map_or(full, |r| (r.width, r.height));
         // Trim the iMCU-alignment margins in place: row r moves to r's trimmed slot, which is
-        // never after it, so no row is overwritten before it is moved.
+        // never after it, so no row is overwritten before it is moved. The bottom margin
+        // (rows after the window) is cut off by the truncation.
+        let (row, keep) = (dec_w * pf_c, w * pf_c);
+        if raw_buf.len() < (trim.1 + h) * row || (trim.0 + w) * pf_c > row {
+            return Err(Error::new(ErrorKind::Corrupt, "decoded size mismatch"));
+        }
         if trim != (0, 0) || dec_w != w {
-            let (row, keep) = (dec_w * pf_c, w * pf_c);
-            if raw_buf.len() < (trim.1 + h) * row || (trim.0 + w) * pf_c > row {
-                return Err(Error::new(ErrorKind::Corrupt, "decoded size mismatch"));
-            }
             for r in 0..h {
                 let from = (trim.1 + r) * row + trim.0 * pf_c;
                 raw_buf.copy_within(from..from + keep, r * keep);
             }
-            raw_buf.truncate(h * keep);
         }
+        raw_buf.truncate(h * keep);
         let pixels = if header.components != 4 && pf_c == shape.channels {
             raw_buf // already the output layout: no copy
         } else {
