@@ -19,7 +19,10 @@ pub struct ImageLoader {
     /// Transform applied after decoding.
     pub transform: Transform,
     /// Decode only the transform's source box when the decoder supports it
-    /// (libjpeg-turbo cropping; default `true`).
+    /// (libjpeg-turbo cropping; default `true`). libjpeg-turbo then runs no IDCT or colour
+    /// conversion outside the box, and no Huffman decoding below it: skipping to the last row
+    /// ends the scan (`jpeg_skip_scanlines` in `jdapistd.c` marks the end of image reached).
+    /// Rows above the box are still Huffman-decoded (sequential data, no restart markers used).
     pub region_decode: bool,
     /// Decode at a reduced scale when the transform shrinks the source box a lot and the
     /// decoder can (libjpeg-turbo's DCT scaling, like Pillow's `Image.draft`): the largest
