@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use spdl_core::{Op, Order, PipelineBuilder, StageConfig};
-use spdl_io::{collate, key_from_path, Filter, Image, ImageLoader, SampleContext, Transform};
+use spdl_io::{collate, key_from_path, BatchItem, Filter, ImageLoader, SampleContext, Transform};
 use spdl_sources::{read_file_async, walk_dir, Extensions};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -24,13 +24,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         )
         .pipe(
             Op::blocking(move |(path, bytes): (PathBuf, Vec<u8>)| {
-                let key = key_from_path(&path); // names the sample in errors
+                let key = key_from_path(&path); // names the sample in errors and batches
                 let ctx = SampleContext {
                     key: &key,
                     index: 0,
                     epoch: 0,
                 };
-                Ok(Some(loader.load(&bytes, &ctx)?)) // CPU, on the worker pool
+                let image = loader.load(&bytes, &ctx)?; // CPU, on the worker pool
+                let label = None;
+                Ok(Some(BatchItem { key, label, image }))
             }),
             StageConfig::named("decode")
                 .concurrency(4)
@@ -38,7 +40,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         )
         .aggregate(32, false) // batches of 32, the last one shorter
         .pipe(
-            Op::blocking(|images: Vec<Image>| Ok(Some(collate(images)?))),
+            Op::blocking(|items: Vec<BatchItem>| Ok(Some(collate(items)?))),
             StageConfig::named("collate"),
         )
         .build(4)?; // 4 worker threads
