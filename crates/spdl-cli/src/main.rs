@@ -112,9 +112,8 @@ pub(crate) struct LoadArgs {
     /// kept region is decoded, with libjpeg-turbo's cropping).
     #[arg(long)]
     pub(crate) no_region_decode: bool,
-    /// Decode JPEGs at full resolution even when the transform shrinks them 4x or more
-    /// (default: libjpeg-turbo's DCT scaling to 1/2, 1/4 or 1/8, keeping the decoded box at
-    /// least twice the output size).
+    /// Decode JPEGs at full resolution even when the transform shrinks them (default:
+    /// libjpeg-turbo's DCT scaling, by the rule `--no-fine-scaled-decode` describes).
     #[arg(long)]
     pub(crate) no_scaled_decode: bool,
     /// Pick the DCT scale only among 1/2, 1/4 and 1/8 with twice the output size to spare
