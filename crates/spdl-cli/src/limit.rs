@@ -37,6 +37,8 @@ pub(crate) fn run(args: LimitArgs) -> Result<ExitCode> {
 
     let next = AtomicUsize::new(0);
     let (ok, failed) = (AtomicU64::new(0), AtomicU64::new(0));
+    // Why each file failed, named once (first epoch); a lock only on the failure path.
+    let reasons = std::sync::Mutex::new(Vec::new());
     let start = Instant::now();
     let epochs = args.load.epochs.max(1);
     std::thread::scope(|scope| {
@@ -62,8 +64,12 @@ pub(crate) fn run(args: LimitArgs) -> Result<ExitCode> {
                         std::hint::black_box(img);
                         ok.fetch_add(1, Ordering::Relaxed);
                     }
-                    Err(_) => {
+                    Err(e) => {
                         failed.fetch_add(1, Ordering::Relaxed);
+                        if ctx.epoch == 0 {
+                            let mut r = reasons.lock().unwrap_or_else(|p| p.into_inner());
+                            r.push(e.to_string());
+                        }
                     }
                 }
             });
@@ -71,6 +77,8 @@ pub(crate) fn run(args: LimitArgs) -> Result<ExitCode> {
     });
     let seconds = start.elapsed().as_secs_f64();
     let images = ok.load(Ordering::Relaxed);
+    let mut reasons = reasons.into_inner().unwrap_or_else(|p| p.into_inner());
+    reasons.sort();
     let report = serde_json::json!({
         "source": shown,
         "decode_only": args.decode_only,
@@ -78,6 +86,7 @@ pub(crate) fn run(args: LimitArgs) -> Result<ExitCode> {
         "images": images,
         "failed": failed.load(Ordering::Relaxed),
         "unreadable": unreadable,
+        "failures": reasons,
         "bytes_in_memory": bytes,
         "seconds": seconds,
         "images_per_second": images as f64 / seconds,
@@ -94,6 +103,9 @@ pub(crate) fn run(args: LimitArgs) -> Result<ExitCode> {
         ));
         for reason in &unreadable {
             crate::emit(&format!("  not read: {reason}"));
+        }
+        for reason in &reasons {
+            crate::emit(&format!("  failed: {reason}"));
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -184,9 +184,11 @@ impl fmt::Display for Report<'_> {
         writeln!(f, "spdl load: {}", self.source)?;
         writeln!(
             f,
-            "  {} images in {} batches of {} ({}, {}x{} {}), {} epoch(s), {} threads",
+            "  {} image{} in {} batch{} of {} ({}, {}x{} {}), {} epoch(s), {} threads",
             self.images,
+            if self.images == 1 { "" } else { "s" },
             self.batches,
+            if self.batches == 1 { "" } else { "es" },
             args.batch_size,
             self.layout,
             args.size,
@@ -237,12 +239,11 @@ impl fmt::Display for Report<'_> {
         if !self.failures.is_empty() {
             writeln!(f, "failures:")?;
             for fl in &self.failures {
-                // Errors from spdl-io and spdl-sources already start with the sample's name.
-                if fl.reason.starts_with(&fl.path) {
-                    writeln!(f, "  {}", fl.reason)?;
-                } else {
-                    writeln!(f, "  {}: {}", fl.path, fl.reason)?;
-                }
+                // Errors from spdl-io and spdl-sources name the sample after their kind
+                // (`empty: PATH: empty file`): name it once, first (`PATH: empty: empty file`).
+                let named = format!("{}: ", fl.path);
+                let reason = fl.reason.replacen(&named, "", 1);
+                writeln!(f, "  {}: {}", fl.path, reason)?;
             }
         }
         if let Some(e) = &self.error {

@@ -226,6 +226,26 @@ fn limit_decodes_from_memory() {
 }
 
 #[test]
+fn limit_names_each_broken_file_once() {
+    let r = json(
+        spdl()
+            .arg("limit")
+            .arg(hard_cases())
+            .args(["--epochs", "2"]),
+    );
+    let failures = r["failures"].as_array().unwrap();
+    // Counted every epoch, named once.
+    assert_eq!(r["failed"].as_u64().unwrap(), 2 * failures.len() as u64);
+    for name in ["truncated_60pct.jpg", "empty.jpg", "html_error_page.jpg"] {
+        let hits = failures
+            .iter()
+            .filter(|f| f.as_str().unwrap().contains(name))
+            .count();
+        assert_eq!(hits, 1, "{name}: {failures:?}");
+    }
+}
+
+#[test]
 fn a_gpu_without_cuda_is_a_clear_error() {
     let out = spdl()
         .args(["load", "--device", "cuda:0"])
