@@ -55,7 +55,8 @@ enum Command {
     Wheel(wheel::Args),
     /// Run every cargo-fuzz target in `fuzz/` for `--seconds N` each (needs cargo-fuzz).
     Fuzz(fuzz::Args),
-    /// Benchmarks: `overhead`, `decode`, `images` (see `cargo xtask bench --help`).
+    /// Benchmarks: `overhead`, `epochs`, `decode`, `images`, `train`, `video`, `shards` (see
+    /// `cargo xtask bench --help`).
     Bench(bench::Args),
     /// On a GPU machine: CUDA tests, H2D GB/s, nvJPEG pixels and images/s, the Python GPU tests
     /// (see gpu_check.rs).
