@@ -833,6 +833,7 @@ pub(crate) fn build_pipeline(
         shared,
         final_stats: Mutex::new(None),
         final_errors: Mutex::new(Vec::new()),
+        final_state: Mutex::new(None),
     })
 }
 
@@ -861,6 +862,9 @@ pub(crate) struct PyPipeline {
     /// The figures at `stop()`, so that `get_stats()` and `last_errors()` still answer.
     final_stats: Mutex<Option<spdl_core::PipelineStats>>,
     final_errors: Mutex<Vec<String>>,
+    /// What the consumer had received at `stop()`, so that `state_dict()` still answers: a
+    /// checkpoint taken after the loop's `auto_stop()` block.
+    final_state: Mutex<Option<spdl_core::PipelineState>>,
 }
 
 impl PyPipeline {
@@ -1060,6 +1064,7 @@ impl PyPipeline {
             if let Some(p) = &p {
                 *lock(&self.final_stats) = Some(p.stats());
                 *lock(&self.final_errors) = p.last_errors();
+                *lock(&self.final_state) = Some(p.state_dict());
             }
             drop(p);
             failure
@@ -1104,11 +1109,15 @@ impl PyPipeline {
     }
 
     /// What the consumer has received of the current epoch, as
-    /// `{"epoch": int, "done_below": int, "done_above": [int]}` (`spdl_core::PipelineState`).
+    /// `{"epoch": int, "done_below": int, "done_above": [int]}` (`spdl_core::PipelineState`);
+    /// after `stop()`, what it had received then.
     fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         self.check_fork()?;
         let state = py
-            .detach(|| lock(&self.inner).as_ref().map(|p| p.state_dict()))
+            .detach(|| {
+                let running = lock(&self.inner).as_ref().map(|p| p.state_dict());
+                running.or_else(|| lock(&self.final_state).clone())
+            })
             .ok_or_else(|| PyRuntimeError::new_err("the pipeline is stopped"))?;
         let d = PyDict::new(py);
         d.set_item("epoch", state.epoch)?;

@@ -74,6 +74,10 @@ def test_state_dict_between_epochs_and_errors(samples):
         next(iter(p))  # epoch 1 running
         with pytest.raises(ValueError, match="before the epoch starts"):
             p.load_state_dict({"epoch": 0, "done_below": 0, "done_above": []})
+        inside = p.state_dict()
+    # After the block: the state at the stop (a checkpoint taken after the loop).
+    assert p.state_dict() == inside
+    assert inside["epoch"] == 1 and inside["done_below"] + len(inside["done_above"]) >= 1
     q = _build(samples, "input")
     with pytest.raises(ValueError, match="done_above"):
         q.load_state_dict({"epoch": 0, "done_below": 0})

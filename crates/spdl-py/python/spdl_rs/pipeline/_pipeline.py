@@ -1136,7 +1136,9 @@ class Pipeline(Generic[T]):
         (those delivered out of order; at most about the items in flight). Between epochs,
         ``epoch`` is the next one and nothing is done. A position counts as done when its item
         was returned by ``get_item`` (or when it was dropped: filtered out or failed). The
-        state is small and JSON-serializable. Raises ``RuntimeError`` once stopped.
+        state is small and JSON-serializable. After :meth:`stop` (e.g. after the
+        ``auto_stop()`` block) it is the state at the stop, so a checkpoint may be taken after
+        the loop.
         """
         return self._native.state_dict()
 
