@@ -831,9 +831,7 @@ pub(crate) fn build_pipeline(
         stopping: AtomicBool::new(false),
         generation: fork_generation(),
         shared,
-        final_stats: Mutex::new(None),
-        final_errors: Mutex::new(Vec::new()),
-        final_state: Mutex::new(None),
+        at_stop: Mutex::new(None),
     })
 }
 
@@ -859,15 +857,32 @@ pub(crate) struct PyPipeline {
     /// the parent's threads, locks or runtime.
     generation: u64,
     shared: Arc<Shared>,
-    /// The figures at `stop()`, so that `get_stats()` and `last_errors()` still answer.
-    final_stats: Mutex<Option<spdl_core::PipelineStats>>,
-    final_errors: Mutex<Vec<String>>,
-    /// What the consumer had received at `stop()`, so that `state_dict()` still answers: a
-    /// checkpoint taken after the loop's `auto_stop()` block.
-    final_state: Mutex<Option<spdl_core::PipelineState>>,
+    /// The figures at `stop()`, so that a stopped pipeline still answers.
+    at_stop: Mutex<Option<AtStop>>,
+}
+
+/// What `get_stats()`, `last_errors()` and `state_dict()` answer after `stop()` (the last a
+/// checkpoint taken after the loop's `auto_stop()` block).
+struct AtStop {
+    stats: spdl_core::PipelineStats,
+    errors: Vec<String>,
+    state: spdl_core::PipelineState,
 }
 
 impl PyPipeline {
+    /// `running` of the pipeline, or `stopped` of what it left at `stop()`; `None` when
+    /// neither is there (a forked child).
+    fn running_or_stopped<R>(
+        &self,
+        running: impl FnOnce(&Pipeline<Item>) -> R,
+        stopped: impl FnOnce(&AtStop) -> R,
+    ) -> Option<R> {
+        if let Some(r) = lock(&self.inner).as_ref().map(running) {
+            return Some(r);
+        }
+        lock(&self.at_stop).as_ref().map(stopped)
+    }
+
     fn forked(&self) -> bool {
         self.generation != fork_generation()
     }
@@ -1062,9 +1077,11 @@ impl PyPipeline {
             }
             let failure = p.as_mut().and_then(|p| p.take_unobserved_failure());
             if let Some(p) = &p {
-                *lock(&self.final_stats) = Some(p.stats());
-                *lock(&self.final_errors) = p.last_errors();
-                *lock(&self.final_state) = Some(p.state_dict());
+                *lock(&self.at_stop) = Some(AtStop {
+                    stats: p.stats(),
+                    errors: p.last_errors(),
+                    state: p.state_dict(),
+                });
             }
             drop(p);
             failure
@@ -1114,10 +1131,7 @@ impl PyPipeline {
     fn state_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         self.check_fork()?;
         let state = py
-            .detach(|| {
-                let running = lock(&self.inner).as_ref().map(|p| p.state_dict());
-                running.or_else(|| lock(&self.final_state).clone())
-            })
+            .detach(|| self.running_or_stopped(|p| p.state_dict(), |s| s.state.clone()))
             .ok_or_else(|| PyRuntimeError::new_err("the pipeline is stopped"))?;
         let d = PyDict::new(py);
         d.set_item("epoch", state.epoch)?;
@@ -1176,12 +1190,7 @@ impl PyPipeline {
     /// A snapshot of every stage's and queue's statistics; after `stop()`, the final ones.
     fn stats(&self, py: Python<'_>) -> PyResult<PipelineStats> {
         self.check_fork()?;
-        let s = py.detach(|| {
-            lock(&self.inner)
-                .as_ref()
-                .map(|p| p.stats())
-                .or_else(|| lock(&self.final_stats).clone())
-        });
+        let s = py.detach(|| self.running_or_stopped(|p| p.stats(), |s| s.stats.clone()));
         s.map(PipelineStats::from)
             .ok_or_else(|| PyRuntimeError::new_err("the pipeline is stopped"))
     }
@@ -1189,9 +1198,9 @@ impl PyPipeline {
     /// The most recent failures (up to 5), each naming its stage and sample position.
     fn last_errors(&self, py: Python<'_>) -> PyResult<Vec<String>> {
         self.check_fork()?;
-        Ok(py.detach(|| match lock(&self.inner).as_ref() {
-            Some(p) => p.last_errors(),
-            None => lock(&self.final_errors).clone(),
+        Ok(py.detach(|| {
+            self.running_or_stopped(|p| p.last_errors(), |s| s.errors.clone())
+                .unwrap_or_default()
         }))
     }
 
